@@ -1,0 +1,176 @@
+"""Closed-loop evaluation: plan in the model, act in the true environment (paper §3; SPEC §4).
+
+Episodes of every model setting run in lockstep as one batch laid out setting-major
+``(M * b, 12)``; columns whose episodes have ended in every setting are dropped from the
+batch, so finished work is not re-planned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from tqdm.auto import tqdm
+
+from gridplan.constants import HORIZON, STATE_DIM, check_task
+from gridplan.env import check_state, reset, step
+from gridplan.planner import Planner
+
+#: Codes of ``EpisodeResults.outcome``.
+OUTCOMES = ("goal", "hazard", "timeout")
+GOAL, HAZARD, TIMEOUT = range(3)
+
+
+@dataclass
+class EpisodeResults:
+    """Per-episode results of a closed-loop run, all indexed like the start states.
+
+    Attributes:
+        success: ``(B,)`` bool, the active goal reached within the horizon.
+        returns: ``(B,)`` float, undiscounted sum of true rewards.
+        steps: ``(B,)`` long, environment steps taken (``horizon`` on a timeout).
+        outcome: ``(B,)`` long codes into ``OUTCOMES``.
+        trajectory: ``(T + 1, B, 12)`` true states (rows frozen after termination), or None.
+        actions: ``(T, B)`` executed actions (-1 after termination), or None.
+    """
+
+    success: torch.Tensor
+    returns: torch.Tensor
+    steps: torch.Tensor
+    outcome: torch.Tensor
+    trajectory: torch.Tensor | None = None
+    actions: torch.Tensor | None = None
+
+    def outcome_counts(self) -> dict[str, int]:
+        """Number of episodes ending at the goal, on the hazard, and by timeout."""
+        return {name: int((self.outcome == i).sum()) for i, name in enumerate(OUTCOMES)}
+
+
+def start_states(
+    seeds: Sequence[int], episodes: int, task: str = "A", device: torch.device | str = "cpu"
+) -> torch.Tensor:
+    """Reset states for ``episodes`` episodes of each seed, seed-major: ``(S * E, 12)``.
+
+    Seed ``s`` always yields the same ``episodes`` start states, whatever the other seeds.
+
+    Raises:
+        ValueError: if ``seeds`` is empty or ``episodes < 1``.
+    """
+    if len(seeds) == 0:
+        raise ValueError("seeds must not be empty")
+    if episodes < 1:
+        raise ValueError(f"episodes must be >= 1, got {episodes}")
+    parts = []
+    for seed in seeds:
+        gen = torch.Generator(device=device).manual_seed(int(seed))
+        parts.append(reset(episodes, gen, task))
+    return torch.cat(parts)
+
+
+def run_closed_loop(
+    planner: Planner,
+    start: torch.Tensor,
+    generator: torch.Generator,
+    horizon: int = HORIZON,
+    record: bool = False,
+    progress: bool = False,
+) -> EpisodeResults:
+    """Run every episode of ``start`` to termination or ``horizon`` steps.
+
+    Args:
+        planner: chooses actions from the true current state through its world model.
+        start: ``(B, 12)`` start states, setting-major if the model has several settings.
+        generator: one stream for the true environment's distractors, planning noise and
+            tie-breaks (same seed, same device -> same episodes).
+        horizon: maximum environment steps (60 in the paper).
+        record: keep the true trajectory and actions.
+        progress: show a progress bar over environment steps.
+
+    Returns:
+        EpisodeResults for all ``B`` episodes.
+
+    Raises:
+        ValueError: on a malformed start batch or ``horizon < 1``.
+    """
+    check_state(start, "start")
+    if horizon < 1:
+        raise ValueError(f"horizon must be >= 1, got {horizon}")
+    task = planner.task
+    m = getattr(planner.model, "n_settings", 1)
+    b = start.shape[0]
+    if b % m:
+        raise ValueError(f"{b} start states do not split into {m} setting blocks")
+    device = start.device
+    state = start.clone()
+    active = torch.ones(b, dtype=torch.bool, device=device)
+    success = torch.zeros(b, dtype=torch.bool, device=device)
+    hazard = torch.zeros(b, dtype=torch.bool, device=device)
+    returns = torch.zeros(b, device=device)
+    steps = torch.zeros(b, dtype=torch.long, device=device)
+    trajectory = [state.clone()] if record else None
+    actions = [] if record else None
+    for _ in tqdm(range(horizon), desc="closed loop", disable=not progress, leave=False):
+        live_cols = active.view(m, -1).any(dim=0)
+        if not live_cols.any():
+            break
+        rows = torch.arange(b, device=device).view(m, -1)[:, live_cols].reshape(-1)
+        sub = state[rows]
+        action = planner.act(sub, generator)
+        nxt, reward, done, info = step(sub, action, generator, task)
+        live = active[rows]
+        state[rows] = torch.where(live.unsqueeze(1), nxt, sub)
+        returns[rows] += reward * live
+        steps[rows] += live.long()
+        success[rows] |= info["goal"] & live
+        hazard[rows] |= info["hazard"] & live
+        active[rows] = live & ~done
+        if record:
+            full = torch.full((b,), -1, dtype=torch.long, device=device)
+            full[rows] = torch.where(live, action, torch.full_like(action, -1))
+            actions.append(full)
+            trajectory.append(state.clone())
+    outcome = torch.full((b,), TIMEOUT, dtype=torch.long, device=device)
+    outcome[success] = GOAL
+    outcome[hazard] = HAZARD
+    return EpisodeResults(
+        success=success,
+        returns=returns,
+        steps=steps,
+        outcome=outcome,
+        trajectory=torch.stack(trajectory) if record else None,
+        actions=torch.stack(actions) if record and actions else None,
+    )
+
+
+def evaluate(
+    model,
+    task: str = "A",
+    depth: int = 4,
+    seeds: Sequence[int] = tuple(range(10)),
+    episodes: int = 30,
+    device: torch.device | str = "cpu",
+    record: bool = False,
+    progress: bool = False,
+    **planner_kwargs,
+) -> EpisodeResults:
+    """Closed-loop success of ``model`` (all its settings) on the seeds' start states.
+
+    Every setting plays the same ``len(seeds) * episodes`` start states (common random
+    numbers), so the returned tensors are setting-major ``(M * S * E,)``. The planning and
+    environment stream is seeded from the seeds, so the call is reproducible.
+
+    Raises:
+        ValueError: on an unknown task, ``depth < 1``, empty seeds or ``episodes < 1``.
+    """
+    check_task(task)
+    planner = Planner(model, depth, task, device=device, **planner_kwargs)
+    start = start_states(seeds, episodes, task, device)
+    m = getattr(model, "n_settings", 1)
+    start = start.repeat(m, 1) if m > 1 else start
+    gen = torch.Generator(device=device).manual_seed(
+        1_000_003 * int(seeds[0]) + 7919 * len(seeds) + episodes
+    )
+    return run_closed_loop(
+        planner, start.view(-1, STATE_DIM), gen, record=record, progress=progress
+    )

@@ -1,0 +1,203 @@
+"""World-model interface, the oracle and the controlled noise family M(sigma_r, sigma_i).
+
+Paper §4.2; SPEC §3. Every model is one imagined step
+``predict(state (N, 12), action (N,), generator) -> (N, 12)``; the planner and every metric
+use only this, plus ``start_rollout`` before each imagined rollout (models with memory
+across imagined steps, such as AR(1) noise, reset it there).
+
+Several noise settings can share one batch: a model built from ``M`` settings treats the
+``N`` rows as ``M`` equal contiguous blocks, block ``m`` belonging to setting ``m``. The
+planner and the metrics keep rows of one episode or window inside its block, so a batch laid
+out setting-major (``B = M * b``) evaluates all ``M`` models at once.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+
+import torch
+
+from gridplan.constants import CELL_SCALE, NOISE_RELEVANT_DIMS, STATE_DIM
+from gridplan.env import transition
+
+
+class WorldModel(abc.ABC):
+    """A one-step world model. Subclass it (or duck-type ``predict``) to plug a model in."""
+
+    #: Number of settings sharing a batch (rows are split into this many contiguous blocks).
+    n_settings: int = 1
+
+    @abc.abstractmethod
+    def predict(
+        self, state: torch.Tensor, action: torch.Tensor, generator: torch.Generator
+    ) -> torch.Tensor:
+        """One imagined step.
+
+        Args:
+            state: ``(N, 12)`` float, normalized ``[0, 1]`` (possibly the model's own output).
+            action: ``(N,)`` long in ``0..3``.
+            generator: the only source of randomness a stochastic model may use.
+
+        Returns:
+            ``(N, 12)`` predicted next states.
+        """
+
+    def start_rollout(self, batch: int, generator: torch.Generator) -> None:  # noqa: B027
+        """Called before each imagined rollout of ``batch`` rows; stateless models ignore it."""
+
+
+def _sigma_block(sigma_r, sigma_i) -> torch.Tensor:
+    """``(M, 12)`` per-dimension noise scales (normalized units) from sigma_r (grid cells) and
+    sigma_i (normalized units), each a float or a length-M sequence."""
+    sr = torch.as_tensor(sigma_r, dtype=torch.float32).reshape(-1)
+    si = torch.as_tensor(sigma_i, dtype=torch.float32).reshape(-1)
+    if sr.numel() != si.numel():
+        if sr.numel() == 1:
+            sr = sr.expand(si.numel())
+        elif si.numel() == 1:
+            si = si.expand(sr.numel())
+        else:
+            raise ValueError(
+                f"sigma_r and sigma_i must have the same length, got {sr.numel()} and {si.numel()}"
+            )
+    sigma = si.unsqueeze(1).repeat(1, STATE_DIM)
+    sigma[:, list(NOISE_RELEVANT_DIMS)] = (sr / CELL_SCALE).unsqueeze(1)
+    return sigma
+
+
+def check_sigma(sigma: torch.Tensor) -> torch.Tensor:
+    """Validate ``(M, 12)`` noise scales. Raises ValueError if negative, non-finite or misshapen."""
+    sigma = torch.as_tensor(sigma, dtype=torch.float32)
+    if sigma.dim() == 1:
+        sigma = sigma.unsqueeze(0)
+    if sigma.dim() != 2 or sigma.shape[1] != STATE_DIM or sigma.shape[0] < 1:
+        raise ValueError(f"sigma must have shape (M, {STATE_DIM}), got {tuple(sigma.shape)}")
+    if not torch.isfinite(sigma).all():
+        raise ValueError("sigma must be finite")
+    if (sigma < 0).any():
+        raise ValueError(f"sigma must be non-negative, got minimum {float(sigma.min())}")
+    return sigma
+
+
+class NoiseModel(WorldModel):
+    """The controlled family (paper §4.2): the true transition applied to the belief state,
+    then independent Gaussian noise, clamped to ``[0, 1]``. Noise compounds because the next
+    imagined step reads the noisy state through rounded cells and thresholded flags.
+
+    Args:
+        sigma: ``(M, 12)`` or ``(12,)`` per-dimension noise std, normalized units.
+            Use ``NoiseModel.controlled`` for the paper's ``M(sigma_r, sigma_i)``.
+
+    Raises:
+        ValueError: if ``sigma`` is negative, non-finite or of the wrong shape.
+    """
+
+    def __init__(self, sigma: torch.Tensor) -> None:
+        self.sigma = check_sigma(sigma)
+        self.n_settings = self.sigma.shape[0]
+        self._deterministic = bool((self.sigma == 0).all())
+
+    @classmethod
+    def controlled(cls, sigma_r, sigma_i) -> NoiseModel:
+        """``M(sigma_r, sigma_i)``: ``sigma_r`` in grid cells on the Task A relevant dims
+        (0-5), ``sigma_i`` in normalized units on the other six. Floats or length-M sequences.
+
+        Raises:
+            ValueError: if any sigma is negative or not finite, or the lengths differ.
+        """
+        return cls(_sigma_block(sigma_r, sigma_i))
+
+    def settings(self) -> list[dict]:
+        """One dict per setting, for reports: ``sigma_r`` (cells), ``sigma_i``, ``sigma``."""
+        out = []
+        for row in self.sigma:
+            rel = row[list(NOISE_RELEVANT_DIMS)]
+            irr = row[[d for d in range(STATE_DIM) if d not in NOISE_RELEVANT_DIMS]]
+            item = {"sigma": [round(float(v), 6) for v in row]}
+            if (rel == rel[0]).all() and (irr == irr[0]).all():
+                item = {
+                    "sigma_r": round(float(rel[0]) * CELL_SCALE, 6),
+                    "sigma_i": round(float(irr[0]), 6),
+                }
+            out.append(item)
+        return out
+
+    def _scales(self, n: int, device: torch.device) -> torch.Tensor:
+        if n % self.n_settings:
+            raise ValueError(
+                f"batch of {n} rows does not split into {self.n_settings} equal setting blocks"
+            )
+        if self.sigma.device != device:
+            self.sigma = self.sigma.to(device)
+        return self.sigma.unsqueeze(1)
+
+    def noise(self, n: int, generator: torch.Generator) -> torch.Tensor:
+        """Draw ``(n, 12)`` independent noise with the block's scales."""
+        scales = self._scales(n, generator.device)
+        z = torch.randn(
+            (self.n_settings, n // self.n_settings, STATE_DIM),
+            generator=generator,
+            device=generator.device,
+        )
+        return (z * scales).reshape(n, STATE_DIM)
+
+    def predict(self, state, action, generator):
+        nxt = transition(state, action, generator)[0]
+        if self._deterministic:
+            return nxt
+        return (nxt + self.noise(state.shape[0], generator)).clamp_(0.0, 1.0)
+
+
+class OracleModel(NoiseModel):
+    """The true transition (stochastic distractors included): ``M(0, 0)``."""
+
+    def __init__(self) -> None:
+        super().__init__(torch.zeros(1, STATE_DIM))
+
+
+class AR1NoiseModel(NoiseModel):
+    """Controlled family with AR(1)-correlated noise across imagined steps (paper appendix).
+
+    ``e_t = rho * e_{t-1} + sqrt(1 - rho^2) * sigma * z_t`` with stationary start
+    ``e_1 ~ N(0, sigma^2)``, so each step's marginal noise equals ``NoiseModel``'s.
+
+    Args:
+        sigma: ``(M, 12)`` or ``(12,)`` noise std, normalized units.
+        rho: correlation in ``[0, 1)``.
+
+    Raises:
+        ValueError: on bad ``sigma`` or ``rho`` outside ``[0, 1)``.
+    """
+
+    def __init__(self, sigma: torch.Tensor, rho: float = 0.8) -> None:
+        super().__init__(sigma)
+        if not 0.0 <= rho < 1.0:
+            raise ValueError(f"rho must lie in [0, 1), got {rho}")
+        self.rho = float(rho)
+        self._state: torch.Tensor | None = None
+
+    @classmethod
+    def controlled(cls, sigma_r, sigma_i, rho: float = 0.8) -> AR1NoiseModel:
+        """AR(1) version of ``M(sigma_r, sigma_i)``; units as in ``NoiseModel.controlled``."""
+        return cls(_sigma_block(sigma_r, sigma_i), rho)
+
+    def start_rollout(self, batch, generator):
+        self._state = None
+
+    def predict(self, state, action, generator):
+        nxt = transition(state, action, generator)[0]
+        fresh = self.noise(state.shape[0], generator)
+        if self._state is None or self._state.shape[0] != state.shape[0]:
+            self._state = fresh
+        else:
+            self._state = self.rho * self._state + (1.0 - self.rho**2) ** 0.5 * fresh
+        return (nxt + self._state).clamp_(0.0, 1.0)
+
+
+def noise_grid(sigma_r: Sequence[float], sigma_i: Sequence[float]) -> NoiseModel:
+    """All ``len(sigma_r) * len(sigma_i)`` settings of ``M(sigma_r, sigma_i)`` as one model,
+    ``sigma_r``-major (the paper's 8x6 grid, §5.1)."""
+    sr = [r for r in sigma_r for _ in sigma_i]
+    si = [i for _ in sigma_r for i in sigma_i]
+    return NoiseModel.controlled(sr, si)

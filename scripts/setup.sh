@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Create/refresh the project virtualenv in .venv (idempotent; safe to run from any cwd).
+#
+# Environment overrides:
+#   GRIDPLAN_TORCH_SPEC   pip version spec for torch (default "==2.13.0", the local CPU wheel).
+#                         GPU users, e.g.: GRIDPLAN_TORCH_SPEC='==2.5.1'
+#   GRIDPLAN_TORCH_INDEX  optional --index-url for torch,
+#                         e.g.: GRIDPLAN_TORCH_INDEX=https://download.pytorch.org/whl/cu124
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+VENV=.venv
+PY="$VENV/bin/python"
+STAMP="$VENV/.gridplan-installed"
+TORCH_SPEC="${GRIDPLAN_TORCH_SPEC:-==2.13.0}"
+TORCH_INDEX="${GRIDPLAN_TORCH_INDEX:-}"
+
+if [ ! -x "$PY" ]; then
+    echo "[setup] creating $VENV"
+    python3 -m venv "$VENV"
+else
+    echo "[setup] $VENV exists"
+fi
+
+# Install torch first, pinned, so the dependency resolver never pulls an unpinned (CUDA) build.
+# Only (re)install when torch is missing or does not satisfy the requested spec.
+if "$PY" - "$TORCH_SPEC" <<'PYEOF' 2>/dev/null
+import sys
+from importlib.metadata import version
+
+import torch  # noqa: F401
+
+try:
+    from packaging.specifiers import SpecifierSet
+except ImportError:  # fresh venv: fall back to pip's vendored copy
+    from pip._vendor.packaging.specifiers import SpecifierSet
+
+installed = version("torch")
+spec = SpecifierSet(sys.argv[1])
+# PEP 440: a local label (e.g. 2.13.0+cpu) still satisfies ==2.13.0.
+sys.exit(0 if spec.contains(installed, prereleases=True) else 1)
+PYEOF
+then
+    echo "[setup] torch already satisfies '$TORCH_SPEC'"
+else
+    echo "[setup] installing torch$TORCH_SPEC"
+    torch_args=()
+    if [ -n "$TORCH_INDEX" ]; then
+        torch_args+=(--index-url "$TORCH_INDEX")
+    fi
+    "$PY" -m pip install -q ${torch_args[@]+"${torch_args[@]}"} "torch${TORCH_SPEC}"
+    rm -f "$STAMP"
+fi
+
+HASH="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$HASH" ]; then
+    echo "[setup] gridplan[dev] up to date"
+else
+    echo "[setup] installing gridplan[dev] (editable)"
+    "$PY" -m pip install -q -e '.[dev]'
+    echo "$HASH" > "$STAMP"
+fi
