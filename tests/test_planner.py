@@ -1,0 +1,141 @@
+"""The batched full-width planner (paper §3 "Planner"; SPEC §4) on constructed states."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gridplan.constants import DOWN, LEFT, RIGHT, UP
+from gridplan.env import reset
+from gridplan.models import NoiseModel, OracleModel
+from gridplan.planner import Planner, action_sequences
+from gridplan.values import ValueTable
+
+# (task, state, the one optimal first action, why), worked out by hand.
+CONSTRUCTED = [
+    ("A", {"agent": (3, 4), "key": (2, 4)}, LEFT, "key behind: step back onto it"),
+    ("A", {"agent": (2, 3), "key": (2, 4)}, UP, "beside the key: step onto it"),
+    ("A", {"agent": (4, 4), "carrying": True}, RIGHT, "carrying at the closed door: open it"),
+    ("A", {"agent": (4, 4), "carrying": True, "door_open": True}, RIGHT, "enter the open door"),
+    ("A", {"agent": (4, 2), "carrying": True}, UP, "carrying: walk to the door"),
+    ("A", {"agent": (7, 3), "carrying": True, "door_open": True}, UP, "goal above"),
+    ("A", {"agent": (6, 4), "carrying": True, "door_open": True}, RIGHT, "goal to the right"),
+    ("B", {"agent": (6, 5), "carrying": True, "door_open": True}, DOWN, "hazard right"),
+    ("B", {"agent": (6, 5), "carrying": True, "door_open": True, "c1": True}, RIGHT, "goal"),
+    ("B", {"agent": (7, 4), "carrying": True, "door_open": True}, DOWN, "hazard above"),
+    ("B", {"agent": (7, 4), "carrying": True, "door_open": True, "c1": True}, UP, "goal above"),
+]
+
+
+@pytest.mark.parametrize("depth", [1, 2, 4])
+@pytest.mark.parametrize(("task", "kwargs", "best", "why"), CONSTRUCTED)
+def test_the_oracle_planner_picks_the_one_optimal_first_action(
+    make_state, depth, task, kwargs, best, why
+):
+    state = make_state(**kwargs)
+    assert ValueTable(task).q_values(state).argmax().item() == best, why
+    planner = Planner(OracleModel(), depth, task)
+    assert planner.act(state, torch.Generator().manual_seed(depth)).item() == best, why
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3])
+@pytest.mark.parametrize("task", ["A", "B"])
+def test_oracle_action_values_equal_exact_q_star_at_every_depth(random_states, depth, task):
+    # With the exact model, D steps of lookahead plus gamma^D V* is Bellman's equation.
+    state = random_states(24, torch.Generator().manual_seed(10 + depth))
+    q = Planner(OracleModel(), depth, task).action_values(state, torch.Generator())
+    torch.testing.assert_close(q, ValueTable(task).q_values(state), atol=1e-6, rtol=0)
+
+
+def test_ties_between_optimal_actions_are_broken_at_random_and_reproducibly(make_state):
+    # From (0, 0) carrying with the door open, up and right are both shortest.
+    state = make_state(agent=(0, 0), carrying=True, door_open=True, rows=400)
+    planner = Planner(OracleModel(), 2)
+    chosen = planner.act(state, torch.Generator().manual_seed(0))
+    assert set(chosen.tolist()) == {UP, RIGHT}
+    assert (chosen == UP).float().mean().item() == pytest.approx(0.5, abs=0.08)
+    assert torch.equal(chosen, planner.act(state, torch.Generator().manual_seed(0)))
+
+
+@pytest.mark.parametrize("max_rows", [1, 16, 50, 999])
+def test_chunked_and_unchunked_planning_choose_identically_with_the_oracle(max_rows):
+    state = reset(24, torch.Generator().manual_seed(1))
+    whole = Planner(OracleModel(), 2).act(state, torch.Generator().manual_seed(2))
+    chunked = Planner(OracleModel(), 2, max_rows=max_rows)
+    assert torch.equal(chunked.act(state, torch.Generator().manual_seed(2)), whole)
+
+
+def test_chunking_keeps_each_setting_block_on_its_own_setting():
+    # Irrelevant noise never changes a Task A decision, so every block must choose as the
+    # oracle does; a chunk that mixed up blocks would still pass that, hence sigma_r in the
+    # last block, which must differ from the oracle somewhere.
+    model = NoiseModel.controlled([0.0, 0.0, 1.5], [0.0, 1.2, 0.0])
+    state = reset(16, torch.Generator().manual_seed(3)).repeat(3, 1)
+    whole = Planner(model, 2).action_values(state, torch.Generator().manual_seed(4))
+    chunked = Planner(model, 2, max_rows=3 * 16 * 5).action_values(
+        state, torch.Generator().manual_seed(4)
+    )
+    oracle = Planner(OracleModel(), 2).action_values(state[:16], torch.Generator())
+    for q in (whole, chunked):
+        blocks = q.view(3, 16, 4)
+        torch.testing.assert_close(blocks[0], oracle)
+        torch.testing.assert_close(blocks[1], oracle)
+        assert not torch.allclose(blocks[2], oracle)
+
+
+def test_irrelevant_noise_leaves_every_task_a_choice_as_the_oracles():
+    state = reset(32, torch.Generator().manual_seed(5))
+    oracle = Planner(OracleModel(), 2).act(state, torch.Generator().manual_seed(6))
+    noisy = Planner(NoiseModel.controlled(0.0, 1.2), 2).act(state, torch.Generator().manual_seed(6))
+    assert torch.equal(noisy, oracle)
+
+
+def test_action_sequences_enumerate_leaves_with_the_first_action_most_significant():
+    seqs = action_sequences(2)
+    assert seqs.shape == (16, 2)
+    assert seqs[:5].tolist() == [[0, 0], [0, 1], [0, 2], [0, 3], [1, 0]]
+    assert seqs[-1].tolist() == [3, 3]
+    assert action_sequences(3)[37].tolist() == [2, 1, 1]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"depth": 0}, "depth must be an integer >= 1, got 0"),
+        ({"depth": -2}, "depth must be an integer >= 1, got -2"),
+        ({"depth": 2.0}, "depth must be an integer >= 1, got 2.0"),
+        ({"depth": 2, "task": "C"}, "unknown task 'C'"),
+        ({"depth": 2, "max_rows": 0}, "must be positive"),
+    ],
+)
+def test_planner_rejects_bad_settings_naming_the_problem(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        Planner(OracleModel(), **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("root", "match"),
+    [
+        (torch.zeros(2, 13), r"root state must have shape \(B, 12\), got \(2, 13\)"),
+        (torch.full((2, 12), float("nan")), "root state holds non-finite"),
+        ([[0.0] * 12], "root state must be a torch.Tensor"),
+    ],
+)
+def test_planner_rejects_a_malformed_root_naming_the_problem(root, match):
+    with pytest.raises(ValueError, match=match):
+        Planner(OracleModel(), 1).act(root, torch.Generator())
+
+
+def test_planner_rejects_a_batch_that_does_not_split_into_setting_blocks():
+    model = NoiseModel.controlled([0.0, 0.1], [0.0, 0.0])
+    with pytest.raises(ValueError, match="batch of 3 episodes does not split into 2"):
+        Planner(model, 1).act(reset(3, torch.Generator()), torch.Generator())
+
+
+def test_planner_rejects_a_model_that_returns_the_wrong_shape():
+    class Broken(OracleModel):
+        def predict(self, state, action, generator):
+            return super().predict(state, action, generator)[:, :11]
+
+    with pytest.raises(ValueError, match=r"model.predict returned shape \(8, 11\)"):
+        Planner(Broken(), 1).act(reset(2, torch.Generator()), torch.Generator())
