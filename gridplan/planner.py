@@ -148,7 +148,11 @@ class Planner:
 
         The tie-break draws come from ``generator`` before any model noise, so they do not
         depend on chunking.
+
+        Raises:
+            ValueError: as ``action_values``; the root is checked before any draw.
         """
+        check_state(root, "root state")
         tie = torch.rand(root.shape[0], N_ACTIONS, generator=generator, device=root.device)
         q = self.action_values(root, generator)
         best = q >= q.amax(dim=1, keepdim=True) - TIE_TOLERANCE
