@@ -15,7 +15,7 @@ import sys
 
 import torch
 
-from eval.report import closed_loop_report, format_table, write_json
+from eval.report import format_table, model_report, write_json
 from gridplan.constants import TASKS
 from gridplan.models import NoiseModel, OracleModel
 
@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m eval",
         description="Evaluate a world model for decisions: closed-loop success of the "
-        "full-width planner (and, with the metrics, E_tot, DRPE and error profiles).",
+        "full-width planner, E_tot, DRPE, error profiles, event audit and VPE.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("--model", choices=BUILTIN_MODELS, default="oracle", help="built-in model")
@@ -50,6 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=_positive_int, default=10, help="number of seeds (0..N-1)")
     p.add_argument("--episodes", type=_positive_int, default=30, help="episodes per seed")
     p.add_argument("--task", choices=TASKS, default="A")
+    p.add_argument("--horizon", type=_positive_int, default=10, help="open-loop rollout H")
+    p.add_argument(
+        "--eval-windows", type=_positive_int, default=1000, help="held-out windows of the metrics"
+    )
     p.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON here")
     p.add_argument("--force", action="store_true", help="overwrite an existing --json file")
@@ -72,9 +76,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         torch.device(args.device)
         model, info = _builtin_model(args)
-        report = closed_loop_report(
-            model, info, args.task, args.depth, list(range(args.seeds)), args.episodes,
-            args.device, progress=not args.no_progress,
+        report = model_report(
+            model,
+            info,
+            task=args.task,
+            depth=args.depth,
+            seeds=list(range(args.seeds)),
+            episodes=args.episodes,
+            horizon=args.horizon,
+            n_windows=args.eval_windows,
+            device=args.device,
+            progress=not args.no_progress,
         )
         print(format_table(report))
         if args.json:
