@@ -150,30 +150,44 @@ class Planner:
             hi = min(b, lo + unit)
             yield lo, hi, settings[lo:hi]
 
-    def leaf_noise(self, root: torch.Tensor, generator: torch.Generator) -> torch.Tensor | None:
+    def leaf_noise(
+        self, root: torch.Tensor, generator: torch.Generator, episodes: int | None = None
+    ) -> torch.Tensor | None:
         """The noise the fused rollout adds to the leaves of ``root``, drawn exactly as
         ``action_values`` draws it from ``generator`` (and ``act`` after its tie draws).
 
         For replaying the fused rollout's draws elsewhere (the reference comparison of
         ``scripts/bench_planner.py``, ``tests/test_fast_paths.py``).
 
+        Args:
+            root: ``(B, 12)`` root states, as given to ``action_values``.
+            generator: in the state ``action_values`` would find it.
+            episodes: return only the first ``E`` episodes' noise, drawing only the units
+                that hold them (default: all ``B``).
+
         Returns:
-            ``(D, K, B, L)`` float32 noise in normalized units on the task's relevant dims
+            ``(D, K, E, L)`` float32 noise in normalized units on the task's relevant dims
             ``RELEVANT_DIMS[task]`` (zeros where nothing is drawn), or ``None`` if the model is
             not rolled by the fused rollout or no noise is drawn.
 
         Raises:
-            ValueError: as ``action_values``.
+            ValueError: as ``action_values``, or if ``episodes`` is not in ``1..B``.
         """
         per_setting = self._check_batch(root)
+        b = root.shape[0]
+        e = b if episodes is None else episodes
+        if not 1 <= e <= b:
+            raise ValueError(f"episodes must lie in 1..{b}, got {episodes}")
         if self.rollout is None or self.rollout.hi == self.rollout.lo:
             return None
         r = self.rollout
-        out = root.new_zeros(self.depth, r.n_dims, root.shape[0], self.n_leaves)
-        for lo, hi, settings in self._units(root.shape[0], per_setting, root.device):
+        out = root.new_zeros(self.depth, r.n_dims, e, self.n_leaves)
+        for lo, hi, settings in self._units(b, per_setting, root.device):
+            if lo >= e:
+                break
             noise = r.draw_noise(settings, generator)
             if noise is not None:
-                out[:, r.lo : r.hi, lo:hi] = noise
+                out[:, r.lo : r.hi, lo : min(hi, e)] = noise[:, :, : min(hi, e) - lo]
         return out
 
     def leaf_scores(self, root: torch.Tensor, generator: torch.Generator) -> torch.Tensor:

@@ -144,6 +144,8 @@ def test_several_draw_units_replay_exactly_and_quiet_units_draw_nothing(monkeypa
     fused = planner.action_values(roots, torch.Generator().manual_seed(8))
     noise = planner.leaf_noise(roots, torch.Generator().manual_seed(8))
     assert (noise[:, :, :12] == 0).all() and (noise[:, :, 12:] != 0).any()
+    first = planner.leaf_noise(roots, torch.Generator().manual_seed(8), episodes=15)
+    assert torch.equal(first, noise[:, :, :15])
     replay = Planner(ReplayedNoise(noise, "A"), 2).action_values(roots, torch.Generator())
     assert torch.equal(fused, replay)
     oracle = Planner(OracleModel(), 2).action_values(roots[:12], torch.Generator())

@@ -1,0 +1,441 @@
+"""Planner benchmark: the batched planner beside the per-episode reference, in one run.
+
+Measures model transitions per second (leaves x depth per second) and decisions per second of
+the batched planner (fused rollout, and the generic ``model.predict`` rollout for comparison)
+and of ``gridplan.reference.ref_plan`` (one episode, one leaf at a time, in plain Python) on
+the same start states, checks that both choose the same actions given the same tie-break and
+noise draws, and prints the ratio. Sweeps depth and batch size, reports peak memory, this
+machine's memory bandwidth and random-number rate (the floors of docs/PERFORMANCE.md) and,
+with ``--e1``, the wall time of the full E1 sweep (paper §5.1: 48 noise settings x 10 seeds x
+30 episodes, depth 4).
+
+    python scripts/bench_planner.py --quick                 # sanity run, ~1 minute on 2 cores
+    python scripts/bench_planner.py --json bench.json --e1  # the numbers of docs/PERFORMANCE.md
+    python scripts/bench_planner.py --device cuda --max-memory 8G
+
+The reference is timed on fewer decisions than the batched planner (its rate is per decision,
+so the ratio is fair); its actions are checked on the first episodes of the batch, handed the
+batched planner's draws (``Planner.leaf_noise``). Close other work first: the load average is
+recorded with the results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import gc
+import json
+import math
+import os
+import platform
+import struct
+import time
+from pathlib import Path
+
+import torch
+
+from gridplan.closed_loop import evaluate, start_states
+from gridplan.constants import RELEVANT_DIMS
+from gridplan.models import NoiseModel, OracleModel, noise_grid
+from gridplan.planner import DEFAULT_MAX_MEMORY, Planner
+from gridplan.reference import (
+    REF_DISTRACTOR_MOVES,
+    ref_decode,
+    ref_encode,
+    ref_oracle_predict,
+    ref_plan,
+    ref_step,
+)
+
+MODELS = {
+    "oracle": OracleModel,
+    "M(.35,.1)": lambda: NoiseModel.controlled(0.35, 0.1),
+}
+#: The paper's E1 grid (§5.1): sigma_r in cells, sigma_i in normalized units.
+E1_SIGMA_R = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35)
+E1_SIGMA_I = (0.0, 0.1, 0.2, 0.3, 0.6, 1.2)
+#: Reference decisions timed per depth (more would only take longer, not change the rate).
+REFERENCE_EPISODES = {1: 40, 2: 20, 3: 8, 4: 6, 5: 2, 6: 1}
+#: The generic rollout is timed only up to this many leaf rows per decision (it is slow).
+GENERIC_MAX_ROWS = 2**20
+HEADLINE_DEPTH, HEADLINE_EPISODES = 4, 1000
+_STAY = len(REF_DISTRACTOR_MOVES) - 1
+
+
+def parse_bytes(text: str) -> int:
+    """``"2G"``, ``"512M"``, ``"1.5G"`` or a plain byte count -> bytes."""
+    units = {"K": 2**10, "M": 2**20, "G": 2**30}
+    text = text.strip().upper().removesuffix("B")
+    try:
+        if text and text[-1] in units:
+            value = float(text[:-1]) * units[text[-1]]
+        else:
+            value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a byte size: {text!r} (e.g. 2G, 512M)") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"byte size must be positive, got {text!r}")
+    return int(value)
+
+
+def int_list(text: str) -> list[int]:
+    """``"1,2,4"`` -> ``[1, 2, 4]`` (positive integers)."""
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated integer list: {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"need positive integers, got {text!r}")
+    return values
+
+
+def _release_free_heap() -> None:
+    """Hand freed heap pages back to the OS (glibc), so the next block's allocations show up
+    in its resident high-water mark instead of reusing pages of earlier blocks."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+class PeakMemory:
+    """Peak memory of a block, in bytes: CUDA allocator peak, or on CPU the rise of the
+    process's resident high-water mark (Linux ``/proc``; ``None`` where unavailable)."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.peak: int | None = None
+
+    @staticmethod
+    def _status(field: str) -> int:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+        raise OSError(field)
+
+    def __enter__(self) -> PeakMemory:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self._base = torch.cuda.memory_allocated(self.device)
+        else:
+            gc.collect()
+            _release_free_heap()
+            try:
+                with open("/proc/self/clear_refs", "w") as f:
+                    f.write("5")
+                self._base = self._status("VmRSS")
+            except OSError:
+                self._base = None
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            self.peak = torch.cuda.max_memory_allocated(self.device) - self._base
+        elif self._base is not None:
+            self.peak = self._status("VmHWM") - self._base
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def memory_bandwidth(device: torch.device, mib: int = 512) -> float:
+    """Copy bandwidth in bytes/s (bytes read + bytes written), best of 5 large copies."""
+    src = torch.ones(mib * 2**20 // 4, device=device)
+    dst = torch.empty_like(src)
+    best = math.inf
+    for _ in range(5):
+        sync(device)
+        start = time.perf_counter()
+        dst.copy_(src)
+        sync(device)
+        best = min(best, time.perf_counter() - start)
+    return 2 * src.numel() * 4 / best
+
+
+def normal_rate(device: torch.device, n: int = 2**24) -> float:
+    """Standard normals per second from ``torch.randn`` with an explicit generator."""
+    gen = torch.Generator(device=device).manual_seed(0)
+    out = torch.empty(n, device=device)
+    best = math.inf
+    for _ in range(3):
+        sync(device)
+        start = time.perf_counter()
+        out.normal_(generator=gen)
+        sync(device)
+        best = min(best, time.perf_counter() - start)
+    return n / best
+
+
+def time_decisions(planner: Planner, root: torch.Tensor, min_time: float) -> tuple[float, int]:
+    """Seconds per ``act`` call on ``root`` (after one warm-up call) and the calls timed."""
+    device = root.device
+    gen = torch.Generator(device=device).manual_seed(1)
+    planner.act(root, gen)
+    calls, start = 0, time.perf_counter()
+    while True:
+        planner.act(root, gen)
+        sync(device)
+        calls += 1
+        elapsed = time.perf_counter() - start
+        if elapsed >= min_time:
+            return elapsed / calls, calls
+
+
+def _f32(value: float) -> float:
+    return struct.unpack("f", struct.pack("f", value))[0]
+
+
+def replayed_predict_fn(noise: list, task: str, depth: int):
+    """``ref_plan`` ``predict_fn`` that adds the batched planner's draws for one episode.
+
+    ``noise[t][k][l]`` is the draw of step ``t``, relevant dim ``k``, leaf ``l``
+    (``Planner.leaf_noise``). ``ref_action_values`` calls ``predict_fn`` leaf by leaf in leaf
+    order, each leaf starting from the root and then feeding back the previous output, so a new
+    leaf is recognised by an input that is not the last output. Additions are rounded to float32
+    as the batched planner rounds them.
+    """
+    dims = RELEVANT_DIMS[task]
+    calls = {"leaf": -1, "step": 0, "last": None}
+
+    def predict(vector, action):
+        if vector is not calls["last"]:
+            calls["leaf"], calls["step"] = calls["leaf"] + 1, 0
+        leaf, t = calls["leaf"], calls["step"]
+        expected = (leaf // 4 ** (depth - 1 - t)) % 4
+        if action != expected:
+            raise AssertionError(f"leaf {leaf} step {t}: reference action {action} != {expected}")
+        state = ref_decode(vector)
+        out = ref_encode(ref_step(state, action, _STAY, (state.d2_x, state.d2_y), task)[0])
+        for k, dim in enumerate(dims):
+            out[dim] = min(max(_f32(_f32(out[dim]) + noise[t][k][leaf]), 0.0), 1.0)
+        calls["step"] += 1
+        calls["last"] = out
+        return out
+
+    return predict
+
+
+def run_reference(planner: Planner, root: torch.Tensor, episodes: int) -> dict:
+    """Time ``ref_plan`` on the first ``episodes`` roots and check its actions against the
+    batched planner's on the whole batch, replaying the batched tie and noise draws."""
+    device = root.device
+    gen = torch.Generator(device=device).manual_seed(2)
+    replay = torch.Generator(device=device).set_state(gen.get_state())
+    batched = planner.act(root, gen)[:episodes].tolist()
+    ties = torch.rand(root.shape[0], 4, generator=replay, device=device)[:episodes].tolist()
+    noise = planner.leaf_noise(root, replay, episodes)
+    roots = root[:episodes].cpu().tolist()
+    start = time.perf_counter()
+    actions = []
+    for i in range(episodes):
+        if noise is None:
+            predict_fn = ref_oracle_predict
+        else:
+            predict_fn = replayed_predict_fn(noise[:, :, i].tolist(), planner.task, planner.depth)
+        actions.append(ref_plan(roots[i], planner.depth, planner.task, predict_fn, ties[i]))
+    seconds = (time.perf_counter() - start) / episodes
+    return {"seconds_per_decision": seconds, "identical": actions == batched, "checked": episodes}
+
+
+def bench_row(model_name, path, depth, episodes, args, device) -> dict:
+    """One timed configuration of the batched planner."""
+    model = MODELS[model_name]()
+    planner = Planner(
+        model, depth, max_memory=args.max_memory, device=device, fused=(path == "fused")
+    )
+    root = start_states([0], episodes, device=device)
+    with PeakMemory(device) as mem:
+        seconds, calls = time_decisions(planner, root, args.min_time)
+    transitions = episodes * 4**depth * depth
+    return {
+        "model": model_name,
+        "path": path,
+        "depth": depth,
+        "episodes": episodes,
+        "leaf_rows": episodes * 4**depth,
+        "calls": calls,
+        "seconds_per_call": seconds,
+        "decisions_per_s": episodes / seconds,
+        "transitions_per_s": transitions / seconds,
+        "peak_memory_bytes": mem.peak,
+        "max_memory_bytes": args.max_memory,
+    }
+
+
+def e1_sweep(device: torch.device, max_memory: int) -> dict:
+    """Wall time of the full E1 sweep as one setting-major batch."""
+    model = noise_grid(E1_SIGMA_R, E1_SIGMA_I)
+    start = time.perf_counter()
+    result = evaluate(model, "A", 4, tuple(range(10)), 30, device=device, max_memory=max_memory)
+    sync(device)
+    wall = time.perf_counter() - start
+    success = result.success.float().view(model.n_settings, -1).mean(dim=1)
+    return {
+        "wall_s": wall,
+        "settings": model.n_settings,
+        "episodes": result.success.numel(),
+        "mean_env_steps": float(result.steps.float().mean()),
+        "success_oracle_cell": float(success[0]),
+        "success_sigma_r_035": float(success[-len(E1_SIGMA_I) :].mean()),
+    }
+
+
+def machine(device: torch.device) -> dict:
+    info = {
+        "device": str(device),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+    }
+    if hasattr(os, "getloadavg"):
+        info["load_average"] = [round(x, 2) for x in os.getloadavg()]
+    if device.type == "cuda":
+        info["gpu"] = torch.cuda.get_device_name(device)
+    return info
+
+
+def fmt_rate(x: float | None) -> str:
+    if x is None:
+        return "-"
+    for scale, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if x >= scale:
+            return f"{x / scale:.3g}{unit}"
+    return f"{x:.3g}"
+
+
+def fmt_mb(x: int | None) -> str:
+    return "-" if x is None else f"{x / 2**20:.0f}"
+
+
+def print_table(rows: list[dict]) -> None:
+    head = (
+        f"{'model':10} {'path':8} {'D':>2} {'B':>6} {'rows':>9} {'dec/s':>8} {'trans/s':>8} "
+        f"{'ref dec/s':>9} {'speedup':>8} {'same':>5} {'peak MB':>8}"
+    )
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        ref = r.get("reference") or {}
+        speed = r.get("speedup_vs_reference")
+        same = ref.get("identical")
+        print(
+            f"{r['model']:10} {r['path']:8} {r['depth']:>2} {r['episodes']:>6} "
+            f"{r['leaf_rows']:>9} {fmt_rate(r['decisions_per_s']):>8} "
+            f"{fmt_rate(r['transitions_per_s']):>8} "
+            f"{fmt_rate(ref.get('decisions_per_s')):>9} "
+            f"{'-' if speed is None else f'{speed:.0f}x':>8} "
+            f"{'-' if same is None else ('yes' if same else 'NO'):>5} "
+            f"{fmt_mb(r['peak_memory_bytes']):>8}"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
+    parser.add_argument("--depths", type=int_list, default=[1, 2, 4, 6])
+    parser.add_argument("--batches", type=int_list, default=[100, 1000, 4000])
+    parser.add_argument(
+        "--max-memory",
+        type=parse_bytes,
+        default=DEFAULT_MAX_MEMORY,
+        help="per-chunk working-memory budget of the planner, e.g. 2G (default 2G)",
+    )
+    parser.add_argument("--min-time", type=float, default=1.0, help="seconds timed per row")
+    parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's)")
+    parser.add_argument("--e1", action="store_true", help="also time the full E1 sweep")
+    parser.add_argument("--quick", action="store_true", help="small sanity run")
+    parser.add_argument("--json", type=Path, help="write the results as JSON here")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.depths, args.batches, args.min_time = [1, 2, 4], [100, 1000], 0.2
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda requested but torch.cuda.is_available() is False")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    info = machine(device)
+    print(f"machine: {info}")
+    bandwidth = memory_bandwidth(device)
+    normals = normal_rate(device)
+    print(f"copy bandwidth {bandwidth / 1e9:.1f} GB/s (read + write); randn {fmt_rate(normals)}/s")
+
+    rows = []
+    headline_b = max(args.batches)
+    for depth in args.depths:
+        for model_name in MODELS:
+            for episodes in args.batches:
+                row = bench_row(model_name, "fused", depth, episodes, args, device)
+                rows.append(row)
+                if episodes == headline_b:
+                    ref_b = min(REFERENCE_EPISODES.get(depth, 1), episodes)
+                    planner = Planner(
+                        MODELS[model_name](), depth, max_memory=args.max_memory, device=device
+                    )
+                    root = start_states([0], episodes, device=device)
+                    ref = run_reference(planner, root, ref_b)
+                    ref["decisions_per_s"] = 1.0 / ref["seconds_per_decision"]
+                    row["reference"] = ref
+                    for other in rows:
+                        if (other["model"], other["depth"]) == (model_name, depth):
+                            other["speedup_vs_reference"] = (
+                                other["decisions_per_s"] / ref["decisions_per_s"]
+                            )
+                if episodes * 4**depth <= GENERIC_MAX_ROWS:
+                    rows.append(bench_row(model_name, "generic", depth, episodes, args, device))
+            print(f"depth {depth}, {model_name}: done ({len(rows)} rows)", flush=True)
+
+    print()
+    print_table(rows)
+    headline = [
+        r
+        for r in rows
+        if r["path"] == "fused"
+        and r["depth"] == HEADLINE_DEPTH
+        and r["episodes"] >= HEADLINE_EPISODES
+        and "speedup_vs_reference" in r
+    ]
+    checked = [r["reference"]["identical"] for r in rows if "reference" in r]
+    result = {
+        "speedup_vs_reference": min((r["speedup_vs_reference"] for r in headline), default=None),
+        "transitions_per_s": min((r["transitions_per_s"] for r in headline), default=None),
+        "actions_identical": bool(checked) and all(checked),
+        "headline": f"depth {HEADLINE_DEPTH}, >= {HEADLINE_EPISODES} episodes, slowest model",
+        "memory_bandwidth_bytes_per_s": bandwidth,
+        "randn_per_s": normals,
+        "machine": info,
+        "rows": rows,
+    }
+    if not headline:
+        print(
+            f"\nno headline row (needs depth {HEADLINE_DEPTH} and >= {HEADLINE_EPISODES} episodes)"
+        )
+    else:
+        print(
+            f"\nheadline (D={HEADLINE_DEPTH}, B={headline_b}): "
+            f"{fmt_rate(result['transitions_per_s'])} transitions/s, "
+            f"{result['speedup_vs_reference']:.0f}x the reference, "
+            f"actions identical: {result['actions_identical']}"
+        )
+    if args.e1:
+        result["e1"] = e1_sweep(device, args.max_memory)
+        print(f"E1 sweep (48 settings x 10 seeds x 30 episodes, D=4): {result['e1']}")
+    result["machine"]["load_average_after"] = info.get("load_average") and [
+        round(x, 2) for x in os.getloadavg()
+    ]
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+        print(f"wrote {args.json}")
+    return 0 if result["actions_identical"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
