@@ -1,0 +1,416 @@
+"""Typed training configuration and its composition from ``configs/`` (SPEC §6).
+
+The schema is a tree of dataclasses turned into a structured OmegaConf config, so unknown
+keys and ill-typed values are rejected. ``compose`` builds one config the way
+``python -m train`` reads its arguments::
+
+    configs/config.yaml          defaults list: one choice per group, plus top-level values
+    configs/<group>/<choice>.yaml    merged into cfg.<group>  (groups: variant data model trainer)
+    configs/experiment/<name>.yaml   optional preset: its own defaults list and any overrides
+    key=value                    dotted overrides of any key, e.g. trainer.max_epochs=50
+
+Precedence, lowest first: ``config.yaml`` defaults, the experiment's defaults, group choices
+on the command line; then group files, the experiment's values, dotted overrides. A value with
+top-level commas is a sweep (``seed=0,1,2``); ``expand_sweeps`` turns a command line into one
+override list per run (the cartesian product, in command-line order).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from omegaconf import II, DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from gridplan.constants import TASKS
+
+#: Config groups, in composition order.
+GROUPS = ("variant", "data", "model", "trainer")
+#: Optional preset group: may select group choices and override any key.
+EXPERIMENT = "experiment"
+#: Metrics a run may select its best checkpoint and early stopping by (lower is better).
+MONITORS = ("val/loss", "val/E_tot", "val/DRPE_graded", "val/DRPE_binary")
+#: ``configs/`` at the repository root (it is read from the source tree, not packaged).
+DEFAULT_CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+
+
+@dataclass
+class VariantConfig:
+    """Loss variant (paper Table 3) as weights of a per-dimension weighted MSE.
+
+    A transition's loss is ``sample_weight * sum_d dim_weight_d * err_d^2 / 12`` with
+    ``dim_weight`` = ``relevant_weight`` on the task's relevant dims and ``irrelevant_weight``
+    elsewhere, and ``sample_weight`` = ``event_weight`` on key-pickup or door-opening
+    transitions, 1 otherwise.
+    """
+
+    name: str = "uniform"
+    relevant_weight: float = 1.0
+    irrelevant_weight: float = 1.0
+    event_weight: float = 1.0
+
+
+@dataclass
+class DataConfig:
+    """Logged training transitions and the held-out evaluation windows used in validation."""
+
+    name: str = "20k"
+    #: Transition budget, e.g. ``12k`` or ``12000`` (``gridplan.data.parse_budget``).
+    budget: str = "20k"
+    #: Behaviour policy: ``random`` or ``balanced`` (``gridplan.data.BEHAVIOUR_POLICIES``).
+    policy: str = "balanced"
+    task: str = "A"
+    #: Seed of the collected data; follows the run's seed unless set.
+    seed: int = II("seed")
+    #: Fraction of episodes held out for ``val/loss``.
+    val_fraction: float = 0.1
+    batch_size: int = 256
+    #: Generated datasets are cached here, keyed by (task, policy, budget, seed).
+    cache_dir: str = "data_cache"
+    #: Held-out open-loop windows for ``val/E_tot``, DRPE, profiles and the event audit.
+    windows: int = 256
+    window_horizon: int = 10
+    window_seed: int = 10_000
+    window_policy: str = "balanced"
+
+
+@dataclass
+class ModelConfig:
+    """MLP world model and its optimiser."""
+
+    name: str = "mlp"
+    hidden: list[int] = field(default_factory=lambda: [256, 256])
+    activation: str = "silu"
+    #: Ensemble members K (planning uses their mean; K > 1 is the uncertainty seam).
+    members: int = 1
+    predict_delta: bool = True
+    lr: float = 3e-3
+    weight_decay: float = 0.0
+
+
+@dataclass
+class TrainerConfig:
+    """Lightning trainer, checkpointing, early stopping and dashboards."""
+
+    name: str = "default"
+    max_epochs: int = 100
+    min_epochs: int = 1
+    #: Lightning accelerator: ``auto`` uses a GPU when present.
+    accelerator: str = "auto"
+    #: Best checkpoint and early stopping follow this metric (one of ``MONITORS``).
+    monitor: str = "val/loss"
+    patience: int = 10
+    #: Cap on training batches per epoch (None: all), for tiny debug runs.
+    limit_train_batches: int | None = None
+    #: Profile bar chart and per-step heatmap images every this many epochs (and the best).
+    figures_every_n_epochs: int = 5
+    deterministic: bool = True
+    progress_bar: bool = True
+    log_every_n_steps: int = 10
+
+
+@dataclass
+class Config:
+    """Everything one training run needs; saved resolved into the run folder and checkpoint."""
+
+    variant: VariantConfig = field(default_factory=VariantConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    #: Preset applied from ``configs/experiment/`` (recorded for reference).
+    experiment: str | None = None
+    seed: int = 0
+    #: Runs go to ``out_dir/<run name>/version_N``; existing versions are never touched.
+    out_dir: str = "runs"
+    #: Folder name of the run under ``out_dir``; derived from variant, data and seed if unset.
+    name: str | None = None
+
+
+def schema() -> DictConfig:
+    """The structured default config (unknown keys rejected)."""
+    return OmegaConf.structured(Config)
+
+
+def choices(group: str, config_dir: Path | str | None = None) -> list[str]:
+    """Available choices of a config group (its YAML file names), sorted."""
+    folder = Path(config_dir or DEFAULT_CONFIG_DIR) / group
+    return sorted(p.stem for p in folder.glob("*.yaml"))
+
+
+def split_top_level(value: str) -> list[str]:
+    """Split ``value`` at commas outside brackets and quotes (``[1,2],[3,4]`` -> 2 parts)."""
+    parts, depth, quote, start = [], 0, "", 0
+    for i, ch in enumerate(value):
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "[{(":
+            depth += 1
+        elif ch in "]})":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(value[start:i])
+            start = i + 1
+    parts.append(value[start:])
+    return parts
+
+
+def _split_arg(arg: str) -> tuple[str, str]:
+    key, sep, value = arg.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ValueError(f"argument {arg!r} is not of the form key=value")
+    return key, value.strip()
+
+
+def expand_sweeps(args: list[str]) -> list[list[str]]:
+    """One override list per run: a ``key=a,b,c`` argument multiplies the runs.
+
+    Example: ``["seed=0,1", "variant=uniform,rel_only"]`` -> 4 lists, seed-major.
+
+    Raises:
+        ValueError: on an argument that is not ``key=value`` or has an empty sweep entry.
+    """
+    options = []
+    for arg in args:
+        key, value = _split_arg(arg)
+        values = split_top_level(value)
+        if len(values) > 1 and any(not v.strip() for v in values):
+            raise ValueError(f"sweep {arg!r} has an empty value")
+        options.append([f"{key}={v.strip()}" for v in values])
+    return [list(combo) for combo in itertools.product(*options)]
+
+
+def _read_yaml(path: Path) -> dict:
+    try:
+        with open(path) as fh:
+            content = yaml.safe_load(fh)
+    except yaml.YAMLError as err:
+        raise ValueError(f"config file {path} is not valid YAML: {err}") from err
+    if content is None:
+        return {}
+    if not isinstance(content, dict):
+        raise ValueError(f"config file {path} must hold a mapping, got {type(content).__name__}")
+    return content
+
+
+def _defaults(content: dict, path: Path) -> dict[str, str | None]:
+    """Group choices from a Hydra-style ``defaults: [ {group: choice}, ... ]`` list."""
+    out: dict[str, str | None] = {}
+    for item in content.pop("defaults", None) or []:
+        if not isinstance(item, dict) or len(item) != 1:
+            raise ValueError(f"{path}: each defaults entry must be one 'group: choice', got {item}")
+        ((group, choice),) = item.items()
+        if group not in (*GROUPS, EXPERIMENT):
+            raise ValueError(
+                f"{path}: unknown config group {group!r} in defaults; valid groups are "
+                f"{', '.join((*GROUPS, EXPERIMENT))}"
+            )
+        out[group] = None if choice is None else str(choice)
+    return out
+
+
+def _group_file(group: str, choice: str, config_dir: Path) -> Path:
+    path = config_dir / group / f"{choice}.yaml"
+    if not path.is_file():
+        valid = choices(group, config_dir)
+        raise ValueError(
+            f"unknown {group} {choice!r}; valid choices: {', '.join(valid) or '(none found)'}"
+        )
+    return path
+
+
+def _check_key(base: DictConfig, dotted: str) -> None:
+    """Raise a ValueError listing the valid keys if ``dotted`` is not in the schema."""
+    node: Any = base
+    walked = []
+    for part in dotted.split("."):
+        if not isinstance(node, DictConfig) or part not in node:
+            where = ".".join(walked) or "the config"
+            valid = sorted(node.keys()) if isinstance(node, DictConfig) else []
+            raise ValueError(
+                f"unknown config key {dotted!r}: no {part!r} in {where}; valid keys: "
+                f"{', '.join(str(k) for k in valid) or '(none, it is a value)'}"
+            )
+        walked.append(part)
+        node = node._get_node(part)
+
+
+def _merge(base: DictConfig, update: dict | DictConfig, source: str) -> DictConfig:
+    try:
+        return OmegaConf.merge(base, update)
+    except OmegaConfBaseException as err:
+        raise ValueError(f"{source}: {str(err).splitlines()[0]}") from err
+
+
+def _flatten(content: dict, prefix: str = "") -> list[str]:
+    keys = []
+    for key, value in content.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            keys += _flatten(value, dotted + ".")
+        else:
+            keys.append(dotted)
+    return keys
+
+
+def compose(overrides: list[str] | tuple[str, ...] = (), config_dir: Path | str | None = None):
+    """Compose and validate one run's config.
+
+    Args:
+        overrides: ``group=choice`` selections (``variant=rel_only``, ``data=12k``,
+            ``experiment=NAME``) and dotted ``key=value`` overrides (``data.policy=random``,
+            ``model.hidden=[128,128]``). No sweeps: see ``expand_sweeps``.
+        config_dir: folder with ``config.yaml`` and the group folders (default: the
+            repository's ``configs/``).
+
+    Returns:
+        A structured ``DictConfig`` following ``Config`` (interpolations unresolved).
+
+    Raises:
+        ValueError: on an unknown group choice or key (listing the valid ones), a value of
+            the wrong type, a repeated key, or a value that fails ``validate``.
+    """
+    config_dir = Path(config_dir or DEFAULT_CONFIG_DIR)
+    root = config_dir / "config.yaml"
+    if not root.is_file():
+        raise ValueError(f"no config.yaml in config folder {config_dir}")
+    base = schema()
+    top = _read_yaml(root)
+    selected = _defaults(top, root)
+    cli_groups: dict[str, str] = {}
+    dotted: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for arg in overrides:
+        key, value = _split_arg(arg)
+        if key in seen:
+            raise ValueError(f"config key {key!r} is given twice")
+        seen.add(key)
+        if len(split_top_level(value)) > 1:
+            raise ValueError(f"{arg!r} is a sweep; expand it with expand_sweeps first")
+        if key in (*GROUPS, EXPERIMENT):
+            cli_groups[key] = value
+        else:
+            _check_key(base, key)
+            dotted.append((key, value))
+    experiment = cli_groups.get(EXPERIMENT, selected.get(EXPERIMENT))
+    body: dict = {}
+    if experiment not in (None, "null", ""):
+        path = _group_file(EXPERIMENT, experiment, config_dir)
+        body = _read_yaml(path)
+        for group, choice in _defaults(body, path).items():
+            if group != EXPERIMENT:
+                selected[group] = choice
+        for key in _flatten(body):
+            _check_key(base, key)
+    else:
+        experiment = None
+    selected.update((g, c) for g, c in cli_groups.items() if g != EXPERIMENT)
+    cfg = _merge(base, top, str(root))
+    for group in GROUPS:
+        choice = selected.get(group)
+        if choice is None:
+            raise ValueError(f"no choice for config group {group!r}; add one to {root}")
+        path = _group_file(group, choice, config_dir)
+        content = _read_yaml(path)
+        for key in _flatten(content):
+            _check_key(base[group], key)
+        cfg = _merge(cfg, {group: {"name": choice, **content}}, str(path))
+    cfg = _merge(cfg, {**body, EXPERIMENT: experiment}, f"experiment {experiment}")
+    for key, value in dotted:
+        cfg = _merge(cfg, OmegaConf.from_dotlist([f"{key}={value}"]), f"override {key}={value}")
+    validate(cfg)
+    return cfg
+
+
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise ValueError(message)
+
+
+def validate(cfg: DictConfig) -> DictConfig:
+    """Check value ranges the type system cannot; returns ``cfg``.
+
+    Raises:
+        ValueError: naming the first offending key and the valid values or range.
+    """
+    from gridplan.data import BEHAVIOUR_POLICIES, parse_budget
+    from gridplan.learned import ACTIVATIONS
+
+    try:
+        c = OmegaConf.to_container(cfg, resolve=True)
+    except OmegaConfBaseException as err:
+        raise ValueError(f"config does not resolve: {err}") from err
+    v, d, m, t = c["variant"], c["data"], c["model"], c["trainer"]
+    for key in ("relevant_weight", "irrelevant_weight", "event_weight"):
+        _require(
+            math.isfinite(v[key]) and v[key] >= 0,
+            f"variant.{key} must be a finite number >= 0, got {v[key]}",
+        )
+    _require(v["event_weight"] > 0, "variant.event_weight must be > 0")
+    _require(
+        v["relevant_weight"] + v["irrelevant_weight"] > 0,
+        "variant.relevant_weight and variant.irrelevant_weight cannot both be 0",
+    )
+    parse_budget(d["budget"])
+    for key in ("policy", "window_policy"):
+        _require(
+            d[key] in BEHAVIOUR_POLICIES,
+            f"unknown data.{key} {d[key]!r}; valid choices: {', '.join(BEHAVIOUR_POLICIES)}",
+        )
+    _require(d["task"] in TASKS, f"unknown data.task {d['task']!r}; valid: {', '.join(TASKS)}")
+    _require(
+        0 < d["val_fraction"] < 1, f"data.val_fraction must lie in (0, 1): {d['val_fraction']}"
+    )
+    for key in ("batch_size", "windows", "window_horizon"):
+        _require(d[key] >= 1, f"data.{key} must be >= 1, got {d[key]}")
+    _require(
+        bool(m["hidden"]) and min(m["hidden"]) >= 1,
+        f"model.hidden must be a non-empty list of positive widths, got {m['hidden']}",
+    )
+    _require(m["members"] >= 1, f"model.members must be >= 1, got {m['members']}")
+    _require(
+        m["activation"] in ACTIVATIONS,
+        f"unknown model.activation {m['activation']!r}; valid: {', '.join(sorted(ACTIVATIONS))}",
+    )
+    _require(m["lr"] > 0, f"model.lr must be > 0, got {m['lr']}")
+    _require(m["weight_decay"] >= 0, f"model.weight_decay must be >= 0, got {m['weight_decay']}")
+    _require(
+        t["monitor"] in MONITORS,
+        f"unknown trainer.monitor {t['monitor']!r}; valid: {', '.join(MONITORS)}",
+    )
+    for key in ("max_epochs", "min_epochs", "patience", "figures_every_n_epochs"):
+        _require(t[key] >= 1, f"trainer.{key} must be >= 1, got {t[key]}")
+    _require(
+        t["limit_train_batches"] is None or t["limit_train_batches"] >= 1,
+        f"trainer.limit_train_batches must be >= 1 or null, got {t['limit_train_batches']}",
+    )
+    _require(bool(c["out_dir"]), "out_dir must not be empty")
+    name = c["name"]
+    _require(
+        name is None or (name not in ("", ".", "..") and "/" not in name),
+        f"name must be a plain folder name, got {name!r}",
+    )
+    return cfg
+
+
+def run_name(cfg: DictConfig) -> str:
+    """Folder name of a run: ``cfg.name`` or ``<variant>-<policy>-<budget>-seed<seed>``."""
+    from gridplan.data import parse_budget
+
+    if cfg.name:
+        return str(cfg.name)
+    n = parse_budget(cfg.data.budget)
+    budget = f"{n // 1000}k" if n % 1000 == 0 else str(n)
+    return f"{cfg.variant.name}-{cfg.data.policy}-{budget}-seed{cfg.seed}"
+
+
+def to_yaml(cfg: DictConfig) -> str:
+    """The resolved config as YAML text."""
+    return OmegaConf.to_yaml(cfg, resolve=True)

@@ -1,0 +1,277 @@
+"""Learned MLP world models and their self-describing checkpoints (paper §5.4; SPEC §6).
+
+The network maps ``(state (N, 12), one-hot action (N, 4))`` to the change of the state and
+adds it back (delta prediction), so an MLP only has to learn what moves. It holds ``K``
+ensemble members side by side as one batched stack of linear layers: every tensor inside
+carries a leading members dimension ``(K, N, ...)``. ``K = 1`` is the plain MLP; ``K > 1``
+is the seam for uncertainty estimates (disagreement between members), which planning ignores
+by reading the members' mean.
+
+``LearnedWorldModel`` wraps a trained network as a ``gridplan.models.WorldModel``: a
+deterministic one-step ``predict`` with outputs clamped to ``[0, 1]``, usable by the planner
+and every metric unchanged. ``load_world_model`` rebuilds one from a Lightning checkpoint
+written by ``gridplan.training``; everything it needs (architecture, resolved training config,
+state layout version, dataset fingerprint and event counts) is stored inside the file under
+the ``"gridplan"`` key.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from gridplan.constants import N_ACTIONS, STATE_DIM, STATE_LAYOUT_VERSION
+from gridplan.models import WorldModel
+
+#: Key of the gridplan metadata inside a Lightning checkpoint.
+CHECKPOINT_KEY = "gridplan"
+#: Prefix of the network's parameters in the LightningModule's state dict.
+STATE_DICT_PREFIX = "net."
+ACTIVATIONS = {"relu": nn.ReLU, "silu": nn.SiLU, "tanh": nn.Tanh, "gelu": nn.GELU}
+
+
+class EnsembleLinear(nn.Module):
+    """``K`` independent linear layers applied as one batched matmul.
+
+    Args:
+        members: ``K >= 1``.
+        in_features: input width.
+        out_features: output width.
+
+    Each member is initialised like ``nn.Linear`` (uniform in ``±1/sqrt(in_features)``).
+    """
+
+    def __init__(self, members: int, in_features: int, out_features: int) -> None:
+        super().__init__()
+        bound = 1.0 / math.sqrt(in_features)
+        self.weight = nn.Parameter(torch.empty(members, in_features, out_features))
+        self.bias = nn.Parameter(torch.empty(members, 1, out_features))
+        nn.init.uniform_(self.weight, -bound, bound)
+        nn.init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``(K, N, in) -> (K, N, out)``."""
+        return torch.baddbmm(self.bias, x, self.weight)
+
+
+class MLPDynamics(nn.Module):
+    """Ensemble of MLPs ``(state, one-hot action) -> next state`` (unclamped).
+
+    Args:
+        hidden: widths of the hidden layers, e.g. ``(256, 256)``.
+        members: ensemble size ``K >= 1``.
+        activation: one of ``ACTIVATIONS``.
+        predict_delta: output ``state + f(state, action)`` instead of ``f(state, action)``.
+
+    Raises:
+        ValueError: on an empty or non-positive ``hidden``, ``members < 1`` or an unknown
+            activation.
+    """
+
+    def __init__(
+        self,
+        hidden: Sequence[int] = (256, 256),
+        members: int = 1,
+        activation: str = "silu",
+        predict_delta: bool = True,
+    ) -> None:
+        super().__init__()
+        hidden = [int(h) for h in hidden]
+        if not hidden or min(hidden) < 1:
+            raise ValueError(f"hidden must be a non-empty list of positive widths, got {hidden}")
+        if int(members) < 1:
+            raise ValueError(f"members must be >= 1, got {members}")
+        if activation not in ACTIVATIONS:
+            raise ValueError(
+                f"unknown activation {activation!r}; valid: {', '.join(sorted(ACTIVATIONS))}"
+            )
+        self.hidden = hidden
+        self.members = int(members)
+        self.activation = activation
+        self.predict_delta = bool(predict_delta)
+        widths = [STATE_DIM + N_ACTIONS, *hidden]
+        layers: list[nn.Module] = []
+        for w_in, w_out in zip(widths[:-1], widths[1:], strict=True):
+            layers += [EnsembleLinear(self.members, w_in, w_out), ACTIVATIONS[activation]()]
+        layers.append(EnsembleLinear(self.members, widths[-1], STATE_DIM))
+        self.layers = nn.Sequential(*layers)
+
+    def architecture(self) -> dict[str, Any]:
+        """Constructor arguments, as stored in checkpoints."""
+        return {
+            "hidden": list(self.hidden),
+            "members": self.members,
+            "activation": self.activation,
+            "predict_delta": self.predict_delta,
+        }
+
+    def forward(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """Raw per-member predictions.
+
+        Args:
+            state: ``(N, 12)`` float, normalized ``[0, 1]``.
+            action: ``(N,)`` long in ``0..3``.
+
+        Returns:
+            ``(K, N, 12)`` predicted next states, not clamped (the training loss needs the
+            gradient outside ``[0, 1]`` too).
+        """
+        one_hot = nn.functional.one_hot(action.long(), N_ACTIONS).to(state.dtype)
+        # Centred inputs: the MLP sees coordinates and flags in [-1, 1].
+        x = torch.cat([2.0 * state - 1.0, one_hot], dim=1)
+        out = self.layers(x.unsqueeze(0).expand(self.members, -1, -1))
+        return state.unsqueeze(0) + out if self.predict_delta else out
+
+
+class LearnedWorldModel(WorldModel):
+    """A trained ``MLPDynamics`` behind the ``WorldModel`` interface (paper §5.4).
+
+    ``predict`` is deterministic: the mean of the members' predictions, clamped to ``[0, 1]``.
+    It runs the network on the network's device and returns the result on the input's
+    device, so the planner and metrics can stay on CPU while the network sits on a GPU.
+
+    Args:
+        net: the network (moved to eval mode; gradients are never taken here).
+        metadata: the checkpoint's ``"gridplan"`` entry (config, dataset fingerprint, ...),
+            or an empty dict for an untrained network.
+    """
+
+    n_settings = 1
+
+    def __init__(self, net: MLPDynamics, metadata: dict | None = None) -> None:
+        self.net = net.eval()
+        self.metadata = dict(metadata or {})
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.net.parameters()).device
+
+    @property
+    def members(self) -> int:
+        return self.net.members
+
+    def to(self, device: torch.device | str) -> LearnedWorldModel:
+        """Move the network to ``device``; returns ``self``."""
+        self.net.to(device)
+        return self
+
+    def _check(self, state: torch.Tensor, action: torch.Tensor) -> None:
+        if state.dim() != 2 or state.shape[1] != STATE_DIM:
+            raise ValueError(f"state must have shape (N, {STATE_DIM}), got {tuple(state.shape)}")
+        if action.shape != (state.shape[0],):
+            raise ValueError(
+                f"action must have shape ({state.shape[0]},), got {tuple(action.shape)}"
+            )
+
+    @torch.no_grad()
+    def predict_members(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """Every member's prediction: ``(K, N, 12)`` clamped to ``[0, 1]``, on ``state``'s
+        device. The spread across ``K`` is the (future) uncertainty signal.
+
+        Raises:
+            ValueError: if ``state`` is not ``(N, 12)`` or ``action`` not ``(N,)``.
+        """
+        self._check(state, action)
+        device = self.device
+        out = self.net(state.to(device, torch.float32), action.to(device))
+        return out.clamp_(0.0, 1.0).to(state.device, state.dtype)
+
+    @torch.no_grad()
+    def predict(
+        self,
+        state: torch.Tensor,
+        action: torch.Tensor,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
+        """One deterministic imagined step: the members' mean, clamped to ``[0, 1]``.
+
+        Args:
+            state: ``(N, 12)`` float, normalized ``[0, 1]`` (possibly a previous prediction).
+            action: ``(N,)`` long in ``0..3``.
+            generator: unused (the model is deterministic); accepted for the interface.
+
+        Returns:
+            ``(N, 12)`` on ``state``'s device.
+
+        Raises:
+            ValueError: if ``state`` is not ``(N, 12)`` or ``action`` not ``(N,)``.
+        """
+        self._check(state, action)
+        device = self.device
+        out = self.net(state.to(device, torch.float32), action.to(device)).mean(dim=0)
+        return out.clamp_(0.0, 1.0).to(state.device, state.dtype)
+
+
+def _read_checkpoint(path: str) -> dict:
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"checkpoint {path!r} does not exist")
+    try:
+        # weights_only: a checkpoint is data; never execute pickled code from a file.
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # torch raises many types (UnpicklingError, RuntimeError, EOF)
+        raise ValueError(
+            f"{path!r} is not a readable checkpoint (corrupt or not a torch file): "
+            f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+        ) from err
+    if not isinstance(ckpt, dict) or "state_dict" not in ckpt:
+        raise ValueError(f"{path!r} is a torch file but not a Lightning checkpoint")
+    return ckpt
+
+
+def load_world_model(path: str | os.PathLike, device: torch.device | str = "cpu"):
+    """Rebuild a ``LearnedWorldModel`` from a checkpoint written by ``python -m train``.
+
+    Nothing besides the file is needed: it stores the architecture, the resolved training
+    config, the state layout version and the training data's fingerprint and event counts
+    (available afterwards as ``model.metadata``).
+
+    Args:
+        path: a ``.ckpt`` file (best or last) of a training run.
+        device: where the network lives.
+
+    Returns:
+        LearnedWorldModel in eval mode.
+
+    Raises:
+        FileNotFoundError: if ``path`` does not exist.
+        ValueError: if the file is corrupt or not a torch file, is not a gridplan world-model
+            checkpoint, was written for another state layout version, or its weights do not
+            fit the stored architecture.
+    """
+    path = os.fspath(path)
+    ckpt = _read_checkpoint(path)
+    meta = ckpt.get(CHECKPOINT_KEY)
+    if not isinstance(meta, dict) or "model" not in meta:
+        raise ValueError(
+            f"{path!r} is a Lightning checkpoint but not a gridplan world model "
+            f"(no {CHECKPOINT_KEY!r} entry with the architecture)"
+        )
+    version = meta.get("state_layout_version")
+    if version != STATE_LAYOUT_VERSION:
+        raise ValueError(
+            f"{path!r} was written for state layout version {version!r}; this gridplan uses "
+            f"version {STATE_LAYOUT_VERSION} (retrain the model)"
+        )
+    try:
+        net = MLPDynamics(**meta["model"])
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{path!r} stores an invalid architecture {meta['model']}: {err}") from err
+    weights = {
+        k[len(STATE_DICT_PREFIX) :]: v
+        for k, v in ckpt["state_dict"].items()
+        if k.startswith(STATE_DICT_PREFIX)
+    }
+    try:
+        net.load_state_dict(weights)
+    except RuntimeError as err:
+        raise ValueError(
+            f"{path!r}: weights do not fit the stored architecture {meta['model']}: "
+            f"{str(err).splitlines()[0]}"
+        ) from err
+    meta = {**meta, "path": path}
+    return LearnedWorldModel(net, meta).to(device)

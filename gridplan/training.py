@@ -1,0 +1,406 @@
+"""Lightning training of MLP world models: data module, loss variants, dashboards (SPEC §6).
+
+- ``TransitionDataModule``: logged transitions of one behaviour policy and budget (collected
+  once, cached under ``data_cache/``), split into train and validation by episode, plus the
+  held-out open-loop ``EvalWindows`` that validation scores.
+- ``WorldModelModule``: the ``MLPDynamics`` network and the weighted-MSE loss. The five loss
+  variants of paper Table 3 are one loss with different weights (``VariantConfig``), never
+  copies of the module. Each validation epoch logs ``val/loss`` and, on the held-out windows,
+  ``val/E_tot``, ``val/DRPE_binary``, ``val/DRPE_graded``, ``val/err_dim/<dim>`` (12 scalars,
+  also one multi-line chart in TensorBoard's custom-scalars tab), ``val/event/<name>`` and
+  two images: the per-dimension profile ordered by relevance and the ``(H, 12)`` per-step
+  heatmap. Checkpoints carry a ``"gridplan"`` entry that makes them self-describing
+  (``gridplan.learned.load_world_model``).
+
+Letter legend: ``N`` transitions in a batch, ``K`` ensemble members, ``H`` window length.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+from torch.utils.data import BatchSampler, DataLoader, RandomSampler, SequentialSampler
+from torch.utils.data import TensorDataset as _Tensors
+
+from gridplan.constants import DIM_NAMES, RELEVANT_DIMS, STATE_DIM, STATE_LAYOUT_VERSION
+from gridplan.data import TransitionDataset, collect, eval_windows, parse_budget
+from gridplan.learned import CHECKPOINT_KEY, LearnedWorldModel, MLPDynamics
+from gridplan.values import relevance_weights
+
+log = logging.getLogger(__name__)
+
+
+# ---------------------------------------------------------------------------------------
+# Loss
+
+
+def dimension_weights(variant: dict, task: str = "A") -> torch.Tensor:
+    """Per-dimension loss weights of a variant: ``(12,)`` float.
+
+    ``variant["relevant_weight"]`` on the task's relevant dims (``RELEVANT_DIMS[task]``),
+    ``variant["irrelevant_weight"]`` on the others. Paper Table 3: ``anti_weighted`` and
+    ``rel_heavy`` scale the relevant dims down or up, ``rel_only`` zeroes the irrelevant ones.
+    """
+    w = torch.full((STATE_DIM,), float(variant["irrelevant_weight"]))
+    w[list(RELEVANT_DIMS[task])] = float(variant["relevant_weight"])
+    return w
+
+
+def sample_weights(
+    pickup: torch.Tensor, door_opened: torch.Tensor, event_weight: float
+) -> torch.Tensor:
+    """Per-transition loss weights: ``event_weight`` where the key was picked up or the door
+    opened, else 1. ``(N,)`` bool inputs -> ``(N,)`` float."""
+    event = pickup | door_opened
+    return torch.where(event, float(event_weight), 1.0).to(torch.float32)
+
+
+def weighted_mse(
+    pred: torch.Tensor,
+    target: torch.Tensor,
+    dim_weights: torch.Tensor,
+    sample_weight: torch.Tensor,
+) -> torch.Tensor:
+    """Weighted squared error averaged over members, transitions and the 12 dims.
+
+    ``mean_{k,n,d} sample_weight_n * dim_weights_d * (pred_knd - target_nd)^2``. The weights
+    are not renormalized, so a batch made only of event transitions scores exactly
+    ``event_weight`` times its uniform loss.
+
+    Args:
+        pred: ``(K, N, 12)`` raw predicted next states.
+        target: ``(N, 12)`` true next states.
+        dim_weights: ``(12,)`` non-negative.
+        sample_weight: ``(N,)`` non-negative.
+
+    Returns:
+        Scalar tensor.
+
+    Raises:
+        ValueError: if the shapes do not line up.
+    """
+    if pred.dim() != 3 or pred.shape[1:] != target.shape or target.shape[1] != STATE_DIM:
+        raise ValueError(
+            f"pred must be (K, N, {STATE_DIM}) matching target (N, {STATE_DIM}); got "
+            f"{tuple(pred.shape)} and {tuple(target.shape)}"
+        )
+    if dim_weights.shape != (STATE_DIM,) or sample_weight.shape != target.shape[:1]:
+        raise ValueError(
+            f"dim_weights must be ({STATE_DIM},) and sample_weight ({target.shape[0]},); got "
+            f"{tuple(dim_weights.shape)} and {tuple(sample_weight.shape)}"
+        )
+    sq = (pred - target.unsqueeze(0)).square()
+    return (sq * dim_weights * sample_weight.unsqueeze(1)).mean()
+
+
+# ---------------------------------------------------------------------------------------
+# Data
+
+
+def cache_path(cache_dir: str | Path, policy: str, transitions: int, seed: int, task: str) -> Path:
+    """File of a cached dataset: ``<cache_dir>/<task>-<policy>-<transitions>-seed<seed>.pt``."""
+    return Path(cache_dir) / f"{task}-{policy}-{transitions}-seed{seed}.pt"
+
+
+def cached_dataset(
+    policy: str, transitions: int, seed: int, task: str = "A", cache_dir: str | Path = "data_cache"
+) -> TransitionDataset:
+    """``gridplan.data.collect`` with an on-disk cache keyed by (task, policy, budget, seed).
+
+    A cached file that is unreadable or whose meta disagrees with the key is reported and
+    collected again (it is derived data: the same key always regenerates the same dataset).
+
+    Raises:
+        ValueError: on an unknown policy or task or a bad budget (from ``collect``).
+    """
+    path = cache_path(cache_dir, policy, transitions, seed, task)
+    want = {"policy": policy, "transitions": transitions, "seed": seed, "task": task}
+    if path.exists():
+        try:
+            data = TransitionDataset.load(path)
+            if all(data.meta.get(k) == v for k, v in want.items()):
+                return data
+            log.warning("cached dataset %s does not match %s; collecting again", path, want)
+        except ValueError as err:
+            log.warning("cached dataset %s is unusable (%s); collecting again", path, err)
+    data = collect(policy, transitions, seed, task)
+    data.save(path, overwrite=True)
+    return data
+
+
+class TransitionDataModule(pl.LightningDataModule):
+    """Logged transitions split by episode, and held-out evaluation windows.
+
+    Args:
+        data: the ``data`` section of a resolved config (``gridplan.config.DataConfig``
+            fields: budget, policy, task, seed, val_fraction, batch_size, cache_dir,
+            windows, window_horizon, window_seed, window_policy).
+
+    After ``setup()``: ``dataset`` (all transitions), ``train_set`` / ``val_set``
+    (``TransitionDataset``) and ``windows`` (``EvalWindows``).
+    """
+
+    def __init__(self, data: dict) -> None:
+        super().__init__()
+        self.cfg = dict(data)
+        self.dataset: TransitionDataset | None = None
+        self.train_set: TransitionDataset | None = None
+        self.val_set: TransitionDataset | None = None
+        self.windows = None
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.dataset is not None:
+            return
+        c = self.cfg
+        self.dataset = cached_dataset(
+            c["policy"], parse_budget(c["budget"]), int(c["seed"]), c["task"], c["cache_dir"]
+        )
+        self.train_set, self.val_set = self.dataset.split_by_episode(
+            c["val_fraction"], int(c["seed"])
+        )
+        self.windows = eval_windows(
+            int(c["windows"]),
+            horizon=int(c["window_horizon"]),
+            seed=int(c["window_seed"]),
+            policy=c["window_policy"],
+            task=c["task"],
+        )
+
+    def summary(self) -> dict[str, Any]:
+        """What the checkpoint records about the data: fingerprint, event counts, meta and
+        split sizes (plain Python values)."""
+        if self.dataset is None:
+            self.setup()
+        return {
+            "fingerprint": self.dataset.fingerprint(),
+            "event_counts": self.dataset.event_counts(),
+            "meta": dict(self.dataset.meta),
+            "train_transitions": len(self.train_set),
+            "val_transitions": len(self.val_set),
+            "windows": dict(self.windows.meta),
+        }
+
+    @staticmethod
+    def _tensors(part: TransitionDataset) -> _Tensors:
+        return _Tensors(part.states, part.actions, part.next_states, part.pickup, part.door_opened)
+
+    def _loader(self, part: TransitionDataset, shuffle: bool) -> DataLoader:
+        tensors = self._tensors(part)
+        order = RandomSampler(tensors) if shuffle else SequentialSampler(tensors)
+        # Whole batches are sliced out of the tensors at once (batch_size=None + a batch
+        # sampler): no per-row __getitem__ and collate, which would dominate a tiny MLP.
+        sampler = BatchSampler(order, int(self.cfg["batch_size"]), drop_last=False)
+        return DataLoader(tensors, sampler=sampler, batch_size=None)
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader(self.train_set, shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader(self.val_set, shuffle=False)
+
+
+# ---------------------------------------------------------------------------------------
+# Dashboards
+
+
+def relevance_order(task: str = "A") -> list[int]:
+    """Dims ordered by graded relevance (paper Eq. 1), most relevant first; ties (the
+    irrelevant dims, weight 0) keep the state layout order."""
+    w = relevance_weights(task)
+    return sorted(range(STATE_DIM), key=lambda d: (-float(w[d]), d))
+
+
+def profile_figure(profile, task: str = "A", title: str = ""):
+    """Bar chart of the ``(12,)`` per-dimension open-loop MSE, ordered by relevance.
+
+    Relevant dims are drawn in one colour, irrelevant in another (paper §5.5: "report
+    error profiles ordered by task relevance"). Returns a Matplotlib figure.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    profile = torch.as_tensor(profile, dtype=torch.float32).cpu()
+    order = relevance_order(task)
+    relevant = set(RELEVANT_DIMS[task])
+    fig, ax = plt.subplots(figsize=(7, 3.2))
+    colors = ["tab:red" if d in relevant else "tab:gray" for d in order]
+    ax.bar(range(STATE_DIM), [float(profile[d]) for d in order], color=colors)
+    ax.set_xticks(range(STATE_DIM), [DIM_NAMES[d] for d in order], rotation=45, ha="right")
+    ax.set_ylabel("open-loop MSE")
+    ax.set_title(title or f"error profile (task {task}; red: relevant)")
+    fig.tight_layout()
+    return fig
+
+
+def step_profile_figure(step_profile, task: str = "A", title: str = ""):
+    """Heatmap of the ``(H, 12)`` per-step, per-dimension MSE, columns ordered by relevance.
+    Returns a Matplotlib figure."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    sp = torch.as_tensor(step_profile, dtype=torch.float32).cpu()
+    order = relevance_order(task)
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    image = ax.imshow(sp[:, order].numpy(), aspect="auto", origin="lower", cmap="viridis")
+    ax.set_xticks(range(STATE_DIM), [DIM_NAMES[d] for d in order], rotation=45, ha="right")
+    ax.set_yticks(range(sp.shape[0]), [str(t + 1) for t in range(sp.shape[0])])
+    ax.set_ylabel("imagined step")
+    ax.set_title(title or "per-step error (MSE)")
+    fig.colorbar(image, ax=ax)
+    fig.tight_layout()
+    return fig
+
+
+def metric_scalars(metrics, prefix: str = "val") -> dict[str, float]:
+    """Flat TensorBoard scalars of one ``PredictionMetrics``: ``<prefix>/E_tot``,
+    ``<prefix>/DRPE_<kind>``, ``<prefix>/VPE``, ``<prefix>/err_dim/<dim>`` (12) and
+    ``<prefix>/event/<name>`` (numeric audit entries)."""
+    out = {f"{prefix}/E_tot": float(metrics.E_tot)}
+    for kind, value in metrics.DRPE.items():
+        out[f"{prefix}/DRPE_{kind}"] = float(value)
+    vpe = getattr(metrics, "VPE", None)
+    if vpe is not None:
+        out[f"{prefix}/VPE"] = float(vpe)
+    profile = torch.as_tensor(metrics.profile, dtype=torch.float32)
+    for d, name in enumerate(DIM_NAMES):
+        out[f"{prefix}/err_dim/{name}"] = float(profile[d])
+    for name, value in metrics.event_audit.items():
+        if isinstance(value, (int, float)) or (torch.is_tensor(value) and value.numel() == 1):
+            out[f"{prefix}/event/{name}"] = float(value)
+    return out
+
+
+def dashboard_layout(prefix: str = "val") -> dict:
+    """TensorBoard custom-scalars layout putting the 12 per-dimension curves in one chart,
+    the event audit in another and E_tot beside the DRPEs."""
+    return {
+        prefix: {
+            "open-loop error per dimension": ["Multiline", [rf"{prefix}/err_dim/.*"]],
+            "event audit": ["Multiline", [rf"{prefix}/event/.*"]],
+            "E_tot and DRPE": ["Multiline", [rf"{prefix}/E_tot", rf"{prefix}/DRPE_.*"]],
+        }
+    }
+
+
+def log_figures(writer, metrics, step: int, prefix: str = "val", task: str = "A") -> None:
+    """Add the profile bar chart (``<prefix>/profile``) and the per-step heatmap
+    (``<prefix>/step_profile``) of one ``PredictionMetrics`` to a SummaryWriter."""
+    title = f"E_tot {float(metrics.E_tot):.4f}  " + "  ".join(
+        f"DRPE_{k} {float(v):.4f}" for k, v in metrics.DRPE.items()
+    )
+    writer.add_figure(f"{prefix}/profile", profile_figure(metrics.profile, task, title), step)
+    writer.add_figure(
+        f"{prefix}/step_profile", step_profile_figure(metrics.step_profile, task), step
+    )
+
+
+def score_windows(model, windows, task: str = "A"):
+    """``gridplan.metrics.prediction_metrics`` of a one-setting model on ``windows``."""
+    from gridplan.metrics import prediction_metrics
+
+    gen = torch.Generator().manual_seed(0)
+    return prediction_metrics(model, windows, task=task, generator=gen)[0]
+
+
+# ---------------------------------------------------------------------------------------
+# The LightningModule
+
+
+class WorldModelModule(pl.LightningModule):
+    """MLP world model trained with a weighted MSE on ``(s, a) -> s'`` (paper §5.4).
+
+    Args:
+        config: the resolved run config as a plain dict (``gridplan.config.Config``); the
+            ``model`` section builds the network, ``variant`` and ``data.task`` the weights,
+            ``trainer.figures_every_n_epochs`` the image cadence.
+        dataset: ``TransitionDataModule.summary()`` of the training data, stored in every
+            checkpoint.
+
+    Raises:
+        ValueError: on an invalid architecture.
+    """
+
+    def __init__(self, config: dict, dataset: dict | None = None) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        m = config["model"]
+        self.net = MLPDynamics(m["hidden"], m["members"], m["activation"], m["predict_delta"])
+        self.task = config["data"]["task"]
+        self.register_buffer("dim_weights", dimension_weights(config["variant"], self.task))
+        self.event_weight = float(config["variant"]["event_weight"])
+
+    def world_model(self) -> LearnedWorldModel:
+        """The network behind the ``WorldModel`` interface (shares parameters)."""
+        return LearnedWorldModel(self.net, self.metadata())
+
+    def metadata(self) -> dict[str, Any]:
+        """The checkpoint's ``"gridplan"`` entry: layout version, architecture, config, data."""
+        return {
+            "state_layout_version": STATE_LAYOUT_VERSION,
+            "model": self.net.architecture(),
+            "config": self.hparams["config"],
+            "dataset": self.hparams["dataset"],
+            "task": self.task,
+        }
+
+    def loss(self, batch) -> torch.Tensor:
+        """Weighted MSE of a batch ``(states, actions, next_states, pickup, door_opened)``."""
+        state, action, target, pickup, door = batch
+        pred = self.net(state, action)
+        weights = sample_weights(pickup, door, self.event_weight)
+        return weighted_mse(pred, target, self.dim_weights, weights)
+
+    def training_step(self, batch, batch_idx):
+        loss = self.loss(batch)
+        self.log("train/loss", loss, on_step=True, on_epoch=True, batch_size=batch[0].shape[0])
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        loss = self.loss(batch)
+        self.log("val/loss", loss, on_epoch=True, prog_bar=True, batch_size=batch[0].shape[0])
+
+    def on_fit_start(self) -> None:
+        writer = self._writer()
+        if writer is not None:
+            writer.add_custom_scalars(dashboard_layout("val"))
+
+    def _writer(self):
+        experiment = getattr(self.logger, "experiment", None) if self.logger else None
+        return experiment if hasattr(experiment, "add_figure") else None
+
+    def on_validation_epoch_end(self) -> None:
+        if self.trainer.sanity_checking:
+            return
+        windows = getattr(self.trainer.datamodule, "windows", None)
+        if windows is None:
+            return
+        metrics = score_windows(self.world_model(), windows, self.task)
+        self.log_dict(metric_scalars(metrics, "val"))
+        every = int(self.hparams["config"]["trainer"]["figures_every_n_epochs"])
+        last = self.current_epoch + 1 >= self.trainer.max_epochs
+        writer = self._writer()
+        if writer is not None and (self.current_epoch % every == 0 or last):
+            log_figures(writer, metrics, self.global_step, "val", self.task)
+
+    def configure_optimizers(self):
+        m = self.hparams["config"]["model"]
+        opt = torch.optim.AdamW(self.parameters(), lr=m["lr"], weight_decay=m["weight_decay"])
+        epochs = max(1, int(self.hparams["config"]["trainer"]["max_epochs"]))
+        # Cosine decay to 5% of the peak: late epochs refine positions below the one-cell
+        # decision resolution instead of bouncing around it.
+        sched = torch.optim.lr_scheduler.LambdaLR(
+            opt, lambda e: 0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * min(e, epochs) / epochs))
+        )
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "epoch"}}
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint[CHECKPOINT_KEY] = self.metadata()

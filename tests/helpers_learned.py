@@ -1,0 +1,62 @@
+"""Shared helpers for the learned-model, training and train-CLI tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from gridplan.config import compose
+from gridplan.learned import MLPDynamics
+from gridplan.training import WorldModelModule
+
+
+def debug_overrides(tmp: Path) -> list[str]:
+    """Overrides of a tiny CPU run (a few hundred transitions, two short epochs) writing
+    only under ``tmp``."""
+    return [
+        "trainer=debug",
+        "data.budget=600",
+        "data.windows=16",
+        "data.batch_size=64",
+        "model.hidden=[32,32]",
+        f"out_dir={tmp / 'runs'}",
+        f"data.cache_dir={tmp / 'cache'}",
+    ]
+
+
+def tiny_config(tmp: Path, *overrides: str):
+    """A composed debug config (see ``debug_overrides``) plus ``overrides``."""
+    return compose([*debug_overrides(tmp), *overrides])
+
+
+def module_checkpoint(module: WorldModelModule, path: Path) -> Path:
+    """Write ``module`` as Lightning would: its state dict plus ``on_save_checkpoint``'s
+    additions (no Trainer needed)."""
+    ckpt = {"state_dict": module.state_dict(), "pytorch-lightning_version": "test"}
+    module.on_save_checkpoint(ckpt)
+    torch.save(ckpt, path)
+    return path
+
+
+def tiny_module(tmp: Path, *overrides: str) -> WorldModelModule:
+    """An untrained module of ``tiny_config`` with a placeholder dataset summary."""
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.to_container(tiny_config(tmp, *overrides), resolve=True)
+    return WorldModelModule(cfg, {"fingerprint": "test", "event_counts": {"pickups": 0}})
+
+
+def probe_batch(n: int = 64, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(n, 12)`` random states in ``[0, 1]`` and ``(n,)`` random actions."""
+    gen = torch.Generator().manual_seed(seed)
+    return torch.rand(n, 12, generator=gen), torch.randint(0, 4, (n,), generator=gen)
+
+
+def zero_last_layer(net: MLPDynamics, bias: float = 0.0) -> MLPDynamics:
+    """Set the output layer to ``0 * x + bias``, so a delta model predicts ``state + bias``."""
+    last = net.layers[-1]
+    with torch.no_grad():
+        last.weight.zero_()
+        last.bias.fill_(bias)
+    return net

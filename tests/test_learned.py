@@ -1,0 +1,151 @@
+"""MLP world model, its WorldModel wrapper and checkpoint loading (gridplan.learned)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from helpers_learned import module_checkpoint, probe_batch, tiny_module, zero_last_layer
+
+from gridplan.constants import STATE_LAYOUT_VERSION
+from gridplan.learned import LearnedWorldModel, MLPDynamics, load_world_model
+from gridplan.models import WorldModel
+from gridplan.planner import Planner
+
+
+def test_network_returns_one_prediction_per_member_and_row():
+    net = MLPDynamics((16, 16), members=3)
+    state, action = probe_batch(5)
+    assert net(state, action).shape == (3, 5, 12)
+
+
+def test_delta_model_with_zero_output_layer_predicts_no_change():
+    net = zero_last_layer(MLPDynamics((16,), members=1))
+    state, action = probe_batch(8)
+    assert torch.equal(LearnedWorldModel(net).predict(state, action), state)
+
+
+def test_absolute_model_with_zero_output_layer_predicts_its_bias():
+    net = zero_last_layer(MLPDynamics((16,), predict_delta=False), bias=0.25)
+    state, action = probe_batch(8)
+    assert torch.equal(LearnedWorldModel(net).predict(state, action), torch.full((8, 12), 0.25))
+
+
+def test_predictions_are_clamped_to_the_unit_interval():
+    net = zero_last_layer(MLPDynamics((16,)), bias=3.0)
+    state, action = probe_batch(8)
+    assert torch.equal(LearnedWorldModel(net).predict(state, action), torch.ones(8, 12))
+    net = zero_last_layer(MLPDynamics((16,)), bias=-3.0)
+    assert torch.equal(LearnedWorldModel(net).predict(state, action), torch.zeros(8, 12))
+
+
+def test_ensemble_predict_is_the_clamped_mean_of_its_members():
+    torch.manual_seed(0)
+    net = MLPDynamics((16,), members=4)
+    state, action = probe_batch(10)
+    raw = net(state, action).detach()
+    model = LearnedWorldModel(net)
+    assert not torch.allclose(raw[0], raw[1])
+    assert torch.allclose(model.predict(state, action), raw.mean(0).clamp(0, 1))
+    assert torch.allclose(model.predict_members(state, action), raw.clamp(0, 1))
+
+
+def test_the_action_changes_the_prediction():
+    torch.manual_seed(0)
+    model = LearnedWorldModel(MLPDynamics((16,)))
+    state = probe_batch(1)[0].expand(4, 12)
+    pred = model.predict(state, torch.arange(4))
+    assert len({tuple(row.tolist()) for row in pred}) == 4
+
+
+def test_learned_model_is_a_world_model_the_planner_accepts():
+    model = LearnedWorldModel(MLPDynamics((16,)))
+    assert isinstance(model, WorldModel)
+    state = probe_batch(3)[0]
+    action = Planner(model, depth=2).act(state, torch.Generator().manual_seed(0))
+    assert action.shape == (3,)
+
+
+@pytest.mark.parametrize(
+    "state_shape, action_shape, match",
+    [((4, 11), (4,), "state must have shape"), ((4, 12), (3,), "action must have shape")],
+)
+def test_predict_rejects_misshapen_inputs(state_shape, action_shape, match):
+    model = LearnedWorldModel(MLPDynamics((16,)))
+    with pytest.raises(ValueError, match=match):
+        model.predict(torch.zeros(state_shape), torch.zeros(action_shape, dtype=torch.long))
+
+
+def test_invalid_architectures_are_rejected():
+    with pytest.raises(ValueError, match="hidden"):
+        MLPDynamics(())
+    with pytest.raises(ValueError, match="members"):
+        MLPDynamics((8,), members=0)
+    with pytest.raises(ValueError, match="unknown activation 'swish'"):
+        MLPDynamics((8,), activation="swish")
+
+
+def test_checkpoint_round_trip_gives_identical_predictions(tmp_path):
+    module = tiny_module(tmp_path, "model.members=2")
+    path = module_checkpoint(module, tmp_path / "model.ckpt")
+    loaded = load_world_model(path)
+    state, action = probe_batch(32)
+    assert torch.equal(loaded.predict(state, action), module.world_model().predict(state, action))
+    assert loaded.members == 2
+    assert loaded.metadata["config"]["model"]["hidden"] == [32, 32]
+    assert loaded.metadata["state_layout_version"] == STATE_LAYOUT_VERSION
+
+
+def test_missing_checkpoint_is_a_file_not_found_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        load_world_model(tmp_path / "nope.ckpt")
+
+
+def test_corrupt_checkpoint_is_rejected(tmp_path):
+    good = module_checkpoint(tiny_module(tmp_path), tmp_path / "good.ckpt")
+    bad = tmp_path / "bad.ckpt"
+    bad.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    with pytest.raises(ValueError, match="not a readable checkpoint"):
+        load_world_model(bad)
+
+
+def test_text_file_is_not_a_checkpoint(tmp_path):
+    path = tmp_path / "notes.ckpt"
+    path.write_text("hello")
+    with pytest.raises(ValueError, match="not a readable checkpoint"):
+        load_world_model(path)
+
+
+def test_torch_file_without_a_state_dict_is_not_a_lightning_checkpoint(tmp_path):
+    path = tmp_path / "tensor.ckpt"
+    torch.save({"weights": torch.zeros(3)}, path)
+    with pytest.raises(ValueError, match="not a Lightning checkpoint"):
+        load_world_model(path)
+
+
+def test_lightning_checkpoint_without_gridplan_entry_is_rejected(tmp_path):
+    path = tmp_path / "other.ckpt"
+    torch.save({"state_dict": {"layer.weight": torch.zeros(2, 2)}}, path)
+    with pytest.raises(ValueError, match="not a gridplan world model"):
+        load_world_model(path)
+
+
+def test_checkpoint_of_another_state_layout_is_rejected(tmp_path):
+    module = tiny_module(tmp_path)
+    ckpt = {"state_dict": module.state_dict()}
+    module.on_save_checkpoint(ckpt)
+    ckpt["gridplan"]["state_layout_version"] = STATE_LAYOUT_VERSION + 1
+    path = tmp_path / "future.ckpt"
+    torch.save(ckpt, path)
+    with pytest.raises(ValueError, match=f"state layout version {STATE_LAYOUT_VERSION + 1}"):
+        load_world_model(path)
+
+
+def test_weights_that_do_not_fit_the_architecture_are_rejected(tmp_path):
+    module = tiny_module(tmp_path)
+    ckpt = {"state_dict": module.state_dict()}
+    module.on_save_checkpoint(ckpt)
+    ckpt["gridplan"]["model"]["hidden"] = [64, 64]
+    path = tmp_path / "mismatch.ckpt"
+    torch.save(ckpt, path)
+    with pytest.raises(ValueError, match="weights do not fit"):
+        load_world_model(path)

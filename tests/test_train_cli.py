@@ -1,0 +1,131 @@
+"""Config composition, override errors, sweeps and the ``python -m train`` entry point."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers_learned import debug_overrides
+
+from gridplan.config import compose, expand_sweeps, run_name, split_top_level
+from gridplan.learned import load_world_model
+from train.__main__ import main
+
+
+def test_defaults_train_uniform_on_20k_balanced_transitions():
+    cfg = compose([])
+    assert (cfg.variant.name, cfg.data.name, cfg.model.name, cfg.trainer.name) == (
+        "uniform",
+        "20k",
+        "mlp",
+        "default",
+    )
+    assert (cfg.data.budget, cfg.data.policy, cfg.seed, cfg.out_dir) == (
+        "20k",
+        "balanced",
+        0,
+        "runs",
+    )
+    assert cfg.trainer.accelerator == "auto"
+
+
+def test_group_choices_and_dotted_overrides_compose():
+    cfg = compose(["variant=event_weighted", "data=12k", "data.policy=random", "seed=3"])
+    assert cfg.variant.event_weight == 10.0
+    assert (cfg.data.budget, cfg.data.policy) == ("12k", "random")
+    assert cfg.data.seed == 3  # the data seed follows the run seed
+    assert compose(["seed=3", "data.seed=7"]).data.seed == 7
+
+
+def test_list_override_replaces_the_hidden_widths():
+    assert list(compose(["model.hidden=[64,32,16]"]).model.hidden) == [64, 32, 16]
+
+
+def test_experiment_preset_sets_groups_and_values_and_the_command_line_wins():
+    cfg = compose(["experiment=random_12k"])
+    assert (cfg.data.budget, cfg.data.policy, cfg.experiment) == ("12k", "random", "random_12k")
+    cfg = compose(["experiment=random_12k", "data=4k"])
+    assert (cfg.data.budget, cfg.data.policy) == ("4k", "random")
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        (
+            "variant=heavy",
+            "unknown variant 'heavy'; valid choices: anti_weighted, event_weighted, "
+            "rel_heavy, rel_only, uniform",
+        ),
+        ("data=8k", "unknown data '8k'; valid choices: 12k, 20k, 4k"),
+        ("experiment=nope", "unknown experiment 'nope'; valid choices: random_12k"),
+        ("epochs=3", "unknown config key 'epochs'.*valid keys: data, experiment, model"),
+        ("trainer.epochs=3", "no 'epochs' in trainer; valid keys: .*max_epochs"),
+        ("data.policy=greedy", "unknown data.policy 'greedy'; valid choices: random, balanced"),
+        ("trainer.max_epochs=many", "trainer.max_epochs=many.*could not be converted"),
+        ("trainer.monitor=val/acc", "unknown trainer.monitor 'val/acc'; valid: val/loss"),
+        ("variant.irrelevant_weight=-1", "variant.irrelevant_weight must be a finite number"),
+        ("data.budget=lots", "budget must be a transition count"),
+        ("seed", "is not of the form key=value"),
+    ],
+)
+def test_bad_overrides_are_errors_that_name_the_valid_choices(override, message):
+    with pytest.raises(ValueError, match=message):
+        compose([override])
+
+
+def test_a_key_given_twice_is_an_error():
+    with pytest.raises(ValueError, match="given twice"):
+        compose(["seed=1", "seed=2"])
+
+
+def test_compose_refuses_an_unexpanded_sweep():
+    with pytest.raises(ValueError, match="is a sweep"):
+        compose(["seed=0,1"])
+
+
+def test_sweeps_expand_to_the_cartesian_product_in_command_line_order():
+    runs = expand_sweeps(["seed=0,1", "variant=uniform,rel_only", "data=4k"])
+    assert runs == [
+        ["seed=0", "variant=uniform", "data=4k"],
+        ["seed=0", "variant=rel_only", "data=4k"],
+        ["seed=1", "variant=uniform", "data=4k"],
+        ["seed=1", "variant=rel_only", "data=4k"],
+    ]
+
+
+def test_commas_inside_brackets_do_not_split_a_value():
+    assert split_top_level("[1,2],[3,4]") == ["[1,2]", "[3,4]"]
+    assert expand_sweeps(["model.hidden=[8,8]"]) == [["model.hidden=[8,8]"]]
+
+
+def test_run_names_spell_variant_policy_budget_and_seed():
+    assert run_name(compose(["variant=rel_only", "data=12k", "seed=4"])) == (
+        "rel_only-balanced-12k-seed4"
+    )
+    assert run_name(compose(["data.budget=600"])) == "uniform-balanced-600-seed0"
+    assert run_name(compose(["name=mine"])) == "mine"
+
+
+def test_cli_sweep_runs_one_after_another_and_ends_with_the_last_checkpoint(tmp_path, capsys):
+    assert main([*debug_overrides(tmp_path), "seed=0,1"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    checkpoints = [line.split(": ", 1)[1] for line in lines if line.startswith("checkpoint: ")]
+    assert len(checkpoints) == 2
+    assert lines[-1] == f"checkpoint: {checkpoints[1]}"
+    assert "seed1" in checkpoints[1] and "seed0" in checkpoints[0]
+    assert any(line.startswith("  policy: balanced") for line in lines)  # resolved config
+    for path in checkpoints:
+        assert load_world_model(path).metadata["config"]["trainer"]["name"] == "debug"
+        assert (Path(path).parents[1] / "config.yaml").is_file()
+
+
+def test_cli_reports_a_bad_argument_and_trains_nothing(tmp_path, capsys):
+    assert main([*debug_overrides(tmp_path), "variant=heavy"]) == 2
+    captured = capsys.readouterr()
+    assert "error: unknown variant 'heavy'; valid choices:" in captured.err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_cli_help_shows_an_example_command(capsys):
+    assert main(["--help"]) == 0
+    assert "python -m train variant=event_weighted data=12k" in capsys.readouterr().out

@@ -1,0 +1,193 @@
+"""Loss variants, data module, dashboards and a tiny end-to-end training run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from helpers_learned import probe_batch, tiny_config, tiny_module
+from omegaconf import OmegaConf
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from gridplan.closed_loop import evaluate
+from gridplan.constants import DIM_NAMES, STATE_LAYOUT_VERSION
+from gridplan.data import collect
+from gridplan.learned import load_world_model
+from gridplan.metrics import prediction_metrics
+from gridplan.training import (
+    TransitionDataModule,
+    cache_path,
+    cached_dataset,
+    dimension_weights,
+    relevance_order,
+    sample_weights,
+    weighted_mse,
+)
+from train.train import new_run_dir, train
+
+
+@pytest.mark.parametrize(
+    "variant, expected",
+    [
+        ("uniform", [1.0] * 12),
+        ("anti_weighted", [0.1] * 6 + [1.0] * 6),
+        ("rel_heavy", [10.0] * 6 + [1.0] * 6),
+        ("rel_only", [1.0] * 6 + [0.0] * 6),
+    ],
+)
+def test_variant_files_give_the_documented_dimension_weights(tmp_path, variant, expected):
+    cfg = tiny_config(tmp_path, f"variant={variant}")
+    assert dimension_weights(cfg.variant, "A").tolist() == pytest.approx(expected)
+
+
+def test_task_b_counts_c1_as_relevant():
+    w = dimension_weights({"relevant_weight": 2.0, "irrelevant_weight": 0.5}, "B")
+    assert w.tolist() == [2.0] * 7 + [0.5] * 5
+
+
+def test_event_transitions_get_the_event_weight():
+    pickup = torch.tensor([True, False, False, False])
+    door = torch.tensor([False, True, False, True])
+    assert sample_weights(pickup, door, 10.0).tolist() == [10.0, 10.0, 1.0, 10.0]
+
+
+def test_weighted_mse_matches_a_hand_computed_value():
+    target = torch.zeros(2, 12)
+    pred = torch.zeros(1, 2, 12)
+    pred[0, 0, 0] = 0.1  # row 0, agent_x off by 0.1
+    pred[0, 1, 7] = 0.2  # row 1, c2 off by 0.2
+    dim_w = torch.tensor([3.0] * 6 + [0.5] * 6)
+    sample_w = torch.tensor([2.0, 1.0])
+    # (2 * 3 * 0.01 + 1 * 0.5 * 0.04) / (2 rows * 12 dims)
+    expected = (0.06 + 0.02) / 24
+    assert float(weighted_mse(pred, target, dim_w, sample_w)) == pytest.approx(expected)
+
+
+def test_weighted_mse_rejects_mismatched_shapes():
+    with pytest.raises(ValueError, match="pred must be"):
+        weighted_mse(torch.zeros(1, 3, 12), torch.zeros(2, 12), torch.ones(12), torch.ones(2))
+
+
+def _batch(pickup: bool, n: int = 16):
+    state, action = probe_batch(n)
+    target = probe_batch(n, seed=1)[0]
+    flags = torch.full((n,), pickup)
+    return state, action, target, flags, torch.zeros(n, dtype=torch.bool)
+
+
+def test_event_weights_reach_the_module_loss(tmp_path):
+    module = tiny_module(tmp_path, "variant=event_weighted")
+    plain = module.loss(_batch(pickup=False)).detach()
+    events = module.loss(_batch(pickup=True)).detach()
+    assert float(events) == pytest.approx(10.0 * float(plain), rel=1e-6)
+
+
+def test_uniform_variant_ignores_event_flags(tmp_path):
+    module = tiny_module(tmp_path, "variant=uniform")
+    assert torch.equal(module.loss(_batch(pickup=True)), module.loss(_batch(pickup=False)))
+
+
+def test_rel_only_leaves_irrelevant_outputs_untrained(tmp_path):
+    module = tiny_module(tmp_path, "variant=rel_only")
+    module.loss(_batch(pickup=False)).backward()
+    last = module.net.layers[-1]
+    assert last.weight.grad[..., 6:].abs().max() == 0
+    assert last.weight.grad[..., :6].abs().max() > 0
+
+
+def test_cached_dataset_is_collected_once_and_then_read_back(tmp_path):
+    first = cached_dataset("balanced", 300, 4, "A", tmp_path)
+    path = cache_path(tmp_path, "balanced", 300, 4, "A")
+    stamp = path.stat().st_mtime_ns
+    second = cached_dataset("balanced", 300, 4, "A", tmp_path)
+    assert path.stat().st_mtime_ns == stamp
+    assert second.fingerprint() == first.fingerprint() == collect("balanced", 300, 4).fingerprint()
+
+
+def test_a_corrupt_cache_file_is_collected_again(tmp_path):
+    path = cache_path(tmp_path, "random", 200, 1, "A")
+    path.write_text("garbage")
+    data = cached_dataset("random", 200, 1, "A", tmp_path)
+    assert data.fingerprint() == collect("random", 200, 1).fingerprint()
+
+
+def test_data_module_splits_by_episode_and_builds_windows(tmp_path):
+    cfg = OmegaConf.to_container(tiny_config(tmp_path), resolve=True)
+    dm = TransitionDataModule(cfg["data"])
+    dm.setup()
+    train_eps = set(dm.train_set.episode.tolist())
+    val_eps = set(dm.val_set.episode.tolist())
+    assert not train_eps & val_eps
+    assert len(dm.train_set) + len(dm.val_set) == 600
+    assert len(dm.windows) == 16
+    batch = next(iter(dm.train_dataloader()))
+    assert [t.shape[0] for t in batch] == [64] * 5
+
+
+def test_relevance_order_puts_the_six_relevant_dims_first():
+    assert sorted(relevance_order("A")[:6]) == list(range(6))
+    assert relevance_order("A")[6:] == list(range(6, 12))
+
+
+def test_new_run_dirs_never_reuse_a_version(tmp_path):
+    first, v0 = new_run_dir(tmp_path, "run")
+    (first / "keep.txt").write_text("x")
+    second, v1 = new_run_dir(tmp_path, "run")
+    assert (v0, v1) == (0, 1)
+    assert (first / "keep.txt").read_text() == "x"
+    assert second.name == "version_1"
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """One debug training run shared by the tests below: (cfg, metrics, artifacts)."""
+    tmp = tmp_path_factory.mktemp("tiny")
+    cfg = tiny_config(tmp, "variant=event_weighted")
+    metrics, artifacts = train(cfg)
+    return cfg, metrics, artifacts
+
+
+def test_training_writes_best_and_last_checkpoints_config_and_metrics(tiny_run):
+    cfg, metrics, artifacts = tiny_run
+    for key in ("best_checkpoint", "last_checkpoint", "config", "metrics"):
+        assert artifacts[key] and open(artifacts[key], "rb").read(1)
+    saved = OmegaConf.load(artifacts["config"])
+    assert saved.variant.name == "event_weighted" and saved.data.seed == cfg.seed
+    summary = json.loads(open(artifacts["metrics"]).read())
+    assert summary["metrics"]["best/E_tot"] == pytest.approx(metrics["best/E_tot"])
+    assert metrics["epochs"] == 2
+
+
+def test_checkpoint_describes_config_layout_and_data(tiny_run):
+    cfg, _, artifacts = tiny_run
+    model = load_world_model(artifacts["best_checkpoint"])
+    meta = model.metadata
+    assert meta["state_layout_version"] == STATE_LAYOUT_VERSION
+    assert meta["config"] == OmegaConf.to_container(cfg, resolve=True)
+    data = collect("balanced", 600, cfg.seed)
+    assert meta["dataset"]["fingerprint"] == data.fingerprint()
+    assert meta["dataset"]["event_counts"] == data.event_counts()
+
+
+def test_trained_checkpoint_is_scored_by_the_metrics_and_the_closed_loop(tiny_run):
+    from gridplan.data import eval_windows
+
+    model = load_world_model(tiny_run[2]["best_checkpoint"])
+    metrics = prediction_metrics(model, eval_windows(8))[0]
+    assert 0 < metrics.E_tot < 1
+    results = evaluate(model, depth=1, seeds=[0], episodes=2)
+    assert results.success.shape == (2,)
+
+
+def test_tensorboard_has_the_dashboard_scalars_and_images(tiny_run):
+    events = EventAccumulator(tiny_run[2]["tensorboard"], size_guidance={"images": 0})
+    events.Reload()
+    scalars = set(events.Tags()["scalars"])
+    expected = {"val/loss", "val/E_tot", "val/DRPE_binary", "val/DRPE_graded"}
+    expected |= {f"val/err_dim/{name}" for name in DIM_NAMES}
+    expected |= {"val/event/carrying_at_pickup", "val/event/door_mse", "best/E_tot"}
+    assert expected <= scalars
+    assert len(events.Scalars("val/err_dim/agent_x")) == 2  # one point per epoch
+    images = set(events.Tags()["images"])
+    assert {"val/profile", "val/step_profile", "best/profile", "best/step_profile"} <= images
