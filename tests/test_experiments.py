@@ -1,0 +1,258 @@
+"""Plumbing of the paper-reproduction runner (gridplan/experiments, scripts/reproduce.py).
+
+The real groups run once on the ``tiny`` profile (2x2 grid, depth 1-2, 2 seeds x 2 episodes)
+through the command line; runner behaviour (skip, --force, failures, interrupts, recovery)
+is checked on a toy group that costs nothing. Not the paper's numbers: those need a full run.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from gridplan.experiments import GROUPS, e1
+from gridplan.experiments.common import (
+    Group,
+    Report,
+    read_done,
+    run_groups,
+    select_groups,
+    to_jsonable,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+#: A pid above the kernel's maximum (2**22), so no process can have it.
+DEAD_PID = 2**22 + 17
+
+
+def load_cli():
+    spec = importlib.util.spec_from_file_location("reproduce", REPO / "scripts" / "reproduce.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def read_csv(path: Path) -> list[dict]:
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.fixture(scope="module")
+def tiny_root(tmp_path_factory) -> Path:
+    """All registered groups run once on the tiny profile through the command line."""
+    root = tmp_path_factory.mktemp("results")
+    code = load_cli().main(["--profile", "tiny", "--out", str(root), "--no-progress"])
+    assert code == 0
+    return root
+
+
+@dataclasses.dataclass(frozen=True)
+class ToyConfig:
+    value: int = 1
+
+
+def toy_group(name: str = "toy", fail: type[BaseException] | None = None, calls=None) -> Group:
+    """A group that writes one CSV (and, with ``fail``, raises after writing it)."""
+
+    def run(ctx):
+        if calls is not None:
+            calls.append(ctx.name)
+        ctx.write_csv("numbers.csv", [{"value": ctx.config.value}])
+        if fail is not None:
+            raise fail("boom")
+        report = Report(f"{name} report")
+        report.verdict("the toy effect", True, "always")
+        return report
+
+    configs = {p: ToyConfig() for p in ("full", "quick", "tiny")}
+    return Group(name, "toy group", run, configs)
+
+
+def test_every_group_writes_tables_figures_numbers_and_done_json(tiny_root):
+    for name in GROUPS:
+        folder = tiny_root / name
+        files = {p.name for p in folder.iterdir()}
+        assert {"table.md", "results.json", "done.json"} <= files, name
+        assert any(f.endswith(".png") for f in files), name
+        assert any(f.endswith(".csv") for f in files), name
+    assert sorted(p.name for p in tiny_root.iterdir()) == sorted(GROUPS)
+
+
+def test_e1_models_csv_has_one_row_per_grid_setting_with_exact_zero_drpe_for_irrelevant_noise(
+    tiny_root,
+):
+    rows = read_csv(tiny_root / "e1" / "models.csv")
+    assert [r["name"] for r in rows] == ["M(0, 0)", "M(0, 1.2)", "M(0.35, 0)", "M(0.35, 1.2)"]
+    by = {r["name"]: r for r in rows}
+    # Noise on irrelevant dims never touches dims 0-5, so their error is exactly zero.
+    assert float(by["M(0, 0)"]["DRPE_graded"]) == 0.0
+    assert float(by["M(0, 1.2)"]["DRPE_graded"]) == 0.0
+    assert float(by["M(0.35, 0)"]["DRPE_graded"]) > 0.0
+    # The oracle still errs on the stochastic distractors, and irrelevant noise adds to it.
+    assert 0.0 < float(by["M(0, 0)"]["E_tot"]) < float(by["M(0, 1.2)"]["E_tot"])
+    for r in rows:
+        assert r["n_episodes"] == "4"
+        assert 0.0 <= float(r["success"]) <= 1.0
+        assert int(r["goal"]) + int(r["hazard"]) + int(r["timeout"]) == 4
+    models = json.loads((tiny_root / "e1" / "models.json").read_text())["models"]
+    assert [m["name"] for m in models] == [r["name"] for r in rows]
+
+
+def test_tables_print_the_paper_value_beside_ours(tiny_root):
+    t1 = (tiny_root / "e1" / "table.md").read_text()
+    assert (
+        "| model | E_tot | E_tot (paper) | DRPE | DRPE (paper) | success | success (paper) |" in t1
+    )
+    assert "| oracle = M(0, 0) |" in t1 and "| 0.020 |" in t1 and "0.37 ± 0.02" in t1
+    t2 = (tiny_root / "e2" / "table.md").read_text()
+    assert "-0.98 [-1.00, -0.94]" in t2 and "-0.32 [-0.56, -0.04]" in t2
+    t5 = (tiny_root / "e5" / "table.md").read_text()
+    assert "0.82 ± 0.02" in t5 and "0.214" in t5 and "35 of 240" in t5
+    for name in GROUPS:
+        text = (tiny_root / name / "table.md").read_text()
+        assert "**Verdict: " in text.splitlines()[2], name
+
+
+def test_done_json_records_profile_config_wall_time_and_verdicts(tiny_root):
+    done = read_done(tiny_root / "e1")
+    assert done["profile"] == "tiny"
+    assert done["config"] == to_jsonable(e1.CONFIGS["tiny"])
+    assert done["wall_time_s"] > 0
+    assert done["verdict"].startswith("**Verdict: ")
+    assert len(done["verdicts"]) == 2
+
+
+def test_e2_reuses_finished_e1_and_says_the_learned_pool_is_missing(tiny_root):
+    results = json.loads((tiny_root / "e2" / "results.json").read_text())
+    assert results["grid_source"] == "e1"
+    assert results["learned_available"] is False
+    assert "learned pool not available: run e3" in (tiny_root / "e2" / "table.md").read_text()
+    done = read_done(tiny_root / "e2")
+    assert done["inputs"] == {"e1": read_done(tiny_root / "e1")["run_id"], "e3": None}
+    rows = read_csv(tiny_root / "e2" / "spearman.csv")
+    assert {r["pool"] for r in rows} == {"grid", "sweep_graded", "sweep_binary"}
+
+
+def test_e2_pools_the_learned_models_of_a_finished_e3(tiny_root, tmp_path):
+    shutil.copytree(tiny_root / "e1", tmp_path / "e1")
+    e3 = tmp_path / "e3"
+    e3.mkdir()
+    learned = [
+        {
+            "name": f"learned_{k}",
+            "family": "learned",
+            "E_tot": 0.1 + k / 100,
+            "DRPE_graded": 0.05 * k,
+            "DRPE_binary": 0.05 * k,
+            "success": 0.9 - 0.2 * k,
+            "success_se": 0.05,
+            "n_episodes": 200,
+        }
+        for k in range(3)
+    ]
+    extra = dict(learned[0], name="random_data", family="learned_extra")
+    (e3 / "models.json").write_text(json.dumps({"models": [*learned, extra]}))
+    (e3 / "done.json").write_text(json.dumps({"profile": "tiny", "run_id": "fake-e3"}))
+    status = run_groups(GROUPS, ["e2"], out=tmp_path, profile="tiny", progress=False)
+    assert status == {"e2": "ran"}
+    pool = read_csv(tmp_path / "e2" / "pool.csv")
+    assert len(pool) == 4 + 3
+    assert "random_data" not in {r["name"] for r in pool}
+    rows = {(r["pool"], r["metric"]): r for r in read_csv(tmp_path / "e2" / "spearman.csv")}
+    assert rows[("all", "E_tot")]["n"] == "7"
+    # Among the three learned models DRPE rises exactly as success falls.
+    assert float(rows[("learned", "DRPE_graded")]["rho"]) == pytest.approx(-1.0)
+    assert read_done(tmp_path / "e2")["inputs"]["e3"] == "fake-e3"
+
+
+def test_a_finished_group_is_skipped_unless_forced(tmp_path):
+    calls = []
+    registry = {"toy": toy_group(calls=calls)}
+    assert run_groups(registry, None, tmp_path, "tiny", progress=False) == {"toy": "ran"}
+    first = read_done(tmp_path / "toy")
+    assert run_groups(registry, None, tmp_path, "tiny", progress=False) == {"toy": "skipped"}
+    assert calls == ["toy"]
+    assert read_done(tmp_path / "toy") == first
+    assert run_groups(registry, None, tmp_path, "tiny", force=True, progress=False) == {
+        "toy": "ran"
+    }
+    assert calls == ["toy", "toy"]
+    assert read_done(tmp_path / "toy")["run_id"] != first["run_id"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["toy"]
+
+
+def test_a_failing_forced_rerun_leaves_the_finished_group_intact(tmp_path):
+    run_groups({"toy": toy_group()}, None, tmp_path, "tiny", progress=False)
+    before = {p.name: p.read_bytes() for p in (tmp_path / "toy").iterdir()}
+    status = run_groups(
+        {"toy": toy_group(fail=RuntimeError)}, None, tmp_path, "tiny", force=True, progress=False
+    )
+    assert status == {"toy": "failed"}
+    assert {p.name: p.read_bytes() for p in (tmp_path / "toy").iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["toy"]
+
+
+def test_an_interrupted_group_leaves_no_folder_and_the_interrupt_propagates(tmp_path):
+    with pytest.raises(KeyboardInterrupt):
+        run_groups(
+            {"toy": toy_group(fail=KeyboardInterrupt)}, None, tmp_path, "tiny", progress=False
+        )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_leftovers_of_a_dead_run_are_cleaned_and_a_swapped_out_group_restored(tmp_path):
+    run_groups({"toy": toy_group()}, None, tmp_path, "tiny", progress=False)
+    run_id = read_done(tmp_path / "toy")["run_id"]
+    # A run killed mid --force swap: the finished folder moved aside, the new one half written.
+    (tmp_path / "toy").rename(tmp_path / f".toy.old-{DEAD_PID}")
+    (tmp_path / f".toy.tmp-{DEAD_PID}").mkdir()
+    assert run_groups({"toy": toy_group()}, None, tmp_path, "tiny", progress=False) == {
+        "toy": "skipped"
+    }
+    assert read_done(tmp_path / "toy")["run_id"] == run_id
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["toy"]
+
+
+def test_a_folder_without_done_json_is_never_overwritten(tmp_path):
+    (tmp_path / "toy").mkdir()
+    (tmp_path / "toy" / "mine.txt").write_text("keep me")
+    assert run_groups({"toy": toy_group()}, None, tmp_path, "tiny", progress=False) == {
+        "toy": "failed"
+    }
+    assert [p.name for p in (tmp_path / "toy").iterdir()] == ["mine.txt"]
+
+
+def test_unknown_group_is_an_error_listing_the_valid_groups(tmp_path, capsys):
+    with pytest.raises(ValueError, match="unknown group.*e9; valid groups: e1, e2, e5, e6"):
+        select_groups(GROUPS, ["e1", "e9"])
+    with pytest.raises(SystemExit) as exit_info:
+        load_cli().main(["--only", "e1,e9", "--out", str(tmp_path)])
+    assert exit_info.value.code == 2
+    assert "valid groups: e1, e2, e5, e6" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_groups_run_after_the_groups_whose_results_they_read():
+    assert select_groups(GROUPS, ["e6", "e2", "e1"]) == ["e1", "e2", "e6"]
+    registry = {
+        "b": dataclasses.replace(toy_group("b"), reads=("a",)),
+        "a": toy_group("a"),
+    }
+    assert select_groups(registry, ["b", "a"]) == ["a", "b"]
+    assert select_groups(registry, ["b"]) == ["b"]
+
+
+def test_overall_verdict_counts_only_checked_effects():
+    report = Report("r")
+    report.verdict("one", True, "")
+    report.verdict("two", False, "")
+    report.verdict("three", None, "input missing")
+    assert report.overall() == (
+        "**Verdict: partly reproduces** (1 of 2 effects reproduce; 1 not checked)."
+    )
