@@ -5,13 +5,22 @@ Examples::
     python -m eval --model oracle
     python -m eval --model noise --sigma-r 0.35 --sigma-i 0.1 --json results/noise.json
     python -m eval --model oracle --task B --depth 2 --seeds 5 --episodes 40
+    python -m eval --ckpt runs/uniform-balanced-20k-seed0/version_0/checkpoints/best.ckpt
+    python -m eval --ckpt 'runs/*/version_*/checkpoints/best.ckpt'    # several, one by one
+
+A checkpoint of ``python -m train`` is evaluated at depth 2 over 5 seeds x 40 episodes by
+default (paper §5.4); its report goes to ``<checkpoint>.eval.json`` beside it (``best.ckpt``
+-> ``best.eval.json``, so best and last never collide) and into the run's TensorBoard folder
+under ``eval/``.
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
 import math
 import sys
+from pathlib import Path
 
 import torch
 
@@ -20,6 +29,10 @@ from gridplan.constants import TASKS
 from gridplan.models import NoiseModel, OracleModel
 
 BUILTIN_MODELS = ("oracle", "noise")
+#: Closed-loop defaults: built-in models as in the controlled grid (paper §5.1), checkpoints
+#: as the learned models of Table 3 (depth 2, 5 seeds x 40 episodes).
+BUILTIN_DEFAULTS = {"depth": 4, "seeds": 10, "episodes": 30}
+CKPT_DEFAULTS = {"depth": 2, "seeds": 5, "episodes": 40}
 
 
 def _positive_int(text: str) -> int:
@@ -43,12 +56,35 @@ def build_parser() -> argparse.ArgumentParser:
         "full-width planner, E_tot, DRPE, error profiles, event audit and VPE.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--model", choices=BUILTIN_MODELS, default="oracle", help="built-in model")
+    # No parser defaults for these: they depend on --model vs --ckpt (see _fill_defaults).
+    unset = argparse.SUPPRESS
+    p.add_argument(
+        "--model", choices=BUILTIN_MODELS, default=unset, help="built-in model (default: oracle)"
+    )
+    p.add_argument(
+        "--ckpt",
+        action="append",
+        default=unset,
+        metavar="PATH",
+        help="checkpoint of python -m train; repeat it or give a quoted glob for several",
+    )
     p.add_argument("--sigma-r", type=_sigma, default=0.0, help="relevant noise, grid cells")
     p.add_argument("--sigma-i", type=_sigma, default=0.0, help="irrelevant noise, normalized")
-    p.add_argument("--depth", type=_positive_int, default=4, help="planner depth D")
-    p.add_argument("--seeds", type=_positive_int, default=10, help="number of seeds (0..N-1)")
-    p.add_argument("--episodes", type=_positive_int, default=30, help="episodes per seed")
+    p.add_argument(
+        "--depth", type=_positive_int, default=unset, help="planner depth D (default: 4; --ckpt: 2)"
+    )
+    p.add_argument(
+        "--seeds",
+        type=_positive_int,
+        default=unset,
+        help="number of seeds 0..N-1 (default: 10; --ckpt: 5)",
+    )
+    p.add_argument(
+        "--episodes",
+        type=_positive_int,
+        default=unset,
+        help="episodes per seed (default: 30; --ckpt: 40)",
+    )
     p.add_argument("--task", choices=TASKS, default="A")
     p.add_argument("--horizon", type=_positive_int, default=10, help="open-loop rollout H")
     p.add_argument(
@@ -70,11 +106,98 @@ def _builtin_model(args: argparse.Namespace):
     return NoiseModel.controlled(args.sigma_r, args.sigma_i), info
 
 
+def _fill_defaults(args: argparse.Namespace) -> None:
+    args.ckpt = getattr(args, "ckpt", None)
+    args.model = getattr(args, "model", None)
+    if args.ckpt and args.model:
+        raise ValueError("give either --model or --ckpt, not both")
+    if not args.ckpt:
+        args.model = args.model or "oracle"
+    for key, value in (CKPT_DEFAULTS if args.ckpt else BUILTIN_DEFAULTS).items():
+        if getattr(args, key, None) is None:
+            setattr(args, key, value)
+
+
+def expand_checkpoints(patterns: list[str]) -> list[Path]:
+    """Checkpoint paths from ``--ckpt`` values: globs expanded (sorted), duplicates dropped.
+
+    Raises:
+        ValueError: if a glob matches nothing.
+    """
+    paths: list[str] = []
+    for pattern in patterns:
+        found = sorted(glob.glob(pattern, recursive=True)) if glob.has_magic(pattern) else [pattern]
+        if not found:
+            raise ValueError(f"--ckpt {pattern!r} matches no file")
+        paths += [p for p in found if p not in paths]
+    return [Path(p) for p in paths]
+
+
+def checkpoint_json_path(ckpt: Path) -> Path:
+    """Where a checkpoint's report goes by default: ``best.ckpt`` -> ``best.eval.json``."""
+    return ckpt.with_suffix(".eval.json")
+
+
+def _checkpoint_info(path: Path, model) -> dict:
+    cfg = model.metadata.get("config", {})
+    data = cfg.get("data", {})
+    return {
+        "name": "learned",
+        "checkpoint": str(path),
+        "variant": cfg.get("variant", {}).get("name"),
+        "policy": data.get("policy"),
+        "budget": data.get("budget"),
+        "seed": cfg.get("seed"),
+        "data_fingerprint": model.metadata.get("dataset", {}).get("fingerprint"),
+    }
+
+
+def _evaluate_checkpoints(args: argparse.Namespace) -> None:
+    from gridplan.learned import load_world_model
+    from gridplan.training import log_report
+
+    paths = expand_checkpoints(args.ckpt)
+    if args.json and len(paths) > 1:
+        raise ValueError(
+            f"--json names one file but {len(paths)} checkpoints were given; without --json "
+            "each report goes beside its checkpoint"
+        )
+    outs = [Path(args.json) if args.json else checkpoint_json_path(p) for p in paths]
+    taken = [str(o) for o in outs if o.exists()]
+    if taken and not args.force:
+        raise FileExistsError(f"{', '.join(taken)} already exist(s); pass --force to overwrite")
+    # Every file is loaded (and validated) before the first, possibly long, evaluation.
+    models = [load_world_model(p, args.device) for p in paths]
+    for path, model, out in zip(paths, models, outs, strict=True):
+        report = model_report(
+            model,
+            _checkpoint_info(path, model),
+            task=args.task,
+            depth=args.depth,
+            seeds=list(range(args.seeds)),
+            episodes=args.episodes,
+            horizon=args.horizon,
+            n_windows=args.eval_windows,
+            device=args.device,
+            progress=not args.no_progress,
+        )
+        print(format_table(report))
+        write_json(report, out, overwrite=args.force)
+        run_dir = path.parent.parent if path.parent.name == "checkpoints" else path.parent
+        step = int(model.metadata.get("global_step", 0))
+        log_report(run_dir, report, step, "eval", args.task)
+        print(f"json: {out}\ntensorboard: {run_dir} (eval/)", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         torch.device(args.device)
+        _fill_defaults(args)
+        if args.ckpt:
+            _evaluate_checkpoints(args)
+            return 0
         model, info = _builtin_model(args)
         report = model_report(
             model,
@@ -92,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             path = write_json(report, args.json, overwrite=args.force)
             print(f"json: {path}")
-    except (ValueError, FileExistsError, RuntimeError) as err:
+    except (ValueError, FileExistsError, FileNotFoundError, RuntimeError) as err:
         parser.exit(2, f"error: {err}\n")
     return 0
 

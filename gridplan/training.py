@@ -260,21 +260,36 @@ def step_profile_figure(step_profile, task: str = "A", title: str = ""):
     return fig
 
 
+def _as_dict(metrics) -> dict:
+    return metrics if isinstance(metrics, dict) else metrics.to_dict()
+
+
 def metric_scalars(metrics, prefix: str = "val") -> dict[str, float]:
-    """Flat TensorBoard scalars of one ``PredictionMetrics``: ``<prefix>/E_tot``,
-    ``<prefix>/DRPE_<kind>``, ``<prefix>/VPE``, ``<prefix>/err_dim/<dim>`` (12) and
-    ``<prefix>/event/<name>`` (numeric audit entries)."""
-    out = {f"{prefix}/E_tot": float(metrics.E_tot)}
-    for kind, value in metrics.DRPE.items():
+    """Flat TensorBoard scalars of one model's metrics.
+
+    Args:
+        metrics: a ``gridplan.metrics.PredictionMetrics`` or its ``to_dict()`` form (also an
+            ``eval.report.model_report`` dict, whose ``success`` is included).
+        prefix: tag group, e.g. ``val``, ``best`` or ``eval``.
+
+    Returns:
+        ``<prefix>/E_tot``, ``<prefix>/DRPE_<kind>``, ``<prefix>/VPE``,
+        ``<prefix>/err_dim/<dim>`` (12), ``<prefix>/event/<name>`` (audit entries that are
+        defined: NaN/None, i.e. no such event in the windows, are left out) and
+        ``<prefix>/success`` when present.
+    """
+    m = _as_dict(metrics)
+    out = {f"{prefix}/E_tot": float(m["E_tot"])}
+    if isinstance(m.get("success"), dict):
+        out[f"{prefix}/success"] = float(m["success"]["mean"])
+    for kind, value in m["DRPE"].items():
         out[f"{prefix}/DRPE_{kind}"] = float(value)
-    vpe = getattr(metrics, "VPE", None)
-    if vpe is not None:
-        out[f"{prefix}/VPE"] = float(vpe)
-    profile = torch.as_tensor(metrics.profile, dtype=torch.float32)
-    for d, name in enumerate(DIM_NAMES):
-        out[f"{prefix}/err_dim/{name}"] = float(profile[d])
-    for name, value in metrics.event_audit.items():
-        if isinstance(value, (int, float)) or (torch.is_tensor(value) and value.numel() == 1):
+    if m.get("VPE") is not None:
+        out[f"{prefix}/VPE"] = float(m["VPE"])
+    for name in DIM_NAMES:
+        out[f"{prefix}/err_dim/{name}"] = float(m["profile"][name])
+    for name, value in m["event_audit"].items():
+        if value is not None and not (isinstance(value, float) and math.isnan(value)):
             out[f"{prefix}/event/{name}"] = float(value)
     return out
 
@@ -293,14 +308,33 @@ def dashboard_layout(prefix: str = "val") -> dict:
 
 def log_figures(writer, metrics, step: int, prefix: str = "val", task: str = "A") -> None:
     """Add the profile bar chart (``<prefix>/profile``) and the per-step heatmap
-    (``<prefix>/step_profile``) of one ``PredictionMetrics`` to a SummaryWriter."""
-    title = f"E_tot {float(metrics.E_tot):.4f}  " + "  ".join(
-        f"DRPE_{k} {float(v):.4f}" for k, v in metrics.DRPE.items()
+    (``<prefix>/step_profile``) of one model's metrics (as in ``metric_scalars``) to a
+    TensorBoard ``SummaryWriter``."""
+    m = _as_dict(metrics)
+    title = f"E_tot {m['E_tot']:.4f}  " + "  ".join(
+        f"DRPE_{k} {v:.4f}" for k, v in m["DRPE"].items()
     )
-    writer.add_figure(f"{prefix}/profile", profile_figure(metrics.profile, task, title), step)
-    writer.add_figure(
-        f"{prefix}/step_profile", step_profile_figure(metrics.step_profile, task), step
-    )
+    profile = [m["profile"][name] for name in DIM_NAMES]
+    writer.add_figure(f"{prefix}/profile", profile_figure(profile, task, title), step)
+    writer.add_figure(f"{prefix}/step_profile", step_profile_figure(m["step_profile"], task), step)
+
+
+def log_report(
+    log_dir: str | Path, report, step: int = 0, prefix: str = "eval", task: str = "A"
+) -> None:
+    """Write one model's metrics (as in ``metric_scalars``) into TensorBoard under
+    ``<prefix>/``: scalars, the 12-curve layout and both figures, in a new event file of
+    ``log_dir`` (a training run's folder keeps its earlier event files)."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(log_dir=str(log_dir))
+    try:
+        writer.add_custom_scalars(dashboard_layout(prefix))
+        for tag, value in metric_scalars(report, prefix).items():
+            writer.add_scalar(tag, value, step)
+        log_figures(writer, report, step, prefix, task)
+    finally:
+        writer.close()
 
 
 def score_windows(model, windows, task: str = "A"):
@@ -350,6 +384,8 @@ class WorldModelModule(pl.LightningModule):
             "config": self.hparams["config"],
             "dataset": self.hparams["dataset"],
             "task": self.task,
+            "epoch": int(self.current_epoch),
+            "global_step": int(self.global_step),
         }
 
     def loss(self, batch) -> torch.Tensor:

@@ -129,3 +129,61 @@ def test_cli_reports_a_bad_argument_and_trains_nothing(tmp_path, capsys):
 def test_cli_help_shows_an_example_command(capsys):
     assert main(["--help"]) == 0
     assert "python -m train variant=event_weighted data=12k" in capsys.readouterr().out
+
+
+@pytest.fixture(scope="module")
+def trained_checkpoint(tmp_path_factory) -> Path:
+    """Best checkpoint of one tiny run made through the train CLI."""
+    tmp = tmp_path_factory.mktemp("cli")
+    assert main(debug_overrides(tmp)) == 0
+    return Path(next((tmp / "runs").glob("*/version_0/checkpoints/best.ckpt")))
+
+
+def _eval(*args: str) -> int:
+    from eval.cli import main as eval_main
+
+    tiny = ["--seeds", "1", "--episodes", "2", "--eval-windows", "8", "--no-progress"]
+    return eval_main([*args, *tiny])
+
+
+def test_eval_scores_a_trained_checkpoint_into_json_and_tensorboard(trained_checkpoint, capsys):
+    import json
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    assert _eval("--ckpt", str(trained_checkpoint)) == 0
+    out = capsys.readouterr().out
+    assert "success rate" in out and "E_tot" in out and "DRPE" in out
+    report = json.loads(trained_checkpoint.with_suffix(".eval.json").read_text())
+    assert report["depth"] == 2 and report["episodes"] == 2
+    assert report["model"]["variant"] == "uniform"
+    assert {"success", "E_tot", "DRPE", "profile", "event_audit"} <= set(report)
+    events = EventAccumulator(str(trained_checkpoint.parents[1]), size_guidance={"images": 0})
+    events.Reload()
+    assert {"eval/success", "eval/E_tot", "eval/err_dim/carrying"} <= set(events.Tags()["scalars"])
+    assert {"eval/profile", "eval/step_profile"} <= set(events.Tags()["images"])
+
+
+def test_eval_refuses_to_overwrite_a_report_before_evaluating(trained_checkpoint, capsys):
+    out = trained_checkpoint.parent / "taken.json"
+    out.write_text("{}")
+    with pytest.raises(SystemExit) as exit_info:
+        _eval("--ckpt", str(trained_checkpoint), "--json", str(out))
+    assert exit_info.value.code == 2
+    assert "already exist" in capsys.readouterr().err
+    assert out.read_text() == "{}"
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--ckpt", "/nonexistent/*.ckpt"], "matches no file"),
+        (["--ckpt", "/nonexistent/best.ckpt"], "does not exist"),
+        (["--ckpt", "x.ckpt", "--model", "oracle"], "either --model or --ckpt"),
+    ],
+)
+def test_eval_reports_bad_checkpoint_arguments(args, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        _eval(*args)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
