@@ -188,7 +188,7 @@ def relevant_step(
     Returns:
         The next relevant state and the ``pickup`` / ``door_opened`` events, as RelevantStep.
     """
-    target = agent + MOVES.to(agent.device)[action]
+    target = agent + MOVES.to(agent.device).index_select(0, action)
     tx, ty = target[:, 0], target[:, 1]
     on_grid = (tx >= 0) & (tx < GRID_SIZE) & (ty >= 0) & (ty < GRID_SIZE)
     at_door = (tx == DOOR_CELL[0]) & (ty == DOOR_CELL[1])
@@ -227,7 +227,7 @@ def walk_distractor(cell: torch.Tensor, generator: torch.Generator) -> torch.Ten
     move = torch.randint(
         0, DISTRACTOR_MOVES.shape[0], (cell.shape[0],), generator=generator, device=cell.device
     )
-    return (cell + DISTRACTOR_MOVES.to(cell.device)[move]).clamp_(0, GRID_SIZE - 1)
+    return (cell + DISTRACTOR_MOVES.to(cell.device).index_select(0, move)).clamp_(0, GRID_SIZE - 1)
 
 
 def transition(
@@ -250,23 +250,22 @@ def transition(
     """
     agent = to_cell(state[:, AGENT_X : AGENT_Y + 1])
     key = to_cell(state[:, KEY_X : KEY_Y + 1])
-    flags = to_flag(state[:, [CARRYING, DOOR_OPEN, C1, C2]])
+    flags = to_flag(state[:, CARRYING : C2 + 1])
     rel = relevant_step(agent, key, flags[:, 0], flags[:, 1], action)
     d1 = walk_distractor(to_cell(state[:, D1_X : D1_Y + 1]), generator)
     d2 = random_cells(state.shape[0], generator)
-    c1 = flags[:, 2]
+    c1 = flags[:, C1 - CARRYING]
     reward, goal, hazard = outcome(rel.agent, c1, task)
+    dtype = state.dtype
     nxt = torch.empty_like(state)
-    nxt[:, AGENT_X : AGENT_Y + 1] = rel.agent
-    nxt[:, KEY_X : KEY_Y + 1] = rel.key
-    nxt[:, CARRYING] = rel.carrying.to(state.dtype)
-    nxt[:, DOOR_OPEN] = rel.door_open.to(state.dtype)
-    nxt[:, C1] = c1.to(state.dtype)
-    nxt[:, C2] = (~flags[:, 3]).to(state.dtype)
-    nxt[:, D1_X : D1_Y + 1] = d1
-    nxt[:, D2_X : D2_Y + 1] = d2
-    positions = [AGENT_X, AGENT_Y, KEY_X, KEY_Y, D1_X, D1_Y, D2_X, D2_Y]
-    nxt[:, positions] /= CELL_SCALE
+    nxt[:, AGENT_X : AGENT_Y + 1] = rel.agent.to(dtype) / CELL_SCALE
+    nxt[:, KEY_X : KEY_Y + 1] = rel.key.to(dtype) / CELL_SCALE
+    nxt[:, CARRYING] = rel.carrying.to(dtype)
+    nxt[:, DOOR_OPEN] = rel.door_open.to(dtype)
+    nxt[:, C1] = c1.to(dtype)
+    nxt[:, C2] = (~flags[:, C2 - CARRYING]).to(dtype)
+    nxt[:, D1_X : D1_Y + 1] = d1.to(dtype) / CELL_SCALE
+    nxt[:, D2_X : D2_Y + 1] = d2.to(dtype) / CELL_SCALE
     info = {"pickup": rel.pickup, "door_opened": rel.door_opened, "goal": goal, "hazard": hazard}
     return nxt, reward, goal | hazard, info
 
