@@ -57,12 +57,17 @@ class ToyConfig:
     value: int = 1
 
 
-def toy_group(name: str = "toy", fail: type[BaseException] | None = None, calls=None) -> Group:
-    """A group that writes one CSV (and, with ``fail``, raises after writing it)."""
+def toy_group(
+    name: str = "toy", fail: type[BaseException] | None = None, calls=None, reads=()
+) -> Group:
+    """A group that writes one CSV (and, with ``fail``, raises after writing it); it looks up
+    the finished groups it ``reads``."""
 
     def run(ctx):
         if calls is not None:
             calls.append(ctx.name)
+        for other in reads:
+            ctx.finished_group(other)
         ctx.write_csv("numbers.csv", [{"value": ctx.config.value}])
         if fail is not None:
             raise fail("boom")
@@ -71,7 +76,7 @@ def toy_group(name: str = "toy", fail: type[BaseException] | None = None, calls=
         return report
 
     configs = {p: ToyConfig() for p in ("full", "quick", "tiny")}
-    return Group(name, "toy group", run, configs)
+    return Group(name, "toy group", run, configs, tuple(reads))
 
 
 def test_every_group_writes_tables_figures_numbers_and_done_json(tiny_root):
@@ -187,6 +192,16 @@ def test_a_finished_group_is_skipped_unless_forced(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["toy"]
 
 
+def test_a_skipped_group_says_when_an_input_it_read_has_changed(tmp_path, capsys):
+    registry = {"a": toy_group("a"), "b": toy_group("b", reads=("a",))}
+    run_groups(registry, None, tmp_path, "tiny", progress=False)
+    assert read_done(tmp_path / "b")["inputs"] == {"a": read_done(tmp_path / "a")["run_id"]}
+    run_groups(registry, ["a"], tmp_path, "tiny", force=True, progress=False)
+    capsys.readouterr()
+    assert run_groups(registry, ["b"], tmp_path, "tiny", progress=False) == {"b": "skipped"}
+    assert "its input a has changed since" in capsys.readouterr().err
+
+
 def test_a_failing_forced_rerun_leaves_the_finished_group_intact(tmp_path):
     run_groups({"toy": toy_group()}, None, tmp_path, "tiny", progress=False)
     before = {p.name: p.read_bytes() for p in (tmp_path / "toy").iterdir()}
@@ -240,10 +255,7 @@ def test_unknown_group_is_an_error_listing_the_valid_groups(tmp_path, capsys):
 
 def test_groups_run_after_the_groups_whose_results_they_read():
     assert select_groups(GROUPS, ["e6", "e2", "e1"]) == ["e1", "e2", "e6"]
-    registry = {
-        "b": dataclasses.replace(toy_group("b"), reads=("a",)),
-        "a": toy_group("a"),
-    }
+    registry = {"b": toy_group("b", reads=("a",)), "a": toy_group("a")}
     assert select_groups(registry, ["b", "a"]) == ["a", "b"]
     assert select_groups(registry, ["b"]) == ["b"]
 

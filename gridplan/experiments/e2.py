@@ -82,7 +82,7 @@ class E2Config:
 
 CONFIGS = {
     "full": E2Config(SWEEP_R, SWEEP_I, 4, (100, 101, 102, 103), 30, e1.CONFIGS["full"].n_windows),
-    "quick": E2Config(SWEEP_R, SWEEP_I, 4, (100,), 6, e1.CONFIGS["quick"].n_windows),
+    "quick": E2Config(SWEEP_R, SWEEP_I, 4, (100, 101), 6, e1.CONFIGS["quick"].n_windows),
     "tiny": E2Config(
         (0.0, 0.35), (0.0, 1.2), 1, (100,), 2, e1.CONFIGS["tiny"].n_windows, n_resamples=200
     ),
