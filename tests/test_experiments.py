@@ -130,7 +130,7 @@ def test_done_json_records_profile_config_wall_time_and_verdicts(tiny_root):
     assert done["config"] == to_jsonable(e1.CONFIGS["tiny"])
     assert done["wall_time_s"] > 0
     assert done["verdict"].startswith("**Verdict: ")
-    assert len(done["verdicts"]) == 2
+    assert len(done["verdicts"]) == 3
 
 
 def test_e2_reuses_finished_e1_and_says_the_learned_pool_is_missing(tiny_root, tmp_path):

@@ -172,6 +172,7 @@ class Verdict:
 
     @property
     def label(self) -> str:
+        """``reproduces``, ``does not reproduce`` or ``not checked``."""
         return {True: "reproduces", False: "does not reproduce", None: "not checked"}[
             self.reproduced
         ]

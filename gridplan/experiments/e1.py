@@ -390,6 +390,16 @@ def run(ctx: GroupContext) -> Report:
             f"{100 * best['delta_success']:.0f} points (criterion ≥ {100 * MIN_ISO_GAP:.0f}; "
             "paper 60 points at 1%)",
         )
+    agree = [
+        (p["drpe"][0] - p["drpe"][1]) * (p["success"][0] - p["success"][1]) < 0
+        for p in strongest
+        if p["success"][0] != p["success"][1]
+    ]
+    report.verdict(
+        "In the strongest iso-error pairs the model with the larger DRPE plans worse (appendix J)",
+        all(agree) if agree else None,
+        f"{sum(agree)} of {len(agree)} of the strongest pairs with a success gap agree",
+    )
     worst = min(rows, key=lambda r: r["chi2_p"])
     factors = [r["E_tot_factor"] for r in rows if np.isfinite(r["E_tot_factor"])]
     report.verdict(
