@@ -33,6 +33,8 @@ import time
 from pathlib import Path
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 
 from gridplan.closed_loop import evaluate, start_states
 from gridplan.constants import RELEVANT_DIMS
@@ -184,6 +186,49 @@ def time_decisions(planner: Planner, root: torch.Tensor, min_time: float) -> tup
         elapsed = time.perf_counter() - start
         if elapsed >= min_time:
             return elapsed / calls, calls
+
+
+class OpCensus(TorchDispatchMode):
+    """Counts the elementwise work of the tensor ops run inside it: element-ops (each op's
+    largest operand size) and bytes touched (operands read plus results written). Views and ops
+    on fewer than ``min_numel`` elements (setup, not per leaf) are not counted."""
+
+    def __init__(self, min_numel: int = 1024) -> None:
+        super().__init__()
+        self.min_numel = min_numel
+        self.calls = self.element_ops = self.bytes = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if func.is_view:
+            return out
+        operands = (args, {k: v for k, v in kwargs.items() if k != "out"})
+        reads = [t for t in tree_flatten(operands)[0] if isinstance(t, torch.Tensor)]
+        writes = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+        size = max((t.numel() for t in reads + writes), default=0)
+        if size >= self.min_numel:
+            self.calls += 1
+            self.element_ops += size
+            self.bytes += sum(t.numel() * t.element_size() for t in reads + writes)
+        return out
+
+
+def op_census(planner: Planner, root: torch.Tensor) -> dict:
+    """Element-ops and bytes touched per model transition by the fused rollout's leaf scoring
+    (noise drawing excluded; its cost is the randn rate)."""
+    rollout = planner.rollout
+    settings = torch.zeros(root.shape[0], dtype=torch.long)
+    noise = rollout.draw_noise(settings, torch.Generator(device=root.device).manual_seed(0))
+    with OpCensus() as census:
+        rollout.scores(root, noise)
+    transitions = root.shape[0] * planner.n_leaves * planner.depth
+    return {
+        "op_calls_per_step": census.calls / planner.depth,
+        "element_ops_per_transition": census.element_ops / transitions,
+        "bytes_touched_per_transition": census.bytes / transitions,
+        "normals_per_transition": rollout.hi - rollout.lo,
+    }
 
 
 def _f32(value: float) -> float:
@@ -371,8 +416,12 @@ def main(argv: list[str] | None = None) -> int:
     headline_b = max(args.batches)
     for depth in args.depths:
         for model_name in MODELS:
+            census_planner = Planner(MODELS[model_name](), depth, device=device)
+            census_root = start_states([0], max(1, 2**16 // 4**depth), device=device)
+            census = op_census(census_planner, census_root)
             for episodes in args.batches:
                 row = bench_row(model_name, "fused", depth, episodes, args, device)
+                row.update(census)
                 rows.append(row)
                 if episodes == headline_b:
                     ref_b = min(REFERENCE_EPISODES.get(depth, 1), episodes)
