@@ -38,11 +38,18 @@ class ReplayedNoise(WorldModel):
 
 
 def mixed_roots(task: str, episodes: int, settings: int, random_states, seed: int = 0):
-    """Reset states and random discrete ones (door open, key carried, agents near the goals),
-    repeated setting-major."""
+    """Reset states, random discrete ones (door open, key carried, agents near the goals) and
+    continuous ones a little outside ``[0, 1]`` (read through clamped cells), repeated
+    setting-major."""
     gen = torch.Generator().manual_seed(seed)
-    half = episodes // 2
-    roots = torch.cat([reset(half, gen, task), random_states(episodes - half, gen)])
+    third = episodes // 3
+    roots = torch.cat(
+        [
+            reset(third, gen, task),
+            random_states(third, gen),
+            torch.rand(episodes - 2 * third, STATE_DIM, generator=gen) * 1.2 - 0.1,
+        ]
+    )
     return roots.repeat(settings, 1)
 
 
