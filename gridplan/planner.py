@@ -60,9 +60,9 @@ def bytes_per_row(depth: int, fused: bool = False) -> int:
     """Working memory of one leaf row of a chunk, in bytes.
 
     Generic rollout: a few live ``(12,)`` state copies plus score and flags (a model's own
-    activations come on top). Fused rollout: its float32 buffers plus the value gather; its
-    noise, ``4 * D * K`` bytes per row of a draw unit, comes on top and is kept under half of
-    ``max_memory``.
+    activations come on top). Fused rollout: its float32 buffers plus the value gather;
+    its chunks get half of ``max_memory`` and a draw unit's noise (``4 * D * K`` bytes per
+    row) the other half, so the two together stay within it.
     """
     if fused:
         return BUFFERS_PER_ROW * 4 + 8 + 4
@@ -117,8 +117,10 @@ class Planner:
                 model, depth, task, self.discounts, self.values.table
             )
         self.max_memory = max_memory
-        row_bytes = bytes_per_row(depth, self.rollout is not None)
-        self.max_rows = max_rows or max(1, max_memory // row_bytes)
+        fused_rollout = self.rollout is not None
+        # The fused rollout gives half the budget to a draw unit's noise, half to the chunk.
+        chunk_budget = max_memory // 2 if fused_rollout else max_memory
+        self.max_rows = max_rows or max(1, chunk_budget // bytes_per_row(depth, fused_rollout))
 
     def _settings(self) -> int:
         return getattr(self.model, "n_settings", 1)
