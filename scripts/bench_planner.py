@@ -381,6 +381,54 @@ def print_table(rows: list[dict]) -> None:
         )
 
 
+def sweep(args, device: torch.device) -> list[dict]:
+    """Every (depth, model, batch) row; the reference runs once per depth and model, on the
+    largest batch, and gives the speedup of every row of that depth and model."""
+    rows = []
+    largest = max(args.batches)
+    for depth in args.depths:
+        for model_name in MODELS:
+            census_root = start_states([0], max(1, 2**16 // 4**depth), device=device)
+            census = op_census(Planner(MODELS[model_name](), depth, device=device), census_root)
+            group = []
+            for episodes in args.batches:
+                row = bench_row(model_name, "fused", depth, episodes, args, device)
+                row.update(census)
+                group.append(row)
+                if episodes * 4**depth <= GENERIC_MAX_ROWS:
+                    group.append(bench_row(model_name, "generic", depth, episodes, args, device))
+            model = MODELS[model_name]()
+            planner = Planner(model, depth, max_memory=args.max_memory, device=device)
+            ref_episodes = min(REFERENCE_EPISODES.get(depth, 1), largest)
+            ref = run_reference(planner, start_states([0], largest, device=device), ref_episodes)
+            ref["decisions_per_s"] = 1.0 / ref["seconds_per_decision"]
+            for row in group:
+                row["speedup_vs_reference"] = row["decisions_per_s"] / ref["decisions_per_s"]
+                if row["path"] == "fused" and row["episodes"] == largest:
+                    row["reference"] = ref
+            rows += group
+            print(f"depth {depth}, {model_name}: done", flush=True)
+    return rows
+
+
+def summarize(rows: list[dict]) -> dict:
+    """The headline numbers: the slowest model's fused row at depth 4 with >= 1,000 episodes."""
+    headline = [
+        r
+        for r in rows
+        if r["path"] == "fused"
+        and r["depth"] == HEADLINE_DEPTH
+        and r["episodes"] >= HEADLINE_EPISODES
+    ]
+    checked = [r["reference"]["identical"] for r in rows if "reference" in r]
+    return {
+        "speedup_vs_reference": min((r["speedup_vs_reference"] for r in headline), default=None),
+        "transitions_per_s": min((r["transitions_per_s"] for r in headline), default=None),
+        "actions_identical": bool(checked) and all(checked),
+        "headline": f"depth {HEADLINE_DEPTH}, >= {HEADLINE_EPISODES} episodes, slowest model",
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
@@ -412,63 +460,18 @@ def main(argv: list[str] | None = None) -> int:
     normals = normal_rate(device)
     print(f"copy bandwidth {bandwidth / 1e9:.1f} GB/s (read + write); randn {fmt_rate(normals)}/s")
 
-    rows = []
-    headline_b = max(args.batches)
-    for depth in args.depths:
-        for model_name in MODELS:
-            census_planner = Planner(MODELS[model_name](), depth, device=device)
-            census_root = start_states([0], max(1, 2**16 // 4**depth), device=device)
-            census = op_census(census_planner, census_root)
-            for episodes in args.batches:
-                row = bench_row(model_name, "fused", depth, episodes, args, device)
-                row.update(census)
-                rows.append(row)
-                if episodes == headline_b:
-                    ref_b = min(REFERENCE_EPISODES.get(depth, 1), episodes)
-                    planner = Planner(
-                        MODELS[model_name](), depth, max_memory=args.max_memory, device=device
-                    )
-                    root = start_states([0], episodes, device=device)
-                    ref = run_reference(planner, root, ref_b)
-                    ref["decisions_per_s"] = 1.0 / ref["seconds_per_decision"]
-                    row["reference"] = ref
-                    for other in rows:
-                        if (other["model"], other["depth"]) == (model_name, depth):
-                            other["speedup_vs_reference"] = (
-                                other["decisions_per_s"] / ref["decisions_per_s"]
-                            )
-                if episodes * 4**depth <= GENERIC_MAX_ROWS:
-                    rows.append(bench_row(model_name, "generic", depth, episodes, args, device))
-            print(f"depth {depth}, {model_name}: done ({len(rows)} rows)", flush=True)
-
+    rows = sweep(args, device)
     print()
     print_table(rows)
-    headline = [
-        r
-        for r in rows
-        if r["path"] == "fused"
-        and r["depth"] == HEADLINE_DEPTH
-        and r["episodes"] >= HEADLINE_EPISODES
-        and "speedup_vs_reference" in r
-    ]
-    checked = [r["reference"]["identical"] for r in rows if "reference" in r]
-    result = {
-        "speedup_vs_reference": min((r["speedup_vs_reference"] for r in headline), default=None),
-        "transitions_per_s": min((r["transitions_per_s"] for r in headline), default=None),
-        "actions_identical": bool(checked) and all(checked),
-        "headline": f"depth {HEADLINE_DEPTH}, >= {HEADLINE_EPISODES} episodes, slowest model",
-        "memory_bandwidth_bytes_per_s": bandwidth,
-        "randn_per_s": normals,
-        "machine": info,
-        "rows": rows,
-    }
-    if not headline:
-        print(
-            f"\nno headline row (needs depth {HEADLINE_DEPTH} and >= {HEADLINE_EPISODES} episodes)"
-        )
+    result = summarize(rows)
+    result.update(
+        memory_bandwidth_bytes_per_s=bandwidth, randn_per_s=normals, machine=info, rows=rows
+    )
+    if result["speedup_vs_reference"] is None:
+        print(f"\nno headline row: needs {result['headline']}")
     else:
         print(
-            f"\nheadline (D={HEADLINE_DEPTH}, B={headline_b}): "
+            f"\nheadline ({result['headline']}): "
             f"{fmt_rate(result['transitions_per_s'])} transitions/s, "
             f"{result['speedup_vs_reference']:.0f}x the reference, "
             f"actions identical: {result['actions_identical']}"
@@ -476,9 +479,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.e1:
         result["e1"] = e1_sweep(device, args.max_memory)
         print(f"E1 sweep (48 settings x 10 seeds x 30 episodes, D=4): {result['e1']}")
-    result["machine"]["load_average_after"] = info.get("load_average") and [
-        round(x, 2) for x in os.getloadavg()
-    ]
+    if hasattr(os, "getloadavg"):
+        info["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2) + "\n")
