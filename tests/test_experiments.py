@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gridplan.experiments import GROUPS, e1
+from gridplan.experiments import GROUPS, e1, e3
 from gridplan.experiments.common import (
     Group,
     Report,
@@ -86,7 +86,8 @@ def test_every_group_writes_tables_figures_numbers_and_done_json(tiny_root):
         assert {"table.md", "results.json", "done.json"} <= files, name
         assert any(f.endswith(".png") for f in files), name
         assert any(f.endswith(".csv") for f in files), name
-    assert sorted(p.name for p in tiny_root.iterdir()) == sorted(GROUPS)
+    # Besides the group folders only e3's shared dataset cache.
+    assert sorted(p.name for p in tiny_root.iterdir()) == sorted([*GROUPS, e3.DATA_CACHE])
 
 
 def test_e1_models_csv_has_one_row_per_grid_setting_with_exact_zero_drpe_for_irrelevant_noise(

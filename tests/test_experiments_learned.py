@@ -1,0 +1,208 @@
+"""Plumbing of the learned-model groups E3 (Table 3) and E4 (Table 4) on the tiny profile.
+
+One tiny run of e1, e2, e3 and e4 into a shared results root (debug trainer, a few hundred
+transitions, 2 episodes): folder layout, the model records e2 pools, the paper's numbers beside
+ours, and e4 reusing everything finished before it. Not the paper's numbers: those need a full
+run.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from gridplan.constants import DIM_NAMES, STATE_DIM
+from gridplan.data import eval_windows
+from gridplan.experiments import GROUPS, e3, e4
+from gridplan.experiments.common import RECORD_KEYS, read_done, read_models, run_groups
+from gridplan.learned import load_world_model
+from gridplan.metrics import PredictionMetrics, prediction_metrics
+from gridplan.models import WorldModel
+
+
+def read_csv(path: Path) -> list[dict]:
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory) -> Path:
+    """e1, e2, e3 and e4 once on the tiny profile; e4 must reuse the other three."""
+    out = tmp_path_factory.mktemp("results")
+    status = run_groups(GROUPS, ["e4", "e3", "e2", "e1"], out, "tiny", progress=False)
+    assert status == {"e1": "ran", "e3": "ran", "e2": "ran", "e4": "ran"}
+    return out
+
+
+def test_e3_trains_into_its_group_folder_and_caches_datasets_under_the_results_root(root):
+    cfg = e3.CONFIGS["tiny"]
+    runs = read_csv(root / "e3" / "runs.csv")
+    assert len(runs) == (len(cfg.rows) + 1) * len(cfg.seeds)
+    for run in runs:
+        ckpt = Path(run["checkpoint"])
+        assert not ckpt.is_absolute() and ckpt.parts[0] == e3.RUNS
+        assert (root / "e3" / ckpt).is_file()
+    cached = sorted(p.name for p in (root / e3.DATA_CACHE).iterdir())
+    # One dataset per (policy, budget, seed): the two 600-transition rows share one.
+    assert cached == [
+        "A-balanced-200-seed0.pt",
+        "A-balanced-600-seed0.pt",
+        "A-random-400-seed0.pt",
+    ]
+
+
+def test_e3_models_json_holds_learned_records_for_e2_and_the_random_model_apart(root):
+    records = read_models(root / "e3")
+    cfg = e3.CONFIGS["tiny"]
+    learned = [r for r in records if r["family"] == "learned"]
+    assert [r["name"] for r in learned] == ["uniform 20k", "rel-only 20k", "uniform 4k"]
+    extra = [r for r in records if r["family"] == "learned_extra"]
+    assert [r["name"] for r in extra] == ["uniform 12k (random data)"]
+    for rec in records:
+        assert set(RECORD_KEYS) <= set(rec)
+        assert rec["n_episodes"] == len(cfg.seeds) * cfg.episodes
+        assert rec["goal"] + rec["hazard"] + rec["timeout"] == rec["n_episodes"]
+        assert 0.0 <= rec["carrying_at_pickup"] <= 1.0
+        # The profile sums to 12 E_tot, the identity e4 relies on.
+        profile = sum(rec[f"err_{d}"] for d in DIM_NAMES)
+        assert profile == pytest.approx(12 * rec["E_tot"], rel=1e-5)
+
+
+def test_e2_pools_the_learned_models_e3_wrote(root):
+    results = json.loads((root / "e2" / "results.json").read_text())
+    assert results["learned_available"] is True
+    assert [r["name"] for r in results["learned"]] == ["uniform 20k", "rel-only 20k", "uniform 4k"]
+    assert read_done(root / "e2")["inputs"]["e3"] == read_done(root / "e3")["run_id"]
+
+
+def test_e3_table_prints_the_paper_numbers_beside_ours(root):
+    text = (root / "e3" / "table.md").read_text()
+    assert "| variant | success | success (paper) | E_tot | E_tot (paper) |" in text
+    assert "| uniform 20k |" in text and "0.75 ± 0.03" in text and "| 0.145 |" in text
+    assert "0.04 ± 0.04" in text and "| 0.011 |" in text
+    assert "| predicted carrying at pickup |" in text and "| 0.19 |" in text
+    assert "| E_tot | 3 |" in text and "| 0.43 |" in text
+    assert "SE over the episodes (one training seed in this profile)" in text
+    for png in ("fig8_random_data_failure.png", "fig_table3_success.png"):
+        assert (root / "e3" / png).stat().st_size > 0
+
+
+def test_e4_reuses_the_grid_the_sweep_and_the_learned_model_and_collects_no_data(root):
+    results = json.loads((root / "e4" / "results.json").read_text())
+    assert results["grid_source"] == "e1" and results["sweep_source"] == "e2"
+    # The sweep profiles recomputed here are e2's own (same windows, same generator).
+    assert results["sweep_max_etot_diff_vs_e2"] == 0.0
+    assert results["profile_identity_max_error"] < 1e-6
+    assert results["fvi_model"] == {"row": "uniform_20k", "seed": 0, "source": "e3"}
+    assert not (root / "e4" / "runs").exists()
+    done = read_done(root / "e4")
+    assert set(done["inputs"]) == {"e1", "e2", "e3"} and None not in done["inputs"].values()
+    assert len(list((root / e3.DATA_CACHE).iterdir())) == 3
+
+
+def test_e4_weights_are_normalized_and_the_masks_are_the_named_dimension_sets(root):
+    rows = {r["weighting"]: r for r in read_csv(root / "e4" / "weights.csv")}
+    for name, row in rows.items():
+        w = [float(v) for k, v in row.items() if k != "weighting"]
+        assert len(w) == STATE_DIM and sum(w) == pytest.approx(1.0, abs=1e-6), name
+    c1 = rows["binary + c1"]
+    assert float(c1["c1"]) == pytest.approx(1 / 7) and float(c1["agent_x"]) == pytest.approx(1 / 7)
+    assert float(c1["c2"]) == 0.0
+    no_key = rows["binary − key (x, y)"]
+    assert float(no_key["key_x"]) == 0.0 and float(no_key["carrying"]) == pytest.approx(1 / 4)
+    for dim in ("c1", "c2", "d1_x", "d1_y", "d2_x", "d2_y"):
+        assert float(rows["graded"][dim]) == 0.0
+    table = {r["weighting"]: r for r in read_csv(root / "e4" / "table4.csv")}
+    assert float(table["binary + c1"]["paper_rho"]) == -0.45
+    assert float(table["estimated"]["paper_rho"]) == -0.24
+    mass = float(table["estimated"]["irrelevant_mass"])
+    assert mass == pytest.approx(
+        json.loads((root / "e4" / "results.json").read_text())["estimate"]["irrelevant_mass"],
+        abs=1e-6,
+    )
+    text = (root / "e4" / "table.md").read_text()
+    assert "| binary + c1 | false positive | 0.14 |" in text and "| -0.45 |" in text
+
+
+def test_a_model_stack_scores_every_model_exactly_as_alone(root):
+    records = read_models(root / "e3")
+    models = [load_world_model(root / "e3" / r["checkpoints"][0]) for r in records[:2]]
+    w = eval_windows(8)
+    stacked = prediction_metrics(e3.ModelStack(models), w, "A")
+    alone = [prediction_metrics(m, w, "A")[0] for m in models]
+    for s, a in zip(stacked, alone, strict=True):
+        assert s.E_tot == a.E_tot and s.DRPE == a.DRPE
+        assert torch.equal(s.profile, a.profile)
+
+
+class _Constant(WorldModel):
+    def __init__(self, value: float) -> None:
+        self.value = value
+
+    def predict(self, state, action, generator):
+        return torch.full_like(state, self.value)
+
+
+def test_a_model_stack_predicts_block_m_with_model_m_and_rejects_uneven_batches():
+    stack = e3.ModelStack([_Constant(0.25), _Constant(0.75)])
+    assert stack.n_settings == 2
+    out = stack.predict(torch.zeros(4, STATE_DIM), torch.zeros(4, dtype=torch.long), None)
+    assert out[:2].eq(0.25).all() and out[2:].eq(0.75).all()
+    with pytest.raises(ValueError, match="does not split into 2 blocks"):
+        stack.predict(torch.zeros(3, STATE_DIM), torch.zeros(3, dtype=torch.long), None)
+    with pytest.raises(ValueError, match="at least one model"):
+        e3.ModelStack([])
+
+
+def _seed_result(success: float) -> dict:
+    metrics = PredictionMetrics(
+        E_tot=0.1,
+        DRPE={"graded": 0.05, "binary": 0.04},
+        profile=torch.full((STATE_DIM,), 0.1),
+        step_profile=torch.zeros(1, STATE_DIM),
+        event_audit={
+            k: 0.5 for k in ("carrying_at_pickup", "pickup_mse", "door_open_at_opening", "door_mse")
+        },
+        VPE=0.0,
+        horizon=1,
+        n_windows=1,
+    )
+    outcomes = {"goal": 1, "hazard": 0, "timeout": 3}
+    return {
+        "metrics": metrics,
+        "success": success,
+        "outcomes": outcomes,
+        "picked_up_key": 1.0,
+        "opened_door": 0.5,
+    }
+
+
+def test_success_se_is_taken_over_the_seeds_success_rates():
+    per_seed = [_seed_result(s) for s in (0.5, 0.7, 0.9)]
+    rec = e3.aggregate(e3.ROWS[0], "learned", per_seed, (0, 1, 2), 40)
+    # mean 0.7; sample std of (0.5, 0.7, 0.9) is 0.2, so SE = 0.2 / sqrt(3).
+    assert rec["success"] == pytest.approx(0.7)
+    assert rec["success_se"] == pytest.approx(0.2 / math.sqrt(3))
+    assert rec["success_se_over"] == "seeds" and rec["n_episodes"] == 120
+    assert rec["goal"] == 3 and rec["timeout"] == 9
+
+
+def test_with_one_seed_the_se_is_taken_over_its_episodes():
+    rec = e3.aggregate(e3.ROWS[0], "learned", [_seed_result(0.5)], (0,), 4)
+    # Episodes (1, 1, 0, 0): sample std sqrt(1/3), SE = sqrt(1/3) / 2.
+    assert rec["success_se"] == pytest.approx(math.sqrt(1 / 3) / 2)
+    assert rec["success_se_over"] == "episodes"
+
+
+def test_approximate_masks_name_their_kind():
+    masks = e4.approximate_masks()
+    kinds = {name: kind for name, (_, kind) in masks.items()}
+    assert kinds["binary + c1"] == "false positive" and kinds["binary − door_open"] == (
+        "false negative"
+    )
+    assert masks["binary + d1"][0].nonzero().flatten().tolist() == [0, 1, 2, 3, 4, 5, 8, 9]
