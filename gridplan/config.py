@@ -104,7 +104,7 @@ class TrainerConfig:
     accelerator: str = "auto"
     #: Best checkpoint and early stopping follow this metric (one of ``MONITORS``).
     monitor: str = "val/loss"
-    patience: int = 10
+    patience: int = 20
     #: Cap on training batches per epoch (None: all), for tiny debug runs.
     limit_train_batches: int | None = None
     #: Profile bar chart and per-step heatmap images every this many epochs (and the best).

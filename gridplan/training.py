@@ -274,8 +274,8 @@ def metric_scalars(metrics, prefix: str = "val") -> dict[str, float]:
 
     Returns:
         ``<prefix>/E_tot``, ``<prefix>/DRPE_<kind>``, ``<prefix>/VPE``,
-        ``<prefix>/err_dim/<dim>`` (12), ``<prefix>/event/<name>`` (audit entries that are
-        defined: NaN/None, i.e. no such event in the windows, are left out) and
+        ``<prefix>/err_dim/<dim>`` (12), ``<prefix>/event/<name>`` (the audit's errors;
+        counts, and NaN/None values where the windows hold no such event, are left out) and
         ``<prefix>/success`` when present.
     """
     m = _as_dict(metrics)
@@ -289,8 +289,10 @@ def metric_scalars(metrics, prefix: str = "val") -> dict[str, float]:
     for name in DIM_NAMES:
         out[f"{prefix}/err_dim/{name}"] = float(m["profile"][name])
     for name, value in m["event_audit"].items():
-        if value is not None and not (isinstance(value, float) and math.isnan(value)):
-            out[f"{prefix}/event/{name}"] = float(value)
+        # Event counts (n_pickup, n_door) are fixed by the windows, not model errors.
+        if name.startswith("n_") or value is None or math.isnan(value):
+            continue
+        out[f"{prefix}/event/{name}"] = float(value)
     return out
 
 

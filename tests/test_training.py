@@ -191,3 +191,24 @@ def test_tensorboard_has_the_dashboard_scalars_and_images(tiny_run):
     assert len(events.Scalars("val/err_dim/agent_x")) == 2  # one point per epoch
     images = set(events.Tags()["images"])
     assert {"val/profile", "val/step_profile", "best/profile", "best/step_profile"} <= images
+
+
+@pytest.mark.slow
+def test_balanced_data_plans_well_and_random_data_misses_the_pickup(tmp_path):
+    """Paper §5.4 (i) with the default recipe: 20k balanced transitions give a model that
+    learns the pickup and plans at depth 2; 12k uniform-random ones never learn it."""
+    from gridplan.config import compose
+    from gridplan.data import eval_windows
+
+    base = [f"out_dir={tmp_path / 'runs'}", f"data.cache_dir={tmp_path / 'cache'}"]
+    base.append("trainer.progress_bar=false")
+    windows = eval_windows(256)
+    scores = {}
+    for label, extra in (("balanced", []), ("random", ["data=12k", "data.policy=random"])):
+        model = load_world_model(train(compose([*base, *extra]))[1]["best_checkpoint"])
+        audit = prediction_metrics(model, windows)[0].event_audit
+        success = evaluate(model, depth=2, seeds=range(5), episodes=40).success.float().mean()
+        scores[label] = (audit["carrying_at_pickup"], float(success))
+    assert scores["balanced"][0] > 0.5 and scores["balanced"][1] >= 0.5
+    assert scores["random"][0] < 0.5
+    assert scores["random"][1] < scores["balanced"][1] - 0.25
