@@ -217,13 +217,12 @@ def _defaults(content: dict, path: Path) -> dict[str, str | None]:
 
 
 def _group_file(group: str, choice: str, config_dir: Path) -> Path:
-    path = config_dir / group / f"{choice}.yaml"
-    if not path.is_file():
-        valid = choices(group, config_dir)
+    valid = choices(group, config_dir)
+    if choice not in valid:
         raise ValueError(
             f"unknown {group} {choice!r}; valid choices: {', '.join(valid) or '(none found)'}"
         )
-    return path
+    return config_dir / group / f"{choice}.yaml"
 
 
 def _check_key(base: DictConfig, dotted: str) -> None:
@@ -239,7 +238,7 @@ def _check_key(base: DictConfig, dotted: str) -> None:
                 f"{', '.join(str(k) for k in valid) or '(none, it is a value)'}"
             )
         walked.append(part)
-        node = node._get_node(part)
+        node = node[part]
 
 
 def _merge(base: DictConfig, update: dict | DictConfig, source: str) -> DictConfig:
