@@ -75,8 +75,8 @@ from gridplan.stats import mean_se, spearman_ci
 DATA_CACHE = "data_cache"
 #: Training run folders inside the group folder.
 RUNS = "runs"
-#: The random-data model "fails at the pickup event" when its mean predicted ``carrying`` at
-#: pickup is below the flag threshold and it succeeds at most this often (paper: 0.19, 0%).
+#: The random-data model "never reaches the goal" when it succeeds at most this often (paper 0%;
+#: its event failure is judged separately: predicted ``carrying`` at pickup below 0.5).
 MAX_RANDOM_SUCCESS = 0.10
 #: Neither metric "ranks the learned variants" while its Spearman ρ with success stays above
 #: this (paper: +0.43 for both).
@@ -733,12 +733,20 @@ def _verdicts(report: Report, cfg: E3Config, records, rnd, corr) -> None:
     c, s = rnd["carrying_at_pickup"], rnd["success"]
     ref = paper.RANDOM_DATA_12K
     report.verdict(
-        "The random-data 12k model fails at the pickup event (§5.4 (i), appendix E)",
-        None if math.isnan(c) else c < 0.5 and s <= MAX_RANDOM_SUCCESS,
+        "The random-data 12k model fails at the pickup event: its predicted carrying at a true "
+        "pickup stays below the 0.5 flag threshold (§5.4 (i), Must show of issue 5)",
+        None if math.isnan(c) else c < 0.5,
         f"predicted carrying at pickup {fmt(c, 2)} (paper {ref['carrying_at_pickup'].text}), "
-        f"pickup MSE {fmt(rnd['pickup_mse'], 2)} (paper {ref['pickup_event_mse'].text}), success "
-        f"{fmt(s, 2)} (paper {ref['success'].text}); criterion carrying < 0.5 and success ≤ "
-        f"{MAX_RANDOM_SUCCESS}",
+        f"pickup MSE {fmt(rnd['pickup_mse'], 2)} (paper {ref['pickup_event_mse'].text}); "
+        "criterion carrying < 0.5",
+    )
+    report.verdict(
+        "The random-data 12k model never reaches the goal (§5.4 (i), appendix E: 0%)",
+        s <= MAX_RANDOM_SUCCESS,
+        f"success {fmt_se(s, rnd['success_se'])} (paper {ref['success'].text}; criterion ≤ "
+        f"{MAX_RANDOM_SUCCESS}); in the true episodes it picked up the key in "
+        f"{100 * rnd['picked_up_key']:.0f}% and opened the door in "
+        f"{100 * rnd['opened_door']:.0f}%",
     )
     if corr:
         re, rd = corr["E_tot"].rho, corr["DRPE"].rho

@@ -240,7 +240,7 @@ def weights_figure(weightings: dict, rows: list[dict]):
     bx.set_xlim(-1.05, 0.3)
     bx.axvline(0, color="k", linewidth=0.8)
     bx.set_xlabel("Spearman ρ of DRPE with success")
-    bx.legend(fontsize=8, loc="lower left")
+    bx.legend(fontsize=8, loc="lower right")
     bx.set_title("Which weights track success (Table 4)", fontsize=9)
     return fig
 
