@@ -42,6 +42,7 @@ import numpy as np
 import torch
 
 from gridplan.closed_loop import GOAL, OUTCOMES
+from gridplan.config import compose
 from gridplan.constants import (
     AGENT_X,
     AGENT_Y,
@@ -65,6 +66,7 @@ from gridplan.experiments.common import (
     standard_windows,
     write_models,
 )
+from gridplan.learned import load_world_model
 from gridplan.metrics import prediction_metrics
 from gridplan.models import WorldModel
 from gridplan.relevance_estimation import intra_op_threads
@@ -259,8 +261,6 @@ def _cpu_threads(ctx: GroupContext):
 
 def run_config(ctx: GroupContext, cfg: E3Config, row: LearnedRow, seed: int, out_dir: Path):
     """The composed training config of one row and seed (``gridplan.config.compose``)."""
-    from gridplan.config import compose
-
     accelerator = "cpu" if ctx.device.type == "cpu" else "gpu"
     return compose(
         [
@@ -288,6 +288,7 @@ def train_run(
         folder when inside it), ``epochs``, ``train_seconds``, ``wall_seconds``, the dataset's
         event counts and the best checkpoint's validation ``E_tot`` / DRPE.
     """
+    # Lightning is imported only by groups that train (it takes seconds to import).
     from train.train import train
 
     out_dir = out_dir or ctx.out / RUNS
@@ -297,8 +298,6 @@ def train_run(
     ckpt = Path(artifacts["best_checkpoint"])
     with contextlib.suppress(ValueError):
         ckpt = ckpt.relative_to(ctx.out)
-    from gridplan.learned import load_world_model
-
     meta = load_world_model(artifacts["best_checkpoint"]).metadata
     return {
         "key": row.key,
@@ -343,8 +342,6 @@ def evaluate_seed(
         outcome counts and closed-loop milestones of this seed's model; the raw
         ``EpisodeResults`` with trajectories (setting-major).
     """
-    from gridplan.learned import load_world_model
-
     settings = _settings_of_seed(cfg)
     models = [
         load_world_model(ctx.out / runs[(r.key, seed)]["checkpoint"], ctx.device) for r in settings

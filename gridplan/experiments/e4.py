@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from gridplan.config import compose
 from gridplan.constants import (
     AGENT_X,
     AGENT_Y,
@@ -47,6 +48,7 @@ from gridplan.constants import (
     RELEVANT_DIMS,
     STATE_DIM,
 )
+from gridplan.data import parse_budget
 from gridplan.experiments import e1, e2, e3, paper
 from gridplan.experiments.common import (
     GroupContext,
@@ -57,6 +59,7 @@ from gridplan.experiments.common import (
     new_figure,
     standard_windows,
 )
+from gridplan.learned import load_world_model
 from gridplan.metrics import check_weights, prediction_metrics
 from gridplan.models import noise_grid
 from gridplan.relevance_estimation import FVIConfig, estimate_relevance
@@ -179,8 +182,6 @@ def fvi_model(ctx: GroupContext):
     Returns:
         ``(model, source, row, seed)``; source ``"e3"`` or ``"trained here"``.
     """
-    from gridplan.learned import load_world_model
-
     cfg: E4Config = ctx.config
     e3cfg = e3.CONFIGS[ctx.profile]
     row = next(r for r in e3cfg.rows if r.key == "uniform_20k")
@@ -197,8 +198,7 @@ def fvi_model(ctx: GroupContext):
 def logged_states(ctx: GroupContext, row, seed: int, n_fit: int, n_saliency: int):
     """Disjoint random samples of the logged states the model was trained on: ``(n_fit, 12)``
     for the fit and ``(n_saliency, 12)`` for the saliency (fewer if the data is smaller)."""
-    from gridplan.config import compose
-    from gridplan.data import parse_budget
+    # gridplan.training imports Lightning: only when this runs.
     from gridplan.training import cached_dataset
 
     e3cfg = e3.CONFIGS[ctx.profile]
