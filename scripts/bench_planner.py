@@ -432,13 +432,22 @@ def summarize(rows: list[dict]) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
-    parser.add_argument("--depths", type=int_list, default=[1, 2, 4, 6])
-    parser.add_argument("--batches", type=int_list, default=[100, 1000, 4000])
+    parser.add_argument(
+        "--depths", type=int_list, default=[1, 2, 4, 6], help="search depths (default 1,2,4,6)"
+    )
+    parser.add_argument(
+        "--batches",
+        type=int_list,
+        default=[100, 1000, 4000],
+        help="episodes per decision (default 100,1000,4000); the largest is checked against "
+        "the reference",
+    )
     parser.add_argument(
         "--max-memory",
         type=parse_bytes,
         default=DEFAULT_MAX_MEMORY,
-        help="per-chunk working-memory budget of the planner, e.g. 2G (default 2G)",
+        help="the planner's budget for its leaf tensors (Planner max_memory), e.g. 2G, 256M "
+        "(default 2G)",
     )
     parser.add_argument("--min-time", type=float, default=1.0, help="seconds timed per row")
     parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's)")
