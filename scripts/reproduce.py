@@ -48,6 +48,13 @@ def build_parser() -> argparse.ArgumentParser:
         "protocol; quick: minutes on 2 CPU cores; tiny: seconds (plumbing checks)",
     )
     p.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch CPU threads; 0 keeps torch's default. One thread is fastest on a busy "
+        "shared machine (several threads spin at barriers and ran 20x slower there)",
+    )
     p.add_argument("--out", default="results", help="results root folder")
     p.add_argument("--force", action="store_true", help="recompute groups already finished")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
@@ -76,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
             device=args.device,
             force=args.force,
             progress=not args.no_progress,
+            threads=args.threads or None,
         )
     except ValueError as err:
         parser.exit(2, f"error: {err}\n")

@@ -15,6 +15,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
 
 from gridplan.experiments import GROUPS, e1, e3
 from gridplan.experiments.common import (
@@ -262,6 +263,24 @@ def test_groups_run_after_the_groups_whose_results_they_read():
     registry = {"b": toy_group("b", reads=("a",)), "a": toy_group("a")}
     assert select_groups(registry, ["b", "a"]) == ["a", "b"]
     assert select_groups(registry, ["b"]) == ["b"]
+
+
+def test_threads_apply_during_the_run_only_and_are_recorded(tmp_path):
+    group, seen = toy_group(), []
+
+    def run(ctx):
+        seen.append(torch.get_num_threads())
+        return group.run(ctx)
+
+    registry = {"toy": dataclasses.replace(group, run=run)}
+    before = torch.get_num_threads()
+    wanted = 2 if before == 1 else 1
+    run_groups(registry, None, tmp_path, "tiny", progress=False, threads=wanted)
+    assert seen == [wanted]
+    assert read_done(tmp_path / "toy")["threads"] == wanted
+    assert torch.get_num_threads() == before
+    with pytest.raises(ValueError, match="threads must be an integer >= 1"):
+        run_groups(registry, None, tmp_path, "tiny", progress=False, threads=0)
 
 
 def test_overall_verdict_counts_only_checked_effects():

@@ -595,7 +595,8 @@ def run_group(
         report = group.run(ctx)
         wall = time.perf_counter() - t0
         footer = (
-            f"*Profile `{profile}`, device `{device}`, wall time {wall:.1f} s; config: "
+            f"*Profile `{profile}`, device `{device}` ({torch.get_num_threads()} CPU threads), "
+            f"wall time {wall:.1f} s; config: "
             f"`{json.dumps(to_jsonable(config))}`.*"
         )
         (tmp / TABLE_FILE).write_text(report.markdown(footer))
@@ -606,6 +607,7 @@ def run_group(
             "profile": profile,
             "config": to_jsonable(config),
             "device": str(device),
+            "threads": torch.get_num_threads(),
             "wall_time_s": round(wall, 2),
             "started": started.isoformat(timespec="seconds"),
             "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -643,6 +645,7 @@ def run_groups(
     device: str | torch.device = "cpu",
     force: bool = False,
     progress: bool = True,
+    threads: int | None = None,
 ) -> dict[str, str]:
     """Run the selected groups of ``registry`` into ``out``.
 
@@ -654,17 +657,26 @@ def run_groups(
         device: torch device.
         force: recompute groups that are already finished.
         progress: show progress bars.
+        threads: torch CPU threads while the groups run (None: leave torch's setting). The
+            planner's tensor work is memory-bound, and on a busy shared machine several
+            threads spin at barriers: an E1-sized closed loop ran 20x slower with 2 threads
+            than with 1 on 2 loaded cores (same results).
 
     Returns:
         name -> ``"ran"``, ``"skipped"`` (finished earlier) or ``"failed"`` (the error and
         traceback are printed; the other groups still run).
 
     Raises:
-        ValueError: on unknown groups or profile, or an unusable device, before anything runs.
+        ValueError: on unknown groups or profile, an unusable device or ``threads < 1``,
+            before anything runs.
         KeyboardInterrupt: passed through after the interrupted group's temp folder is removed.
     """
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
+    if threads is not None and (
+        isinstance(threads, bool) or int(threads) != threads or threads < 1
+    ):
+        raise ValueError(f"threads must be an integer >= 1, got {threads!r}")
     order = select_groups(registry, names)
     try:
         device = torch.device(device)
@@ -673,6 +685,24 @@ def run_groups(
         raise ValueError(f"device {str(device)!r} is not usable: {err}") from err
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    previous_threads = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(int(threads))
+    try:
+        return _run_all(registry, order, out, profile, device, force, progress)
+    finally:
+        torch.set_num_threads(previous_threads)
+
+
+def _run_all(
+    registry: Mapping[str, Group],
+    order: list[str],
+    out: Path,
+    profile: str,
+    device: torch.device,
+    force: bool,
+    progress: bool,
+) -> dict[str, str]:
     status: dict[str, str] = {}
     for name in tqdm(order, desc="groups", disable=not progress):
         group = registry[name]
