@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from matplotlib import patheffects
 from scipy.stats import chi2_contingency
 
 from gridplan.constants import DIM_NAMES
@@ -203,8 +204,11 @@ def heatmap_figure(records: list[dict], cfg: GridConfig):
             ax.text(b, a, f"{success[a, b]:.2f}", ha="center", va="center", fontsize=7, color=color)
     if nr > 1 and ni > 1 and etot.max() > etot.min():
         levels = np.geomspace(max(etot.min(), 1e-6), etot.max(), 8)[1:-1]
+        outline = [patheffects.withStroke(linewidth=2.5, foreground="black")]
         cs = ax.contour(np.arange(ni), np.arange(nr), etot, levels=levels, colors="white")
-        ax.clabel(cs, fmt="%.3f", fontsize=7)
+        cs.set(path_effects=outline)
+        for label in ax.clabel(cs, fmt="%.3f", fontsize=7):
+            label.set_path_effects(outline)
     ax.set_xticks(range(ni), [f"{s:g}" for s in cfg.sigma_i])
     ax.set_yticks(range(nr), [f"{s:g}" for s in cfg.sigma_r])
     ax.set_xlabel("σI (irrelevant noise, normalized units)")
