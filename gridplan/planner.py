@@ -209,6 +209,7 @@ class Planner:
         for lo, hi, settings in self._units(root.shape[0], per_setting, root.device):
             noise = self.rollout.draw_noise(settings, generator)
             out[lo:hi] = self.rollout.scores(root[lo:hi], noise)
+            del noise
         return out
 
     def _generic_scores(self, root: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
@@ -257,6 +258,8 @@ class Planner:
                     part = None if noise is None else noise[:, :, c0 - lo : c1 - lo]
                     scores = self.rollout.scores(root[c0:c1], part)
                     q[c0:c1] = self._best_per_first_action(scores)
+                # max_memory counts one unit's noise: free it before the next is drawn.
+                del noise, part
             return q
         m = self._settings()
         cols = max(1, self.max_rows // (self.n_leaves * m))
