@@ -25,7 +25,7 @@ generic rollout draws chunk by chunk through ``model.predict``, so for a noisy m
 chunking (``max_memory``) decides which leaf gets which draw. The fused rollout draws per
 fixed unit of ``gridplan.fused.UNIT_ROWS`` leaf rows (``leaf_noise``), so ``max_rows`` never
 changes its decisions, nor does ``max_memory`` while it holds twice a unit's noise (one unit's
-noise is 25-45 MB on CPU at ``D <= 6``; smaller budgets shrink the unit).
+noise is 13-22 MB on CPU at ``D <= 6``; smaller budgets shrink the unit).
 
 Memory: a chunk of ``R`` leaf rows needs about ``R * bytes_per_row(D)`` bytes; episodes are
 split into chunks that fit ``max_memory`` (setting-major blocks are kept intact, see
