@@ -275,6 +275,17 @@ def run_config(ctx: GroupContext, cfg: E3Config, row: LearnedRow, seed: int, out
     )
 
 
+def group_relative(path: str | Path, folder: Path) -> str:
+    """``path`` relative to the group ``folder`` when inside it, else absolute.
+
+    Both are resolved first: Lightning reports absolute checkpoint paths while the results
+    root is often relative, and the group folder is renamed when it is finished, so only a
+    relative path stays valid.
+    """
+    path, folder = Path(path).resolve(), Path(folder).resolve()
+    return str(path.relative_to(folder)) if path.is_relative_to(folder) else str(path)
+
+
 def train_run(
     ctx: GroupContext, cfg: E3Config, row: LearnedRow, seed: int, out_dir: Path | None = None
 ) -> dict:
@@ -294,17 +305,22 @@ def train_run(
     out_dir = out_dir or ctx.out / RUNS
     t0 = time.perf_counter()
     with _quiet_lightning(), _cpu_threads(ctx):
-        metrics, artifacts = train(run_config(ctx, cfg, row, seed, out_dir))
-    ckpt = Path(artifacts["best_checkpoint"])
-    with contextlib.suppress(ValueError):
-        ckpt = ckpt.relative_to(ctx.out)
+        run_cfg = run_config(ctx, cfg, row, seed, out_dir)
+        metrics, artifacts = train(run_cfg)
+    ckpt = group_relative(artifacts["best_checkpoint"], ctx.out)
     meta = load_world_model(artifacts["best_checkpoint"]).metadata
     return {
         "key": row.key,
         "name": row.name,
         "seed": seed,
-        "checkpoint": str(ckpt),
+        "checkpoint": ckpt,
         "epochs": metrics["epochs"],
+        "max_epochs": run_cfg.trainer.max_epochs,
+        "patience": run_cfg.trainer.patience,
+        "monitor": run_cfg.trainer.monitor,
+        "hidden": list(run_cfg.model.hidden),
+        "lr": run_cfg.model.lr,
+        "batch_size": run_cfg.data.batch_size,
         "train_seconds": metrics["train_seconds"],
         "wall_seconds": round(time.perf_counter() - t0, 2),
         "val_E_tot": metrics["best/E_tot"],
@@ -449,6 +465,21 @@ def failure_figure(results, n: int, random_idx: int, ref_idx: int, names, carryi
             alpha=0.8,
             label=f"{names[idx]} ({end}, {t} steps)",
         )
+        # A looping agent revisits cells: mark how many steps it spent on each.
+        cells, visits = np.unique(np.rint(path).astype(int), axis=0, return_counts=True)
+        ax.scatter(
+            cells[:, 0] + offset, cells[:, 1] + offset, s=12 * visits, color=color, alpha=0.25
+        )
+        top = int(np.argmax(visits))
+        if visits[top] > 2:
+            ax.annotate(
+                f"{visits[top]} steps here",
+                (cells[top, 0] + offset, cells[top, 1] + offset),
+                textcoords="offset points",
+                xytext=(8, -12 if offset < 0 else 8),
+                fontsize=7,
+                color=color,
+            )
     ax.plot(*(start[[AGENT_X, AGENT_Y]] * CELL_SCALE).tolist(), "ks", markersize=8, label="start")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=2, fontsize=7)
     ax.set_title(f"Closed loop, depth-2 planner ({why})", fontsize=8)
@@ -573,6 +604,7 @@ def run(ctx: GroupContext) -> Report:
         else "SE over the episodes (one training seed in this profile)"
     )
     epochs = sorted({r["epochs"] for r in run_rows})
+    first = run_rows[0]
     report.table(
         "Table 3 — learned world models: does total error or DRPE rank them?",
         [
@@ -591,8 +623,11 @@ def run(ctx: GroupContext) -> Report:
         f"planner; {se_note}. E_tot and DRPE: means over the seeds' models on {cfg.n_windows} "
         "held-out H = 10 windows (the windows E1 uses). Training: `python -m train` defaults"
         + (f" with {', '.join(cfg.train_overrides)}" if cfg.train_overrides else "")
-        + f"; epochs run {epochs[0]}–{epochs[-1]} (early stopping on val/loss), "
-        f"{train_wall:.0f} s of training in all. Every run: `runs.csv`.",
+        + f" (MLP {first['hidden']}, lr {first['lr']:g}, batch {first['batch_size']}, at most "
+        f"{first['max_epochs']} epochs, best checkpoint and early stopping on "
+        f"{first['monitor']} with patience {first['patience']}); epochs run "
+        f"{epochs[0]}–{epochs[-1]}, {train_wall:.0f} s of training in all. Every run: "
+        "`runs.csv`.",
     )
 
     # The learned pool (§5.2): do E_tot or DRPE rank the seven variants?

@@ -10,10 +10,11 @@ is scored on the same models without new rollouts:
   recomputed here on the same windows with the same default generator as e2, so they are
   e2's own, and the largest E_tot difference to e2's is recorded as a check);
 - **weightings**: graded (Eq. 1), binary, estimated (``gridplan.relevance_estimation``: fitted
-  value iteration on a learned uniform-20k model — seed 0 of a finished e3 of the same profile,
-  else trained here with e3's protocol — then perturbation saliency), the approximate masks of
-  Table 4 (false positives: binary plus ``c1``, ``c2`` or ``d1``; false negatives: binary minus
-  one relevant dim, or minus both key coordinates) and uniform weights (= E_tot) for reference;
+  value iteration on a learned uniform-20k model, then perturbation saliency; one estimate per
+  training seed of e3, whose models are reused when a finished e3 of the same profile and
+  config exists, else trained here with e3's protocol), the approximate masks of Table 4
+  (false positives: binary plus ``c1``, ``c2`` or ``d1``; false negatives: binary minus one
+  relevant dim, or minus both key coordinates) and uniform weights (= E_tot) for reference;
 - **statistic**: Spearman ρ with closed-loop success, seeded bootstrap 95% CI.
 
 The estimator is fitted on logged states of the learned model's own training data and its
@@ -87,21 +88,28 @@ class E4Config:
         fvi: fitted value iteration settings.
         fvi_states: logged states the value function is fitted on.
         saliency_states: further logged states (disjoint) the saliency is averaged over.
-        model_seed: training seed of the uniform-20k model the estimator uses.
+        model_seeds: training seeds of the uniform-20k models the estimator is run on, one
+            estimate each (the same seeds as e3's, so their models are reused).
         n_resamples: bootstrap resamples of the Spearman CIs.
     """
 
     fvi: FVIConfig
     fvi_states: int
     saliency_states: int
-    model_seed: int = 0
+    model_seeds: tuple[int, ...]
     n_resamples: int = 2000
 
 
 CONFIGS = {
-    "full": E4Config(FVIConfig(iterations=60, epochs=4), 8192, 4096),
-    "quick": E4Config(FVIConfig(iterations=40, epochs=3), 4096, 2048),
-    "tiny": E4Config(FVIConfig(iterations=3, epochs=1, hidden=(32, 32)), 256, 128, n_resamples=200),
+    "full": E4Config(FVIConfig(iterations=60, epochs=4), 8192, 4096, e3.CONFIGS["full"].seeds),
+    "quick": E4Config(FVIConfig(iterations=40, epochs=3), 4096, 2048, e3.CONFIGS["quick"].seeds),
+    "tiny": E4Config(
+        FVIConfig(iterations=3, epochs=1, hidden=(32, 32)),
+        256,
+        128,
+        e3.CONFIGS["tiny"].seeds,
+        n_resamples=200,
+    ),
 }
 
 
@@ -175,24 +183,22 @@ def sweep_pool(ctx: GroupContext) -> tuple[list[dict], str, float | None]:
     return records, source, diff
 
 
-def fvi_model(ctx: GroupContext):
-    """The learned uniform-20k model of ``model_seed`` (from a finished e3 of the same
-    profile and config, else trained here into ``<group>/runs``) and its row and seed.
+def fvi_model(ctx: GroupContext, seed: int):
+    """The learned uniform-20k model of training ``seed`` (from a finished e3 of the same
+    profile and config, else trained here into ``<group>/runs``) and its row.
 
     Returns:
-        ``(model, source, row, seed)``; source ``"e3"`` or ``"trained here"``.
+        ``(model, source, row)``; source ``"e3"`` or ``"trained here"``.
     """
-    cfg: E4Config = ctx.config
     e3cfg = e3.CONFIGS[ctx.profile]
     row = next(r for r in e3cfg.rows if r.key == "uniform_20k")
     folder = ctx.finished_group("e3", e3cfg)
-    ckpt = e3.uniform_checkpoint(folder, cfg.model_seed) if folder is not None else None
+    ckpt = e3.uniform_checkpoint(folder, seed) if folder is not None else None
     if ckpt is not None:
-        return load_world_model(ckpt, ctx.device), "e3", row, cfg.model_seed
-    ctx.log("no finished e3 with this config; training the uniform-20k model here")
-    run = e3.train_run(ctx, e3cfg, row, cfg.model_seed)
-    model = load_world_model(ctx.out / run["checkpoint"], ctx.device)
-    return model, "trained here", row, cfg.model_seed
+        return load_world_model(ckpt, ctx.device), "e3", row
+    ctx.log(f"no finished e3 with this config; training the uniform-20k model of seed {seed}")
+    run = e3.train_run(ctx, e3cfg, row, seed)
+    return load_world_model(ctx.out / run["checkpoint"], ctx.device), "trained here", row
 
 
 def logged_states(ctx: GroupContext, row, seed: int, n_fit: int, n_saliency: int):
@@ -214,16 +220,19 @@ def logged_states(ctx: GroupContext, row, seed: int, n_fit: int, n_saliency: int
     return fit, states[rest]
 
 
-def weights_figure(weightings: dict, rows: list[dict]):
-    """Left: graded, binary and estimated weights per dim. Right: ρ of every weighting on the
-    grid beside the paper's."""
-    fig = new_figure(12, 4.6)
+def weights_figure(weightings: dict, estimated: np.ndarray, rows: list[dict]):
+    """Left: graded and binary weights per dim, and the estimated ones (mean over the
+    estimates, bars from min to max). Right: ρ of every weighting on the grid beside the
+    paper's."""
+    fig = new_figure(12, 5.2)
     ax, bx = fig.subplots(1, 2, width_ratios=[1.1, 1])
     x = np.arange(STATE_DIM)
-    for k, (name, color) in enumerate(
-        [("graded", "tab:green"), ("binary", "tab:gray"), ("estimated", "tab:red")]
-    ):
-        ax.bar(x + (k - 1) * 0.27, weightings[name].numpy(), 0.27, label=name, color=color)
+    ax.bar(x - 0.27, weightings["graded"].numpy(), 0.27, label="graded", color="tab:green")
+    ax.bar(x, weightings["binary"].numpy(), 0.27, label="binary", color="tab:gray")
+    mean = estimated.mean(axis=0)
+    err = np.stack([mean - estimated.min(axis=0), estimated.max(axis=0) - mean])
+    label = f"estimated (mean of {len(estimated)}, min–max)"
+    ax.bar(x + 0.27, mean, 0.27, yerr=err, capsize=2, label=label, color="tab:red")
     ax.axvspan(len(RELEVANT) - 0.5, STATE_DIM - 0.5, color="0.93", zorder=0)
     ax.text(8.5, ax.get_ylim()[1] * 0.92, "irrelevant (Task A)", ha="center", fontsize=8)
     ax.set_xticks(x, DIM_NAMES, rotation=45, ha="right", fontsize=8)
@@ -253,7 +262,7 @@ def _paper_rho(name: str, kind: str) -> float | None:
         return t1["DRPE"].value
     if name == "uniform (= E_tot)":
         return t1["E_tot"].value
-    if name == "estimated":
+    if kind == "estimated":
         return t4["estimated_rho"].value
     if name == "binary + c1":
         return t4["c1_false_positive_rho"].value
@@ -268,20 +277,34 @@ def run(ctx: GroupContext) -> Report:
     grid, grid_source = e1.load_or_compute_grid(ctx)
     sweep, sweep_source, sweep_diff = sweep_pool(ctx)
 
-    model, model_source, row, seed = fvi_model(ctx)
-    fit_states, probe_states = logged_states(ctx, row, seed, cfg.fvi_states, cfg.saliency_states)
-    ctx.log(
-        f"fitted value iteration: {cfg.fvi.iterations} iterations on {fit_states.shape[0]} "
-        f"logged states of {row.name} seed {seed} ({model_source})"
-    )
-    estimate = estimate_relevance(model, fit_states, "A", cfg.fvi, probe_states)
+    estimates = []
+    for seed in ctx.bar(cfg.model_seeds, "relevance estimation"):
+        model, source, row = fvi_model(ctx, seed)
+        fit, probe = logged_states(ctx, row, seed, cfg.fvi_states, cfg.saliency_states)
+        ctx.log(
+            f"fitted value iteration: {cfg.fvi.iterations} backups on {fit.shape[0]} logged "
+            f"states of {row.name} seed {seed} ({source})"
+        )
+        est = estimate_relevance(model, fit, "A", cfg.fvi, probe)
+        estimates.append(
+            {
+                "seed": seed,
+                "source": source,
+                "n_fit": fit.shape[0],
+                "n_saliency": probe.shape[0],
+                "estimate": est,
+            }
+        )
 
     weightings: dict[str, torch.Tensor] = {
         "graded": relevance_weights("A"),
         "binary": binary_weights("A"),
-        "estimated": estimate.weights,
     }
-    kinds = {"graded": "exact", "binary": "exact", "estimated": "estimated"}
+    kinds = {"graded": "exact", "binary": "exact"}
+    for e in estimates:
+        name = f"estimated (seed {e['seed']})"
+        weightings[name] = e["estimate"].weights
+        kinds[name] = "estimated"
     for name, (w, kind) in approximate_masks().items():
         weightings[name] = w
         kinds[name] = kind
@@ -366,39 +389,64 @@ def run(ctx: GroupContext) -> Report:
         "and E_tot; it gives no number for c2 and d1.",
     )
 
-    est = estimate
+    est_w = np.stack([e["estimate"].weights.numpy() for e in estimates])
+    masses = [e["estimate"].irrelevant_mass for e in estimates]
     fvi_rows = [
         [
             DIM_NAMES[d],
             fmt(weightings["graded"][d]),
             fmt(weightings["binary"][d]),
-            fmt(est.weights[d]),
+            fmt(est_w[:, d].mean()),
+            f"{fmt(est_w[:, d].min())}–{fmt(est_w[:, d].max())}",
             "relevant" if d in RELEVANT else "irrelevant",
         ]
         for d in range(STATE_DIM)
     ]
     t4 = paper.TABLE_4
+    first = estimates[0]
     report.table(
         "Estimated weights: fitted value iteration + perturbation saliency (appendix A)",
-        ["dim", "graded", "binary", "estimated", "Task A"],
+        ["dim", "graded", "binary", "estimated (mean)", "estimated (min–max)", "Task A"],
         fvi_rows,
-        f"Mass on irrelevant dims: **{fmt(est.irrelevant_mass, 2)}** (paper "
+        f"{len(estimates)} estimates, one per uniform-20k model (training seeds "
+        f"{', '.join(str(e['seed']) for e in estimates)}; "
+        f"{'from e3' if first['source'] == 'e3' else 'trained here'}). Mass on irrelevant dims: "
+        f"**{fmt(min(masses), 2)}–{fmt(max(masses), 2)}** (paper "
         f"{t4['estimated_irrelevant_mass_low'].text}–{t4['estimated_irrelevant_mass_high'].text})."
         f" Value function: MLP {list(cfg.fvi.hidden)} on all 12 dims, {cfg.fvi.iterations} "
-        f"backups x {cfg.fvi.epochs} epochs on {fit_states.shape[0]} logged states of the "
-        f"{row.name} model (training seed {seed}, {model_source}); saliency over "
-        f"{probe_states.shape[0]} further logged states. Last backup moved the targets by "
-        f"{fmt(est.fitted.backup_change[-1], 4)} on average; fit MSE "
-        f"{fmt(est.fitted.fit_mse[-1], 4)}. Against the exact V* on the saliency states (a check "
-        f"the practitioner could not run): mean |V_fit − V*| {fmt(est.value_mae)}, Spearman "
-        f"{fmt(est.value_spearman, 2)}.",
+        f"backups x {cfg.fvi.epochs} epochs on {first['n_fit']} logged states of the model's own "
+        f"training data; saliency over {first['n_saliency']} further logged states.",
+    )
+    report.table(
+        "The fitted value functions behind the estimates",
+        [
+            "seed",
+            "irrelevant mass",
+            "last backup change",
+            "fit MSE",
+            "mean |V_fit − V*|",
+            "Spearman(V_fit, V*)",
+        ],
+        [
+            [
+                e["seed"],
+                fmt(e["estimate"].irrelevant_mass, 2),
+                fmt(e["estimate"].fitted.backup_change[-1], 4),
+                fmt(e["estimate"].fitted.fit_mse[-1], 4),
+                fmt(e["estimate"].value_mae),
+                fmt(e["estimate"].value_spearman, 2),
+            ]
+            for e in estimates
+        ],
+        "The comparison with the exact V* (on the saliency states) is a check the practitioner "
+        "could not run; it says how good the fitted values are, not how the weights were chosen.",
     )
 
-    fig = weights_figure(weightings, rows)
+    fig = weights_figure(weightings, est_w, rows)
     ctx.save_figure(fig, "fig_table4.png")
     report.figure("fig_table4.png", "Weights per dimension and ρ per weighting (Table 4)")
 
-    _verdicts(report, rows, est)
+    _verdicts(report, rows, estimates)
     ctx.write_json(
         "results.json",
         {
@@ -407,20 +455,22 @@ def run(ctx: GroupContext) -> Report:
             "sweep_source": sweep_source,
             "sweep_max_etot_diff_vs_e2": sweep_diff,
             "profile_identity_max_error": check,
-            "fvi_model": {"row": row.key, "seed": seed, "source": model_source},
             "weights": {k: v for k, v in weightings.items()},
             "spearman": {
                 r["weighting"]: {"kind": r["kind"], **{k: v for k, v in r["res"].items()}}
                 for r in rows
             },
-            "estimate": est.to_dict(),
+            "estimates": [
+                {**{k: v for k, v in e.items() if k != "estimate"}, **e["estimate"].to_dict()}
+                for e in estimates
+            ],
             "paper": {"table4": paper.TABLE_4},
         },
     )
     return report
 
 
-def _verdicts(report: Report, rows: list[dict], est) -> None:
+def _verdicts(report: Report, rows: list[dict], estimates: list[dict]) -> None:
     rho = {r["weighting"]: r["res"]["grid"].rho for r in rows}
     rho_b = rho["binary"]
     t4 = paper.TABLE_4
@@ -451,22 +501,28 @@ def _verdicts(report: Report, rows: list[dict], est) -> None:
             f"{fmt(rho_b, 2)}; paper {t4['dropped_relevant_rho'].text}; criterion ≤ "
             f"{MAX_FN_SHIFT})",
         )
+    masses = np.array([e["estimate"].irrelevant_mass for e in estimates])
+    mean_w = torch.stack([e["estimate"].weights for e in estimates]).mean(dim=0)
     report.verdict(
         "Estimated weights put substantial mass on irrelevant dims (appendix A: 39–42%)",
-        est.irrelevant_mass >= MIN_IRRELEVANT_MASS,
-        f"{100 * est.irrelevant_mass:.0f}% on irrelevant dims (criterion ≥ "
-        f"{100 * MIN_IRRELEVANT_MASS:.0f}%); largest weights: "
+        masses.mean() >= MIN_IRRELEVANT_MASS,
+        f"{100 * masses.mean():.0f}% on irrelevant dims on average over {len(masses)} "
+        f"estimates ({100 * masses.min():.0f}–{100 * masses.max():.0f}%; criterion mean ≥ "
+        f"{100 * MIN_IRRELEVANT_MASS:.0f}%); largest mean weights: "
         + ", ".join(
-            f"{DIM_NAMES[d]} {fmt(est.weights[d], 2)}"
-            for d in torch.argsort(est.weights, descending=True)[:3].tolist()
+            f"{DIM_NAMES[d]} {fmt(mean_w[d], 2)}"
+            for d in torch.argsort(mean_w, descending=True)[:3].tolist()
         ),
     )
-    rho_e = rho["estimated"]
+    rho_e = np.array([v for n, v in rho.items() if n.startswith("estimated")])
     report.verdict(
         "DRPE with estimated weights tracks success far worse than with the exact mask "
         "(appendix A: ρ = −0.24)",
-        None if np.isnan([rho_b, rho_e]).any() else abs(rho_b) - abs(rho_e) >= MIN_ESTIMATE_GAP,
-        f"grid ρ {fmt(rho_e, 2)} vs {fmt(rho_b, 2)} with the exact mask (paper "
-        f"{t4['estimated_rho'].text} vs {t4['exact_mask_rho'].text}; criterion |ρ| smaller by "
-        f"≥ {MIN_ESTIMATE_GAP})",
+        None
+        if np.isnan([rho_b, *rho_e]).any()
+        else abs(rho_b) - np.abs(rho_e).mean() >= MIN_ESTIMATE_GAP,
+        f"grid ρ {fmt(rho_e.mean(), 2)} on average ({fmt(rho_e.min(), 2)} to "
+        f"{fmt(rho_e.max(), 2)} over {len(rho_e)} estimates) vs {fmt(rho_b, 2)} with the "
+        f"exact mask (paper {t4['estimated_rho'].text} vs {t4['exact_mask_rho'].text}; criterion "
+        f"mean |ρ| smaller by ≥ {MIN_ESTIMATE_GAP})",
     )
