@@ -30,6 +30,8 @@ Letter legend: ``E`` episodes, ``L = 4^D`` leaves, ``D`` depth, ``K`` relevant d
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from gridplan.constants import (
@@ -51,12 +53,20 @@ from gridplan.models import AR1NoiseModel, NoiseModel, OracleModel
 #: at D <= 6) stay in a 32 MB last-level cache; 2^18 rows spill at D = 6 and run 25% slower
 #: (docs/PERFORMANCE.md). CUDA: large enough to fill the device.
 UNIT_ROWS = {"cpu": 2**17, "cuda": 2**22}
-#: Float32 buffers of one chunk row: K <= 7 state dims, 2 targets, 3 temporaries, score, alive.
+#: Float32 buffers of one chunk row: K <= 7 state dims, 2 targets, 3 temporaries, score, alive
+#: (one temporary takes the V* gather); an int64 index comes on top.
 BUFFERS_PER_ROW = 14
 #: Models whose ``predict`` is exactly the noise family's; subclasses that override ``predict``
 #: are rolled through ``predict`` like any other model.
 FUSED_MODELS = (NoiseModel, OracleModel, AR1NoiseModel)
 _ROW, _COL = 1, 0
+
+
+def _at_least(buffer: torch.Tensor, numel: int) -> torch.Tensor:
+    """``buffer`` if it holds ``numel`` elements, else a new one of that size (contents lost)."""
+    if buffer.numel() >= numel:
+        return buffer
+    return torch.empty(numel, dtype=buffer.dtype, device=buffer.device)
 
 
 def unit_rows(device: torch.device) -> int:
@@ -99,7 +109,9 @@ class RelevantRollout:
         #: ``(D, L)`` x and y displacement of step ``t`` for every leaf.
         self.dx = moves[actions, _COL].contiguous()
         self.dy = moves[actions, _ROW].contiguous()
-        self._work: torch.Tensor | None = None
+        self._work = torch.empty(0, device=device)
+        self._index = torch.empty(0, dtype=torch.long, device=device)
+        self._noise = torch.empty(0, device=device)
 
     @classmethod
     def for_model(cls, model, depth, task, discounts, values) -> RelevantRollout | None:
@@ -120,10 +132,9 @@ class RelevantRollout:
         if self.hi == self.lo or bool(self.quiet_settings[settings].all()):
             return None
         device = self.values.device
-        e = settings.shape[0]
-        z = torch.randn(
-            (self.depth, self.hi - self.lo, e, self.n_leaves), generator=generator, device=device
-        )
+        shape = (self.depth, self.hi - self.lo, settings.shape[0], self.n_leaves)
+        self._noise = _at_least(self._noise, math.prod(shape))
+        z = torch.randn(shape, generator=generator, out=self._noise[: math.prod(shape)].view(shape))
         scale = self.scales[settings.to(device)].T.unsqueeze(2)
         z.mul_(scale)
         if self.rho is not None:
@@ -132,12 +143,6 @@ class RelevantRollout:
             for t in range(1, self.depth):
                 z[t].mul_(keep).add_(z[t - 1] * self.rho)
         return z
-
-    def _buffers(self, e: int, device: torch.device) -> torch.Tensor:
-        rows = e * self.n_leaves
-        if self._work is None or self._work.shape[1] < rows or self._work.device != device:
-            self._work = torch.empty(BUFFERS_PER_ROW, rows, device=device)
-        return self._work[:, :rows].view(BUFFERS_PER_ROW, e, self.n_leaves)
 
     def scores(self, root: torch.Tensor, noise: torch.Tensor | None) -> torch.Tensor:
         """Leaf scores ``(E, L)`` of ``root`` episodes, as ``Planner.leaf_scores`` defines them.
@@ -150,7 +155,10 @@ class RelevantRollout:
             ``(E, L)`` float32, a view of a reused buffer: consume it before the next call.
         """
         e = root.shape[0]
-        work = self._buffers(e, root.device)
+        rows = e * self.n_leaves
+        self._work = _at_least(self._work, BUFFERS_PER_ROW * rows)
+        self._index = _at_least(self._index, rows)
+        work = self._work[: BUFFERS_PER_ROW * rows].view(BUFFERS_PER_ROW, e, self.n_leaves)
         k = self.n_dims
         state = work[:k]
         ax, ay, kx, ky, carry, door = state[:6]
@@ -181,8 +189,9 @@ class RelevantRollout:
             if noise is not None:
                 self._add_noise(state, noise[t])
             self._score_arrival(t, ax, ay, state, score, alive, t1, t2, t3)
-        index = self._value_index(state, t1)
-        leaf_value = self.values[index.long()].view_as(score)
+        index = self._index[:rows]
+        index.copy_(self._value_index(state, t1).view(-1))
+        leaf_value = torch.index_select(self.values, 0, index, out=t2.view(-1)).view_as(score)
         score.add_(leaf_value.mul_(self.discounts[self.depth]).mul_(alive))
         return score
 

@@ -60,12 +60,12 @@ def bytes_per_row(depth: int, fused: bool = False) -> int:
     """Working memory of one leaf row of a chunk, in bytes.
 
     Generic rollout: a few live ``(12,)`` state copies plus score and flags (a model's own
-    activations come on top). Fused rollout: its float32 buffers plus the value gather;
+    activations come on top). Fused rollout: its float32 buffers and int64 V* index;
     its chunks get half of ``max_memory`` and a draw unit's noise (``4 * D * K`` bytes per
     row) the other half, so the two together stay within it.
     """
     if fused:
-        return BUFFERS_PER_ROW * 4 + 8 + 4
+        return BUFFERS_PER_ROW * 4 + 8
     return 6 * STATE_DIM * 4 + 3 * 8 + 16
 
 
