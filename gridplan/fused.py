@@ -18,12 +18,13 @@ with a fraction of the work and randomness:
   (``tests/test_fast_paths.py``).
 * **Branch-free float arithmetic on dims-major buffers** ``(K, E, L)`` reused across steps and
   decisions: comparisons write 0/1 floats, ``where`` becomes ``lerp`` with a 0/1 weight, and a
-  step is ~45 in-place elementwise ops with no indexing, no bool tensors and no host syncs.
+  step is 30-47 in-place tensor ops with no indexing, no bool tensors and no host syncs.
 
-Noise is drawn per *draw unit* of ``unit_rows`` leaf rows (whole episodes), all ``D`` steps at
+Noise is drawn per *draw unit* of ``UNIT_ROWS`` leaf rows (whole episodes), all ``D`` steps at
 once, as ``randn(D, K_n, E_u, L)`` on the contiguous span of relevant dims whose sigma is
 non-zero in some setting; a unit whose settings are all noise-free draws nothing. Units depend
-only on the batch and the device, so chunking for memory never changes a decision.
+only on the batch and the device, so chunking for memory never changes a decision (see
+``gridplan.planner`` for the one exception, a budget too small for one unit's noise).
 
 Letter legend: ``E`` episodes, ``L = 4^D`` leaves, ``D`` depth, ``K`` relevant dims.
 """
@@ -56,10 +57,9 @@ UNIT_ROWS = {"cpu": 2**17, "cuda": 2**22}
 #: Float32 buffers of one chunk row: K <= 7 state dims, 2 targets, 3 temporaries, score, alive
 #: (one temporary takes the V* gather); an int64 index comes on top.
 BUFFERS_PER_ROW = 14
-#: Models whose ``predict`` is exactly the noise family's; subclasses that override ``predict``
-#: are rolled through ``predict`` like any other model.
+#: Models whose ``predict`` is exactly the noise family's. Subclasses (which may change
+#: ``predict``) are rolled through ``predict`` like any other model.
 FUSED_MODELS = (NoiseModel, OracleModel, AR1NoiseModel)
-_ROW, _COL = 1, 0
 
 
 def _at_least(buffer: torch.Tensor, numel: int) -> torch.Tensor:
@@ -80,20 +80,20 @@ class RelevantRollout:
     Args:
         sigma: ``(M, 12)`` per-setting noise std, normalized units (``NoiseModel.sigma``).
         rho: AR(1) correlation across imagined steps, or ``None`` for independent noise.
-        depth: ``D >= 1``.
+        sequences: ``(L, D)`` long action sequences of the leaves
+            (``gridplan.planner.action_sequences``).
         task: ``"A"`` or ``"B"``.
         discounts: ``D + 1`` floats ``gamma^t``.
         values: the task's flat V* table (``ValueTable.table``), on the rollout's device.
     """
 
-    def __init__(self, sigma, rho, depth, task, discounts, values) -> None:
+    def __init__(self, sigma, rho, sequences, task, discounts, values) -> None:
         device = values.device
-        self.depth = depth
+        self.n_leaves, self.depth = sequences.shape
         self.task = task
         self.rho = rho
         self.discounts = discounts
         self.values = values
-        self.n_leaves = 4**depth
         self.dims = RELEVANT_DIMS[task]
         self.n_dims = len(self.dims)
         sig = sigma[:, list(self.dims)].to(device)
@@ -102,26 +102,22 @@ class RelevantRollout:
         self.lo, self.hi = (noisy[0], noisy[-1] + 1) if noisy else (0, 0)
         self.scales = sig[:, self.lo : self.hi]
         self.quiet_settings = (self.scales == 0).all(dim=1).cpu()
-        digits = torch.arange(self.n_leaves, device=device)
-        powers = 4 ** torch.arange(depth - 1, -1, -1, device=device)
-        actions = (digits.unsqueeze(0) // powers.unsqueeze(1)) % 4
-        moves = MOVES.to(device).float()
-        #: ``(D, L)`` x and y displacement of step ``t`` for every leaf.
-        self.dx = moves[actions, _COL].contiguous()
-        self.dy = moves[actions, _ROW].contiguous()
+        #: ``(D, L)`` x and y displacement of every leaf's step-``t`` action.
+        moves = MOVES.to(device).float()[sequences.T.to(device)]
+        self.dx, self.dy = (m.contiguous() for m in moves.unbind(dim=2))
         self._work = torch.empty(0, device=device)
         self._index = torch.empty(0, dtype=torch.long, device=device)
         self._noise = torch.empty(0, device=device)
 
     @classmethod
-    def for_model(cls, model, depth, task, discounts, values) -> RelevantRollout | None:
+    def for_model(cls, model, sequences, task, discounts, values) -> RelevantRollout | None:
         """A rollout for ``model`` if it is exactly a built-in noise-family model, else None."""
         if type(model) not in FUSED_MODELS:
             return None
         rho = model.rho if isinstance(model, AR1NoiseModel) else None
-        return cls(model.sigma, rho, depth, task, discounts, values)
+        return cls(model.sigma, rho, sequences, task, discounts, values)
 
-    def draw_noise(self, settings: torch.Tensor, generator: torch.Generator):
+    def draw_noise(self, settings: torch.Tensor, generator: torch.Generator) -> torch.Tensor | None:
         """Noise of one draw unit: ``(D, K_n, E, L)`` normalized units, or ``None`` if the unit's
         settings are all noise-free on the relevant dims.
 
@@ -171,6 +167,8 @@ class RelevantRollout:
         for t in range(self.depth):
             # Agent, door and key (gridplan.env.relevant_step): a target off the grid clamps
             # back onto the agent's own cell; in the wall column only the open door admits.
+            # t1..t3 are 0/1 masks: t3 target in the wall column, t1 target is the door cell,
+            # t2 ... and the door is open; then t1 opens it (closed, carrying) and t3 moves.
             torch.add(ax, self.dx[t], out=nx).clamp_(0, GRID_SIZE - 1)
             torch.add(ay, self.dy[t], out=ny).clamp_(0, GRID_SIZE - 1)
             torch.eq(nx, WALL_X, out=t3)
@@ -181,6 +179,7 @@ class RelevantRollout:
             torch.sub(t2, t3, out=t3).add_(1.0)
             ax.lerp_(nx, t3)
             ay.lerp_(ny, t3)
+            # Picking up: the agent ends on the key; a carried key follows the agent.
             torch.eq(ax, kx, out=t1)
             torch.eq(ay, ky, out=t2)
             torch.maximum(carry, t1.mul_(t2), out=carry)
@@ -217,6 +216,7 @@ class RelevantRollout:
             return
         c1 = state[self.n_dims - 1]
         low, high = GOAL_B_C1_FALSE[1], GOAL_B_C1_TRUE[1]
+        # Both Task B cells lie in the same column; c1 picks which row is the goal.
         torch.eq(ax, GOAL_B_C1_TRUE[0], out=t1)
         goal_y = torch.mul(c1, high - low, out=t3).add_(low)
         torch.eq(ay, goal_y, out=t2).mul_(t1)

@@ -114,7 +114,7 @@ class Planner:
         self.rollout = None
         if fused:
             self.rollout = RelevantRollout.for_model(
-                model, depth, task, self.discounts, self.values.table
+                model, self.sequences, task, self.discounts, self.values.table
             )
         self.max_memory = max_memory
         fused_rollout = self.rollout is not None
