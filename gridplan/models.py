@@ -3,7 +3,9 @@
 Paper §4.2; SPEC §3. Every model is one imagined step
 ``predict(state (N, 12), action (N,), generator) -> (N, 12)``; the planner and every metric
 use only this, plus ``start_rollout`` before each imagined rollout (models with memory
-across imagined steps, such as AR(1) noise, reset it there).
+across imagined steps, such as AR(1) noise, reset it there). The one exception: the planner
+rolls ``NoiseModel``, ``OracleModel`` and ``AR1NoiseModel`` themselves (not subclasses) through
+``gridplan.fused``, the same arithmetic on the decision-relevant dims only.
 
 Several noise settings can share one batch: a model built from ``M`` settings treats the
 ``N`` rows as ``M`` equal contiguous blocks, block ``m`` belonging to setting ``m``. The
