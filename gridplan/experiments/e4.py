@@ -424,7 +424,7 @@ def run(ctx: GroupContext) -> Report:
             "irrelevant mass",
             "last backup change",
             "fit MSE",
-            "mean |V_fit − V*|",
+            "mean abs(V_fit − V*)",
             "Spearman(V_fit, V*)",
         ],
         [
