@@ -73,7 +73,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick and args.profile not in ("full", "quick"):
         parser.error("--quick conflicts with --profile " + args.profile)
     profile = "quick" if args.quick else args.profile
-    names = [n for n in args.only.split(",") if n.strip()] if args.only else None
+    names = None
+    if args.only is not None:
+        names = [n.strip() for n in args.only.split(",") if n.strip()]
+        if not names:
+            parser.error(f"--only names no group; valid groups: {', '.join(GROUPS)}")
     try:
         status = run_groups(
             GROUPS,
