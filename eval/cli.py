@@ -133,9 +133,27 @@ def expand_checkpoints(patterns: list[str]) -> list[Path]:
     return [Path(p) for p in paths]
 
 
-def checkpoint_json_path(ckpt: Path) -> Path:
-    """Where a checkpoint's report goes by default: ``best.ckpt`` -> ``best.eval.json``."""
-    return ckpt.with_suffix(".eval.json")
+def checkpoint_json_path(ckpt: Path, task: str = "A", depth: int = 2) -> Path:
+    """Where a checkpoint's report goes by default: ``best.ckpt`` -> ``best.eval.json`` for
+    the default protocol (Task A, depth 2), ``best.eval.B-d4.json`` for any other, so reports
+    of different tasks or depths never replace each other."""
+    if (task, depth) == ("A", 2):
+        return ckpt.with_suffix(".eval.json")
+    return ckpt.with_suffix(f".eval.{task}-d{depth}.json")
+
+
+def check_device(device: str) -> torch.device:
+    """Parse ``--device``; Raises ValueError if torch cannot use it here."""
+    try:
+        dev = torch.device(device)
+    except RuntimeError as err:
+        raise ValueError(f"--device {device!r} is not a torch device: {err}") from err
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(
+            f"--device {device} but this torch ({torch.__version__}) sees no CUDA GPU; "
+            "use --device cpu"
+        )
+    return dev
 
 
 def _checkpoint_info(path: Path, model) -> dict:
@@ -162,7 +180,12 @@ def _evaluate_checkpoints(args: argparse.Namespace) -> None:
             f"--json names one file but {len(paths)} checkpoints were given; without --json "
             "each report goes beside its checkpoint"
         )
-    outs = [Path(args.json) if args.json else checkpoint_json_path(p) for p in paths]
+    outs = [
+        Path(args.json) if args.json else checkpoint_json_path(p, args.task, args.depth)
+        for p in paths
+    ]
+    if any(o.is_dir() for o in outs):
+        raise ValueError(f"--json must name a file, not a folder: {args.json}")
     taken = [str(o) for o in outs if o.exists()]
     if taken and not args.force:
         raise FileExistsError(f"{', '.join(taken)} already exist(s); pass --force to overwrite")
@@ -193,8 +216,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        torch.device(args.device)
+        check_device(args.device)
         _fill_defaults(args)
+        if args.json and not args.ckpt:
+            out = Path(args.json)
+            if out.is_dir():
+                raise ValueError(f"--json must name a file, not a folder: {out}")
+            if out.exists() and not args.force:
+                raise FileExistsError(f"{out} already exists; pass --force to overwrite it")
         if args.ckpt:
             _evaluate_checkpoints(args)
             return 0

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
 import yaml
 from omegaconf import II, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -333,6 +334,10 @@ def _require(ok: bool, message: str) -> None:
         raise ValueError(message)
 
 
+#: Lightning accelerators accepted by ``trainer.accelerator``.
+ACCELERATORS = ("auto", "cpu", "gpu", "cuda", "mps")
+
+
 def validate(cfg: DictConfig) -> DictConfig:
     """Check value ranges the type system cannot; returns ``cfg``.
 
@@ -390,6 +395,16 @@ def validate(cfg: DictConfig) -> DictConfig:
         t["limit_train_batches"] is None or t["limit_train_batches"] >= 1,
         f"trainer.limit_train_batches must be >= 1 or null, got {t['limit_train_batches']}",
     )
+    _require(
+        t["accelerator"] in ACCELERATORS,
+        f"unknown trainer.accelerator {t['accelerator']!r}; valid: {', '.join(ACCELERATORS)}",
+    )
+    _require(
+        t["accelerator"] not in ("gpu", "cuda") or torch.cuda.is_available(),
+        f"trainer.accelerator={t['accelerator']} but torch sees no CUDA GPU "
+        f"(torch {torch.__version__}); use trainer.accelerator=auto or cpu",
+    )
+    _require(0 <= c["seed"] < 2**32, f"seed must lie in 0..2**32-1, got {c['seed']}")
     _require(bool(c["out_dir"]), "out_dir must not be empty")
     name = c["name"]
     _require(

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import torch
 
 from gridplan.constants import CELL_SCALE, NOISE_RELEVANT_DIMS, STATE_DIM
-from gridplan.env import transition
+from gridplan.env import check_action, check_state, transition
 
 
 class WorldModel(abc.ABC):
@@ -145,7 +145,10 @@ class NoiseModel(WorldModel):
         return (z * scales).reshape(n, STATE_DIM)
 
     def predict(self, state, action, generator):
-        nxt = transition(state, action, generator)[0]
+        """Validated imagined step; Raises ValueError on a malformed state or action."""
+        check_state(state)
+        check_action(action, state.shape[0])
+        nxt = transition(state, action.long(), generator)[0]
         if self._deterministic:
             return nxt
         return (nxt + self.noise(state.shape[0], generator)).clamp_(0.0, 1.0)
@@ -188,7 +191,9 @@ class AR1NoiseModel(NoiseModel):
         self._state = None
 
     def predict(self, state, action, generator):
-        nxt = transition(state, action, generator)[0]
+        check_state(state)
+        check_action(action, state.shape[0])
+        nxt = transition(state, action.long(), generator)[0]
         fresh = self.noise(state.shape[0], generator)
         if self._state is None or self._state.shape[0] != state.shape[0]:
             self._state = fresh

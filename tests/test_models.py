@@ -176,3 +176,18 @@ def test_ar1_start_rollout_forgets_the_previous_rollout(make_state):
 def test_bad_noise_settings_are_rejected_naming_the_problem(build, match):
     with pytest.raises(ValueError, match=match):
         build()
+
+
+@pytest.mark.parametrize("model", [OracleModel(), AR1NoiseModel.controlled(0.2, 0.1)])
+@pytest.mark.parametrize(
+    ("state", "action", "message"),
+    [
+        (torch.zeros(3, 11), torch.zeros(3, dtype=torch.long), "shape"),
+        (torch.full((3, 12), float("nan")), torch.zeros(3, dtype=torch.long), "non-finite"),
+        (torch.zeros(3, 12), torch.full((3,), 4), "0..3"),
+        (torch.zeros(3, 12), torch.zeros(3), "integer"),
+    ],
+)
+def test_built_in_models_reject_bad_predict_inputs_by_name(model, state, action, message):
+    with pytest.raises(ValueError, match=message):
+        model.predict(state, action, torch.Generator().manual_seed(0))

@@ -66,6 +66,8 @@ def test_experiment_preset_sets_groups_and_values_and_the_command_line_wins():
         ("variant.irrelevant_weight=-1", "variant.irrelevant_weight must be a finite number"),
         ("data.budget=lots", "budget must be a transition count"),
         ("seed", "is not of the form key=value"),
+        ("seed=-1", "seed must lie in 0..2"),
+        ("trainer.accelerator=tpu9", "unknown trainer.accelerator 'tpu9'; valid: auto, cpu"),
     ],
 )
 def test_bad_overrides_are_errors_that_name_the_valid_choices(override, message):
@@ -187,3 +189,12 @@ def test_eval_reports_bad_checkpoint_arguments(args, message, capsys):
         _eval(*args)
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_eval_reports_of_another_task_or_depth_go_beside_the_default_one():
+    from eval.cli import checkpoint_json_path
+
+    ckpt = Path("runs/x/version_0/checkpoints/best.ckpt")
+    assert checkpoint_json_path(ckpt).name == "best.eval.json"
+    assert checkpoint_json_path(ckpt, "B", 4).name == "best.eval.B-d4.json"
+    assert checkpoint_json_path(ckpt, "A", 4).name == "best.eval.A-d4.json"

@@ -33,8 +33,21 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    from lightning.pytorch.utilities.exceptions import SIGTERMException
+
     from train.train import train
 
+    try:
+        _run_all(runs, train)
+    except SIGTERMException:
+        # Lightning's SIGTERM exception is a SystemExit without a code (exit status 0); a
+        # preempted run must not look like a finished one.
+        print("error: training was terminated (SIGTERM); no checkpoint line", file=sys.stderr)
+        return 143
+    return 0
+
+
+def _run_all(runs, train) -> None:
     for i, cfg in enumerate(runs, 1):
         header = f"run {i}/{len(runs)}" if len(runs) > 1 else "run"
         print(f"=== {header}: resolved config ===\n{to_yaml(cfg)}", flush=True)
@@ -46,7 +59,6 @@ def main(argv: list[str] | None = None) -> int:
             f"DRPE_binary {metrics['best/DRPE_binary']:.4f}  ({metrics['train_seconds']:.0f} s)"
         )
         print(f"checkpoint: {artifacts['best_checkpoint']}", flush=True)
-    return 0
 
 
 if __name__ == "__main__":
