@@ -170,6 +170,22 @@ def _checkpoint_info(path: Path, model) -> dict:
     }
 
 
+def _report(model, info: dict, args: argparse.Namespace) -> dict:
+    """``model_report`` with the protocol given on the command line."""
+    return model_report(
+        model,
+        info,
+        task=args.task,
+        depth=args.depth,
+        seeds=list(range(args.seeds)),
+        episodes=args.episodes,
+        horizon=args.horizon,
+        n_windows=args.eval_windows,
+        device=args.device,
+        progress=not args.no_progress,
+    )
+
+
 def _evaluate_checkpoints(args: argparse.Namespace) -> None:
     from gridplan.learned import load_world_model
     from gridplan.training import log_report
@@ -192,18 +208,7 @@ def _evaluate_checkpoints(args: argparse.Namespace) -> None:
     # Every file is loaded (and validated) before the first, possibly long, evaluation.
     models = [load_world_model(p, args.device) for p in paths]
     for path, model, out in zip(paths, models, outs, strict=True):
-        report = model_report(
-            model,
-            _checkpoint_info(path, model),
-            task=args.task,
-            depth=args.depth,
-            seeds=list(range(args.seeds)),
-            episodes=args.episodes,
-            horizon=args.horizon,
-            n_windows=args.eval_windows,
-            device=args.device,
-            progress=not args.no_progress,
-        )
+        report = _report(model, _checkpoint_info(path, model), args)
         print(format_table(report))
         write_json(report, out, overwrite=args.force)
         run_dir = path.parent.parent if path.parent.name == "checkpoints" else path.parent
@@ -228,18 +233,7 @@ def main(argv: list[str] | None = None) -> int:
             _evaluate_checkpoints(args)
             return 0
         model, info = _builtin_model(args)
-        report = model_report(
-            model,
-            info,
-            task=args.task,
-            depth=args.depth,
-            seeds=list(range(args.seeds)),
-            episodes=args.episodes,
-            horizon=args.horizon,
-            n_windows=args.eval_windows,
-            device=args.device,
-            progress=not args.no_progress,
-        )
+        report = _report(model, info, args)
         print(format_table(report))
         if args.json:
             path = write_json(report, args.json, overwrite=args.force)
