@@ -465,6 +465,13 @@ def main(argv: list[str] | None = None) -> int:
 
     info = machine(device)
     print(f"machine: {info}")
+    busy = info.get("load_average", [0.0])[0]
+    if device.type == "cpu" and busy > 0.5 and torch.get_num_threads() > 1:
+        print(
+            f"warning: load average {busy} on {info['cpus']} CPUs: other processes compete, and "
+            "torch's OpenMP threads can stall at every op (docs/PERFORMANCE.md, Threads); "
+            "timings are unreliable, --threads 1 degrades least"
+        )
     bandwidth = memory_bandwidth(device)
     normals = normal_rate(device)
     print(f"copy bandwidth {bandwidth / 1e9:.1f} GB/s (read + write); randn {fmt_rate(normals)}/s")
