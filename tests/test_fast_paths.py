@@ -7,6 +7,9 @@ values, and the noise they draw must have the model's law.
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -167,6 +170,27 @@ def test_reused_buffers_do_not_leak_between_decisions_of_different_sizes(random_
         fresh = Planner(model, 2).action_values(roots, torch.Generator().manual_seed(9))
         reused = planner.action_values(roots, torch.Generator().manual_seed(9))
         assert torch.equal(reused, fresh)
+
+
+def load_bench():
+    """``scripts/bench_planner.py`` as a module (scripts/ is not a package)."""
+    path = Path(__file__).resolve().parents[1] / "scripts" / "bench_planner.py"
+    spec = importlib.util.spec_from_file_location("bench_planner", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("task", ["A", "B"])
+@pytest.mark.parametrize("name", ["large sigma flips flags", "ar1"])
+def test_the_plain_python_reference_handed_the_fused_draws_chooses_the_same_actions(
+    random_states, task, name
+):
+    # The benchmark's adapter feeds ref_plan the batched planner's tie and noise draws.
+    planner = Planner(NOISY_MODELS[name](), 2, task)
+    roots = mixed_roots(task, 30, 1, random_states, seed=11)
+    result = load_bench().run_reference(planner, roots, episodes=30)
+    assert (result["identical"], result["checked"]) == (True, 30)
 
 
 def test_only_the_exact_built_in_models_take_the_fused_rollout():
