@@ -51,7 +51,7 @@ from tqdm.auto import tqdm
 
 import gridplan
 from gridplan.closed_loop import OUTCOMES, EpisodeResults, evaluate
-from gridplan.constants import DOOR_CELL, GRID_SIZE, WALL_X
+from gridplan.constants import AGENT_X, AGENT_Y, CELL_SCALE, DOOR_CELL, GRID_SIZE, WALL_X
 from gridplan.data import EvalWindows, eval_windows
 from gridplan.env import goal_cells
 from gridplan.stats import SpearmanResult, mean_se
@@ -377,6 +377,33 @@ def draw_gridworld(ax, task: str = "A", c1: bool = False) -> None:
         hx, hy = hazard[0].tolist()
         ax.add_patch(Rectangle((hx - 0.5, hy - 0.5), 1, 1, color="red", alpha=0.5))
         ax.text(hx, hy, "hazard", ha="center", va="center", fontsize=6)
+
+
+def plot_episode_path(
+    ax, trajectory, steps, outcome, row: int, name: str, color: str, offset: float, **style
+) -> np.ndarray:
+    """Plot the true agent path of episode ``row`` of a recorded closed loop, shifted by
+    ``offset`` cells so two paths stay apart; the label gives its outcome and length.
+
+    Args:
+        trajectory: ``(T + 1, B, 12)`` recorded states; ``steps``, ``outcome``: ``(B,)``.
+
+    Returns:
+        ``(t + 1, 2)`` agent cells of the path (unshifted).
+    """
+    t = int(steps[row])
+    path = (trajectory[: t + 1, row][:, [AGENT_X, AGENT_Y]] * CELL_SCALE).cpu().numpy()
+    end = OUTCOMES[int(outcome[row])]
+    ax.plot(
+        path[:, 0] + offset,
+        path[:, 1] + offset,
+        "-o",
+        color=color,
+        markersize=3,
+        label=f"{name} ({end}, {t} steps)",
+        **style,
+    )
+    return path
 
 
 _WINDOWS_CACHE: dict[tuple, EvalWindows] = {}

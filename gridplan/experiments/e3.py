@@ -63,6 +63,7 @@ from gridplan.experiments.common import (
     fmt_rho,
     fmt_se,
     new_figure,
+    plot_episode_path,
     standard_windows,
     write_models,
 )
@@ -453,17 +454,8 @@ def failure_figure(results, n: int, random_idx: int, ref_idx: int, names, carryi
     ax.plot(kx, ky, marker="*", color="gold", markersize=14, markeredgecolor="k", label="key")
     for idx, color, offset in [(random_idx, "tab:red", -0.12), (ref_idx, "tab:blue", 0.12)]:
         row = idx * n + episode
-        t = int(steps[row])
-        path = (traj[: t + 1, row][:, [AGENT_X, AGENT_Y]] * CELL_SCALE).numpy()
-        end = OUTCOMES[int(outcome[row])]
-        ax.plot(
-            path[:, 0] + offset,
-            path[:, 1] + offset,
-            "-o",
-            color=color,
-            markersize=3,
-            alpha=0.8,
-            label=f"{names[idx]} ({end}, {t} steps)",
+        path = plot_episode_path(
+            ax, traj, steps, outcome, row, names[idx], color, offset, alpha=0.8
         )
         # A looping agent revisits cells: mark how many steps it spent on each.
         cells, visits = np.unique(np.rint(path).astype(int), axis=0, return_counts=True)

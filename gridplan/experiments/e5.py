@@ -34,6 +34,7 @@ from gridplan.experiments.common import (
     fmt,
     fmt_se,
     new_figure,
+    plot_episode_path,
     standard_windows,
 )
 from gridplan.metrics import prediction_metrics
@@ -112,18 +113,7 @@ def trajectory_figure(
     ax.plot(kx, ky, marker="*", color="gold", markersize=14, markeredgecolor="k", label="key")
     names = {0: "c1-noise model", 1: "c2-noise model"}
     for k, (color, offset) in enumerate([("tab:red", -0.12), ("tab:blue", 0.12)]):
-        row = k * n + episode
-        t = int(steps[row])
-        path = (trajectory[: t + 1, row][:, [AGENT_X, AGENT_Y]] * CELL_SCALE).cpu().numpy()
-        end = ["goal", "hazard", "timeout"][int(outcome[row])]
-        ax.plot(
-            path[:, 0] + offset,
-            path[:, 1] + offset,
-            "-o",
-            color=color,
-            markersize=3,
-            label=f"{names[k]} ({end}, {t} steps)",
-        )
+        plot_episode_path(ax, trajectory, steps, outcome, k * n + episode, names[k], color, offset)
     ax.plot(*(start[[AGENT_X, AGENT_Y]] * CELL_SCALE).tolist(), "ks", markersize=8, label="start")
     ax.legend(loc="upper left", fontsize=7, framealpha=0.9)
     ax.set_title(f"Task B, one start state ({why})", fontsize=8)
