@@ -126,7 +126,8 @@ class Task:
             if set(self.relevant_dims) != set(read):
                 raise ValueError(
                     f"task {self.name!r}: relevant_dims must be the dims V* reads, {read} "
-                    f"(c1 only with swap_on_c1), got {self.relevant_dims!r}"
+                    f"(c1 only with swap_on_c1), got {self.relevant_dims!r}; pass "
+                    "relevant_dims=None to have it filled in"
                 )
         object.__setattr__(self, "relevant_dims", read)
         _check_dims("noise_relevant_dims", self.noise_relevant_dims)

@@ -29,6 +29,7 @@ import math
 import os
 import platform
 import struct
+import sys
 import time
 from pathlib import Path
 
@@ -36,11 +37,14 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from gridplan.closed_loop import evaluate, start_states
-from gridplan.fused import FusedNoiseScorer
-from gridplan.models import NoiseModel, OracleModel, noise_grid
-from gridplan.planner import DEFAULT_MAX_MEMORY, Planner
-from gridplan.reference import (
+# Run from any folder against this checkout, installed or not.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gridplan.closed_loop import evaluate, start_states  # noqa: E402
+from gridplan.fused import FusedNoiseScorer  # noqa: E402
+from gridplan.models import NoiseModel, OracleModel, noise_grid  # noqa: E402
+from gridplan.planner import DEFAULT_MAX_MEMORY, Planner  # noqa: E402
+from gridplan.reference import (  # noqa: E402
     REF_DISTRACTOR_MOVES,
     ref_decode,
     ref_encode,
@@ -49,7 +53,7 @@ from gridplan.reference import (
     ref_step,
     value_table_list,
 )
-from gridplan.tasks import TASK_A, Task
+from gridplan.tasks import TASK_A, Task  # noqa: E402
 
 MODELS = {
     "oracle": OracleModel,
