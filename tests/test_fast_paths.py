@@ -228,3 +228,25 @@ def test_a_noise_family_subclass_is_rolled_through_predict_unless_it_declares_a_
     assert scorer(Custom(torch.zeros(STATE_DIM))) is GenericScorer
     assert scorer(Declared(torch.zeros(STATE_DIM))) is FusedNoiseScorer
     assert type(Planner(OracleModel(), 1, generic=True).scorer) is GenericScorer
+
+
+@pytest.mark.parametrize(
+    "task",
+    [
+        Task(name="static hazard", goal=(7, 0), hazard=(6, 1)),
+        Task(name="diagonal swap", goal=(7, 0), hazard=(6, 7), swap_on_c1=True),
+    ],
+    ids=lambda t: t.name,
+)
+def test_the_fused_scorer_reads_any_goal_and_hazard_geometry_from_the_task(random_states, task):
+    # Beyond the paper's tasks: a hazard that never swaps, and a swap across rows and columns.
+    roots = mixed_roots(task, 30, 1, random_states, seed=12)
+    fused = Planner(OracleModel(), 2, task)
+    generic = Planner(OracleModel(), 2, task, generic=True)
+    want = generic.action_values(roots, torch.Generator())
+    assert torch.equal(fused.action_values(roots, torch.Generator()), want)
+    torch.testing.assert_close(want, task.value_table().q_values(roots), atol=1e-6, rtol=0)
+    model = NoiseModel.controlled(2.0, 0.8)
+    noisy = Planner(model, 2, task).action_values(roots, torch.Generator().manual_seed(3))
+    replay = ReplayedNoise(fused_draws(Planner(model, 2, task), roots, 3), task)
+    assert torch.equal(noisy, Planner(replay, 2, task).action_values(roots, torch.Generator()))
