@@ -47,6 +47,7 @@ from tensordict.nn import TensorDictModule, TensorDictSequential  # noqa: E402
 from torchrl.data import Bounded, Categorical, Composite, Unbounded  # noqa: E402
 from torchrl.envs import EnvBase  # noqa: E402
 from torchrl.envs.model_based import ModelBasedEnvBase  # noqa: E402
+from torchrl.modules import ValueOperator  # noqa: E402
 
 #: Event flags of a step, as ``GridEnv`` writes them.
 EVENTS = ("goal", "hazard", "pickup", "door_opened")
@@ -320,6 +321,27 @@ class WorldModelEnv(ModelBasedEnvBase):
         """``EnvBase.rollout``, with the model's ``start_rollout`` before its first step."""
         self._predict.rollout_pending = True
         return super().rollout(max_steps, *args, **kwargs)
+
+
+class _VStar(nn.Module):
+    def __init__(self, task: Task, device) -> None:
+        super().__init__()
+        self.values = _core.value_table(task, device)
+
+    def forward(self, observation: torch.Tensor) -> torch.Tensor:
+        v = self.values.lookup(observation.reshape(-1, STATE_DIM))
+        return v.view(*observation.shape[:-1], 1)
+
+
+def value_operator(task: str | Task = "A", device: torch.device | str = "cpu") -> ValueOperator:
+    """The task's exact V* (``gridplan.values``) as a TorchRL ``ValueOperator``:
+    ``observation (..., 12) -> state_value (..., 1)``, read through the rounded relevant dims.
+
+    For ``MPPIPlanner``'s advantage module, e.g. ``TDLambdaEstimator(gamma=0.95, lmbda=0.95,
+    value_network=value_operator("A"), deactivate_vmap=True)`` (the lookup's in-place
+    rounding has no vmap rule).
+    """
+    return ValueOperator(_VStar(_core.resolve(task), device), in_keys=["observation"])
 
 
 def _argmax(scores: torch.Tensor) -> torch.Tensor:
