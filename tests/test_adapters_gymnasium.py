@@ -216,7 +216,7 @@ def test_next_step_autoreset_matches_gymnasiums_sync_vector_env(make_state):
     restarted = np.zeros(2, dtype=bool)
     for actions in ([RIGHT, UP], [UP, UP], [UP, RIGHT], [DOWN, RIGHT], [UP, UP], [LEFT, UP]):
         a, b = ours.step(np.array(actions)), sync.step(np.array(actions))
-        for x, y in zip(a[1:4], b[1:4]):
+        for x, y in zip(a[1:4], b[1:4], strict=True):
             np.testing.assert_array_equal(x, y)
         assert a[4]["_goal"].tolist() == b[4].get("_goal", np.zeros(2, bool)).tolist()
         restarted |= ~a[4]["_goal"]

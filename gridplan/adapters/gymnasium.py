@@ -304,7 +304,8 @@ class GridPlanVectorEnv(VectorEnv):
         if self.autoreset_mode == AutoresetMode.SAME_STEP and ended.any():
             # As Gymnasium's SyncVectorEnv: the ended step's data moves to final_obs/final_info.
             final = np.full(n, None, dtype=object)
-            for i, row in zip(ended.nonzero().flatten().tolist(), _numpy(self._state[ended])):
+            rows = ended.nonzero().flatten().tolist()
+            for i, row in zip(rows, _numpy(self._state[ended]), strict=True):
                 final[i] = row
             info["final_obs"], info["_final_obs"] = final, _numpy(ended)
             info["final_info"] = _event_info(events, ended)
