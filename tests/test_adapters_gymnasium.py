@@ -8,24 +8,18 @@ import subprocess
 import sys
 import warnings
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from gymnasium.utils.env_checker import check_env
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
+from gymnasium.wrappers.vector import RecordEpisodeStatistics
 
-gym = pytest.importorskip("gymnasium")
-
-from gymnasium.utils.env_checker import check_env  # noqa: E402
-from gymnasium.vector import AutoresetMode, SyncVectorEnv  # noqa: E402
-from gymnasium.wrappers.vector import RecordEpisodeStatistics  # noqa: E402
-
-from gridplan import env as core  # noqa: E402
-from gridplan import tasks  # noqa: E402
-from gridplan.adapters.gymnasium import (  # noqa: E402
-    ENV_IDS,
-    GridPlanEnv,
-    GridPlanVectorEnv,
-)
-from gridplan.constants import DOWN, LEFT, RIGHT, UP  # noqa: E402
+from gridplan import env as core
+from gridplan import tasks
+from gridplan.adapters.gymnasium import ENV_IDS, GridPlanEnv, GridPlanVectorEnv
+from gridplan.constants import DOWN, LEFT, RIGHT, UP
 
 #: Dims that the actions decide (agent, key, flags); the distractors are random.
 DECIDED = slice(0, 8)

@@ -11,26 +11,23 @@ import sys
 
 import pytest
 import torch
+from tensordict import TensorDict
+from torchrl.envs.utils import check_env_specs
+from torchrl.modules.planners import CEMPlanner, MPPIPlanner
+from torchrl.objectives.value import TDLambdaEstimator
 
-pytest.importorskip("torchrl")
-
-from tensordict import TensorDict  # noqa: E402
-from torchrl.envs.utils import check_env_specs  # noqa: E402
-from torchrl.modules.planners import CEMPlanner, MPPIPlanner  # noqa: E402
-from torchrl.objectives.value import TDLambdaEstimator  # noqa: E402
-
-from gridplan import env as core  # noqa: E402
-from gridplan import tasks  # noqa: E402
-from gridplan.adapters.torchrl import (  # noqa: E402
+from gridplan import env as core
+from gridplan import tasks
+from gridplan.adapters.torchrl import (
     GridEnv,
     WorldModelEnv,
     planning_policy,
     value_operator,
 )
-from gridplan.closed_loop import start_states  # noqa: E402
-from gridplan.constants import DOWN, GAMMA, LEFT, RIGHT, UP  # noqa: E402
-from gridplan.models import NoiseModel, OracleModel, WorldModel  # noqa: E402
-from gridplan.values import ValueTable  # noqa: E402
+from gridplan.closed_loop import start_states
+from gridplan.constants import DOWN, GAMMA, LEFT, RIGHT, UP
+from gridplan.models import NoiseModel, OracleModel, WorldModel
+from gridplan.values import ValueTable
 
 
 def from_states(env: GridEnv, state: torch.Tensor) -> TensorDict:

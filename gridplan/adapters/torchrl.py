@@ -127,10 +127,13 @@ class GridEnv(EnvBase):
         b = self.batch_size[0]
         rows = None if tensordict is None else tensordict.get("_reset", None)
         if kwargs.get("set_state") and tensordict is not None and "observation" in tensordict:
-            state = check_state(tensordict["observation"].reshape(b, STATE_DIM), "observation")
-            if (state < 0).any() or (state > 1).any():
-                raise ValueError("observation must lie in [0, 1] (see gridplan.constants)")
-            state = state.clone()
+            state = check_state(tensordict["observation"], "observation")
+            if state.shape[0] != b or (state < 0).any() or (state > 1).any():
+                raise ValueError(
+                    f"observation must be ({b}, {STATE_DIM}) states in [0, 1] (layout in "
+                    f"gridplan.constants), got shape {tuple(state.shape)}"
+                )
+            state = state.to(device=self.device, dtype=torch.float32, copy=True)
         elif rows is None or bool(rows.all()):
             state = _core.reset(b, self._generator, self.task)
         else:
