@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 import time
 from pathlib import Path
 
@@ -32,10 +33,13 @@ import torch
 from tensordict import TensorDict
 from torchrl.modules.planners import CEMPlanner
 
-from gridplan.adapters import _core
-from gridplan.adapters.torchrl import GridEnv, WorldModelEnv, planning_policy
-from gridplan.closed_loop import HAZARD
-from gridplan.models import NoiseModel, OracleModel
+# Run from any folder against this checkout, installed or not.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gridplan.adapters import _core  # noqa: E402
+from gridplan.adapters.torchrl import GridEnv, WorldModelEnv, planning_policy  # noqa: E402
+from gridplan.closed_loop import HAZARD  # noqa: E402
+from gridplan.models import NoiseModel, OracleModel  # noqa: E402
 
 MODELS = {
     "oracle": OracleModel,
