@@ -5,9 +5,12 @@ models in the true environment."""
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
+import json
 import math
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -282,3 +285,27 @@ def test_a_missing_torchrl_names_the_extra():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "pip install gridplan[torchrl]" in out.stdout
+
+
+def test_the_benchmark_prints_one_row_per_model_and_planner(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: None)  # leave the session's alone
+    path = Path(__file__).resolve().parents[1] / "scripts" / "bench_torchrl.py"
+    spec = importlib.util.spec_from_file_location("bench_torchrl", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = tmp_path / "bench.json"
+    bench.main(["--seeds", "1", "--episodes", "2", "--depth", "1", "--candidates", "8",
+                "--top-k", "2", "--optim-steps", "1", "--json", str(out)])
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["model"], r["planner"]) for r in rows] == [
+        (model, planner)
+        for model in ("oracle", "M(.35,.1)")
+        for planner in ("full-width D=1", "CEM H=1 V*-shaped", "CEM H=1 sparse")
+    ]
+    assert all(r["n"] == 2 and 0 <= r["success"] <= 1 and r["transitions_per_s"] > 0
+               for r in rows)
+    # The depth-1 oracle planner reaches the goal from every start: V* at the leaves.
+    assert rows[0]["success"] == 1.0
+    assert "transitions/s" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        bench.main(["--json", str(out)])
