@@ -24,10 +24,12 @@ from gridplan.constants import DOWN, LEFT, RIGHT, UP
 #: Dims that the actions decide (agent, key, flags); the distractors are random.
 DECIDED = slice(0, 8)
 
+TASK_A, TASK_B = tasks.get("A"), tasks.get("B")
+
 
 def short_task(horizon: int) -> tasks.Task:
     """Task A's geometry with a shorter horizon (an unregistered Task passes straight in)."""
-    return dataclasses.replace(tasks.get("A"), horizon=horizon)
+    return dataclasses.replace(TASK_A, name=f"A-horizon-{horizon}", horizon=horizon)
 
 
 @pytest.mark.parametrize("env_id", sorted(ENV_IDS.values()))
@@ -51,19 +53,19 @@ def test_a_seeded_episode_is_gridplan_env_on_a_generator_seeded_alike():
     env = GridPlanEnv("B")
     obs, info = env.reset(seed=11)
     gen = torch.Generator().manual_seed(11)
-    state = core.reset(1, gen, "B")
+    state = core.reset(1, gen, TASK_B)
     assert info == {}
     np.testing.assert_array_equal(obs, state[0].numpy())
     for action in (UP, RIGHT, RIGHT, DOWN, LEFT):
         obs, reward, terminated, truncated, info = env.step(action)
-        state, r, term, events = core.step(state, torch.tensor([action]), gen, "B")
+        state, r, term, events = core.step(state, torch.tensor([action]), gen, TASK_B)
         np.testing.assert_array_equal(obs, state[0].numpy())
         assert reward == float(r[0]) and terminated == bool(term[0]) and not truncated
         assert info == {name: bool(events[name][0]) for name in info}
     # An unseeded reset continues the stream; a reseed replays the first episode.
     assert not np.array_equal(env.reset()[0], env.reset(seed=11)[0])
     np.testing.assert_array_equal(env.reset(seed=11)[0], core.reset(1, torch.Generator()
-                                  .manual_seed(11), "B")[0].numpy())
+                                  .manual_seed(11), TASK_B)[0].numpy())
 
 
 def test_goal_terminates_with_reward_one_and_the_goal_event(make_state):
@@ -148,13 +150,13 @@ def test_vector_steps_are_one_batched_gridplan_env_step():
     envs = GridPlanVectorEnv(6, "B")
     obs, _ = envs.reset(seed=4)
     gen = torch.Generator().manual_seed(4)
-    state = core.reset(6, gen, "B")
+    state = core.reset(6, gen, TASK_B)
     np.testing.assert_array_equal(obs, state.numpy())
     rng = np.random.default_rng(0)
     for _ in range(5):
         actions = rng.integers(0, 4, 6)
         obs, reward, terminated, truncated, info = envs.step(actions)
-        state, r, term, events = core.step(state, torch.as_tensor(actions), gen, "B")
+        state, r, term, events = core.step(state, torch.as_tensor(actions), gen, TASK_B)
         np.testing.assert_array_equal(obs, state.numpy())
         np.testing.assert_array_equal(reward, r.numpy())
         assert reward.dtype == np.float64
@@ -181,13 +183,13 @@ def test_next_step_autoreset_restarts_the_row_on_the_following_step(make_state):
     gen = torch.Generator().manual_seed(1)
     state = torch.as_tensor(_near_goal_batch(make_state))
     obs, reward, terminated, truncated, info = envs.step(np.array([RIGHT, UP]))
-    state, *_ = core.step(state, torch.tensor([RIGHT, UP]), gen, "A")
+    state, *_ = core.step(state, torch.tensor([RIGHT, UP]), gen, TASK_A)
     assert terminated.tolist() == [True, False] and reward.tolist() == [1.0, 0.0]
     np.testing.assert_array_equal(obs, state.numpy())
     # Next step: row 1 steps, then row 0 gets a fresh start state (its action is ignored).
     obs, reward, terminated, truncated, info = envs.step(np.array([LEFT, UP]))
-    row1, *_ = core.step(state[1:], torch.tensor([UP]), gen, "A")
-    fresh = core.reset(1, gen, "A")
+    row1, *_ = core.step(state[1:], torch.tensor([UP]), gen, TASK_A)
+    fresh = core.reset(1, gen, TASK_A)
     np.testing.assert_array_equal(obs, torch.cat([fresh, row1]).numpy())
     assert reward.tolist() == [0.0, 0.0] and not terminated.any() and not truncated.any()
     assert info["_goal"].tolist() == [False, True]

@@ -28,9 +28,11 @@ from gridplan.adapters.torchrl import (
     value_operator,
 )
 from gridplan.closed_loop import start_states
-from gridplan.constants import DOWN, GAMMA, LEFT, RIGHT, UP
+from gridplan.constants import DOWN, LEFT, RIGHT, UP
 from gridplan.models import NoiseModel, OracleModel, WorldModel
-from gridplan.values import ValueTable
+
+TASK_A, TASK_B = tasks.get("A"), tasks.get("B")
+GAMMA = TASK_A.gamma
 
 
 def from_states(env: GridEnv, state: torch.Tensor) -> TensorDict:
@@ -59,7 +61,7 @@ def closed_loop(planner, start: torch.Tensor, task="A", seed: int = 0) -> Tensor
 
 
 def optimal_steps(start: torch.Tensor) -> torch.Tensor:
-    v = ValueTable("A").lookup(start).double()
+    v = TASK_A.value_table().lookup(start).double()
     return (1 + torch.round(torch.log(v) / math.log(GAMMA))).long()
 
 
@@ -80,12 +82,12 @@ def test_grid_env_is_gridplan_env_on_a_generator_seeded_alike():
     env = GridEnv(6, "B", seed=9)
     td = env.reset()
     gen = torch.Generator().manual_seed(9)
-    state = core.reset(6, gen, "B")
+    state = core.reset(6, gen, TASK_B)
     torch.testing.assert_close(td["observation"], state, rtol=0, atol=0)
     for action in ([UP] * 6, [RIGHT, LEFT, DOWN, UP, RIGHT, RIGHT]):
         td["action"] = torch.tensor(action)
         out = env.step(td)["next"]
-        state, reward, term, events = core.step(state, torch.tensor(action), gen, "B")
+        state, reward, term, events = core.step(state, torch.tensor(action), gen, TASK_B)
         torch.testing.assert_close(out["observation"], state, rtol=0, atol=0)
         assert torch.equal(out["reward"].squeeze(1), reward)
         assert torch.equal(out["terminated"].squeeze(1), term)
@@ -95,7 +97,7 @@ def test_grid_env_is_gridplan_env_on_a_generator_seeded_alike():
 
 
 def test_the_goal_on_the_last_step_terminates_and_the_horizon_truncates(make_state):
-    task = dataclasses.replace(tasks.get("A"), horizon=2)
+    task = dataclasses.replace(TASK_A, name="A-horizon-2", horizon=2)
     env = GridEnv(2, task, seed=0)
     start = torch.cat(
         [make_state(agent=(6, 5), carrying=True, door_open=True), make_state(agent=(0, 0))]
@@ -119,8 +121,8 @@ def test_a_partial_reset_draws_only_the_reset_rows():
     mask = torch.tensor([[False], [True], [False], [True]])
     again = env.reset(first.clone().set("_reset", mask), set_state=False)
     gen = torch.Generator().manual_seed(3)
-    core.reset(4, gen, "A")
-    fresh = core.reset(2, gen, "A")
+    core.reset(4, gen, TASK_A)
+    fresh = core.reset(2, gen, TASK_A)
     expected = first["observation"].clone()
     expected[[1, 3]] = fresh
     torch.testing.assert_close(again["observation"], expected, rtol=0, atol=0)

@@ -27,31 +27,31 @@ def resolve(task: str | Task) -> Task:
 
 def reset(batch: int, generator: torch.Generator, task: Task) -> torch.Tensor:
     """``gridplan.env.reset``: ``(batch, 12)`` float32 start states on ``generator.device``."""
-    return env.reset(batch, generator, task.name)
+    return env.reset(batch, generator, task)
 
 
 def step(
     state: torch.Tensor, action: torch.Tensor, generator: torch.Generator, task: Task
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
     """``gridplan.env.step``: ``(next_state, reward, terminated, info)`` of a validated batch."""
-    return env.step(state, action, generator, task.name)
+    return env.step(state, action, generator, task)
 
 
 def outcome(state: torch.Tensor, task: Task) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Reward of arriving in (possibly predicted) states ``(N, 12)``, read through rounded cells
     and the thresholded ``c1``: ``(reward, goal, hazard)``, each ``(N,)``."""
     agent = env.to_cell(state[:, AGENT_X : AGENT_Y + 1])
-    return env.outcome(agent, env.to_flag(state[:, C1]), task.name)
+    return env.outcome(agent, env.to_flag(state[:, C1]), task)
 
 
 def value_table(task: Task, device: torch.device | str) -> ValueTable:
-    """The task's exact V* table on ``device``."""
-    return ValueTable(task.name, task.gamma, device)
+    """The task's exact V* table on ``device`` (built once per device, shared, read-only)."""
+    return task.value_table(device)
 
 
 def planner(model: WorldModel, depth: int, task: Task, **kwargs) -> Planner:
     """The full-width planner of ``gridplan.planner`` over ``model``."""
-    return Planner(model, depth, task.name, gamma=task.gamma, **kwargs)
+    return Planner(model, depth, task, **kwargs)
 
 
 def closed_loop(
@@ -65,4 +65,4 @@ def start_states(
     seeds: Sequence[int], episodes: int, task: Task, device: torch.device | str = "cpu"
 ) -> torch.Tensor:
     """``gridplan.closed_loop.start_states``: ``(len(seeds) * episodes, 12)``, seed-major."""
-    return _closed_loop.start_states(seeds, episodes, task.name, device)
+    return _closed_loop.start_states(seeds, episodes, task, device)
