@@ -1,4 +1,4 @@
-"""Lightning training of MLP world models: data module, loss variants, dashboards (SPEC §6).
+"""Lightning training of MLP world models: data module, loss variants, dashboards (paper §5.4).
 
 - ``TransitionDataModule``: logged transitions of one behaviour policy and budget (collected
   once, cached under ``data_cache/``), split into train and validation by episode, plus the

@@ -15,6 +15,7 @@ from gridplan.constants import DIM_NAMES, STATE_LAYOUT_VERSION
 from gridplan.data import collect
 from gridplan.learned import load_world_model
 from gridplan.metrics import prediction_metrics
+from gridplan.runs import new_run_dir, train
 from gridplan.training import (
     TransitionDataModule,
     cache_path,
@@ -24,7 +25,6 @@ from gridplan.training import (
     sample_weights,
     weighted_mse,
 )
-from train.train import new_run_dir, train
 
 
 @pytest.mark.parametrize(
