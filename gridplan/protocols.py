@@ -66,6 +66,9 @@ class Protocol:
         return dataclasses.replace(self, **changes)
 
 
+#: Bootstrap resamples of every Spearman CI (paper §5: 2,000).
+BOOTSTRAP_RESAMPLES = 2000
+
 #: Paper §5.1: the controlled models (E1, E2, E5, E6 and ``python -m eval --model``).
 CONTROLLED = Protocol(depth=4, seeds=tuple(range(10)), episodes=30, n_windows=1000)
 #: Paper §5.4: the learned models of Table 3 (E3 and ``python -m eval --ckpt``).
@@ -81,12 +84,14 @@ class Profile:
         summary: what it is for, in a few words (shown by ``--help``).
         controlled: protocol of the controlled models.
         learned: protocol of the learned models (training seeds = closed-loop seeds).
+        n_resamples: bootstrap resamples of the Spearman CIs.
     """
 
     name: str
     summary: str
     controlled: Protocol
     learned: Protocol
+    n_resamples: int = BOOTSTRAP_RESAMPLES
 
 
 _QUICK = CONTROLLED.replace(seeds=(0, 1), episodes=10, n_windows=500)
@@ -106,6 +111,7 @@ PROFILES: dict[str, Profile] = {
         "seconds (plumbing checks)",
         _TINY,
         LEARNED.replace(seeds=_TINY.seeds[:1], episodes=_TINY.episodes, n_windows=_TINY.n_windows),
+        n_resamples=200,
     ),
 }
 

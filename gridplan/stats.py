@@ -23,6 +23,10 @@ import numpy as np
 from scipy.stats import rankdata, spearmanr
 
 from gridplan.closed_loop import OUTCOMES
+from gridplan.protocols import BOOTSTRAP_RESAMPLES
+
+#: Iso-error pairs: E_tot within this relative tolerance (paper §5.2: 10%).
+ISO_TOLERANCE = 0.10
 
 
 def _as_1d(values, name: str) -> np.ndarray:
@@ -147,7 +151,7 @@ def _row_spearman(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def spearman_ci(
-    x, y, n_resamples: int = 2000, seed: int = 0, confidence: float = 0.95
+    x, y, n_resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0, confidence: float = 0.95
 ) -> SpearmanResult:
     """Spearman ρ of paired samples with a paired percentile bootstrap CI (paper §5).
 
@@ -250,7 +254,12 @@ class IsoPairs:
 
 
 def iso_error_pairs(
-    e_tot, drpe, success, tolerance: float = 0.10, n_resamples: int = 2000, seed: int = 0
+    e_tot,
+    drpe,
+    success,
+    tolerance: float = ISO_TOLERANCE,
+    n_resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = 0,
 ) -> IsoPairs:
     """All model pairs with matched total error, and Spearman(|ΔDRPE|, |Δsuccess|) over them.
 
