@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from gridplan.closed_loop import evaluate
-from gridplan.data import eval_windows
+from gridplan import closed_loop, data
 from gridplan.metrics import prediction_metrics
 from gridplan.protocols import CONTROLLED, Protocol
 from gridplan.stats import summarize_episodes
@@ -46,9 +45,9 @@ def model_report(
     """
     if getattr(model, "n_settings", 1) != 1:
         raise ValueError("model_report takes a single-setting model")
-    windows = eval_windows(protocol.n_windows, protocol.horizon, task=task, device=device)
+    windows = data.eval_windows(protocol.n_windows, protocol.horizon, task=task, device=device)
     metrics = prediction_metrics(model, windows, task)[0].to_dict()
-    results = evaluate(
+    results = closed_loop.evaluate(
         model,
         task=task,
         depth=protocol.depth,

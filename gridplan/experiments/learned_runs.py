@@ -145,13 +145,13 @@ def train_run(
         out_dir: where the run folder goes (default ``<group>/runs``).
     """
     # Lightning is imported only by groups that train (it takes seconds to import).
-    from gridplan.runs import train
+    from gridplan import runs
 
     out_dir = out_dir or ctx.out / RUNS
     t0 = time.perf_counter()
     with quiet_lightning(), cpu_threads(ctx):
         run_cfg = run_config(ctx, cfg, row, seed, out_dir)
-        metrics, artifacts = train(run_cfg)
+        metrics, artifacts = runs.train(run_cfg)
     meta = load_world_model(artifacts["best_checkpoint"]).metadata
     return TrainingRun(
         key=row.key,
