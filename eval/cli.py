@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from eval.report import format_table, write_json
-from gridplan.constants import TASKS
+from gridplan import tasks
 from gridplan.evaluation import model_report
 from gridplan.models import NoiseModel, OracleModel
 from gridplan.protocols import CONTROLLED, LEARNED
@@ -92,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=unset,
         help=f"episodes per seed (default: {CONTROLLED.episodes}; --ckpt: {LEARNED.episodes})",
     )
-    p.add_argument("--task", choices=TASKS, default="A")
+    p.add_argument("--task", choices=tasks.names(), default="A")
     p.add_argument(
         "--horizon",
         type=_positive_int,
@@ -194,7 +194,7 @@ def _report(model, info: dict, args: argparse.Namespace) -> dict:
     return model_report(
         model,
         info,
-        task=args.task,
+        task=tasks.get(args.task),
         protocol=args.protocol,
         device=args.device,
         progress=not args.no_progress,
@@ -228,7 +228,7 @@ def _evaluate_checkpoints(args: argparse.Namespace) -> None:
         write_json(report, out, overwrite=args.force)
         run_dir = path.parent.parent if path.parent.name == "checkpoints" else path.parent
         step = int(model.metadata.get("global_step", 0))
-        log_report(run_dir, report, step, "eval", args.task)
+        log_report(run_dir, report, step, "eval", tasks.get(args.task))
         print(f"json: {out}\ntensorboard: {run_dir} (eval/)", flush=True)
 
 

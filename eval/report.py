@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from gridplan import tasks
 from gridplan.constants import DIM_NAMES, STATE_DIM
 from gridplan.values import relevance_weights
 
@@ -39,7 +40,7 @@ def format_table(report: dict) -> str:
     )
     width = max(len(k) for k, _ in rows)
     lines = [f"{k:<{width}}  {v}" for k, v in rows]
-    weights = relevance_weights(report["task"]).tolist()
+    weights = relevance_weights(tasks.get(report["task"])).tolist()
     order = sorted(range(STATE_DIM), key=lambda d: -weights[d])
     lines.append("per-dimension error (ordered by graded relevance weight):")
     for d in order:

@@ -16,12 +16,13 @@ from gridplan import closed_loop, data
 from gridplan.metrics import prediction_metrics
 from gridplan.protocols import CONTROLLED, Protocol
 from gridplan.stats import summarize_episodes
+from gridplan.tasks import TASK_A, Task
 
 
 def model_report(
     model,
     model_info: dict,
-    task: str = "A",
+    task: Task = TASK_A,
     protocol: Protocol = CONTROLLED,
     device: str | torch.device = "cpu",
     progress: bool = True,
@@ -31,7 +32,7 @@ def model_report(
     Args:
         model: a single-setting ``WorldModel``.
         model_info: description stored under ``"model"`` (name, sigmas, checkpoint, ...).
-        task: ``"A"`` or ``"B"``.
+        task: the task (the report stores its name).
         protocol: planner depth, seeds x episodes and held-out windows
             (``gridplan.protocols``).
         device: torch device for everything.
@@ -59,7 +60,7 @@ def model_report(
     summary = summarize_episodes(results, n_seeds=len(protocol.seeds))[0]
     return {
         "model": model_info,
-        "task": task,
+        "task": task.name,
         "depth": protocol.depth,
         "seeds": list(protocol.seeds),
         "episodes": protocol.episodes,

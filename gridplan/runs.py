@@ -25,8 +25,10 @@ from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 from lightning.pytorch.loggers import TensorBoardLogger
 from omegaconf import DictConfig, OmegaConf
 
+from gridplan import tasks
 from gridplan.config import run_name, to_yaml, validate
 from gridplan.learned import load_world_model
+from gridplan.tasks import Task
 from gridplan.training import (
     TransitionDataModule,
     WorldModelModule,
@@ -80,7 +82,7 @@ def _trainer(t: dict, run_dir: Path, logger, best: ModelCheckpoint) -> pl.Traine
     )
 
 
-def _score_best(path: str, windows, task: str, logger, step: int) -> dict[str, Any]:
+def _score_best(path: str, windows, task: Task, logger, step: int) -> dict[str, Any]:
     """Prediction metrics of the best checkpoint on the held-out ``windows``, also logged to
     TensorBoard under ``best/`` (scalars and both figures)."""
     scored = score_windows(load_world_model(path), windows, task)
@@ -136,7 +138,7 @@ def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, str]]:
     trainer.fit(module, datamodule=data)
     seconds = time.perf_counter() - start
 
-    task = resolved["data"]["task"]
+    task = tasks.get(resolved["data"]["task"])
     metrics = _score_best(best.best_model_path, data.windows, task, logger, trainer.global_step)
     metrics.update(
         epochs=trainer.current_epoch,

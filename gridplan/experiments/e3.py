@@ -47,6 +47,7 @@ from gridplan.learned import load_world_model
 from gridplan.metrics import PredictionMetrics, prediction_metrics
 from gridplan.protocols import LEARNED
 from gridplan.stats import SpearmanResult, mean_se, spearman_ci
+from gridplan.tasks import TASK_A
 
 #: The random-data model "never reaches the goal" when it succeeds at most this often (paper 0%;
 #: its event failure is judged separately: predicted ``carrying`` at pickup below 0.5).
@@ -150,9 +151,9 @@ def evaluate_seed(
     stack = ModelStack(models)
     windows = standard_windows(ctx, cfg.protocol)
     with cpu_threads(ctx):
-        metrics = prediction_metrics(stack, windows, "A")
+        metrics = prediction_metrics(stack, windows, TASK_A)
         loop, results = closed_loop(
-            ctx, stack, "A", cfg.protocol.replace(seeds=(seed,)), record=True
+            ctx, stack, TASK_A, cfg.protocol.replace(seeds=(seed,)), record=True
         )
     marks = milestones(results.trajectory, len(models))
     out = [

@@ -44,7 +44,6 @@ from gridplan.constants import (
     DOOR_OPEN,
     KEY_X,
     KEY_Y,
-    RELEVANT_DIMS,
     STATE_DIM,
 )
 from gridplan.experiments import paper, settings
@@ -61,6 +60,7 @@ from gridplan.metrics import check_weights, prediction_metrics
 from gridplan.models import noise_grid
 from gridplan.relevance_estimation import RelevanceEstimate, estimate_relevance
 from gridplan.stats import SpearmanResult, spearman_ci
+from gridplan.tasks import TASK_A
 from gridplan.values import binary_weights, relevance_weights
 
 #: A false positive "weakens" the correlation when |ρ| drops by at least this (paper: 0.53).
@@ -72,7 +72,7 @@ MAX_FN_SHIFT = 0.05
 MIN_ESTIMATE_GAP = 0.3
 #: ... and put at least this much mass on irrelevant dims (paper: 0.39-0.42).
 MIN_IRRELEVANT_MASS = 0.2
-RELEVANT = RELEVANT_DIMS["A"]
+RELEVANT = TASK_A.relevant_dims
 IRRELEVANT = tuple(d for d in range(STATE_DIM) if d not in RELEVANT)
 #: The two pools every weighting is scored on.
 POOLS = ("grid", "sweep")
@@ -197,7 +197,7 @@ def sweep_pool(ctx: GroupContext) -> tuple[Pool, str, float | None]:
     """
     cfg = settings.E2[ctx.profile]
     model = noise_grid(cfg.sweep_sigma_r, cfg.sweep_sigma_i)
-    metrics = prediction_metrics(model, standard_windows(ctx, cfg.protocol), "A")
+    metrics = prediction_metrics(model, standard_windows(ctx, cfg.protocol), TASK_A)
     sweep, source = relevance_sweep(ctx)
     planned = {r.name: r for r in sweep}
     sigmas = [(r, i) for r in cfg.sweep_sigma_r for i in cfg.sweep_sigma_i]
@@ -241,14 +241,17 @@ def estimates(ctx: GroupContext, cfg: E4Config) -> list[Estimate]:
             f"fitted value iteration: {cfg.fvi.iterations} backups on {fit.shape[0]} logged "
             f"states of {row.name} seed {seed} ({source})"
         )
-        est = estimate_relevance(model, fit, "A", cfg.fvi, probe)
+        est = estimate_relevance(model, fit, TASK_A, cfg.fvi, probe)
         out.append(Estimate(seed, source, fit.shape[0], probe.shape[0], est))
     return out
 
 
 def weightings(ests: list[Estimate]) -> dict[str, tuple[torch.Tensor, str]]:
     """Every weighting scored: name -> (weights, kind)."""
-    out = {"graded": (relevance_weights("A"), "exact"), "binary": (binary_weights("A"), "exact")}
+    out = {
+        "graded": (relevance_weights(TASK_A), "exact"),
+        "binary": (binary_weights(TASK_A), "exact"),
+    }
     for e in ests:
         out[f"estimated (seed {e.seed})"] = (e.estimate.weights, "estimated")
     out.update(approximate_masks())

@@ -33,9 +33,10 @@ from gridplan.experiments.settings import E5Config
 from gridplan.metrics import prediction_metrics
 from gridplan.models import NoiseModel
 from gridplan.stats import difference_se
+from gridplan.tasks import TASK_A, TASK_B
 
 MODELS = ("c1", "c2")
-TASKS = ("A", "B")
+TASKS = (TASK_A, TASK_B)
 #: Two success rates differ when their gap exceeds this many standard errors of the gap.
 Z = 2.0
 
@@ -76,13 +77,13 @@ def measure(ctx: GroupContext, cfg: E5Config) -> tuple[dict, EpisodeResults]:
     for task in ctx.bar(TASKS, "tasks"):
         windows = standard_windows(ctx, cfg.protocol, task)
         metrics = prediction_metrics(model, windows, task)
-        loop, res = closed_loop(ctx, model, task, cfg.protocol, record=task == "B")
-        if task == "B":
+        loop, res = closed_loop(ctx, model, task, cfg.protocol, record=task is TASK_B)
+        if task is TASK_B:
             recorded = res
         for name, pm, summary in zip(MODELS, metrics, loop, strict=True):
-            rows[(name, task)] = BitNoiseRow(
+            rows[(name, task.name)] = BitNoiseRow(
                 model=f"{name}-noise",
-                task=task,
+                task=task.name,
                 sigma=cfg.sigma,
                 success=summary.success,
                 success_se=summary.success_se,
@@ -191,16 +192,16 @@ def outcomes_table(report: Report, rows: dict, sigma: float) -> None:
     cells = []
     for name in MODELS:
         for task in TASKS:
-            r = rows[(name, task)]
+            r = rows[(name, task.name)]
             paper_cells = ["—"] * 3
-            if name == "c1" and task == "B":
+            if name == "c1" and task is TASK_B:
                 paper_cells = [
                     f"{ref_b[k].text} of {ref_b['episodes'].text}"
                     for k in ("goal", "hazard", "timeout")
                 ]
             o = r.outcomes
             cells.append(
-                [f"{name}-noise", task, f"{o['goal']} of {r.n_episodes}", paper_cells[0]]
+                [f"{name}-noise", task.name, f"{o['goal']} of {r.n_episodes}", paper_cells[0]]
                 + [o["hazard"], paper_cells[1], o["timeout"], paper_cells[2]]
             )
     headers = ["model", "task", "goal", "goal (paper)", "hazard", "hazard (paper)", "timeout"]

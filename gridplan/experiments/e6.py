@@ -38,6 +38,7 @@ from gridplan.metrics import prediction_metrics
 from gridplan.models import AR1NoiseModel, NoiseModel, OracleModel
 from gridplan.planner import Planner, action_sequences
 from gridplan.stats import SpearmanResult, difference_se, spearman_ci
+from gridplan.tasks import TASK_A
 
 #: Success gaps count when they exceed this many standard errors of the gap.
 Z = 2.0
@@ -148,7 +149,7 @@ def depth_sweep(ctx: GroupContext, cfg: E6Config) -> list[DepthRow]:
     model = _controlled(cfg.models)
     rows = []
     for depth in ctx.bar(cfg.depths, "depth sweep"):
-        loop, _ = closed_loop(ctx, model, "A", cfg.protocol.replace(depth=depth))
+        loop, _ = closed_loop(ctx, model, TASK_A, cfg.protocol.replace(depth=depth))
         for m, s in zip(cfg.models, loop, strict=True):
             rows.append(
                 DepthRow(
@@ -169,7 +170,7 @@ def horizon_sweep(ctx: GroupContext, cfg: E6Config) -> list[HorizonRow]:
     rows = []
     for h in ctx.bar(cfg.horizons, "horizon sweep"):
         windows = standard_windows(ctx, cfg.protocol.replace(horizon=h))
-        for m, pm in zip(cfg.models, prediction_metrics(model, windows, "A"), strict=True):
+        for m, pm in zip(cfg.models, prediction_metrics(model, windows, TASK_A), strict=True):
             rows.append(
                 HorizonRow(
                     **_model_fields(m),
@@ -184,8 +185,8 @@ def horizon_sweep(ctx: GroupContext, cfg: E6Config) -> list[HorizonRow]:
 
 def _oracle_episode(ctx: GroupContext, cfg: E6Config) -> torch.Tensor:
     """The true states ``(T + 1, 12)`` of the oracle's episode from the fans' start state."""
-    start = start_states([cfg.fan_seed], 1, "A", ctx.device)
-    planner = Planner(OracleModel(), cfg.fan_depth, "A", device=ctx.device)
+    start = start_states([cfg.fan_seed], 1, TASK_A, ctx.device)
+    planner = Planner(OracleModel(), cfg.fan_depth, TASK_A, device=ctx.device)
     res = run_closed_loop(planner, start, ctx.generator(cfg.fan_seed), record=True)
     return res.trajectory[: int(res.steps[0]) + 1, 0]
 
@@ -247,10 +248,10 @@ def ar1_rows(ctx: GroupContext, cfg: E6Config, depth_rows: list[DepthRow]) -> li
     p = cfg.protocol
     sr, si = [m[0] for m in cfg.ar1_models], [m[1] for m in cfg.ar1_models]
     model = AR1NoiseModel.controlled(sr, si, cfg.ar1_rho)
-    loop, _ = closed_loop(ctx, model, "A", p)
+    loop, _ = closed_loop(ctx, model, TASK_A, p)
     windows = standard_windows(ctx, p)
-    metrics = prediction_metrics(model, windows, "A")
-    indep_metrics = prediction_metrics(NoiseModel.controlled(sr, si), windows, "A")
+    metrics = prediction_metrics(model, windows, TASK_A)
+    indep_metrics = prediction_metrics(NoiseModel.controlled(sr, si), windows, TASK_A)
     indep = {(r.sigma_r, r.sigma_i): r for r in depth_rows if r.depth == p.depth}
     oracle = indep[(0.0, 0.0)]
     rows = []

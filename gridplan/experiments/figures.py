@@ -29,9 +29,9 @@ from gridplan.constants import (
     STATE_DIM,
     WALL_X,
 )
-from gridplan.env import goal_cells
 from gridplan.experiments import paper
 from gridplan.experiments.records import model_name, noise_kind
+from gridplan.tasks import TASK_A, TASK_B, Task
 
 # --------------------------------------------------------------------------- shared
 
@@ -41,10 +41,10 @@ def new_figure(width: float = 6.0, height: float = 4.0) -> Figure:
     return Figure(figsize=(width, height), layout="constrained")
 
 
-def draw_gridworld(ax, task: str = "A", c1: bool = False) -> None:
+def draw_gridworld(ax, task: Task = TASK_A, c1: bool = False) -> None:
     """Draw the 8x8 world on a Matplotlib axis in cell coordinates: the wall column, the door,
-    and the active goal (green) and, in Task B, the hazard (red) selected by ``c1``."""
-    goal, hazard = goal_cells(torch.tensor([bool(c1)]), task)
+    and the task's active goal (green) and hazard (red, where it has one) under ``c1``."""
+    goal, hazard = task.goal_cells(torch.tensor([bool(c1)]))
     ax.set_xlim(-0.5, GRID_SIZE - 0.5)
     ax.set_ylim(-0.5, GRID_SIZE - 0.5)
     ax.set_aspect("equal")
@@ -229,7 +229,7 @@ def failure_figure(
     fig = new_figure(11, 4.8)
     ax, bx = fig.subplots(1, 2, width_ratios=[1, 1.2])
     start = recorded[0][0, episode]
-    draw_gridworld(ax, "A")
+    draw_gridworld(ax)
     _mark_key(ax, start)
     for (idx, name), color, offset in zip(
         paths, ("tab:red", "tab:blue"), (-0.12, 0.12), strict=True
@@ -311,7 +311,7 @@ def trajectory_figure(results, episode: int, n: int, names: Sequence[str], why: 
     fig = new_figure(5.5, 5.5)
     ax = fig.add_subplot()
     start = trajectory[0, episode]
-    draw_gridworld(ax, "B", bool(start[C1] > 0.5))
+    draw_gridworld(ax, TASK_B, bool(start[C1] > 0.5))
     _mark_key(ax, start)
     for k, (color, offset) in enumerate([("tab:red", -0.12), ("tab:blue", 0.12)]):
         plot_episode_path(ax, trajectory, steps, outcome, k * n + episode, names[k], color, offset)
@@ -408,7 +408,7 @@ def fans_figure(fans: Mapping, rows: Sequence, depth: int):
     axes = fig.subplots(1, 2)
     rng = np.random.default_rng(0)
     for ax, (name, pos), row in zip(axes, fans["models"].items(), rows, strict=True):
-        draw_gridworld(ax, "A")
+        draw_gridworld(ax)
         # Spread points that sit exactly on a cell so their density shows; leave the others.
         on_cell = (pos == np.round(pos)).all(axis=1, keepdims=True)
         jitter = rng.uniform(-0.2, 0.2, size=pos.shape) * on_cell

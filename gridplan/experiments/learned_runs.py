@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from gridplan import tasks
 from gridplan.config import compose
 from gridplan.data import parse_budget
 from gridplan.experiments.records import TrainingRun
@@ -198,7 +199,7 @@ def logged_states(
 
     data = compose([*row.overrides(), *cfg.train_overrides, f"seed={seed}"]).data
     dataset = cached_dataset(
-        data.policy, parse_budget(data.budget), seed, data.task, ctx.root / DATA_CACHE
+        data.policy, parse_budget(data.budget), seed, tasks.get(data.task), ctx.root / DATA_CACHE
     )
     states = dataset.states.to(ctx.device)
     order = torch.randperm(states.shape[0], generator=torch.Generator().manual_seed(seed))

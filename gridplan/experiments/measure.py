@@ -12,11 +12,12 @@ from gridplan.data import EvalWindows, eval_windows
 from gridplan.experiments.runner import GroupContext
 from gridplan.protocols import Protocol
 from gridplan.stats import EpisodeSummary, summarize_episodes
+from gridplan.tasks import TASK_A, Task
 
 _WINDOWS_CACHE: dict[tuple, EvalWindows] = {}
 
 
-def standard_windows(ctx: GroupContext, protocol: Protocol, task: str = "A") -> EvalWindows:
+def standard_windows(ctx: GroupContext, protocol: Protocol, task: Task = TASK_A) -> EvalWindows:
     """The protocol's held-out evaluation windows (``protocol.n_windows`` windows of
     ``protocol.horizon`` steps, default seed of ``eval_windows``), cached per process."""
     key = (protocol.n_windows, protocol.horizon, task, str(ctx.device))
@@ -28,7 +29,7 @@ def standard_windows(ctx: GroupContext, protocol: Protocol, task: str = "A") -> 
 
 
 def closed_loop(
-    ctx: GroupContext, model, task: str, protocol: Protocol, record: bool = False
+    ctx: GroupContext, model, task: Task, protocol: Protocol, record: bool = False
 ) -> tuple[list[EpisodeSummary], EpisodeResults]:
     """Closed-loop success of every setting of ``model`` under ``protocol`` (one batched
     ``evaluate`` call).

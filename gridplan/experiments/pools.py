@@ -20,6 +20,7 @@ from gridplan.experiments.settings import E1Config, E2Config
 from gridplan.metrics import prediction_metrics
 from gridplan.models import noise_grid
 from gridplan.protocols import Protocol
+from gridplan.tasks import TASK_A
 
 
 def controlled_pool(
@@ -28,8 +29,8 @@ def controlled_pool(
     """Prediction metrics and closed-loop success of every ``(σR, σI)`` setting, σR-major."""
     model = noise_grid(sigma_r, sigma_i)
     windows = standard_windows(ctx, protocol)
-    metrics = prediction_metrics(model, windows, "A")
-    summaries, _ = closed_loop(ctx, model, "A", protocol)
+    metrics = prediction_metrics(model, windows, TASK_A)
+    summaries, _ = closed_loop(ctx, model, TASK_A, protocol)
     sigmas = [(r, i) for r in sigma_r for i in sigma_i]
     return [
         ControlledRecord.measured(sigma, pm, summary)
