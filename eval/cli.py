@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
         "full-width planner, E_tot, DRPE, error profiles, event audit and VPE.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    # No parser defaults for these: they depend on --model vs --ckpt (see _fill_defaults).
+    # No parser defaults for these: they depend on --model vs --ckpt (see fill_defaults).
     unset = argparse.SUPPRESS
     p.add_argument(
         "--model", choices=BUILTIN_MODELS, default=unset, help="built-in model (default: oracle)"
@@ -122,7 +122,7 @@ def _builtin_model(args: argparse.Namespace):
     return NoiseModel.controlled(args.sigma_r, args.sigma_i), info
 
 
-def _fill_defaults(args: argparse.Namespace) -> None:
+def fill_defaults(args: argparse.Namespace) -> None:
     """Resolve --model vs --ckpt and set ``args.protocol`` from the protocol options, the
     unset ones taken from that choice's default protocol."""
     args.ckpt = getattr(args, "ckpt", None)
@@ -237,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         check_device(args.device)
-        _fill_defaults(args)
+        fill_defaults(args)
         if args.json and not args.ckpt:
             out = Path(args.json)
             if out.is_dir():

@@ -19,7 +19,12 @@ import torch
 
 from gridplan.experiments import GROUPS, settings
 from gridplan.experiments.learned_runs import DATA_CACHE
-from gridplan.experiments.records import LearnedRecord
+from gridplan.experiments.records import (
+    MODEL_FIELDS,
+    ControlledRecord,
+    LearnedRecord,
+    read_models,
+)
 from gridplan.experiments.report import Report
 from gridplan.experiments.runner import Group, read_done, run_groups, select_groups, to_jsonable
 from gridplan.protocols import PROFILES
@@ -27,6 +32,7 @@ from gridplan.protocols import PROFILES
 REPO = Path(__file__).resolve().parents[1]
 #: A pid above the kernel's maximum (2**22), so no process can have it.
 DEAD_PID = 2**22 + 17
+ALL_SETTINGS = {g: getattr(settings, g.upper()) for g in GROUPS}
 
 
 def load_cli():
@@ -309,3 +315,70 @@ def test_overall_verdict_counts_only_checked_effects():
     assert report.overall() == (
         "**Verdict: partly reproduces** (1 of 2 effects reproduce; 1 not checked)."
     )
+
+
+def test_a_record_row_spreads_profile_and_outcomes_over_columns_and_reads_back():
+    rec = ControlledRecord(
+        name="M(0.35, 0.1)",
+        family="controlled",
+        sigma_r=0.35,
+        sigma_i=0.1,
+        E_tot=0.2,
+        DRPE_graded=0.3,
+        DRPE_binary=0.25,
+        VPE=0.01,
+        success=0.4,
+        success_se=0.05,
+        n_episodes=10,
+        outcomes={"goal": 4, "hazard": 0, "timeout": 6},
+        per_seed=(0.5, 0.3),
+        profile=tuple(float(d) for d in range(12)),
+    )
+    row = rec.to_dict()
+    assert list(row)[:11] == [
+        *MODEL_FIELDS[:2],
+        "sigma_r",
+        "sigma_i",
+        *MODEL_FIELDS[2:5],
+        "VPE",
+        *MODEL_FIELDS[5:],
+    ]
+    assert list(row)[11:15] == ["goal", "hazard", "timeout", "per_seed"]
+    assert row["err_agent_x"] == 0.0 and row["err_d2_y"] == 11.0
+    assert list(row) == ControlledRecord.header()
+    assert ControlledRecord.from_dict(row) == rec
+
+
+def test_reading_model_records_names_the_record_and_the_missing_columns(tmp_path):
+    (tmp_path / "models.json").write_text(json.dumps({"models": [{"name": "M(0, 0)"}]}))
+    with pytest.raises(ValueError, match=r"model record 0 \(M\(0, 0\)\):.*lacks \['family'"):
+        read_models(tmp_path, ControlledRecord)
+    with pytest.raises(ValueError, match="not found: the group wrote no model records"):
+        read_models(tmp_path / "nowhere", ControlledRecord)
+
+
+def test_configs_are_recorded_in_the_form_earlier_runs_wrote_so_their_groups_are_reused():
+    keys = {name: list(to_jsonable(cfgs["full"])) for name, cfgs in ALL_SETTINGS.items()}
+    protocol = ["depth", "seeds", "episodes", "n_windows", "horizon"]
+    assert keys["e1"] == ["sigma_r", "sigma_i", *protocol, "iso_tolerance", "n_resamples"]
+    assert keys["e2"] == ["sweep_sigma_r", "sweep_sigma_i", *protocol, "iso_tolerance"] + [
+        "n_resamples"
+    ]
+    assert keys["e3"] == ["rows", "random_row", "seeds", "episodes", "depth", "n_windows"] + [
+        "train_overrides",
+        "n_resamples",
+    ]
+    assert keys["e5"] == ["sigma", *protocol]
+    assert keys["e6"][:6] == ["models", "depths", "seeds", "episodes", "horizons", "n_windows"]
+    full = to_jsonable(settings.E1["full"])
+    assert (full["depth"], full["seeds"], full["episodes"], full["n_windows"]) == (
+        4,
+        list(range(10)),
+        30,
+        1000,
+    )
+
+
+def test_e6_config_must_end_its_depth_sweep_at_the_protocol_depth():
+    with pytest.raises(ValueError, match="depths must end at the protocol's depth 4"):
+        dataclasses.replace(settings.E6["full"], depths=(1, 2))

@@ -488,6 +488,25 @@ def verdicts(report: Report, cfg: E3Config, records: list, rnd: LearnedRecord, c
 # --------------------------------------------------------------------------- run
 
 
+def save_figures(
+    ctx: GroupContext,
+    cfg: E3Config,
+    records: list[LearnedRecord],
+    rnd: LearnedRecord,
+    recorded: EpisodeResults,
+) -> tuple[int, str]:
+    """Fig. 8 (the episode it shows is picked by ``pick_episode``; returned with why) and the
+    success bars."""
+    n, ref_idx = cfg.protocol.episodes, balanced_index(records)
+    episode, why = pick_episode(recorded.outcome.cpu(), n, len(records), ref_idx)
+    paths = [(len(records), rnd.name), (ref_idx, records[ref_idx].name)]
+    carrying = {r.name: r.carrying_at_pickup for r in [*records, rnd]}
+    fig8 = failure_figure(recorded, n, episode, why, paths, carrying)
+    ctx.save_figure(fig8, "fig8_random_data_failure.png")
+    ctx.save_figure(learned_success_figure(records), "fig_table3_success.png")
+    return episode, why
+
+
 def run(ctx: GroupContext) -> Report:
     """E3 (see the module docstring)."""
     cfg: E3Config = ctx.config
@@ -496,23 +515,11 @@ def run(ctx: GroupContext) -> Report:
     corr = learned_spearman(records, cfg.n_resamples)
     t3 = [Table3Row.of(r) for r in records]
     ref_idx = balanced_index(records)
-    episode, why = pick_episode(
-        recorded.outcome.cpu(), cfg.protocol.episodes, len(records), ref_idx
-    )
 
     write_models(ctx, [*records, rnd])
     ctx.write_csv("runs.csv", list(runs.values()))
     ctx.write_csv("table3.csv", t3)
-    fig8 = failure_figure(
-        recorded,
-        cfg.protocol.episodes,
-        episode,
-        why,
-        [(len(records), rnd.name), (ref_idx, records[ref_idx].name)],
-        {r.name: r.carrying_at_pickup for r in [*records, rnd]},
-    )
-    ctx.save_figure(fig8, "fig8_random_data_failure.png")
-    ctx.save_figure(learned_success_figure(records), "fig_table3_success.png")
+    episode, why = save_figures(ctx, cfg, records, rnd, recorded)
 
     report = Report("E3 — learned world models (§5.4, Table 3, appendix E)")
     table3(report, cfg, t3, list(runs.values()), train_wall)
