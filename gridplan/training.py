@@ -277,7 +277,7 @@ def metric_scalars(metrics, prefix: str = "val") -> dict[str, float]:
 
     Args:
         metrics: a ``gridplan.metrics.PredictionMetrics`` or its ``to_dict()`` form (also an
-            ``eval.report.model_report`` dict, whose ``success`` is included).
+            ``gridplan.evaluation.model_report`` dict, whose ``success`` is included).
         prefix: tag group, e.g. ``val``, ``best`` or ``eval``.
 
     Returns:

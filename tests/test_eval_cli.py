@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from eval.cli import fill_defaults, build_parser, main
+from eval.cli import build_parser, fill_defaults, main
 from gridplan.protocols import CONTROLLED, LEARNED
 
 
