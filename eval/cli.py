@@ -4,6 +4,7 @@ Examples::
 
     python -m eval --model oracle
     python -m eval --model noise --sigma-r 0.35 --sigma-i 0.1 --json results/noise.json
+    python -m eval --model noise --sigma-r 0.35 --sigma-i 0.1 --reading paper
     python -m eval --model oracle --task B --depth 2 --seeds 5 --episodes 40
     python -m eval --ckpt runs/uniform-balanced-20k-seed0/version_0/checkpoints/best.ckpt
     python -m eval --ckpt 'runs/*/version_*/checkpoints/best.ckpt'    # several, one by one
@@ -26,7 +27,7 @@ from pathlib import Path
 import torch
 
 from eval.report import format_table, write_json
-from gridplan import tasks
+from gridplan import readings, tasks
 from gridplan.evaluation import model_report
 from gridplan.models import NoiseModel, OracleModel
 from gridplan.protocols import CONTROLLED, LEARNED
@@ -92,6 +93,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=unset,
         help=f"episodes per seed (default: {CONTROLLED.episodes}; --ckpt: {LEARNED.episodes})",
     )
+    p.add_argument(
+        "--reading",
+        choices=readings.names(),
+        default=readings.PROJECT.name,
+        help="how the built-in models read the paper's ambiguous choices (gridplan.readings)",
+    )
     p.add_argument("--task", choices=tasks.names(), default="A")
     p.add_argument(
         "--horizon",
@@ -114,12 +121,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _builtin_model(args: argparse.Namespace):
+    """The built-in model and its report entry (which names the reading unless it is the
+    default)."""
+    reading = readings.get(args.reading)
+    shown = {} if reading.name == readings.PROJECT.name else {"reading": reading.name}
     if args.model == "oracle":
         if args.sigma_r or args.sigma_i:
             raise ValueError("--sigma-r/--sigma-i apply to --model noise, not the oracle")
-        return OracleModel(), {"name": "oracle", "sigma_r": 0.0, "sigma_i": 0.0}
-    info = {"name": "noise", "sigma_r": args.sigma_r, "sigma_i": args.sigma_i}
-    return NoiseModel.controlled(args.sigma_r, args.sigma_i), info
+        return OracleModel(reading), {"name": "oracle", "sigma_r": 0.0, "sigma_i": 0.0, **shown}
+    info = {"name": "noise", "sigma_r": args.sigma_r, "sigma_i": args.sigma_i, **shown}
+    model = NoiseModel.controlled(args.sigma_r, args.sigma_i, reading=reading)
+    return model, info
 
 
 def fill_defaults(args: argparse.Namespace) -> None:
@@ -131,6 +143,8 @@ def fill_defaults(args: argparse.Namespace) -> None:
         raise ValueError("give either --model or --ckpt, not both")
     if not args.ckpt:
         args.model = args.model or "oracle"
+    elif args.reading != readings.PROJECT.name:
+        raise ValueError("--reading applies to the built-in models (--model), not to --ckpt")
     given = {name: getattr(args, name) for name in PROTOCOL_OPTIONS if hasattr(args, name)}
     if "seeds" in given:
         given["seeds"] = tuple(range(given["seeds"]))

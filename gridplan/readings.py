@@ -149,6 +149,15 @@ def check(reading: Reading) -> Reading:
 
 #: The implementation this repository started from (the default everywhere).
 PROJECT = Reading("project")
+#: The measured ladder: each reading changes one switch of the one before it, in the order
+#: the evidence of ``docs/RESULTS.md`` ("Readings") takes them.
+UNCLAMPED = PROJECT.replace("unclamped", clamp=False)
+NOISY_BITS = UNCLAMPED.replace("noisy-bits", bits="carried")
+EXPECTED_DISTRACTORS = NOISY_BITS.replace("expected-distractors", distractors="expected")
+FLAG_SIGMA_R = EXPECTED_DISTRACTORS.replace("flag-sigma-r", flag_noise="sigma_r")
+CARRIED_FLAGS = FLAG_SIGMA_R.replace("carried-flags", flags="carried")
+BELIEF = CARRIED_FLAGS.replace("belief", transition="belief")
+LADDER = (PROJECT, UNCLAMPED, NOISY_BITS, EXPECTED_DISTRACTORS, FLAG_SIGMA_R, CARRIED_FLAGS, BELIEF)
 
 _REGISTRY: dict[str, Reading] = {}
 
@@ -197,4 +206,5 @@ def get(reading: str | Reading) -> Reading:
         ) from None
 
 
-register(PROJECT)
+for _reading in LADDER:
+    register(_reading)

@@ -32,6 +32,7 @@ from gridplan.experiments.runner import GroupContext
 from gridplan.experiments.settings import E5Config
 from gridplan.metrics import prediction_metrics
 from gridplan.models import NoiseModel
+from gridplan.readings import PROJECT, Reading
 from gridplan.stats import difference_se
 from gridplan.tasks import TASK_A, TASK_B
 
@@ -61,18 +62,18 @@ class BitNoiseRow(Record):
 # --------------------------------------------------------------------------- compute
 
 
-def bit_noise_model(sigma: float) -> NoiseModel:
+def bit_noise_model(sigma: float, reading: Reading = PROJECT) -> NoiseModel:
     """Two settings: noise ``sigma`` on ``c1`` only (setting 0) and on ``c2`` only (setting 1)."""
     s = torch.zeros(2, STATE_DIM)
     s[0, C1] = sigma
     s[1, C2] = sigma
-    return NoiseModel(s)
+    return NoiseModel(s, reading=reading)
 
 
 def measure(ctx: GroupContext, cfg: E5Config) -> tuple[dict, EpisodeResults]:
     """``(model, task) -> BitNoiseRow`` for both models under both tasks, and the recorded
     Task B closed loop."""
-    model = bit_noise_model(cfg.sigma)
+    model = bit_noise_model(cfg.sigma, ctx.reading)
     rows, recorded = {}, None
     for task in ctx.bar(TASKS, "tasks"):
         windows = standard_windows(ctx, cfg.protocol, task)

@@ -37,6 +37,7 @@ from gridplan.experiments.settings import E6Config
 from gridplan.metrics import prediction_metrics
 from gridplan.models import AR1NoiseModel, NoiseModel, OracleModel
 from gridplan.planner import Planner, action_sequences
+from gridplan.readings import Reading
 from gridplan.stats import SpearmanResult, difference_se, spearman_ci
 from gridplan.tasks import TASK_A
 
@@ -137,8 +138,8 @@ def _model_fields(m: Sigma) -> dict:
     return {"model": model_name(*m), "sigma_r": m[0], "sigma_i": m[1], "kind": noise_kind(m)}
 
 
-def _controlled(models) -> NoiseModel:
-    return NoiseModel.controlled([m[0] for m in models], [m[1] for m in models])
+def _controlled(models, reading: Reading) -> NoiseModel:
+    return NoiseModel.controlled([m[0] for m in models], [m[1] for m in models], reading=reading)
 
 
 # --------------------------------------------------------------------------- compute
@@ -146,7 +147,7 @@ def _controlled(models) -> NoiseModel:
 
 def depth_sweep(ctx: GroupContext, cfg: E6Config) -> list[DepthRow]:
     """Closed-loop success of every model at every depth."""
-    model = _controlled(cfg.models)
+    model = _controlled(cfg.models, ctx.reading)
     rows = []
     for depth in ctx.bar(cfg.depths, "depth sweep"):
         loop, _ = closed_loop(ctx, model, TASK_A, cfg.protocol.replace(depth=depth))
@@ -166,7 +167,7 @@ def depth_sweep(ctx: GroupContext, cfg: E6Config) -> list[DepthRow]:
 
 def horizon_sweep(ctx: GroupContext, cfg: E6Config) -> list[HorizonRow]:
     """E_tot and DRPE (graded, binary) of every model on H-step rollouts, per H."""
-    model = _controlled(cfg.models)
+    model = _controlled(cfg.models, ctx.reading)
     rows = []
     for h in ctx.bar(cfg.horizons, "horizon sweep"):
         windows = standard_windows(ctx, cfg.protocol.replace(horizon=h))
@@ -186,7 +187,7 @@ def horizon_sweep(ctx: GroupContext, cfg: E6Config) -> list[HorizonRow]:
 def _oracle_episode(ctx: GroupContext, cfg: E6Config) -> torch.Tensor:
     """The true states ``(T + 1, 12)`` of the oracle's episode from the fans' start state."""
     start = start_states([cfg.fan_seed], 1, TASK_A, ctx.device)
-    planner = Planner(OracleModel(), cfg.fan_depth, TASK_A, device=ctx.device)
+    planner = Planner(OracleModel(ctx.reading), cfg.fan_depth, TASK_A, device=ctx.device)
     res = run_closed_loop(planner, start, ctx.generator(cfg.fan_seed), record=True)
     return res.trajectory[: int(res.steps[0]) + 1, 0]
 
@@ -216,7 +217,7 @@ def imagination_fans(ctx: GroupContext, cfg: E6Config) -> tuple[dict, list[FanRo
             out.append(state[:, [AGENT_X, AGENT_Y]] * CELL_SCALE)
         return torch.stack(out, dim=1)  # (T * L, D, 2) in cells
 
-    truth = imagine(OracleModel(), ctx.generator(cfg.fan_seed))
+    truth = imagine(OracleModel(ctx.reading), ctx.generator(cfg.fan_seed))
     fans = {
         "path": (path[:, [AGENT_X, AGENT_Y]] * CELL_SCALE).cpu().numpy(),
         "key": (path[0, [KEY_X, KEY_Y]] * CELL_SCALE).cpu().numpy(),
@@ -225,7 +226,8 @@ def imagination_fans(ctx: GroupContext, cfg: E6Config) -> tuple[dict, list[FanRo
     }
     rows = []
     for m in cfg.fan_models:
-        pos = imagine(NoiseModel.controlled(*m), ctx.generator(cfg.fan_seed + 1))
+        model = NoiseModel.controlled(*m, reading=ctx.reading)
+        pos = imagine(model, ctx.generator(cfg.fan_seed + 1))
         dist = (pos - truth).norm(dim=2)
         off = (pos.round() != truth.round()).any(dim=2)
         fans["models"][model_name(*m)] = pos.reshape(-1, 2).cpu().numpy()
@@ -247,11 +249,12 @@ def ar1_rows(ctx: GroupContext, cfg: E6Config, depth_rows: list[DepthRow]) -> li
     """AR(1) noise vs independent noise at the deepest depth (same marginal σ per step)."""
     p = cfg.protocol
     sr, si = [m[0] for m in cfg.ar1_models], [m[1] for m in cfg.ar1_models]
-    model = AR1NoiseModel.controlled(sr, si, cfg.ar1_rho)
+    model = AR1NoiseModel.controlled(sr, si, cfg.ar1_rho, reading=ctx.reading)
     loop, _ = closed_loop(ctx, model, TASK_A, p)
     windows = standard_windows(ctx, p)
     metrics = prediction_metrics(model, windows, TASK_A)
-    indep_metrics = prediction_metrics(NoiseModel.controlled(sr, si), windows, TASK_A)
+    independent = NoiseModel.controlled(sr, si, reading=ctx.reading)
+    indep_metrics = prediction_metrics(independent, windows, TASK_A)
     indep = {(r.sigma_r, r.sigma_i): r for r in depth_rows if r.depth == p.depth}
     oracle = indep[(0.0, 0.0)]
     rows = []
