@@ -19,6 +19,7 @@ Writes ``depth.csv``, ``horizon.csv``, ``fans.csv``, ``ar1.csv``, ``vpe.csv``,
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -330,15 +331,19 @@ def depth_report(report: Report, cfg: E6Config, rows: list[DepthRow]) -> None:
     drop, drop_se = fall(strongest)
     irr_falls = {m: fall(m) for m in cfg.models if noise_kind(m) == "irrelevant"}
     report.verdict(
-        "Success under relevant noise falls with depth, under irrelevant noise it does not "
-        "(§5.4, Fig. 6a)",
-        drop > Z * drop_se and all(d <= Z * max(se, 1e-12) for d, se in irr_falls.values()),
+        "Success under relevant noise falls with depth (§5.4, Fig. 6a)",
+        drop > Z * drop_se,
         f"{model_name(*strongest)}: D = {dmin} minus D = {dmax} = {fmt(drop, 2)} (SE "
-        f"{fmt(drop_se, 2)}); irrelevant: "
+        f"{fmt(drop_se, 2)}; criterion beyond {Z:g} SE)",
+    )
+    report.sanity(
+        "Irrelevant noise never costs success at any depth (§5.4, Fig. 6a)",
+        all(d <= Z * se for d, se in irr_falls.values()),
+        "irrelevant noise never reaches a leaf score",
+        f"D = {dmin} minus D = {dmax}: "
         + ", ".join(
             f"{model_name(*m)} {fmt(d, 2)} (SE {fmt(se, 2)})" for m, (d, se) in irr_falls.items()
-        )
-        + f" (criterion: the relevant drop beyond {Z:g} SE, no irrelevant drop beyond {Z:g} SE)",
+        ),
     )
 
 
@@ -364,14 +369,22 @@ def horizon_report(report: Report, cfg: E6Config, rows: list[HorizonRow]) -> Non
     irrelevant = [m for m in cfg.models if noise_kind(m) == "irrelevant"]
     irr_zero = all(cell(m, h).DRPE_graded == 0.0 for m in irrelevant for h in cfg.horizons)
     grows = all(cell(m, hmax).DRPE_graded > cell(m, hmin).DRPE_graded for m in relevant)
-    report.verdict(
-        "Relevant-noise DRPE grows with the horizon; irrelevant-noise DRPE stays zero (Fig. 6b)",
-        irr_zero and grows,
-        f"DRPE at H = {hmin} → {hmax}: "
-        + ", ".join(
+    def path(ms) -> str:
+        return ", ".join(
             f"{model_name(*m)} {fmt(cell(m, hmin).DRPE_graded)} → {fmt(cell(m, hmax).DRPE_graded)}"
-            for m in relevant + irrelevant
-        ),
+            for m in ms
+        )
+
+    report.verdict(
+        "Relevant-noise DRPE grows with the horizon (Fig. 6b)",
+        grows,
+        f"DRPE at H = {hmin} → {hmax}: {path(relevant)}",
+    )
+    report.sanity(
+        "Irrelevant-noise DRPE stays zero at every horizon (Fig. 6b)",
+        irr_zero,
+        "DRPE weighs only the relevant dims, which irrelevant noise never touches",
+        f"DRPE at H = {hmin} → {hmax}: {path(irrelevant)}",
     )
 
 
@@ -405,12 +418,13 @@ def fans_report(report: Report, rows: list[FanRow]) -> None:
     )
     irr, rel = rows
     irr_shift, rel_shift = irr.mean_leaf_displacement_cells, rel.mean_leaf_displacement_cells
-    report.verdict(
+    report.sanity(
         "Irrelevant-noise imagination traces the true path, relevant-noise imagination fans out "
         "(Fig. 7)",
         irr_shift == 0.0 and rel_shift > 0.0,
+        "irrelevant noise never moves the imagined agent, relevant noise moves it",
         f"mean leaf displacement {irr.model} {fmt(irr_shift, 2)} vs {rel.model} "
-        f"{fmt(rel_shift, 2)} cells (criterion: zero vs positive)",
+        f"{fmt(rel_shift, 2)} cells",
     )
 
 
@@ -449,15 +463,40 @@ def ar1_report(report: Report, cfg: E6Config, rows: list[AR1Row]) -> None:
         )
         for r in rows
     }
-    irr_ok = all(d <= Z * max(se, 1e-12) for k, d, se in harm.values() if k == "irrelevant")
+    irr_ok = all(d <= Z * se for k, d, se in harm.values() if k == "irrelevant")
     top = max((r for r in rows if r.kind == "relevant"), key=lambda r: r.sigma_r)
     _, top_d, top_se = harm[top.model]
     report.verdict(
-        "With AR(1) noise irrelevant noise stays harmless and relevant noise harmful (appendix A)",
-        irr_ok and top_d > Z * top_se,
+        "With AR(1) noise relevant noise is harmful (appendix A)",
+        top_d > Z * top_se,
+        f"oracle minus AR(1) success of {top.model}: {fmt(top_d, 2)} (SE {fmt(top_se, 2)}; "
+        f"criterion beyond {Z:g} SE)",
+    )
+    relevant = sorted((r for r in rows if r.kind == "relevant"), key=lambda r: r.sigma_r)
+    rises = []
+    for lo, hi in itertools.pairwise(relevant):
+        a, b = (r.success_ar1 for r in (lo, hi))
+        rise, se = difference_se(b, hi.success_ar1_se, a, lo.success_ar1_se)
+        if rise > Z * se:
+            rises.append(f"{lo.model} → {hi.model}: {fmt(a, 2)} → {fmt(b, 2)}")
+    report.verdict(
+        "With AR(1) noise the relevant-noise dose response is not monotone (appendix A)",
+        bool(rises) if len(relevant) > 2 else None,
+        (f"success rises with σR beyond {Z:g} SE: {'; '.join(rises)}" if rises else
+         "AR(1) success over σR "
+         + " → ".join(f"{fmt(r.success_ar1, 2)}" for r in relevant)
+         + f": no rise beyond {Z:g} SE"),
+    )
+    report.sanity(
+        "With AR(1) noise irrelevant noise stays harmless (appendix A)",
+        irr_ok,
+        "irrelevant noise never reaches a leaf score",
         "oracle minus AR(1) success: "
-        + ", ".join(f"{n} {fmt(d, 2)} (SE {fmt(se, 2)})" for n, (_, d, se) in harm.items())
-        + f" (criterion: irrelevant within {Z:g} SE of the oracle, {top.model} below it)",
+        + ", ".join(
+            f"{n} {fmt(d, 2)} (SE {fmt(se, 2)})"
+            for n, (k, d, se) in harm.items()
+            if k == "irrelevant"
+        ),
     )
 
 

@@ -336,6 +336,7 @@ def _done_record(
         "inputs": ctx.inputs,
         "verdict": report.overall(),
         "verdicts": [to_jsonable(v) for v in report.verdicts],
+        "sanity_checks": [to_jsonable(c) for c in report.sanity_checks],
         "notes": ctx.notes,
         "versions": _versions(),
     }
