@@ -104,11 +104,11 @@ def measure(ctx: GroupContext, cfg: E5Config) -> tuple[dict, EpisodeResults]:
 
 @dataclass(frozen=True, kw_only=True)
 class GoalRow(Record):
-    """Task B outcomes of one model on the episodes whose true goal is ``goal``
+    """Task B outcomes of one model on the episodes whose true goal is ``true_goal``
     (``by_goal.csv``)."""
 
     model: str
-    goal: str
+    true_goal: str
     n_episodes: int
     success: float
     outcomes: dict[str, int] = outcomes_field()
@@ -128,7 +128,7 @@ def by_goal(recorded: EpisodeResults, n: int) -> list[GoalRow]:
             rows.append(
                 GoalRow(
                     model=f"{name}-noise",
-                    goal=f"({goal[0]}, {goal[1]})",
+                    true_goal=_cell(goal),
                     n_episodes=int(mask.sum()),
                     success=counts["goal"] / max(1, int(mask.sum())),
                     outcomes=counts,
@@ -179,11 +179,11 @@ def _etot_note(sigma: float, horizon: int, reading: Reading) -> str:
 
 
 def _by_goal_note(goal_rows: list[GoalRow], reading: Reading) -> str:
-    c1 = {r.goal: r for r in goal_rows if r.model == "c1-noise"}
+    c1 = {r.true_goal: r for r in goal_rows if r.model == "c1-noise"}
     near, far = c1[_cell(TASK_B.hazard)], c1[_cell(TASK_B.goal)]
     note = (
         f"The c1-noise model's Task B success is {fmt(near.success, 2)} when the true goal is "
-        f"the nearer cell {near.goal} and {fmt(far.success, 2)} when it is {far.goal}."
+        f"the nearer cell {near.true_goal} and {fmt(far.success, 2)} when it is {far.true_goal}."
     )
     if near.success - far.success >= 0.5:
         leaves = "its own draws" if reading.tree == "independent" else "the draws of its path"
@@ -277,7 +277,7 @@ def by_goal_table(report: Report, goal_rows: list[GoalRow], reading: Reading) ->
         "Task B outcomes by the true goal cell",
         ["model", "true goal", "episodes", "success", "goal", "hazard", "timeout"],
         [
-            [r.model, r.goal, r.n_episodes, fmt(r.success, 2)]
+            [r.model, r.true_goal, r.n_episodes, fmt(r.success, 2)]
             + [r.outcomes[k] for k in ("goal", "hazard", "timeout")]
             for r in goal_rows
         ],

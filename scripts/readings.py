@@ -1,0 +1,315 @@
+"""Measure every reading of the paper's ambiguous choices on E1, E2, E5 and E6, side by side.
+
+Examples::
+
+    python scripts/readings.py                          # every registered reading, full protocol
+    python scripts/readings.py --readings project,paper --profile quick --out results
+    python scripts/readings.py --no-run                 # the tables from finished runs only
+
+For each reading (``gridplan/readings.py``) the groups e1, e2, e5 and e6 of
+``scripts/reproduce.py`` run into the reading's folder (``<out>`` for ``project``,
+``<out>/<reading>`` otherwise; finished groups are reused, as by ``reproduce.py``). Then
+``<out>/readings.md`` gets the comparison: Table 2 with the paper's exact pair under each
+reading, the row factor, Table 1's ρ, E5's Task B success and outcomes, E6's depth effect and
+AR(1) dose response, and which reading reproduces which of the paper's effects (the groups'
+verdicts; sanity checks are not counted). ``<out>/readings.json`` holds the same numbers.
+``scripts/results_doc.py`` copies ``readings.md`` into ``docs/RESULTS.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gridplan import readings  # noqa: E402
+from gridplan.experiments import GROUPS, PROFILES, paper, run_groups  # noqa: E402
+from gridplan.experiments.report import fmt, md_table  # noqa: E402
+from gridplan.experiments.runner import RESULTS_FILE, group_folders, read_done  # noqa: E402
+
+#: The groups whose effects depend on the reading.
+COMPARED = ("e1", "e2", "e5", "e6")
+SUMMARY_FILE = "readings.md"
+SUMMARY_JSON = "readings.json"
+PAIR = ("M(0, 0.3)", "M(0.35, 0.1)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python scripts/readings.py",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument(
+        "--readings",
+        default=",".join(readings.names()),
+        help="comma-separated reading names (gridplan.readings)",
+    )
+    p.add_argument("--profile", choices=PROFILES, default="full")
+    p.add_argument("--out", default="results", help="results root folder (as reproduce.py)")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads while running")
+    p.add_argument("--no-run", action="store_true", help="only tabulate finished groups")
+    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    return p
+
+
+# --------------------------------------------------------------------------- reading results
+
+
+def _load(folder: Path, profile: str) -> dict | None:
+    done = read_done(folder)
+    if done is None or done.get("profile") != profile:
+        return None
+    return {"done": done, "results": json.loads((folder / RESULTS_FILE).read_text())}
+
+
+def _rho(entry: dict | None, key: str) -> float | None:
+    if not entry or not entry.get(key):
+        return None
+    return entry[key]["rho"]
+
+
+def summarize(folders: dict[str, Path], profile: str) -> dict:
+    """The compared numbers of one reading from its finished groups (None where missing)."""
+    runs = {g: _load(folders[g], profile) for g in COMPARED}
+    out: dict = {"verdicts": {}, "missing": [g for g, r in runs.items() if r is None]}
+    for g, r in runs.items():
+        if r is not None:
+            out["verdicts"][g] = {v["claim"]: v["reproduced"] for v in r["done"]["verdicts"]}
+    if runs["e1"]:
+        res = runs["e1"]["results"]
+        t2 = {row["row"]: row for row in res["table2"]}
+        factors = [r["E_tot_factor"] for r in res["rows"] if r["E_tot_factor"] is not None]
+        a, b = t2[PAIR[0]], t2[PAIR[1]]
+        out["e1"] = {
+            "oracle_E_tot": t2["oracle"]["E_tot"],
+            "pair": {k: {f: t2[k][f] for f in ("E_tot", "DRPE_graded", "success")} for k in PAIR},
+            "pair_E_tot_gap": abs(a["E_tot"] - b["E_tot"]) / max(a["E_tot"], b["E_tot"]),
+            "pair_success_gap": a["success"] - b["success"],
+            "row_factor": [min(factors), max(factors)],
+            "iso_pairs": len(res["iso_pairs"]["pairs"]),
+        }
+    if runs["e2"]:
+        sp = runs["e2"]["results"]["spearman"]
+        out["e2"] = {
+            pool: {"E_tot": _rho(sp.get(pool), "E_tot"), "DRPE": _rho(sp.get(pool), "DRPE")}
+            for pool in ("grid", "sweep_graded", "sweep_binary", "all")
+        }
+    if runs["e5"]:
+        res = runs["e5"]["results"]
+        rows = {(m["model"], m["task"]): m for m in res["models"]}
+        c1 = rows[("c1-noise", "B")]
+        out["e5"] = {
+            "c1_B_success": c1["success"],
+            "c1_B_se": c1["success_se"],
+            "c1_B_outcomes": [c1[k] for k in ("goal", "hazard", "timeout")],
+            "n_episodes": c1["n_episodes"],
+            "E_tot": [rows[(m, "B")]["E_tot"] for m in ("c1-noise", "c2-noise")],
+            "by_goal": {
+                r["true_goal"]: r["success"]
+                for r in res.get("by_goal", [])
+                if r["model"] == "c1-noise"
+            },
+        }
+    if runs["e6"]:
+        res = runs["e6"]["results"]
+        depth = {}
+        for r in res["depth"]:
+            if r["kind"] == "relevant" and r["sigma_r"] == max(
+                x["sigma_r"] for x in res["depth"]
+            ):
+                depth[r["depth"]] = r["success"]
+        ar1 = sorted(
+            (r["sigma_r"], r["success_ar1"]) for r in res["ar1"] if r["kind"] == "relevant"
+        )
+        out["e6"] = {"depth_success": depth, "ar1_success": ar1}
+    return out
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.0f}%"
+
+
+def _paper_row_table2() -> list[str]:
+    t2 = paper.TABLE_2
+    a, b = (t2[k]["E_tot"].value for k in PAIR)
+    return [
+        "**paper**",
+        t2["oracle"]["E_tot"].text,
+        f"{t2[PAIR[0]]['E_tot'].text} / {t2[PAIR[1]]['E_tot'].text}",
+        _pct(abs(a - b) / max(a, b)),
+        t2[PAIR[1]]["DRPE"].text,
+        f"{t2[PAIR[0]]['success'].text} / {t2[PAIR[1]]['success'].text}",
+        "60",
+    ]
+
+
+def table2_table(summaries: dict[str, dict]) -> str:
+    rows = [_paper_row_table2()]
+    for name, s in summaries.items():
+        e = s.get("e1")
+        if e is None:
+            rows.append([name] + ["not run"] * 6)
+            continue
+        a, b = (e["pair"][k] for k in PAIR)
+        rows.append(
+            [
+                name,
+                fmt(e["oracle_E_tot"]),
+                f"{fmt(a['E_tot'])} / {fmt(b['E_tot'])}",
+                _pct(e["pair_E_tot_gap"]),
+                fmt(b["DRPE_graded"]),
+                f"{fmt(a['success'], 2)} / {fmt(b['success'], 2)}",
+                f"{100 * e['pair_success_gap']:.0f}",
+            ]
+        )
+    headers = ["reading", "oracle E_tot", "E_tot M(0, .3) / M(.35, .1)", "E_tot gap"]
+    headers += ["DRPE M(.35, .1)", "success M(0, .3) / M(.35, .1)", "success gap (points)"]
+    return md_table(headers, rows)
+
+
+def effects_table(summaries: dict[str, dict]) -> str:
+    p1, p5 = paper.TABLE_1, paper.E5
+    low, high = (paper.E1_TEXT[k].text for k in ("row_etot_factor_low", "row_etot_factor_high"))
+    ref_b = p5["outcomes_B_c1"]
+    rows = [
+        [
+            "**paper**",
+            f"×{low}–×{high}",
+            f"{p1['grid']['E_tot'].text} / {p1['grid']['DRPE'].text}",
+            f"{p1['sweep_graded']['E_tot'].text} / {p1['sweep_graded']['DRPE'].text}",
+            f"{p5['success_B']['c1'].cell()} ({ref_b['goal'].text}/{ref_b['hazard'].text}/"
+            f"{ref_b['timeout'].text} of {ref_b['episodes'].text})",
+            "—",
+            f"{p5['E_tot']['c1'].text} / {p5['E_tot']['c2'].text}",
+            "falls with D",
+            "not monotone",
+        ]
+    ]
+    for name, s in summaries.items():
+        e1, e2, e5, e6 = (s.get(g) for g in COMPARED)
+        cells = [name]
+        low_f, high_f = e1["row_factor"] if e1 else (None, None)
+        cells.append(f"×{fmt(low_f, 1)}–×{fmt(high_f, 1)}" if e1 else "—")
+        for pool in ("grid", "sweep_graded"):
+            cells.append(
+                f"{fmt(e2[pool]['E_tot'], 2)} / {fmt(e2[pool]['DRPE'], 2)}" if e2 else "—"
+            )
+        if e5:
+            g, h, t = e5["c1_B_outcomes"]
+            cells.append(
+                f"{fmt(e5['c1_B_success'], 2)} ± {fmt(e5['c1_B_se'], 2)} "
+                f"({g}/{h}/{t} of {e5['n_episodes']})"
+            )
+            goals = e5["by_goal"]
+            cells.append(" / ".join(f"{fmt(goals[k], 2)}" for k in ("(7, 5)", "(7, 2)")))
+            cells.append(f"{fmt(e5['E_tot'][0])} / {fmt(e5['E_tot'][1])}")
+        else:
+            cells += ["—"] * 3
+        if e6:
+            cells.append(" → ".join(fmt(v, 2) for _, v in sorted(e6["depth_success"].items())))
+            cells.append(" → ".join(fmt(v, 2) for _, v in e6["ar1_success"]))
+        else:
+            cells += ["—"] * 2
+        rows.append(cells)
+    headers = ["reading", "row factor", "Table 1 ρ grid E_tot / DRPE", "ρ sweep E_tot / DRPE"]
+    headers += ["E5 c1 Task B success (goal/hazard/timeout)", "by true goal (7, 5) / (7, 2)"]
+    headers += ["E5 E_tot c1 / c2", "E6 M(.35, 0) success D = 1 → 2 → 4"]
+    headers.append("E6 AR(1) success σR .15 → .25 → .35")
+    return md_table(headers, rows)
+
+
+def verdict_matrix(summaries: dict[str, dict]) -> str:
+    """Claim x reading: ✓ reproduces, ✗ does not, · not checked; the count per reading."""
+    claims: list[tuple[str, str]] = []
+    for s in summaries.values():
+        for g in COMPARED:
+            for claim in s["verdicts"].get(g, {}):
+                if (g, claim) not in claims:
+                    claims.append((g, claim))
+    mark = {True: "✓", False: "✗", None: "·"}
+    rows = []
+    for g, claim in claims:
+        cells = [g, claim]
+        for s in summaries.values():
+            v = s["verdicts"].get(g, {})
+            cells.append(mark[v[claim]] if claim in v else "—")
+        rows.append(cells)
+    totals = ["", "**effects reproduced**"]
+    for s in summaries.values():
+        flat = [v for g in COMPARED for v in s["verdicts"].get(g, {}).values() if v is not None]
+        totals.append(f"{sum(flat)} of {len(flat)}")
+    rows.append(totals)
+    return md_table(["group", "effect", *summaries], rows)
+
+
+def switches_table(names: list[str]) -> str:
+    keys = list(readings.CHOICES)
+    rows = []
+    for name in names:
+        r = readings.get(name)
+        rows.append([name, *(str(v) for v in r.switches().values())])
+    return md_table(["reading", *keys], rows)
+
+
+def write_summary(out: Path, names: list[str], summaries: dict[str, dict], profile: str) -> Path:
+    parts = [
+        "## Readings of the paper's ambiguous choices",
+        f"Profile `{profile}`; each reading's groups e1, e2, e5, e6 under "
+        "`results/<reading>/` (`project`: `results/`), computed by `python scripts/readings.py`.",
+        "### The readings\n\n" + switches_table(names),
+        "### Table 2 under each reading\n\n" + table2_table(summaries),
+        "### Row factor, Table 1, E5 and E6 under each reading\n\n" + effects_table(summaries),
+        "### Which reading reproduces which effect\n\n"
+        + verdict_matrix(summaries)
+        + "\n\nThe groups' verdicts (criteria in each group's section); checks that hold by "
+        "construction are not counted.",
+    ]
+    path = out / SUMMARY_FILE
+    path.write_text("\n\n".join(parts) + "\n")
+    (out / SUMMARY_JSON).write_text(json.dumps(summaries, indent=2, default=str) + "\n")
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    names = [n.strip() for n in args.readings.split(",") if n.strip()]
+    try:
+        chosen = [readings.get(n) for n in names]
+    except ValueError as err:
+        parser.exit(2, f"error: {err}\n")
+    out = Path(args.out)
+    failed = []
+    if not args.no_run:
+        for r in chosen:
+            print(f"reading {r.name}: {r.differences(readings.PROJECT) or 'the default'}")
+            status = run_groups(
+                GROUPS,
+                list(COMPARED),
+                out,
+                args.profile,
+                args.device,
+                progress=not args.no_progress,
+                threads=args.threads or None,
+                reading=r,
+            )
+            failed += [f"{r.name}/{g}" for g, s in status.items() if s == "failed"]
+    summaries = {r.name: summarize(group_folders(GROUPS, out, r), args.profile) for r in chosen}
+    path = write_summary(out, names, summaries, args.profile)
+    print(f"wrote {path} and {out / SUMMARY_JSON}")
+    if failed:
+        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
