@@ -31,8 +31,11 @@ them to exactly 1; under ``bits="carried"`` in a task that reads ``c1`` its nois
 kept. The noise goes to the belief, ``clamp`` clamps it as ``NoiseModel.predict`` clamps
 its predictions, and the cell or bit is re-read from it every step. With clean cells and
 thresholded bits, clamping cannot change a rounded cell or a 0.5 threshold, so there it is
-a no-op. ``distractors`` never reaches a leaf score. ``tree="shared-prefix"`` is a
-different search and is declined (``ValueError``).
+a no-op. ``distractors`` never reaches a leaf score. Under ``tree="shared-prefix"`` the noise
+is drawn once per tree node, ``randn(K_n, E, 4^(t+1))`` at step ``t``, and every leaf under
+a node gets that node's draw (leaf ``l`` the draw of its prefix ``l // 4^(D-1-t)``): the
+leaves under a node share the noise of their common path, as ``gridplan.tree.TreeScorer``
+rolls them through ``predict``, with ``4 + 16 + ... + 4^D`` draws per dim and episode.
 
 Draw units and memory. Noise is drawn per *draw unit* of ``UNIT_ROWS`` leaf rows (whole
 episodes), all ``D`` steps at once, as ``randn(D, K_n, E_u, L)`` on the contiguous span of
@@ -53,7 +56,15 @@ from collections.abc import Iterator
 
 import torch
 
-from gridplan.constants import CARRYING, CELL_SCALE, DOOR_CELL, GRID_SIZE, MOVES, WALL_X
+from gridplan.constants import (
+    CARRYING,
+    CELL_SCALE,
+    DOOR_CELL,
+    GRID_SIZE,
+    MOVES,
+    N_ACTIONS,
+    WALL_X,
+)
 from gridplan.readings import PROJECT, Reading, check
 from gridplan.scorers import (
     DEFAULT_MAX_MEMORY,
@@ -113,7 +124,6 @@ class FusedNoiseScorer(LeafScorer):
         reading: the model's reading (the module docstring says how each switch is honoured).
 
     Raises:
-        ValueError: for ``reading.tree="shared-prefix"`` (another search, not this scorer's).
         TypeError: if ``reading`` is not a ``Reading``.
     """
 
@@ -128,13 +138,7 @@ class FusedNoiseScorer(LeafScorer):
         max_rows: int | None = None,
         reading: Reading = PROJECT,
     ) -> None:
-        check(reading)
-        if reading.tree != "independent":
-            raise ValueError(
-                f"FusedNoiseScorer rolls independent leaves; reading {reading.name!r} asks for "
-                f"the {reading.tree!r} tree"
-            )
-        self.reading = reading
+        self.reading = check(reading)
         self.task = task
         self.depth = depth
         self.rho = rho
@@ -214,7 +218,15 @@ class FusedNoiseScorer(LeafScorer):
             return None
         shape = (self.depth, self.hi - self.lo, settings.shape[0], self.n_leaves)
         self._noise = _at_least(self._noise, math.prod(shape))
-        z = torch.randn(shape, generator=generator, out=self._noise[: math.prod(shape)].view(shape))
+        z = self._noise[: math.prod(shape)].view(shape)
+        if self.reading.tree == "independent":
+            torch.randn(shape, generator=generator, out=z)
+        else:
+            k, e = shape[1:3]
+            for t in range(self.depth):
+                nodes = N_ACTIONS ** (t + 1)
+                draw = torch.randn((k, e, nodes, 1), generator=generator, device=self.device)
+                z[t].view(k, e, nodes, -1).copy_(draw.expand(-1, -1, -1, self.n_leaves // nodes))
         scale = self.scales[settings.to(self.device)].T.unsqueeze(2)
         z.mul_(scale)
         if self.rho is not None:

@@ -67,8 +67,7 @@ def reading(**switches) -> Reading:
     return PROJECT.replace("test", **switches)
 
 
-# Every switch that reaches a leaf score, alone and all together (tree excluded: another
-# search).
+# Every switch that reaches a leaf score, alone and all together.
 SCORED_READINGS = {
     "project": PROJECT,
     "no clamp": reading(clamp=False),
@@ -89,6 +88,15 @@ SCORED_READINGS = {
     ),
     "everything carried, clamped": reading(
         transition="belief", bits="carried", flags="carried", distractors="expected"
+    ),
+    "shared prefix": reading(tree="shared-prefix"),
+    "everything carried, shared prefix": reading(
+        clamp=False,
+        transition="belief",
+        bits="carried",
+        flags="carried",
+        flag_noise="sigma_r",
+        tree="shared-prefix",
     ),
 }
 
@@ -368,7 +376,19 @@ def test_readings_that_carry_beliefs_change_noisy_decisions(random_states):
         assert not torch.equal(values[name], values["project"]), name
 
 
-def test_the_fused_scorer_declines_the_shared_prefix_tree():
-    model = NoiseModel.controlled(0.1, 0.1, reading=reading(tree="shared-prefix"))
-    with pytest.raises(ValueError, match="independent leaves"):
-        FusedNoiseScorer(model.sigma, None, TASK_A, 2, reading=model.reading)
+@pytest.mark.parametrize("rho", [None, 0.7])
+def test_the_shared_prefix_tree_draws_once_per_node(rho):
+    # Depth 3: step t's draw is constant over the 4^(2-t) leaves under each of the 4^(t+1)
+    # nodes of level t + 1 and differs between nodes; AR(1) keeps it so (a node's noise
+    # depends on its path only).
+    model = NoiseModel.controlled(0.7, 0.0, reading=reading(tree="shared-prefix"))
+    scorer = FusedNoiseScorer(model.sigma, rho, TASK_A, 3, reading=model.reading)
+    noise = scorer.draw_noise(torch.zeros(5, dtype=torch.long), torch.Generator().manual_seed(0))
+    assert noise.shape == (3, 6, 5, 64)
+    for t in range(3):
+        nodes = noise[t].reshape(6, 5, 4 ** (t + 1), -1)
+        assert torch.equal(nodes, nodes[..., :1].expand_as(nodes))
+        assert nodes[..., 0].unique().numel() == 6 * 5 * 4 ** (t + 1)
+    independent = FusedNoiseScorer(model.sigma, rho, TASK_A, 3)
+    draws = independent.draw_noise(torch.zeros(5, dtype=torch.long), torch.Generator())
+    assert draws[2].unique().numel() == draws[2].numel()
