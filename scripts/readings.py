@@ -90,11 +90,14 @@ def summarize(folders: dict[str, Path], profile: str) -> dict:
         t2 = {row["row"]: row for row in res["table2"]}
         factors = [r["E_tot_factor"] for r in res["rows"] if r["E_tot_factor"] is not None]
         a, b = t2[PAIR[0]], t2[PAIR[1]]
+        found = a["E_tot"] is not None and b["E_tot"] is not None
         out["e1"] = {
             "oracle_E_tot": t2["oracle"]["E_tot"],
             "pair": {k: {f: t2[k][f] for f in ("E_tot", "DRPE_graded", "success")} for k in PAIR},
-            "pair_E_tot_gap": abs(a["E_tot"] - b["E_tot"]) / max(a["E_tot"], b["E_tot"]),
-            "pair_success_gap": a["success"] - b["success"],
+            "pair_E_tot_gap": (
+                abs(a["E_tot"] - b["E_tot"]) / max(a["E_tot"], b["E_tot"]) if found else None
+            ),
+            "pair_success_gap": a["success"] - b["success"] if found else None,
             "row_factor": [min(factors), max(factors)],
             "iso_pairs": len(res["iso_pairs"]["pairs"]),
             "models": {
@@ -194,7 +197,7 @@ def table2_table(summaries: dict[str, dict]) -> str:
                 _pct(e["pair_E_tot_gap"]),
                 fmt(b["DRPE_graded"]),
                 f"{fmt(a['success'], 2)} / {fmt(b['success'], 2)}",
-                f"{100 * e['pair_success_gap']:.0f}",
+                _pct(e["pair_success_gap"]).rstrip("%"),
             ]
         )
     headers = ["reading", "oracle E_tot", "E_tot M(0, .3) / M(.35, .1)", "E_tot gap"]
