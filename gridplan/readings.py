@@ -157,7 +157,23 @@ EXPECTED_DISTRACTORS = NOISY_BITS.replace("expected-distractors", distractors="e
 FLAG_SIGMA_R = EXPECTED_DISTRACTORS.replace("flag-sigma-r", flag_noise="sigma_r")
 CARRIED_FLAGS = FLAG_SIGMA_R.replace("carried-flags", flags="carried")
 BELIEF = CARRIED_FLAGS.replace("belief", transition="belief")
-LADDER = (PROJECT, UNCLAMPED, NOISY_BITS, EXPECTED_DISTRACTORS, FLAG_SIGMA_R, CARRIED_FLAGS, BELIEF)
+SHARED_PREFIX = BELIEF.replace("shared-prefix", tree="shared-prefix")
+LADDER = (
+    PROJECT,
+    UNCLAMPED,
+    NOISY_BITS,
+    EXPECTED_DISTRACTORS,
+    FLAG_SIGMA_R,
+    CARRIED_FLAGS,
+    BELIEF,
+    SHARED_PREFIX,
+)
+#: The tree alone, beside today's model: what the search changes by itself.
+PROJECT_SHARED_PREFIX = PROJECT.replace("project-shared-prefix", tree="shared-prefix")
+#: The reading that best matches the paper's Tables 1-2 and §5.3: of the measured readings
+#: it reproduces the most of the paper's effects, and each switch is what §3 and §4.2
+#: describe (the argument and the numbers: ``docs/RESULTS.md``, "Readings").
+PAPER = SHARED_PREFIX.replace("paper")
 
 _REGISTRY: dict[str, Reading] = {}
 
@@ -206,5 +222,5 @@ def get(reading: str | Reading) -> Reading:
         ) from None
 
 
-for _reading in LADDER:
+for _reading in (*LADDER, PROJECT_SHARED_PREFIX, PAPER):
     register(_reading)
