@@ -1,6 +1,23 @@
 """gridplan: decision-aware evaluation of world models (the DRPE paper's laboratory).
 
 Shape legend: ``B`` episodes, ``L`` leaves = 4^D, ``D`` depth, ``H`` horizon, ``S`` = 12 dims.
+
+``gridplan.evaluate(model, task=..., depth=..., protocol=..., levels=...) -> Report`` evaluates
+any world model for decisions (``gridplan.evaluation``); it is imported on first use, so
+``import gridplan.env`` stays light.
 """
 
 __version__ = "0.1.0"
+__all__ = ["evaluate", "compare", "Report", "LadderProtocol"]
+
+
+def __getattr__(name: str):
+    if name in ("evaluate", "compare", "LadderProtocol"):
+        from gridplan import evaluation
+
+        return getattr(evaluation, name)
+    if name == "Report":
+        from gridplan.report import Report
+
+        return Report
+    raise AttributeError(f"module 'gridplan' has no attribute {name!r}")

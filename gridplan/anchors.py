@@ -1,0 +1,259 @@
+"""Anchor policies of the policy-ranking level (L6) and the value-error level (L5).
+
+A fixed set of policies spanning weak to strong, each a function of the *discrete relevant
+state* (agent cell, key cell, carrying, door, and ``c1`` where the task reads it) plus explicit
+randomness. Because they read a state only through its discrete index, the same policy runs
+unchanged in the true environment and inside any world model (on imagined states read through
+rounded cells and 0.5-thresholded flags, like the planner's V* lookup).
+
+The anchor set (``ANCHORS``), weakest first:
+
+==================  =================================================================
+``uniform_random``  a uniform random action every step
+``key_ignoring``    greedy in Q* of the state read as if the key were already carried:
+                    heads for the door and the goal, succeeds only if its path crosses
+                    the key
+``lookahead_4``     the full-width planner at depth d with the true model and *no* leaf
+``lookahead_8``     heuristic (sparse reward only, ties at random): random until the goal
+``lookahead_12``    is within d steps. Computed by finite-horizon value iteration, which
+                    equals the depth-d search because the relevant dynamics are
+                    deterministic (``tests/test_anchors.py`` checks it by enumeration)
+``eps_greedy_0.75`` epsilon-greedy in Q*: a uniform random action with probability
+``eps_greedy_0.5``  epsilon, else greedy (ties at random)
+``eps_greedy_0.25``
+``eps_greedy_0.1``
+``greedy``          greedy in Q* (ties at random): the optimal policy, which is also what
+                    the oracle planner does at every depth with the exact V* heuristic
+==================  =================================================================
+
+The oracle planner at depths 1/2/4 *with* the V* heuristic would be three copies of
+``greedy`` (its depth-D first-action values equal Q*), so the depth anchors drop the heuristic.
+
+Randomness: every step draws the same shapes from the policy generator for every row, alive
+or not (``(M, 4)`` tie-breaks, ``(M,)`` epsilon coins, ``(M,)`` random actions), so a policy
+run in the true environment and inside a model with the same seed makes the same choices
+wherever the two runs see the same discrete state (common random numbers).
+
+Letter legend: ``M`` rows (anchor-major blocks), ``n`` discrete relevant states.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import torch
+
+from gridplan.constants import (
+    AGENT_X,
+    AGENT_Y,
+    C1,
+    CARRYING,
+    DOOR_OPEN,
+    GRID_SIZE,
+    KEY_X,
+    KEY_Y,
+    N_ACTIONS,
+)
+from gridplan.env import outcome, relevant_step, to_cell, to_flag
+from gridplan.planner import TIE_TOLERANCE
+from gridplan.tasks import Task
+from gridplan.values import ValueTable, discrete_index
+
+
+@dataclass(frozen=True)
+class DiscreteDynamics:
+    """The true relevant dynamics of a task as lookup tables over its discrete states.
+
+    Built from ``gridplan.env.relevant_step`` and ``gridplan.env.outcome`` over every discrete
+    relevant state, indexed like the V* table (``gridplan.values.discrete_index``).
+
+    Attributes:
+        task: the task.
+        next_index: ``(4, n)`` long, index of the state each action leads to.
+        reward: ``(4, n)`` float, reward of arriving there (+1 goal, -1 hazard, else 0).
+        terminal: ``(n,)`` bool, the state is a goal or hazard.
+        as_carried: ``(n,)`` long, the index of the same state with the key carried.
+    """
+
+    task: Task
+    next_index: torch.Tensor
+    reward: torch.Tensor
+    terminal: torch.Tensor
+    as_carried: torch.Tensor
+
+    @property
+    def n_states(self) -> int:
+        return self.reward.shape[1]
+
+    def index(self, state: torch.Tensor) -> torch.Tensor:
+        """``(N,)`` discrete indices of ``(N, 12)`` float states (rounded cells, flags at 0.5)."""
+        return discrete_index(
+            to_cell(state[:, AGENT_X : AGENT_Y + 1]),
+            to_cell(state[:, KEY_X : KEY_Y + 1]),
+            to_flag(state[:, CARRYING]),
+            to_flag(state[:, DOOR_OPEN]),
+            to_flag(state[:, C1]),
+            self.task.name,
+        )
+
+
+@functools.lru_cache(maxsize=8)
+def discrete_dynamics(task: Task, device: str = "cpu") -> DiscreteDynamics:
+    """The (cached) ``DiscreteDynamics`` of ``task`` on ``device``."""
+    n_c1 = 2 if task.reads_c1 else 1
+    cells = [torch.arange(GRID_SIZE)] * 4
+    grid = torch.cartesian_prod(*cells, torch.arange(2), torch.arange(2), torch.arange(n_c1))
+    agent, key = grid[:, 0:2], grid[:, 2:4]
+    carrying, door, c1 = grid[:, 4].bool(), grid[:, 5].bool(), grid[:, 6].bool()
+    own = discrete_index(agent, key, carrying, door, c1, task.name)
+    n = grid.shape[0]
+    next_index = torch.empty(N_ACTIONS, n, dtype=torch.long)
+    reward = torch.empty(N_ACTIONS, n)
+    for a in range(N_ACTIONS):
+        rel = relevant_step(agent, key, carrying, door, torch.full((n,), a))
+        r, _, _ = outcome(rel.agent, c1, task.name)
+        next_index[a, own] = discrete_index(
+            rel.agent, rel.key, rel.carrying, rel.door_open, c1, task.name
+        )
+        reward[a, own] = r
+    _, goal, hazard = outcome(agent, c1, task.name)
+    terminal = torch.empty(n, dtype=torch.bool)
+    terminal[own] = goal | hazard
+    as_carried = torch.empty(n, dtype=torch.long)
+    as_carried[own] = discrete_index(agent, agent, torch.ones_like(carrying), door, c1, task.name)
+    return DiscreteDynamics(
+        task, *(t.to(device) for t in (next_index, reward, terminal, as_carried))
+    )
+
+
+def finite_horizon_values(dynamics: DiscreteDynamics, steps: int) -> torch.Tensor:
+    """Optimal ``steps``-step values without a terminal heuristic: ``(n,)`` float.
+
+    ``V_0 = 0``; ``V_k(s) = max_a r(s, a) + gamma * V_{k-1}(s')``, with ``V_k = 0`` at goal and
+    hazard states (terminal). ``r + gamma * V_{d-1}(s')`` is then the depth-d full-width search
+    value of first action ``a`` with a zero leaf value.
+
+    Raises:
+        ValueError: if ``steps < 0``.
+    """
+    if steps < 0:
+        raise ValueError(f"steps must be >= 0, got {steps}")
+    gamma = dynamics.task.gamma
+    v = torch.zeros(dynamics.n_states, device=dynamics.reward.device)
+    for _ in range(steps):
+        q = dynamics.reward + gamma * v[dynamics.next_index]
+        v = torch.where(dynamics.terminal, torch.zeros_like(v), q.amax(dim=0))
+    return v
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """One anchor policy (see the module docstring).
+
+    Attributes:
+        name: short name used in reports.
+        description: one line for the evaluation card.
+        epsilon: probability of a uniform random action each step.
+        lookahead: ``0`` for Q* (the exact V* heuristic), ``d >= 1`` for the heuristic-free
+            depth-d search.
+        key_as_carried: read every state as if the key were carried.
+    """
+
+    name: str
+    description: str
+    epsilon: float = 0.0
+    lookahead: int = 0
+    key_as_carried: bool = False
+
+
+ANCHORS: tuple[Anchor, ...] = (
+    Anchor("uniform_random", "uniform random action", epsilon=1.0),
+    Anchor("key_ignoring", "greedy in Q* as if the key were carried", key_as_carried=True),
+    Anchor("lookahead_4", "depth-4 search, sparse reward only, no V* heuristic", lookahead=4),
+    Anchor("lookahead_8", "depth-8 search, sparse reward only, no V* heuristic", lookahead=8),
+    Anchor("lookahead_12", "depth-12 search, sparse reward only, no V* heuristic", lookahead=12),
+    Anchor("eps_greedy_0.75", "epsilon-greedy in Q*, epsilon 0.75", epsilon=0.75),
+    Anchor("eps_greedy_0.5", "epsilon-greedy in Q*, epsilon 0.5", epsilon=0.5),
+    Anchor("eps_greedy_0.25", "epsilon-greedy in Q*, epsilon 0.25", epsilon=0.25),
+    Anchor("eps_greedy_0.1", "epsilon-greedy in Q*, epsilon 0.1", epsilon=0.1),
+    Anchor("greedy", "greedy in Q* (optimal; the oracle planner at any depth)"),
+)
+ANCHOR_NAMES = tuple(a.name for a in ANCHORS)
+
+
+def get_anchors(names: tuple[str, ...] | None = None) -> tuple[Anchor, ...]:
+    """Anchors by name (all of ``ANCHORS`` for ``None``).
+
+    Raises:
+        ValueError: on an unknown name (the message lists the valid ones).
+    """
+    if names is None:
+        return ANCHORS
+    by_name = {a.name: a for a in ANCHORS}
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        raise ValueError(f"unknown anchor policies {unknown}; valid: {', '.join(ANCHOR_NAMES)}")
+    return tuple(by_name[n] for n in names)
+
+
+class AnchorSet:
+    """Several anchor policies acting on one batch of discrete states, one anchor per row.
+
+    Args:
+        anchors: the policies (``ANCHORS`` by default).
+        task: their task (the V* table and the dynamics tables).
+        device: where the tables live.
+    """
+
+    def __init__(
+        self, anchors: tuple[Anchor, ...], task: Task, device: torch.device | str = "cpu"
+    ) -> None:
+        if not anchors:
+            raise ValueError("an anchor set needs at least one policy")
+        self.anchors = tuple(anchors)
+        self.task = task
+        self.dynamics = discrete_dynamics(task, str(torch.device(device)))
+        v_star = ValueTable(task.name, task.gamma, device).table
+        # Q_d(s, a) = r + gamma * V_{d-1}(s'): the depth-d table is d - 1 steps deep.
+        tables = [
+            v_star if a.lookahead == 0 else finite_horizon_values(self.dynamics, a.lookahead - 1)
+            for a in self.anchors
+        ]
+        self.values = torch.stack(tables).to(device)
+        self.epsilon = torch.tensor([a.epsilon for a in self.anchors], device=device)
+        self.key_as_carried = torch.tensor([a.key_as_carried for a in self.anchors], device=device)
+        # State-major copies: one row gather per step instead of four column gathers.
+        self._next_rows = self.dynamics.next_index.T.contiguous()
+        self._reward_rows = self.dynamics.reward.T.contiguous()
+        self._gamma = torch.tensor(task.gamma, device=device)
+
+    def __len__(self) -> int:
+        return len(self.anchors)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.anchors)
+
+    def act(
+        self, index: torch.Tensor, anchor: torch.Tensor, generator: torch.Generator
+    ) -> torch.Tensor:
+        """Actions ``(M,)`` long of each row's anchor in discrete state ``index``.
+
+        Args:
+            index: ``(M,)`` long discrete states (``DiscreteDynamics.index``).
+            anchor: ``(M,)`` long anchor of each row (position in ``anchors``).
+            generator: the policy stream; the draws have fixed shapes (module docstring).
+        """
+        dyn = self.dynamics
+        m = index.shape[0]
+        device = index.device
+        tie = torch.rand(m, N_ACTIONS, generator=generator, device=device)
+        coin = torch.rand(m, generator=generator, device=device)
+        random_action = torch.randint(0, N_ACTIONS, (m,), generator=generator, device=device)
+        read = torch.where(self.key_as_carried[anchor], dyn.as_carried[index], index)
+        flat = self._next_rows[read].add_(anchor.unsqueeze(1) * dyn.n_states)
+        q = self._reward_rows[read].addcmul_(self.values.view(-1)[flat], self._gamma)
+        best = q >= q.amax(dim=1, keepdim=True) - TIE_TOLERANCE
+        greedy = (tie * best).argmax(dim=1)
+        return torch.where(coin < self.epsilon[anchor], random_action, greedy)
