@@ -3,7 +3,7 @@
 Shape legend: ``B`` episodes, ``L`` leaves = 4^D, ``D`` depth, ``H`` horizon, ``S`` = 12 dims.
 
 ``gridplan.evaluate(model, task=..., depth=..., protocol=..., levels=...) -> Report`` evaluates
-any world model for decisions (``gridplan.evaluation``); it is imported on first use, so
+any world model for decisions (``gridplan.ladder.evaluate``); it is imported on first use, so
 ``import gridplan.env`` stays light.
 """
 
@@ -13,7 +13,7 @@ __all__ = ["evaluate", "compare", "Report", "LadderProtocol"]
 
 def __getattr__(name: str):
     if name in ("evaluate", "compare", "LadderProtocol"):
-        from gridplan import evaluation
+        from gridplan.ladder import evaluate as evaluation
 
         return getattr(evaluation, name)
     if name == "Report":

@@ -147,6 +147,11 @@ def finite_horizon_values(dynamics: DiscreteDynamics, steps: int) -> torch.Tenso
     return v
 
 
+@functools.lru_cache(maxsize=16)
+def _lookahead_table(task: Task, device: str, steps: int) -> torch.Tensor:
+    return finite_horizon_values(discrete_dynamics(task, device), steps)
+
+
 @dataclass(frozen=True)
 class Anchor:
     """One anchor policy (see the module docstring).
@@ -213,11 +218,12 @@ class AnchorSet:
             raise ValueError("an anchor set needs at least one policy")
         self.anchors = tuple(anchors)
         self.task = task
-        self.dynamics = discrete_dynamics(task, str(torch.device(device)))
+        device = str(torch.device(device))
+        self.dynamics = discrete_dynamics(task, device)
         v_star = ValueTable(task.name, task.gamma, device).table
         # Q_d(s, a) = r + gamma * V_{d-1}(s'): the depth-d table is d - 1 steps deep.
         tables = [
-            v_star if a.lookahead == 0 else finite_horizon_values(self.dynamics, a.lookahead - 1)
+            v_star if a.lookahead == 0 else _lookahead_table(task, str(device), a.lookahead - 1)
             for a in self.anchors
         ]
         self.values = torch.stack(tables).to(device)
