@@ -58,7 +58,7 @@ from gridplan.constants import (
 from gridplan.env import outcome, relevant_step, to_cell, to_flag
 from gridplan.planner import TIE_TOLERANCE
 from gridplan.tasks import Task
-from gridplan.values import ValueTable, discrete_index
+from gridplan.values import discrete_index
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,7 @@ class DiscreteDynamics:
             to_flag(state[:, CARRYING]),
             to_flag(state[:, DOOR_OPEN]),
             to_flag(state[:, C1]),
-            self.task.name,
+            self.task,
         )
 
 
@@ -106,22 +106,22 @@ def discrete_dynamics(task: Task, device: str = "cpu") -> DiscreteDynamics:
     grid = torch.cartesian_prod(*cells, torch.arange(2), torch.arange(2), torch.arange(n_c1))
     agent, key = grid[:, 0:2], grid[:, 2:4]
     carrying, door, c1 = grid[:, 4].bool(), grid[:, 5].bool(), grid[:, 6].bool()
-    own = discrete_index(agent, key, carrying, door, c1, task.name)
+    own = discrete_index(agent, key, carrying, door, c1, task)
     n = grid.shape[0]
     next_index = torch.empty(N_ACTIONS, n, dtype=torch.long)
     reward = torch.empty(N_ACTIONS, n)
     for a in range(N_ACTIONS):
         rel = relevant_step(agent, key, carrying, door, torch.full((n,), a))
-        r, _, _ = outcome(rel.agent, c1, task.name)
+        r, _, _ = outcome(rel.agent, c1, task)
         next_index[a, own] = discrete_index(
-            rel.agent, rel.key, rel.carrying, rel.door_open, c1, task.name
+            rel.agent, rel.key, rel.carrying, rel.door_open, c1, task
         )
         reward[a, own] = r
-    _, goal, hazard = outcome(agent, c1, task.name)
+    _, goal, hazard = outcome(agent, c1, task)
     terminal = torch.empty(n, dtype=torch.bool)
     terminal[own] = goal | hazard
     as_carried = torch.empty(n, dtype=torch.long)
-    as_carried[own] = discrete_index(agent, agent, torch.ones_like(carrying), door, c1, task.name)
+    as_carried[own] = discrete_index(agent, agent, torch.ones_like(carrying), door, c1, task)
     return DiscreteDynamics(
         task, *(t.to(device) for t in (next_index, reward, terminal, as_carried))
     )
@@ -220,7 +220,7 @@ class AnchorSet:
         self.task = task
         device = str(torch.device(device))
         self.dynamics = discrete_dynamics(task, device)
-        v_star = ValueTable(task.name, task.gamma, device).table
+        v_star = task.value_table(device).table
         # Q_d(s, a) = r + gamma * V_{d-1}(s'): the depth-d table is d - 1 steps deep.
         tables = [
             v_star if a.lookahead == 0 else _lookahead_table(task, str(device), a.lookahead - 1)

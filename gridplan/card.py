@@ -292,8 +292,8 @@ def _profile_figure(report: dict) -> Figure | None:
         return None
     from gridplan.values import relevance_weights
 
-    weights = relevance_weights(report["task"]).tolist()
     task = tasks.get(report["task"])
+    weights = relevance_weights(task).tolist()
     order = sorted(range(STATE_DIM), key=lambda d: -weights[d])
     fig = Figure(figsize=(7, 3.2), layout="constrained")
     ax = fig.add_subplot()

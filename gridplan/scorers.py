@@ -145,6 +145,14 @@ class GenericScorer(LeafScorer):
             rows = blocks[:, lo : lo + cols].reshape(-1)
             yield rows, self.scores(root[rows], generator)
 
+    def arrival(
+        self, state: torch.Tensor, action: torch.Tensor, nxt: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(reward, goal, hazard)``, each ``(R,)``, of the imagined step ``state --action-->
+        nxt``: the task's true sparse reward of the predicted state. A subclass may score the
+        reward otherwise (``gridplan.plugins.RewardScorer``: the model's own reward)."""
+        return outcome(to_cell(nxt[:, AGENT_X : AGENT_Y + 1]), to_flag(nxt[:, C1]), self.task)
+
     def scores(self, root: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         """Leaf scores ``(E, L)`` of ``E`` root episodes in one batch of ``E * L`` rows.
 
@@ -161,14 +169,12 @@ class GenericScorer(LeafScorer):
             start(rows, generator)
         for t in range(self.depth):
             action = self.sequences[:, t].repeat(b)
-            state = self.model.predict(state, action, generator)
+            prev, state = state, self.model.predict(state, action, generator)
             if state.shape != (rows, STATE_DIM):
                 raise ValueError(
                     f"model.predict returned shape {tuple(state.shape)}, expected ({rows}, 12)"
                 )
-            reward, goal, hazard = outcome(
-                to_cell(state[:, AGENT_X : AGENT_Y + 1]), to_flag(state[:, C1]), self.task
-            )
+            reward, goal, hazard = self.arrival(prev, action, state)
             score += self.discounts[t] * reward * alive
             alive &= ~(goal | hazard)
         score += self.discounts[self.depth] * self.values.lookup(state) * alive

@@ -16,12 +16,11 @@ from gridplan.anchors import (
     get_anchors,
 )
 from gridplan.closed_loop import start_states
-from gridplan.constants import GAMMA, RIGHT
+from gridplan.constants import RIGHT
 from gridplan.env import step
 from gridplan.ladder.outcome import run_anchor_policies
 from gridplan.models import OracleModel
 from gridplan.planner import action_sequences
-from gridplan.values import ValueTable
 
 TASK_A = tasks.get("A")
 TASK_B = tasks.get("B")
@@ -43,7 +42,7 @@ def test_tables_step_like_the_environment(task, random_states, gen):
     idx = dyn.index(states)
     for a in range(4):
         action = torch.full((256,), a)
-        nxt, reward, done, _ = step(states, action, gen, task.name)
+        nxt, reward, done, _ = step(states, action, gen, task)
         assert torch.equal(dyn.next_index[a, idx], dyn.index(nxt))
         assert torch.equal(dyn.reward[a, idx], reward)
         assert torch.equal(dyn.terminal[dyn.index(nxt)], done)
@@ -55,15 +54,15 @@ def test_lookahead_values_equal_a_brute_force_search(random_states, gen):
     dyn = discrete_dynamics(TASK_A)
     v = finite_horizon_values(dyn, depth - 1)
     idx = dyn.index(states)
-    q_table = dyn.reward[:, idx] + GAMMA * v[dyn.next_index[:, idx]]
+    q_table = dyn.reward[:, idx] + TASK_A.gamma * v[dyn.next_index[:, idx]]
     # Every 4^3 sequence through the true environment, sparse reward only, terminal at the goal.
     seqs = action_sequences(depth)
     rows = states.repeat_interleave(len(seqs), dim=0)
     ret = torch.zeros(rows.shape[0])
     alive = torch.ones(rows.shape[0], dtype=torch.bool)
     for t in range(depth):
-        rows, reward, done, _ = step(rows, seqs[:, t].repeat(64), gen, "A")
-        ret += GAMMA**t * reward * alive
+        rows, reward, done, _ = step(rows, seqs[:, t].repeat(64), gen, TASK_A)
+        ret += TASK_A.gamma**t * reward * alive
         alive &= ~done
     brute = ret.view(64, 4, -1).amax(dim=2)
     torch.testing.assert_close(q_table.T, brute)
@@ -72,15 +71,15 @@ def test_lookahead_values_equal_a_brute_force_search(random_states, gen):
 def test_many_lookahead_steps_converge_to_v_star():
     dyn = discrete_dynamics(TASK_A)
     torch.testing.assert_close(
-        finite_horizon_values(dyn, 200), ValueTable("A").table, atol=1e-5, rtol=0
+        finite_horizon_values(dyn, 200), TASK_A.value_table().table, atol=1e-5, rtol=0
     )
 
 
 def test_greedy_earns_v_star_from_every_start():
     anchors = AnchorSet(get_anchors(("greedy",)), TASK_A)
-    starts = start_states([3], 64, "A")
+    starts = start_states([3], 64, TASK_A)
     runs = run_anchor_policies(None, anchors, starts, 2, TASK_A, 0, torch.Generator())
-    v = ValueTable("A").lookup(starts)
+    v = TASK_A.value_table().lookup(starts)
     torch.testing.assert_close(runs.true_return[0, :, 0], v)
     assert runs.true_success.all()
 
@@ -95,7 +94,7 @@ def test_key_ignoring_policy_is_stuck_at_the_closed_door_unless_the_key_is_on_it
     assert runs.true_success[0, :, 0].tolist() == [False, True]
     # On the key's row it walks straight right: the key on move 2, the door opens on move 4
     # (the agent stays), the goal on move 7: return gamma^6.
-    assert float(runs.true_return[0, 1, 0]) == pytest.approx(GAMMA**6)
+    assert float(runs.true_return[0, 1, 0]) == pytest.approx(TASK_A.gamma**6)
 
 
 def test_greedy_moves_right_next_to_the_goal(make_state):
@@ -107,7 +106,7 @@ def test_greedy_moves_right_next_to_the_goal(make_state):
 
 def test_true_and_imagined_runs_share_random_choices_under_the_oracle():
     anchors = AnchorSet(ANCHORS, TASK_A)
-    starts = start_states([5], 16, "A")
+    starts = start_states([5], 16, TASK_A)
     runs = run_anchor_policies(
         OracleModel(), anchors, starts, 3, TASK_A, 7, torch.Generator().manual_seed(1)
     )
@@ -119,7 +118,7 @@ def test_true_and_imagined_runs_share_random_choices_under_the_oracle():
 
 def test_anchor_values_span_weak_to_strong():
     anchors = AnchorSet(ANCHORS, TASK_A)
-    starts = start_states([0], 64, "A")
+    starts = start_states([0], 64, TASK_A)
     runs = run_anchor_policies(None, anchors, starts, 4, TASK_A, 0, torch.Generator())
     j = dict(zip(anchors.names, runs.true_return.mean(dim=(1, 2)).tolist(), strict=True))
     assert j["uniform_random"] < 0.05 and j["greedy"] > 0.5

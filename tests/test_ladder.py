@@ -13,12 +13,11 @@ import torch
 import gridplan
 from gridplan import tasks
 from gridplan.closed_loop import start_states
-from gridplan.constants import AGENT_X, CELL_SCALE, GAMMA
+from gridplan.constants import AGENT_X, CELL_SCALE
 from gridplan.env import transition
 from gridplan.ladder.evaluate import LadderProtocol, check_levels
 from gridplan.ladder.decisions import decide, exploitability
 from gridplan.models import NoiseModel, OracleModel, noise_grid
-from gridplan.values import ValueTable
 
 TASK_A = tasks.get("A")
 PROTOCOL = LadderProtocol(
@@ -142,10 +141,10 @@ def test_decisions_of_a_frozen_model_against_the_exact_values(make_state, random
         [make_state(agent=(6, 4), carrying=True, door_open=True), random_states(31, gen)]
     )
     d = decide(FrozenModel(), states, TASK_A, 2, torch.Generator().manual_seed(0))
-    table = ValueTable("A")
+    table = TASK_A.value_table()
     # Every leaf scores gamma^2 V*(s), so the tie-break picks uniformly; the chosen leaf's true
     # return and Q* come from the exact table.
-    torch.testing.assert_close(d.predicted, GAMMA**2 * table.lookup(states))
+    torch.testing.assert_close(d.predicted, TASK_A.gamma**2 * table.lookup(states))
     torch.testing.assert_close(d.q_true, table.q_values(states))
     torch.testing.assert_close(
         d.regret, table.q_values(states).amax(1) - d.q_true[torch.arange(32), d.action]
@@ -157,7 +156,7 @@ def test_decisions_of_a_frozen_model_against_the_exact_values(make_state, random
 
 
 def test_a_goal_hallucinating_model_is_exploited():
-    states = start_states([0], 64, "A")
+    states = start_states([0], 64, TASK_A)
     d = decide(GoalHallucinator(), states, TASK_A, 2, torch.Generator().manual_seed(0))
     # Every leaf promises the goal on the first step: predicted return 1 everywhere.
     assert torch.all(d.predicted == 1.0)

@@ -110,7 +110,7 @@ def predicted_outcome(
         always from the predicted state (the step terminates where either holds).
     """
     reward, goal, hazard = outcome(
-        to_cell(nxt[:, AGENT_X : AGENT_Y + 1]), to_flag(nxt[:, C1]), task.name
+        to_cell(nxt[:, AGENT_X : AGENT_Y + 1]), to_flag(nxt[:, C1]), task
     )
     if has_reward(model):
         reward = model.predict_reward(state, action, nxt).to(reward.dtype)

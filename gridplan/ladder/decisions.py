@@ -28,6 +28,7 @@ from dataclasses import dataclass, fields
 import torch
 
 from gridplan.constants import N_ACTIONS
+from gridplan.env import check_state
 from gridplan.ladder.common import NON_NEGATIVE, RATE, Estimate
 from gridplan.models import OracleModel
 from gridplan.planner import TIE_TOLERANCE, Planner
@@ -93,23 +94,21 @@ class Decisions:
 def leaf_scores(
     model, roots: torch.Tensor, task: Task, depth: int, generator: torch.Generator, **planner_kwargs
 ) -> torch.Tensor:
-    """``(B, 4^D)`` the depth-``D`` planner's score of every leaf of every root with ``model``.
-
-    ``Planner.leaf_scores`` in chunks of roots that fit the planner's row budget (the fused
-    rollout bounds its own memory; the generic one would expand every root at once). With the
-    oracle, a leaf's score is the true return of its action sequence.
+    """``(B, 4^D)`` the depth-``D`` planner's score of every leaf of every root with ``model``,
+    from the leaf scorer the planner uses for it (``gridplan.scorers``; chunked by the scorer
+    to its memory budget). With the oracle, a leaf's score is the true return of its action
+    sequence.
 
     Raises:
         ValueError: as ``Planner``, or if the model has several settings.
     """
     if getattr(model, "n_settings", 1) != 1:
         raise ValueError("leaf scores are measured for single-setting models")
-    planner = Planner(model, depth, task.name, task.gamma, device=roots.device, **planner_kwargs)
-    if planner.rollout is not None:
-        return planner.leaf_scores(roots, generator)
-    step = max(1, planner.max_rows // planner.n_leaves)
-    chunks = roots.split(step)
-    return torch.cat([planner.leaf_scores(chunk, generator) for chunk in chunks])
+    planner = Planner(model, depth, task, device=roots.device, **planner_kwargs)
+    out = roots.new_empty(roots.shape[0], planner.n_leaves)
+    for rows, scores in planner.scorer.leaf_scores(check_state(roots, "root state"), generator):
+        out[rows] = scores
+    return out
 
 
 @torch.no_grad()
@@ -131,7 +130,7 @@ def decide(
         depth: planner depth ``D``.
         generator: tie-breaks first, then the model's noise.
         keep_scores: keep every leaf's model and true score (``(B, 4^D)`` each).
-        **planner_kwargs: passed to both ``Planner``s (``max_memory``, ``fused``, ...).
+        **planner_kwargs: passed to both ``Planner``s (``max_memory``, ``generic``, ...).
 
     Returns:
         Decisions.

@@ -290,8 +290,9 @@ def evaluate(
     )
     if has_reward(model):
         report.notes.append(
-            "the model predicts its own reward: the ladder's imagined rollouts and the probe "
-            "score its reward, not the true reward of its predicted states"
+            "the model predicts its own reward: the planner, the probe and the ladder's "
+            "imagined rollouts score its reward (predict_reward), not the true reward of its "
+            "predicted states; termination is still read from the predicted states"
         )
     clock = {"t": time.perf_counter()}
 
@@ -303,9 +304,9 @@ def evaluate(
     need_q = {"L4", "L5", "probe", "uncertainty"} & set(levels)
     windows = None
     if "L1" in levels or need_q:
-        windows = eval_windows(protocol.n_windows, protocol.horizon, task=task.name, device=device)
+        windows = eval_windows(protocol.n_windows, protocol.horizon, task=task, device=device)
     if "L1" in levels:
-        report.prediction = prediction_metrics(model, windows, task.name)[0].to_dict()
+        report.prediction = prediction_metrics(model, windows, task)[0].to_dict()
         lap("L1")
 
     seeds = list(protocol.seeds)
@@ -313,7 +314,7 @@ def evaluate(
     if need_q or "L7" in levels:
         oracle_loop = closed_loop_evaluate(
             OracleModel(),
-            task.name,
+            task,
             depth,
             seeds,
             protocol.episodes,
@@ -362,7 +363,7 @@ def evaluate(
 
     if {"L5", "L6"} & set(levels):
         anchors = AnchorSet(get_anchors(tuple(protocol.anchors)), task, device)
-        starts = start_states([protocol.anchor_seed], protocol.anchor_starts, task.name, device)
+        starts = start_states([protocol.anchor_seed], protocol.anchor_starts, task, device)
         runs = run_anchor_policies(
             model,
             anchors,
@@ -389,7 +390,7 @@ def evaluate(
     if "L7" in levels:
         results = closed_loop_evaluate(
             model,
-            task.name,
+            task,
             depth,
             seeds,
             protocol.episodes,
@@ -410,7 +411,7 @@ def evaluate(
         random_runs = run_anchor_policies(
             None,
             AnchorSet(get_anchors(("uniform_random",)), task, device),
-            start_states(seeds, protocol.episodes, task.name, device),
+            start_states(seeds, protocol.episodes, task, device),
             1,
             task,
             1_000 * protocol.seed + STREAMS["random_policy"],
