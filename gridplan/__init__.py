@@ -16,10 +16,14 @@ __all__ = ["evaluate", "compare", "Report", "LadderProtocol"]
 
 
 def __getattr__(name: str):
-    if name in ("evaluate", "compare", "LadderProtocol"):
+    if name in ("evaluate", "LadderProtocol"):
         from gridplan.ladder import evaluate as evaluation
 
         return getattr(evaluation, name)
+    if name == "compare":
+        from gridplan.ladder.compare import compare
+
+        return compare
     if name == "Report":
         from gridplan.report import Report
 
