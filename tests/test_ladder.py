@@ -15,8 +15,8 @@ from gridplan import tasks
 from gridplan.closed_loop import start_states
 from gridplan.constants import AGENT_X, CELL_SCALE
 from gridplan.env import transition
-from gridplan.ladder.evaluate import LadderProtocol, check_levels
 from gridplan.ladder.decisions import decide, exploitability
+from gridplan.ladder.evaluate import LadderProtocol, check_levels
 from gridplan.models import NoiseModel, OracleModel, noise_grid
 
 TASK_A = tasks.get("A")
