@@ -85,9 +85,7 @@ def test_gates_are_fixed_thresholds_and_missing_levels_give_no_verdict():
     assert card["verdict"].startswith("No verdict") and "L5, L6" in card["verdict"]
 
 
-def test_write_card_writes_markdown_json_and_figures_and_never_overwrites(
-    tmp_path, noisy_report
-):
+def test_write_card_writes_markdown_json_and_figures_and_never_overwrites(tmp_path, noisy_report):
     written = write_card(noisy_report, tmp_path / "out.json")
     assert set(written) == {"markdown", "json", "profile", "values"}
     text = written["markdown"].read_text()
@@ -125,8 +123,9 @@ def test_every_ladder_number_becomes_a_tensorboard_scalar(noisy_report):
         "eval/ladder/probe/regret",
     ):
         assert tag in tags
-    assert tags["eval/ladder/L4/decision_agreement"] == (
-        noisy_report["ladder"]["L4"]["decision_agreement"]["mean"]
+    assert (
+        tags["eval/ladder/L4/decision_agreement"]
+        == (noisy_report["ladder"]["L4"]["decision_agreement"]["mean"])
     )
 
 
