@@ -55,9 +55,11 @@ fi
 
 HASH="$(sha256sum pyproject.toml | cut -d' ' -f1)"
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$HASH" ]; then
-    echo "[setup] gridplan[dev] up to date"
+    echo "[setup] gridplan[dev,gymnasium,torchrl] up to date"
 else
-    echo "[setup] installing gridplan[dev] (editable)"
-    "$PY" -m pip install -q -e '.[dev]'
+    echo "[setup] installing gridplan[dev,gymnasium,torchrl] (editable)"
+    # torch is named again (already installed, so nothing is fetched) so that the resolver
+    # keeps the pinned build while it adds the extras' packages.
+    "$PY" -m pip install -q -e '.[dev,gymnasium,torchrl]' "torch${TORCH_SPEC}"
     echo "$HASH" > "$STAMP"
 fi
