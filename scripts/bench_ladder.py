@@ -1,9 +1,10 @@
 """Ladder benchmark: the full decision ladder of one model beside today's ``python -m eval``.
 
 Both run in one process on the same machine, interleaved (eval, ladder, eval, ladder, ...) so
-a change of load hits both alike, at the default protocol of a built-in model (paper §5.1:
-depth 4, 10 seeds x 30 episodes, 1000 held-out windows of H = 10): ``python -m eval`` computes
-the L1 prediction metrics and the closed-loop success (what ``--json`` holds today);
+a change of load hits both alike, at the default protocol of a built-in model
+(``gridplan.protocols.CONTROLLED``, paper §5.1: depth 4, 10 seeds x 30 episodes, 1000 held-out
+windows of H = 10): ``python -m eval`` (``gridplan.evaluation.model_report``) computes the L1
+prediction metrics and the closed-loop success;
 ``gridplan.evaluate`` adds L4-L7, the WorldModelGym probe and, for models exposing it,
 uncertainty. The cost ratio is ladder / eval of the medians per model (the target is at most
 3x); the per-level seconds of the ladder come from its report.
@@ -32,8 +33,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import gridplan  # noqa: E402
-from eval.report import model_report  # noqa: E402
 from gridplan import tasks  # noqa: E402
+from gridplan.evaluation import model_report  # noqa: E402
 from gridplan.ladder.evaluate import PROTOCOLS  # noqa: E402
 from gridplan.models import NoiseModel, OracleModel  # noqa: E402
 from gridplan.plugins import build  # noqa: E402
@@ -49,18 +50,7 @@ MODELS = {
 
 def _eval_today(model, name: str, task, depth: int, protocol, device) -> float:
     start = time.perf_counter()
-    model_report(
-        model,
-        {"name": name},
-        task=task,
-        depth=depth,
-        seeds=list(protocol.seeds),
-        episodes=protocol.episodes,
-        horizon=protocol.horizon,
-        n_windows=protocol.n_windows,
-        device=str(device),
-        progress=False,
-    )
+    model_report(model, {"name": name}, task, protocol.closed_loop(depth), device, progress=False)
     return time.perf_counter() - start
 
 

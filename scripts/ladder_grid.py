@@ -12,7 +12,7 @@ planner's first-action values at the branch states against the exact ``Q*``.
 
     python scripts/ladder_grid.py --json ladder_grid.json          # the 48 models, minutes
     python scripts/ladder_grid.py --profile quick                  # 2 seeds x 10 episodes
-    python scripts/ladder_grid.py --profile tiny                   # 6 models, seconds
+    python scripts/ladder_grid.py --profile tiny                   # plumbing, seconds
 
 Nothing is tuned to a target: the table is whatever the grid gives.
 """
@@ -32,18 +32,15 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gridplan  # noqa: E402
-from gridplan.experiments.e1 import SIGMA_I, SIGMA_R  # noqa: E402
+from gridplan.experiments.settings import E1  # noqa: E402
 from gridplan.ladder.evaluate import PROTOCOLS  # noqa: E402
 from gridplan.ladder.ranking import spearman  # noqa: E402
 from gridplan.models import NoiseModel  # noqa: E402
 from gridplan.stats import spearman_ci  # noqa: E402
 
-#: Profile -> (ladder protocol, sigma_r levels, sigma_i levels, bootstrap resamples).
-PROFILES = {
-    "full": ("default", SIGMA_R, SIGMA_I, 2000),
-    "quick": ("quick", SIGMA_R, SIGMA_I, 2000),
-    "tiny": ("tiny", (0.0, 0.35, 1.5), (0.0, 1.2), 200),
-}
+#: Reproduction profile -> the ladder protocol whose closed loop and windows are that
+#: profile's E1 protocol (``gridplan.experiments.settings.E1``).
+LADDER_PROTOCOL = {"full": "default", "quick": "quick", "tiny": "tiny"}
 LEVELS = ("L1", "L4", "L7", "probe")
 #: Predictors of success: (record key, label).
 PREDICTORS = (
@@ -57,12 +54,20 @@ PREDICTORS = (
 )
 
 
-def grid_records(profile: str, depth: int, device: torch.device, log) -> list[dict]:
-    """One record per grid setting, ``sigma_r``-major: the sigmas, success and predictors."""
-    protocol, sigma_r, sigma_i, _ = PROFILES[profile]
+def grid_records(profile: str, device: torch.device, log) -> list[dict]:
+    """One record per grid setting, ``sigma_r``-major: the sigmas, success and predictors.
+
+    Raises:
+        ValueError: if the ladder protocol's closed loop is not the profile's E1 protocol.
+    """
+    cfg = E1[profile]
+    protocol = PROTOCOLS[LADDER_PROTOCOL[profile]]
+    depth = cfg.protocol.depth
+    if protocol.closed_loop(depth) != cfg.protocol:
+        raise ValueError(f"ladder protocol {protocol} differs from E1's {cfg.protocol}")
     records = []
-    for sr in sigma_r:
-        for si in sigma_i:
+    for sr in cfg.sigma_r:
+        for si in cfg.sigma_i:
             start = time.perf_counter()
             report = gridplan.evaluate(
                 NoiseModel.controlled(sr, si),
@@ -146,19 +151,17 @@ def table(corr: dict, n_models: int) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--profile", choices=list(PROFILES), default="full")
-    p.add_argument("--depth", type=int, default=None, help="planner depth (default 4; tiny 1)")
+    p.add_argument("--profile", choices=list(LADDER_PROTOCOL), default="full")
     p.add_argument("--device", default="cpu")
     p.add_argument("--json", metavar="PATH", help="write records and correlations here")
     p.add_argument("--force", action="store_true", help="overwrite an existing --json file")
     args = p.parse_args(argv)
     if args.json and Path(args.json).exists() and not args.force:
         p.error(f"{args.json} already exists; pass --force to overwrite it")
-    depth = args.depth or (1 if args.profile == "tiny" else 4)
     device = torch.device(args.device)
     start = time.perf_counter()
-    records = grid_records(args.profile, depth, device, lambda m: print(m, flush=True))
-    corr = correlations(records, PROFILES[args.profile][3])
+    records = grid_records(args.profile, device, lambda m: print(m, flush=True))
+    corr = correlations(records, E1[args.profile].n_resamples)
     print()
     print("\n".join(table(corr, len(records))))
     seconds = time.perf_counter() - start
@@ -166,8 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         out = {
             "profile": args.profile,
-            "protocol": PROTOCOLS[PROFILES[args.profile][0]].to_dict(),
-            "depth": depth,
+            "protocol": PROTOCOLS[LADDER_PROTOCOL[args.profile]].to_dict(),
+            "depth": E1[args.profile].protocol.depth,
             "levels": list(LEVELS),
             "records": records,
             "correlations": corr,

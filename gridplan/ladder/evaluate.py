@@ -57,8 +57,9 @@ from gridplan.metrics import prediction_metrics
 from gridplan.models import OracleModel
 from gridplan.plugins import check_contract, checked
 from gridplan.probe import answer, build_questions
+from gridplan.protocols import BOOTSTRAP_RESAMPLES, CONTROLLED, LEARNED, PROFILES, Protocol
 from gridplan.report import LEVELS, Report
-from gridplan.stats import mean_se
+from gridplan.stats import summarize_episodes
 from gridplan.tasks import Task
 
 #: Offsets of the seeded random streams, one per component.
@@ -80,6 +81,9 @@ STREAMS = {
 class LadderProtocol:
     """Every setting of one evaluation besides the model, the task and the depth.
 
+    The closed-loop and window fields mirror ``gridplan.protocols.Protocol`` (their defaults
+    are ``CONTROLLED``'s, paper §5.1); ``LadderProtocol.of`` builds one from any ``Protocol``.
+
     Attributes:
         seeds: closed-loop evaluation seeds (each seeds its own start states).
         episodes: closed-loop episodes per seed.
@@ -97,10 +101,10 @@ class LadderProtocol:
         anchors: anchor policy names (``gridplan.anchors.ANCHOR_NAMES``).
     """
 
-    seeds: tuple[int, ...] = tuple(range(10))
-    episodes: int = 30
-    horizon: int = 10
-    n_windows: int = 1000
+    seeds: tuple[int, ...] = CONTROLLED.seeds
+    episodes: int = CONTROLLED.episodes
+    horizon: int = CONTROLLED.horizon
+    n_windows: int = CONTROLLED.n_windows
     branch_states: int = 512
     anchor_starts: int = 128
     anchor_rollouts: int = 8
@@ -108,13 +112,15 @@ class LadderProtocol:
     probe_questions: int = 256
     xgap_states: int = 1024
     xgap_threshold: float = XGAP_THRESHOLD
-    n_resamples: int = 2000
+    n_resamples: int = BOOTSTRAP_RESAMPLES
     seed: int = 0
     anchors: tuple[str, ...] = tuple(a.name for a in ANCHORS)
 
     def __post_init__(self) -> None:
         if not self.seeds:
             raise ValueError("protocol seeds must not be empty")
+        object.__setattr__(self, "seeds", tuple(self.seeds))
+        object.__setattr__(self, "anchors", tuple(self.anchors))
         positive = (
             "episodes",
             "horizon",
@@ -134,7 +140,28 @@ class LadderProtocol:
             raise ValueError(f"xgap_threshold must be finite and >= 0, got {self.xgap_threshold}")
         if len(self.anchors) < 2:
             raise ValueError("policy ranking needs at least 2 anchor policies")
-        get_anchors(tuple(self.anchors))
+        get_anchors(self.anchors)
+
+    @classmethod
+    def of(cls, protocol: Protocol, **sizes) -> LadderProtocol:
+        """The ladder protocol with ``protocol``'s seeds, episodes, windows and horizon, and
+        the ladder's own sizes from ``sizes`` (defaults otherwise); ``protocol.depth`` is the
+        caller's to pass to ``evaluate``."""
+        return cls(
+            seeds=protocol.seeds,
+            episodes=protocol.episodes,
+            horizon=protocol.horizon,
+            n_windows=protocol.n_windows,
+            **sizes,
+        )
+
+    def replace(self, **changes) -> LadderProtocol:
+        """A copy with ``changes``, validated again."""
+        return dataclasses.replace(self, **changes)
+
+    def closed_loop(self, depth: int) -> Protocol:
+        """The ``gridplan.protocols.Protocol`` of this protocol's closed loop at ``depth``."""
+        return Protocol(depth, self.seeds, self.episodes, self.n_windows, self.horizon)
 
     def to_dict(self) -> dict:
         return {
@@ -142,41 +169,38 @@ class LadderProtocol:
         }
 
 
-#: Named protocols: ``default`` (the paper's controlled-grid closed loop, 10 seeds x 30
-#: episodes), ``checkpoint`` (the learned models' 5 seeds x 40 episodes), ``quick`` and ``tiny``
-#: (smaller everything, for trials and tests).
+#: Sizes of the smaller presets (the rest as ``LadderProtocol``'s defaults).
+_QUICK_SIZES = {
+    "branch_states": 128,
+    "anchor_starts": 64,
+    "anchor_rollouts": 4,
+    "probe_questions": 64,
+    "xgap_states": 256,
+    "n_resamples": 500,
+}
+_TINY_SIZES = {
+    "branch_states": 16,
+    "anchor_starts": 8,
+    "anchor_rollouts": 2,
+    "probe_questions": 8,
+    "xgap_states": 16,
+    "n_resamples": PROFILES["tiny"].n_resamples,
+}
+#: Named protocols, their closed loop and windows from ``gridplan.protocols``: ``default``
+#: (``CONTROLLED``, the paper's controlled grid, 10 seeds x 30 episodes), ``checkpoint``
+#: (``LEARNED``, 5 seeds x 40 episodes), ``quick`` and ``tiny`` (the reproduction profiles'
+#: controlled protocols with smaller ladder sizes, for trials and tests).
 PROTOCOLS = {
-    "default": LadderProtocol(),
-    "checkpoint": LadderProtocol(seeds=tuple(range(5)), episodes=40),
-    "quick": LadderProtocol(
-        seeds=(0, 1),
-        episodes=10,
-        n_windows=256,
-        branch_states=128,
-        anchor_starts=64,
-        anchor_rollouts=4,
-        probe_questions=64,
-        xgap_states=256,
-        n_resamples=500,
-    ),
-    "tiny": LadderProtocol(
-        seeds=(0,),
-        episodes=4,
-        horizon=4,
-        n_windows=32,
-        branch_states=16,
-        anchor_starts=8,
-        anchor_rollouts=2,
-        probe_questions=8,
-        xgap_states=16,
-        n_resamples=100,
-    ),
+    "default": LadderProtocol.of(CONTROLLED),
+    "checkpoint": LadderProtocol.of(LEARNED),
+    "quick": LadderProtocol.of(PROFILES["quick"].controlled, **_QUICK_SIZES),
+    "tiny": LadderProtocol.of(PROFILES["tiny"].controlled, **_TINY_SIZES),
 }
 
 
-def get_protocol(protocol: str | LadderProtocol | None) -> LadderProtocol:
-    """Resolve a protocol name (``PROTOCOLS``), pass a ``LadderProtocol`` through, ``None`` ->
-    ``default``.
+def get_protocol(protocol: str | LadderProtocol | Protocol | None) -> LadderProtocol:
+    """Resolve a protocol name (``PROTOCOLS``), pass a ``LadderProtocol`` through, wrap a
+    ``gridplan.protocols.Protocol`` (``LadderProtocol.of``), ``None`` -> ``default``.
 
     Raises:
         ValueError: on an unknown name.
@@ -185,6 +209,8 @@ def get_protocol(protocol: str | LadderProtocol | None) -> LadderProtocol:
         return PROTOCOLS["default"]
     if isinstance(protocol, LadderProtocol):
         return protocol
+    if isinstance(protocol, Protocol):
+        return LadderProtocol.of(protocol)
     if protocol not in PROTOCOLS:
         raise ValueError(f"unknown protocol {protocol!r}; valid: {', '.join(PROTOCOLS)}")
     return PROTOCOLS[protocol]
@@ -238,8 +264,8 @@ def _difference(a: np.ndarray, b: np.ndarray, protocol: LadderProtocol, seed: in
 def evaluate(
     model,
     task: str | Task = "A",
-    depth: int = 4,
-    protocol: str | LadderProtocol | None = None,
+    depth: int | None = None,
+    protocol: str | LadderProtocol | Protocol | None = None,
     levels: Sequence[str] | None = None,
     device: torch.device | str = "cpu",
     model_info: dict | None = None,
@@ -252,8 +278,10 @@ def evaluate(
             describes the contract and the optional methods); built-in models run as they
             are, any other model behind ``gridplan.plugins.CheckedModel``.
         task: task name or ``Task``.
-        depth: planner depth ``D >= 1``.
-        protocol: a ``LadderProtocol`` or a name in ``PROTOCOLS`` (default ``"default"``).
+        depth: planner depth ``D >= 1``; default the depth of ``protocol`` if it is a
+            ``gridplan.protocols.Protocol``, else ``CONTROLLED.depth`` (4).
+        protocol: a ``LadderProtocol``, a name in ``PROTOCOLS`` (default ``"default"``), or
+            a ``gridplan.protocols.Protocol`` (its closed loop and windows, default sizes).
         levels: levels to measure (``gridplan.report.LEVELS``); default every level that
             applies (``uncertainty`` only for models exposing it).
         device: where everything runs.
@@ -269,6 +297,8 @@ def evaluate(
             naming the method, step and rows).
     """
     task = tasks.get(task)
+    if depth is None:
+        depth = protocol.depth if isinstance(protocol, Protocol) else CONTROLLED.depth
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
         raise ValueError(f"depth must be an integer >= 1, got {depth!r}")
     protocol = get_protocol(protocol)
@@ -398,12 +428,16 @@ def evaluate(
             record=True,
             progress=progress,
         )
-        mean, se, n = mean_se(results.success.float().cpu().numpy())
+        summary = summarize_episodes(results, n_seeds=len(seeds))[0]
         report.closed_loop = {
             "seeds": seeds,
             "episodes": protocol.episodes,
-            "success": {"mean": mean, "se": se, "n": n},
-            "outcomes": results.outcome_counts(),
+            "success": {
+                "mean": summary.success,
+                "se": summary.success_se,
+                "n": summary.n_episodes,
+            },
+            "outcomes": summary.outcomes,
             "mean_steps": float(results.steps.float().mean()),
         }
         report.episode_success = _success_matrix(results, protocol)
