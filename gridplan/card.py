@@ -26,7 +26,7 @@ from matplotlib.figure import Figure
 
 from gridplan import tasks
 from gridplan.constants import DIM_NAMES, STATE_DIM
-from gridplan.report import LEVEL_TITLES, check_schema
+from gridplan.report import LEVEL_TITLES, check_schema, write_text
 
 CARD_SCHEMA = "1.0"
 
@@ -459,10 +459,12 @@ def write_card(report: dict, json_path: str | Path, overwrite: bool = False) -> 
     ):
         fig = make(report)
         if fig is not None:
-            fig.savefig(paths[name], dpi=120)
+            tmp = paths[name].with_name(f".{paths[name].name}.tmp")
+            fig.savefig(tmp, dpi=120, format="png")
+            tmp.replace(paths[name])
             card["figures"][name] = paths[name].name
             written[name] = paths[name]
-    paths["json"].write_text(json.dumps(card, indent=2) + "\n")
-    paths["markdown"].write_text(_markdown(card, report))
+    write_text(paths["json"], json.dumps(card, indent=2) + "\n")
+    write_text(paths["markdown"], _markdown(card, report))
     written["json"], written["markdown"] = paths["json"], paths["markdown"]
     return written

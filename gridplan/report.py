@@ -238,6 +238,29 @@ def ladder_lines(report: dict) -> list[str]:
     return lines
 
 
+def log_ladder(log_dir: str | Path, report: dict, step: int = 0, prefix: str = "eval") -> int:
+    """Write ``ladder_scalars(report, prefix)`` into TensorBoard, in a new event file of
+    ``log_dir`` (earlier event files are kept). Returns the number of scalars written."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    scalars = ladder_scalars(report, prefix)
+    writer = SummaryWriter(log_dir=str(log_dir))
+    try:
+        for tag, value in scalars.items():
+            writer.add_scalar(tag, value, step)
+    finally:
+        writer.close()
+    return len(scalars)
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write ``text`` through a temporary file in the same folder, then rename it into place,
+    so a reader never sees a half-written file."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
 def write_report(data: dict, path: str | Path, overwrite: bool = False) -> Path:
     """Write a report dict as JSON; never replaces an existing file unless ``overwrite``.
 
@@ -248,5 +271,5 @@ def write_report(data: dict, path: str | Path, overwrite: bool = False) -> Path:
     if path.exists() and not overwrite:
         raise FileExistsError(f"{path} already exists; pass --force to overwrite it")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2) + "\n")
+    write_text(path, json.dumps(data, indent=2) + "\n")
     return path

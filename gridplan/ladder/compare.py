@@ -89,18 +89,22 @@ class Comparison:
         }
 
     def lines(self) -> list[str]:
-        """Human-readable lines of the comparison."""
+        """Human-readable lines of the comparison (columns ``A`` and ``B``, named first)."""
         a, b = self.names
-        width = max(len(a), len(b), 8)
-        out = [f"{'level':<12}{'metric':<22}{a:>{width}}  {b:>{width}}  {'A - B':>9}"]
+        width = 9
+
+        def cell(v):
+            return f"{'n/a':>{width}}" if v is None else f"{v:>{width}.4f}"
+
+        out = [
+            f"A = {a}",
+            f"B = {b}",
+            f"{'level':<12}{'metric':<22}{'A':>{width}}  {'B':>{width}}  {'A - B':>{width}}",
+        ]
         for row in self.side_by_side:
-
-            def cell(v, w=width):
-                return f"{'n/a':>{w}}" if v is None else f"{v:>{w}.4f}"
-
             out.append(
                 f"{row['level']:<12}{row['metric']:<22}{cell(row['a'])}  {cell(row['b'])}  "
-                f"{cell(row['difference'], 9)}"
+                f"{cell(row['difference'])}"
             )
         for label, diff in (("success", self.success), ("decision regret", self.decision_regret)):
             if diff is None:
