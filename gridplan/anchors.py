@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
@@ -202,6 +203,16 @@ def get_anchors(names: tuple[str, ...] | None = None) -> tuple[Anchor, ...]:
     return tuple(by_name[n] for n in names)
 
 
+class PolicyDraws(NamedTuple):
+    """One step's policy randomness of ``M`` rows: ``tie`` ``(M, 4)`` uniforms breaking ties
+    between greedy actions, ``coin`` ``(M,)`` uniforms against epsilon, ``random_action``
+    ``(M,)`` long uniform actions."""
+
+    tie: torch.Tensor
+    coin: torch.Tensor
+    random_action: torch.Tensor
+
+
 class AnchorSet:
     """Several anchor policies acting on one batch of discrete states, one anchor per row.
 
@@ -228,11 +239,17 @@ class AnchorSet:
         ]
         self.values = torch.stack(tables).to(device)
         self.epsilon = torch.tensor([a.epsilon for a in self.anchors], device=device)
-        self.key_as_carried = torch.tensor([a.key_as_carried for a in self.anchors], device=device)
-        # State-major copies: one row gather per step instead of four column gathers.
-        self._next_rows = self.dynamics.next_index.T.contiguous()
-        self._reward_rows = self.dynamics.reward.T.contiguous()
-        self._gamma = torch.tensor(task.gamma, device=device)
+        # The greedy choice depends only on (anchor, discrete state): each anchor's
+        # (n, 4) mask of its best actions, in the state it reads, is tabulated once, so a
+        # step is one row gather.
+        dyn, gamma = self.dynamics, torch.tensor(task.gamma, device=device)
+        own = torch.arange(dyn.n_states, device=device)
+        masks = []
+        for a, values in zip(self.anchors, self.values, strict=True):
+            read = dyn.as_carried if a.key_as_carried else own
+            q = dyn.reward.T[read].addcmul_(values[dyn.next_index.T[read]], gamma)
+            masks.append((q >= q.amax(dim=1, keepdim=True) - TIE_TOLERANCE).float())
+        self._greedy = torch.cat(masks)
 
     def __len__(self) -> int:
         return len(self.anchors)
@@ -241,25 +258,32 @@ class AnchorSet:
     def names(self) -> tuple[str, ...]:
         return tuple(a.name for a in self.anchors)
 
+    @staticmethod
+    def draw(m: int, generator: torch.Generator) -> PolicyDraws:
+        """One step's randomness of ``m`` rows, in the fixed shapes of the module docstring."""
+        device = generator.device
+        return PolicyDraws(
+            tie=torch.rand(m, N_ACTIONS, generator=generator, device=device),
+            coin=torch.rand(m, generator=generator, device=device),
+            random_action=torch.randint(0, N_ACTIONS, (m,), generator=generator, device=device),
+        )
+
     def act(
-        self, index: torch.Tensor, anchor: torch.Tensor, generator: torch.Generator
+        self,
+        index: torch.Tensor,
+        anchor: torch.Tensor,
+        randomness: torch.Generator | PolicyDraws,
     ) -> torch.Tensor:
         """Actions ``(M,)`` long of each row's anchor in discrete state ``index``.
 
         Args:
             index: ``(M,)`` long discrete states (``DiscreteDynamics.index``).
             anchor: ``(M,)`` long anchor of each row (position in ``anchors``).
-            generator: the policy stream; the draws have fixed shapes (module docstring).
+            randomness: the policy stream (this step's ``draw`` is taken from it), or draws
+                already taken, so that two runs can share one step's randomness.
         """
-        dyn = self.dynamics
-        m = index.shape[0]
-        device = index.device
-        tie = torch.rand(m, N_ACTIONS, generator=generator, device=device)
-        coin = torch.rand(m, generator=generator, device=device)
-        random_action = torch.randint(0, N_ACTIONS, (m,), generator=generator, device=device)
-        read = torch.where(self.key_as_carried[anchor], dyn.as_carried[index], index)
-        flat = self._next_rows[read].add_(anchor.unsqueeze(1) * dyn.n_states)
-        q = self._reward_rows[read].addcmul_(self.values.view(-1)[flat], self._gamma)
-        best = q >= q.amax(dim=1, keepdim=True) - TIE_TOLERANCE
-        greedy = (tie * best).argmax(dim=1)
-        return torch.where(coin < self.epsilon[anchor], random_action, greedy)
+        if isinstance(randomness, torch.Generator):
+            randomness = self.draw(index.shape[0], randomness)
+        best = self._greedy[anchor * self.dynamics.n_states + index]
+        greedy = (randomness.tie * best).argmax(dim=1)
+        return torch.where(randomness.coin < self.epsilon[anchor], randomness.random_action, greedy)

@@ -3,10 +3,11 @@
 Policies of the anchor set (``gridplan.anchors``) are run twice from the same true start
 states, ``K`` times each: in the true environment, and inside the model, where the policy acts
 on the imagined state, the model steps, and reward and termination are read from the
-predicted state (or the model's own ``predict_reward``, ``gridplan.ladder.common``). Both runs
-use the same policy seed, so they make the same random choices wherever they see the same
-discrete state. Returns are discounted, ``J = sum_{t < T} gamma^t r_{t+1}`` over the task's
-horizon ``T``, so ``J`` of the greedy policy from ``s`` is ``V*(s)``.
+predicted state (or the model's own ``predict_reward``, ``gridplan.ladder.common``). The runs
+step in lockstep and share each step's policy draws, so they make the same random choices
+wherever they see the same discrete state. Returns are discounted,
+``J = sum_{t < T} gamma^t r_{t+1}`` over the task's horizon ``T``, so ``J`` of the greedy policy
+from ``s`` is ``V*(s)``.
 
 - Reward-prediction error: ``mean |r_hat(s, a) - r(s, a)|`` over the one-step branches of the
   branch set ``Q`` (every action from every state), and the same over the branches where
@@ -105,50 +106,52 @@ def run_anchor_policies(
     anchor = torch.arange(a, device=device).repeat_interleave(n * rollouts)
     discounts = [task.gamma**t for t in range(horizon)]
     dyn = anchors.dynamics
+    gen = torch.Generator(device=device).manual_seed(int(policy_seed))
+    imagine = model is not None
 
-    def policy_stream() -> torch.Generator:
-        return torch.Generator(device=device).manual_seed(int(policy_seed))
+    def zeros(dtype=torch.float32):
+        return torch.zeros(rows, dtype=dtype, device=device)
 
+    # Both runs step in lockstep and share each step's policy draws (common random numbers).
     index = _tile(dyn.index(starts), a, rollouts)
-    ret = torch.zeros(rows, device=device)
-    success = torch.zeros(rows, dtype=torch.bool, device=device)
-    alive = torch.ones(rows, dtype=torch.bool, device=device)
-    gen = policy_stream()
+    ret, success, alive = zeros(), zeros(torch.bool), ~zeros(torch.bool)
+    if imagine:
+        state = _tile(starts, a, rollouts)
+        m_ret, m_success, m_alive = zeros(), zeros(torch.bool), ~zeros(torch.bool)
+        start_rollout = getattr(model, "start_rollout", None)
+        if start_rollout is not None:
+            start_rollout(rows, model_generator)
     for t in range(horizon):
-        action = anchors.act(index, anchor, gen)
-        reward = dyn.reward[action, index]
-        index = dyn.next_index[action, index]
-        ret += discounts[t] * reward * alive
-        success |= (reward > 0) & alive
-        alive &= ~dyn.terminal[index]
-        if not alive.any():
+        world, inside = bool(alive.any()), imagine and bool(m_alive.any())
+        if not (world or inside):
             break
+        draws = anchors.draw(rows, gen)
+        if world:
+            action = anchors.act(index, anchor, draws)
+            reward = dyn.reward[action, index]
+            index = dyn.next_index[action, index]
+            ret += discounts[t] * reward * alive
+            success |= (reward > 0) & alive
+            alive &= ~dyn.terminal[index]
+        if inside:
+            action = anchors.act(dyn.index(state), anchor, draws)
+            nxt = model.predict(state, action, model_generator)
+            reward, goal, hazard = predicted_outcome(model, state, action, nxt, task)
+            m_ret += discounts[t] * reward * m_alive
+            m_success |= goal & m_alive
+            m_alive &= ~(goal | hazard)
+            state = nxt
     shape = (a, n, rollouts)
-    true_return, true_success = ret.view(shape), success.view(shape)
-    if model is None:
+    if not imagine:
         empty = torch.empty(0, device=device)
-        return PolicyRuns(anchors.names, true_return, empty, true_success, empty.bool())
-
-    state = _tile(starts, a, rollouts)
-    ret = torch.zeros(rows, device=device)
-    success = torch.zeros(rows, dtype=torch.bool, device=device)
-    alive = torch.ones(rows, dtype=torch.bool, device=device)
-    gen = policy_stream()
-    start_rollout = getattr(model, "start_rollout", None)
-    if start_rollout is not None:
-        start_rollout(rows, model_generator)
-    for t in range(horizon):
-        action = anchors.act(dyn.index(state), anchor, gen)
-        nxt = model.predict(state, action, model_generator)
-        reward, goal, hazard = predicted_outcome(model, state, action, nxt, task)
-        ret += discounts[t] * reward * alive
-        success |= goal & alive
-        alive &= ~(goal | hazard)
-        state = nxt
-        if not alive.any():
-            break
-    model_return, model_success = ret.view(shape), success.view(shape)
-    return PolicyRuns(anchors.names, true_return, model_return, true_success, model_success)
+        return PolicyRuns(anchors.names, ret.view(shape), empty, success.view(shape), empty.bool())
+    return PolicyRuns(
+        anchors.names,
+        ret.view(shape),
+        m_ret.view(shape),
+        success.view(shape),
+        m_success.view(shape),
+    )
 
 
 @dataclass(frozen=True)
