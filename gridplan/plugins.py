@@ -21,9 +21,11 @@ receives the evaluation's ``Task`` and device.
 Every call of a plug-in goes through ``CheckedModel``, which turns a broken output into an error
 that names the method, the imagined step and the rows: wrong type, shape, dtype or device, and
 non-finite values are errors. Values outside ``[0, 1]`` are clamped to it with one
-``OutOfRangeWarning`` per model (how many values, their range, the step): the planner and V*
-read states through clamped cells and thresholded flags anyway, so clamping changes no decision,
-only the squared errors, which then measure the clamped prediction.
+``OutOfRangeWarning`` per model (how many values, their range, the step) and a note in the
+report. The planner, V* and the anchor policies read a state through rounded, clamped cells and
+flags thresholded at 0.5, so clamping never changes how a predicted state is read; the model's
+next imagined step starts from the clamped state, and squared errors measure the clamped
+prediction.
 """
 
 from __future__ import annotations
@@ -218,7 +220,8 @@ class CheckedModel(WorldModel):
     """A plug-in behind the contract checks of the module docstring.
 
     Optional methods (``start_rollout``, ``predict_reward``, ``predict_members``,
-    ``uncertainty``) exist on the wrapper exactly when the wrapped model has them.
+    ``uncertainty``) exist on the wrapper exactly when the wrapped model has them;
+    ``clamped`` counts the predicted values clamped into ``[0, 1]`` so far.
 
     Args:
         model: the plug-in.
@@ -237,6 +240,7 @@ class CheckedModel(WorldModel):
         self.inner = model
         self.name = name
         self.step = 0
+        self.clamped = 0
         self._warned = False
         for method in ("predict_reward", "predict_members", "uncertainty"):
             if callable(getattr(model, method, None)):
@@ -311,6 +315,7 @@ class CheckedModel(WorldModel):
         out = self._check_tensor("predict", out, tuple(state.shape), state)
         outside = (out < 0) | (out > 1)
         if outside.any():
+            self.clamped += int(outside.sum())
             if not self._warned:
                 warnings.warn(
                     f"{self.name}.predict returned {int(outside.sum())} values outside [0, 1] "

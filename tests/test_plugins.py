@@ -225,6 +225,12 @@ def test_outputs_outside_the_unit_interval_are_clamped_with_one_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         model.predict(state, action, gen)
+    assert model.clamped == 96
+    with pytest.warns(OutOfRangeWarning):
+        report = gridplan.evaluate(
+            Broken(lambda out: out * 1.5), depth=2, protocol=PROTOCOL, levels=["L4"]
+        )
+    assert any("were clamped into it" in note for note in report.notes)
 
 
 def test_broken_optional_methods_are_named():

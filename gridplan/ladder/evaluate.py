@@ -110,7 +110,7 @@ class LadderProtocol:
     anchor_rollouts: int = 8
     anchor_seed: int = 20_000
     probe_questions: int = 256
-    xgap_states: int = 1024
+    xgap_states: int = 512
     xgap_threshold: float = XGAP_THRESHOLD
     n_resamples: int = BOOTSTRAP_RESAMPLES
     seed: int = 0
@@ -488,4 +488,10 @@ def evaluate(
             protocol.seed,
         ).to_dict()
         lap("uncertainty")
+    clamped = getattr(model, "clamped", 0)
+    if clamped:
+        report.notes.append(
+            f"{clamped} predicted values outside [0, 1] were clamped into it; the next "
+            "imagined steps started from the clamped states"
+        )
     return report
