@@ -200,7 +200,8 @@ def check_outputs(json_path: Path, card: bool, force: bool) -> None:
     paths = [json_path] + (list(card_paths(json_path).values()) if card else [])
     taken = [str(p) for p in paths if p.exists()]
     if taken and not force:
-        raise FileExistsError(f"{', '.join(taken)} already exist(s); pass --force to overwrite")
+        verb = "already exists" if len(taken) == 1 else "already exist"
+        raise FileExistsError(f"{', '.join(taken)} {verb}; pass --force to overwrite")
 
 
 def print_report(report: dict) -> None:

@@ -12,6 +12,7 @@ import gridplan
 from gridplan.card import GATES, build_card, card_paths, write_card
 from gridplan.ladder.evaluate import LadderProtocol
 from gridplan.models import NoiseModel, OracleModel
+from gridplan.report import check_schema, ladder_scalars
 
 PROTOCOL = LadderProtocol(
     seeds=(0,),
@@ -53,6 +54,18 @@ def test_the_oracle_passes_every_gate(reports):
     card = build_card(reports["oracle"])
     assert [g["passed"] for g in card["gates"]] == [True] * len(GATES)
     assert card["verdict"].startswith("Fit for planning with the depth-2 planner on task A")
+    assert card["levels"] == ["L1", "L4", "L5", "L6", "L7", "probe"]
+    relevant = ["agent_x", "agent_y", "key_x", "key_y", "carrying", "door_open"]
+    assert card["contract"]["task"]["relevant_dims"] == relevant
+    assert card["contract"]["horizon"] == {"episode": 60, "lookahead": 2, "open_loop": 4}
+
+
+def test_the_gates_are_fixed_thresholds():
+    assert [(g.level, g.metric, g.threshold, g.higher_is_better) for g in GATES] == [
+        ("L4", "decision_agreement", 0.90, True),
+        ("L5", "value_error", 0.05, False),
+        ("L6", "pra", 0.80, True),
+    ]
 
 
 def test_relevant_noise_fails_the_gates_with_reasons(reports):
@@ -86,6 +99,7 @@ def test_write_card_writes_markdown_json_and_figures_and_never_overwrites(report
     ):
         assert heading in text
     assert "![values](noisy.card.values.png)" in text
+    assert "| L0 | visual plausibility | not applicable" in text
     card = json.loads(written["json"].read_text())
     assert card["card_schema_version"] and card["report"] == "noisy.json"
     assert written["profile"].stat().st_size > 1000
@@ -97,3 +111,22 @@ def test_write_card_writes_markdown_json_and_figures_and_never_overwrites(report
 def test_cards_need_a_current_report():
     with pytest.raises(ValueError, match="schema"):
         build_card({"task": "A", "depth": 2})
+    with pytest.raises(ValueError, match="schema 2.x"):
+        check_schema({"schema_version": "1.0"})
+
+
+def test_every_ladder_number_becomes_a_tensorboard_scalar(reports):
+    tags = ladder_scalars(reports["noisy"])
+    for tag in (
+        "eval/ladder/L4/decision_agreement",
+        "eval/ladder/L4/decision_regret",
+        "eval/ladder/L5/value_error",
+        "eval/ladder/L5/value_error_per_policy/greedy",
+        "eval/ladder/L6/pra",
+        "eval/ladder/L6/J_true/greedy",
+        "eval/ladder/L7/xgap",
+        "eval/ladder/probe/regret",
+    ):
+        assert tag in tags
+    l4 = reports["noisy"]["ladder"]["L4"]
+    assert tags["eval/ladder/L4/decision_agreement"] == l4["decision_agreement"]["mean"]

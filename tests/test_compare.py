@@ -37,6 +37,17 @@ def test_a_model_compared_with_itself_differs_by_exactly_zero():
     assert all(row["difference"] == 0.0 for row in c.side_by_side)
 
 
+def test_irrelevant_noise_against_the_oracle_differs_by_exactly_nothing():
+    # Common random numbers and Prop. 1: M(0, sigma_i) decides exactly like the oracle, so
+    # every decision-level difference is 0 and so is its interval.
+    c = gridplan.compare(NoiseModel.controlled(0.0, 0.5), OracleModel(), depth=2, protocol=PROTOCOL)
+    assert (c.success.difference, c.success.low, c.success.high) == (0.0, 0.0, 0.0)
+    assert c.decision_regret.difference == 0.0
+    rows = {(r["level"], r["metric"]): r["difference"] for r in c.side_by_side}
+    assert rows[("L4", "decision_agreement")] == 0.0 and rows[("probe", "regret")] == 0.0
+    assert rows[("L4", "ipe")] == 0.0  # the relevant projection only
+
+
 def test_oracle_against_relevant_noise_with_an_indicative_interval():
     c = gridplan.compare(
         OracleModel(),
@@ -64,6 +75,7 @@ def test_training_seeds_pair_by_position():
     arm_b = [NoiseModel.controlled(0.3, 0.1), NoiseModel.controlled(0.3, 0.3)]
     c = gridplan.compare(arm_a, arm_b, depth=2, protocol=PROTOCOL, levels=["L7"])
     assert c.success.units == (2, 2, 5)
+    assert "only 2 top-level units (training seed)" in c.success.warning
     assert len(c.reports_a) == 2
     with pytest.raises(ValueError, match="same number of models"):
         gridplan.compare(arm_a, arm_b[:1], depth=2, protocol=PROTOCOL, levels=["L7"])

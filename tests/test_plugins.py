@@ -233,6 +233,15 @@ def test_outputs_outside_the_unit_interval_are_clamped_with_one_warning():
     assert any("were clamped into it" in note for note in report.notes)
 
 
+def test_a_raising_predict_names_the_method_and_step():
+    class ForgotTheGenerator:
+        def predict(self, state, action):
+            return state
+
+    with pytest.raises(PluginError, match="user_model.predict raised TypeError at imagined step 1"):
+        check_contract(ForgotTheGenerator(), TASK_A, "cpu", "user_model")
+
+
 def test_broken_optional_methods_are_named():
     class BadReward(TrueDynamics):
         def predict_reward(self, state, action, next_state):
