@@ -14,7 +14,10 @@ planner's first-action values at the branch states against the exact ``Q*``.
     python scripts/ladder_grid.py --profile quick                  # 2 seeds x 10 episodes
     python scripts/ladder_grid.py --profile tiny                   # plumbing, seconds
 
-Nothing is tuned to a target: the table is whatever the grid gives.
+Nothing is tuned to a target: the table is whatever the grid gives. Within a row of fixed
+``sigma_r`` every decision number and the success are identical (Prop. 1 with common random
+numbers), so the 48 models carry 8 distinct values of each; the intervals resample the 48 as
+units and are narrower than 8 independent models would give.
 """
 
 from __future__ import annotations
