@@ -10,6 +10,9 @@
 - ``resample_means``: bootstrap replicates of the means of ``(..., N)`` per-unit values,
   resampling the units of several inputs jointly (for statistics of means that are not
   means themselves: ranking metrics over anchor policies, value errors).
+- ``resample_spearman``: bootstrap replicates of Spearman's rho of paired samples, each the
+  exact rho of its resample (average ranks for ties), computed from the resample's
+  multinomial counts without sorting each resample (``O(R n)`` after one sort).
 - ``percentile_interval``: the percentile interval of bootstrap replicates.
 
 All resampling draws from ``numpy.random.default_rng(seed)``: a seed gives the same interval.
@@ -223,3 +226,57 @@ def resample_means(arrays: Sequence, n_resamples: int = 2000, seed: int = 0) -> 
     weights = np.random.default_rng(seed).multinomial(n, np.full(n, 1.0 / n), size=n_resamples)
     weights = weights.T / n
     return [np.moveaxis(x @ weights, -1, 0) for x in xs]
+
+
+def _ranks_under_counts(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """``(R, n)`` average ranks of each unit inside resamples that hold ``counts[r, j]``
+    copies of unit ``j``: the copies of units with values below it, plus the mean position
+    of its value's tied copies. Units drawn 0 times get the rank they would have."""
+    order = np.argsort(values, kind="stable")
+    sorted_values = values[order]
+    starts = np.flatnonzero(np.r_[True, sorted_values[1:] != sorted_values[:-1]])
+    group = np.cumsum(np.r_[True, sorted_values[1:] != sorted_values[:-1]]) - 1
+    per_group = np.add.reduceat(counts[:, order], starts, axis=1)
+    group_rank = np.cumsum(per_group, axis=1) - per_group + (per_group + 1) / 2
+    ranks = np.empty_like(counts, dtype=np.float64)
+    ranks[:, order] = group_rank[:, group]
+    return ranks
+
+
+def spearman_of_counts(x, y, counts) -> np.ndarray:
+    """``(R,)`` Spearman rho of the resamples of paired ``(x, y)`` with ``(R, n)`` unit
+    ``counts`` (NaN where either side of a resample is constant)."""
+    xa, ya = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    w = np.asarray(counts, dtype=np.float64)
+    rx, ry = _ranks_under_counts(xa, w), _ranks_under_counts(ya, w)
+    w = w / w.sum(axis=1, keepdims=True)
+    dx = rx - (w * rx).sum(axis=1, keepdims=True)
+    dy = ry - (w * ry).sum(axis=1, keepdims=True)
+    vx, vy = (w * dx * dx).sum(axis=1), (w * dy * dy).sum(axis=1)
+    cov = (w * dx * dy).sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where((vx > 0) & (vy > 0), cov / np.sqrt(vx * vy), np.nan)
+
+
+def resample_spearman(x, y, n_resamples: int = 2000, seed: int = 0) -> np.ndarray:
+    """``(R,)`` bootstrap replicates of Spearman's rho of paired samples ``x``, ``y``.
+
+    A replicate draws ``n`` pairs with replacement and is the exact rho of that resample
+    (``spearman_of_counts``); NaN where a resample is constant on a side. Same statistic as
+    ``gridplan.stats.spearman_ci``'s replicates, at about half its cost for a thousand pairs
+    (no per-resample sort), which is what the uncertainty level needs.
+
+    Raises:
+        ValueError: on lengths that differ, fewer than 3 pairs, non-finite values or bad
+            ``n_resamples``.
+    """
+    _check_bootstrap_args(n_resamples, 0.5)
+    xa = _finite_array(x, "x").reshape(-1)
+    ya = _finite_array(y, "y").reshape(-1)
+    if xa.size != ya.size or xa.size < 3:
+        raise ValueError(f"need at least 3 pairs of equal length, got {xa.size} and {ya.size}")
+    n = xa.size
+    draws = np.random.default_rng(seed).integers(0, n, size=(n_resamples, n))
+    draws += n * np.arange(n_resamples)[:, None]
+    counts = np.bincount(draws.ravel(), minlength=n_resamples * n).reshape(n_resamples, n)
+    return spearman_of_counts(xa, ya, counts)

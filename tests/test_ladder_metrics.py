@@ -8,8 +8,14 @@ import math
 import numpy as np
 import pytest
 import torch
+from scipy.stats import spearmanr
 
-from gridplan.bootstrap import paired_hierarchical_bootstrap, resample_means
+from gridplan.bootstrap import (
+    paired_hierarchical_bootstrap,
+    resample_means,
+    resample_spearman,
+    spearman_of_counts,
+)
 from gridplan.ladder.common import RATE, Estimate
 from gridplan.ladder.fidelity import Branches
 from gridplan.ladder.outcome import PolicyRuns, outcome_fidelity
@@ -202,3 +208,28 @@ def test_resample_means_draws_units_jointly():
     np.testing.assert_allclose(ry, 2 * rx)
     # Row 1 is row 0 + 3 in every unit, so in every replicate.
     np.testing.assert_allclose(rx[:, 1] - rx[:, 0], 3.0)
+
+
+def test_spearman_of_counts_is_the_rho_of_each_expanded_resample():
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 5, 40).astype(float)  # many ties
+    y = x + rng.integers(0, 3, 40)
+    counts = rng.multinomial(40, np.full(40, 1 / 40), size=25)
+    expected = [spearmanr(np.repeat(x, c), np.repeat(y, c)).statistic for c in counts]
+    np.testing.assert_allclose(spearman_of_counts(x, y, counts), expected, rtol=0, atol=1e-12)
+    # All ones: the plain rho; a resample that is constant on one side: NaN.
+    assert spearman_of_counts(x, y, np.ones((1, 40)))[0] == pytest.approx(spearmanr(x, y)[0])
+    one = np.zeros((1, 40))
+    one[0, 3] = 40
+    assert np.isnan(spearman_of_counts(x, y, one)[0])
+
+
+def test_resample_spearman_is_seeded_and_validates():
+    rng = np.random.default_rng(1)
+    u = rng.random(200)
+    e = u + rng.random(200)
+    reps = resample_spearman(u, e, n_resamples=300, seed=4)
+    assert reps.shape == (300,) and np.array_equal(reps, resample_spearman(u, e, 300, 4))
+    assert np.percentile(reps, 2.5) < spearmanr(u, e)[0] < np.percentile(reps, 97.5)
+    with pytest.raises(ValueError, match="at least 3 pairs"):
+        resample_spearman([1.0, 2.0], [2.0, 1.0])

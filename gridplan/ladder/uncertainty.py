@@ -12,8 +12,8 @@ Scores are taken at every step of the model's own open-loop rollouts of the bran
 random actions (the IPE rollouts, ``gridplan.ladder.fidelity``) and averaged over the ``H``
 steps of each row; each row's error is its IPE. Then:
 
-- ``spearman``: Spearman of uncertainty with rollout error, with a bootstrap interval
-  (``gridplan.stats.spearman_ci``);
+- ``spearman``: Spearman of uncertainty with rollout error, with a percentile bootstrap
+  interval over rows (``gridplan.bootstrap.resample_spearman``);
 - risk-coverage: rows sorted by uncertainty, most certain first; ``risk(k)`` is the mean error
   of the ``k`` most certain rows, at coverage ``k / N``; tied scores are ordered at random in
   expectation (each tied row counts with its group's mean error), so a constant score gives
@@ -33,7 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from gridplan.stats import SpearmanResult, spearman_ci
+from gridplan.bootstrap import percentile_interval, resample_spearman, spearman_of_counts
+from gridplan.stats import SpearmanResult
 from gridplan.tasks import Task
 
 #: Points of the risk-coverage curve kept in reports.
@@ -142,7 +143,10 @@ def uncertainty_quality(
     """
     u = np.asarray(uncertainty, dtype=np.float64).reshape(-1)
     e = np.asarray(error, dtype=np.float64).reshape(-1)
-    rho = spearman_ci(u, e, n_resamples=n_resamples, seed=seed)
+    point = float(spearman_of_counts(u, e, np.ones((1, u.size)))[0])
+    rho = SpearmanResult(
+        point, *percentile_interval(resample_spearman(u, e, n_resamples, seed)), int(u.size)
+    )
     coverage, risk = risk_coverage(u, e)
     keep = np.unique(np.linspace(0, u.size - 1, min(CURVE_POINTS, u.size)).round().astype(int))
     return UncertaintyQuality(
