@@ -35,6 +35,7 @@ import hashlib
 import importlib
 import importlib.util
 import inspect
+import math
 import sys
 import warnings
 from pathlib import Path
@@ -281,7 +282,10 @@ class CheckedModel(WorldModel):
     def _where(self) -> str:
         return f"at imagined step {self.step}"
 
-    def _check_tensor(self, method: str, out, shape: tuple, like: torch.Tensor) -> torch.Tensor:
+    def _check_tensor(
+        self, method: str, out, shape: tuple, like: torch.Tensor
+    ) -> tuple[float, float]:
+        """Check type, shape, dtype, device and finiteness; returns ``(min, max)``."""
         if not isinstance(out, torch.Tensor):
             raise PluginError(
                 f"{self.name}.{method} must return a torch.Tensor, got {type(out).__name__}"
@@ -301,26 +305,38 @@ class CheckedModel(WorldModel):
                 f"{self.name}.{method} returned a tensor on {out.device}, expected "
                 f"{like.device} (the input's device) {self._where()}"
             )
+        return self._range(method, out)
+
+    def _range(self, method: str, out: torch.Tensor) -> tuple[float, float]:
+        """``(min, max)`` of a checked output, in one pass (NaN and inf propagate into them);
+        only when they are not finite is the output scanned for the rows to name.
+
+        Raises:
+            PluginError: if ``out`` holds NaN or inf.
+        """
+        if out.numel() == 0:
+            return 0.0, 0.0
+        lo, hi = (float(v) for v in torch.aminmax(out))
+        if math.isfinite(lo) and math.isfinite(hi):
+            return lo, hi
         bad = ~torch.isfinite(out)
-        if bad.any():
-            raise PluginError(
-                f"{self.name}.{method} returned non-finite values (NaN or inf) in "
-                f"{_describe_rows(bad)} {self._where()}"
-            )
-        return out
+        raise PluginError(
+            f"{self.name}.{method} returned non-finite values (NaN or inf) in "
+            f"{_describe_rows(bad)} {self._where()}"
+        )
 
     def predict(self, state, action, generator):
         self.step += 1
         out = self._call("predict", self.inner.predict, state, action, generator)
-        out = self._check_tensor("predict", out, tuple(state.shape), state)
-        outside = (out < 0) | (out > 1)
-        if outside.any():
-            self.clamped += int(outside.sum())
+        lo, hi = self._check_tensor("predict", out, tuple(state.shape), state)
+        if lo < 0.0 or hi > 1.0:
+            outside = int(((out < 0) | (out > 1)).sum())
+            self.clamped += outside
             if not self._warned:
                 warnings.warn(
-                    f"{self.name}.predict returned {int(outside.sum())} values outside [0, 1] "
-                    f"(range [{float(out.min()):.4g}, {float(out.max()):.4g}]) "
-                    f"{self._where()}; clamped to [0, 1] (warned once per model)",
+                    f"{self.name}.predict returned {outside} values outside [0, 1] "
+                    f"(range [{lo:.4g}, {hi:.4g}]) {self._where()}; clamped to [0, 1] "
+                    "(warned once per model)",
                     OutOfRangeWarning,
                     stacklevel=2,
                 )
@@ -330,7 +346,8 @@ class CheckedModel(WorldModel):
 
     def _checked_predict_reward(self, state, action, next_state):
         out = self._call("predict_reward", self.inner.predict_reward, state, action, next_state)
-        return self._check_tensor("predict_reward", out, (state.shape[0],), state)
+        self._check_tensor("predict_reward", out, (state.shape[0],), state)
+        return out
 
     def _checked_predict_members(self, state, action):
         out = self._call("predict_members", self.inner.predict_members, state, action)
@@ -340,14 +357,13 @@ class CheckedModel(WorldModel):
                 f"{self.name}.predict_members must return (K, {state.shape[0]}, {STATE_DIM}), "
                 f"got {got}"
             )
-        return self._check_tensor(
-            "predict_members", out, (out.shape[0], state.shape[0], STATE_DIM), state
-        )
+        self._check_tensor("predict_members", out, (out.shape[0], state.shape[0], STATE_DIM), state)
+        return out
 
     def _checked_uncertainty(self, state, action):
         out = self._call("uncertainty", self.inner.uncertainty, state, action)
-        out = self._check_tensor("uncertainty", out, (state.shape[0],), state)
-        if (out < 0).any():
+        lowest, _ = self._check_tensor("uncertainty", out, (state.shape[0],), state)
+        if lowest < 0:
             raise PluginError(
                 f"{self.name}.uncertainty returned negative scores in {_describe_rows(out < 0)}"
             )

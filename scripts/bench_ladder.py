@@ -37,13 +37,14 @@ from gridplan import tasks  # noqa: E402
 from gridplan.evaluation import model_report  # noqa: E402
 from gridplan.ladder.evaluate import PROTOCOLS  # noqa: E402
 from gridplan.models import NoiseModel, OracleModel  # noqa: E402
-from gridplan.plugins import build  # noqa: E402
+from gridplan.plugins import build, checked  # noqa: E402
 
 MODELS = {
     "oracle": lambda task, device: OracleModel(),
     "M(.35,.1)": lambda task, device: NoiseModel.controlled(0.35, 0.1),
-    "example plug-in": lambda task, device: build(
-        f"{ROOT / 'scripts' / 'example_model.py'}:make", {}, task, device
+    # Behind the contract checks on both sides, as python -m eval --model file.py:make runs it.
+    "example plug-in": lambda task, device: checked(
+        build(f"{ROOT / 'scripts' / 'example_model.py'}:make", {}, task, device), "example"
     ),
 }
 
