@@ -259,6 +259,11 @@ def run_compare(args: argparse.Namespace) -> None:
     (``--json``) written with both arms' reports."""
     if args.card:
         raise ValueError("--card describes one model; evaluate each side of --compare alone")
+    if args.model_arg:
+        raise ValueError(
+            "--model-arg applies to --model; give a --compare side its arguments inline "
+            "(file.py:make,key=value)"
+        )
     task = tasks.get(args.task)
     out = Path(args.json) if args.json else None
     if out is not None:

@@ -122,6 +122,7 @@ def test_bad_ladder_arguments_are_errors(capsys):
         (["--model", "oracle", "--compare", "oracle", "noise"], "drop --model/--ckpt"),
         (["--compare", "oracle", "noise", "--card"], "--card describes one model"),
         (["--compare", "oracle", "noise,colour=red"], "takes only sigma_r and sigma_i"),
+        (["--compare", "oracle", "noise", "--model-arg", "a=1"], "arguments inline"),
     ):
         with pytest.raises(SystemExit):
             main([*argv, *TINY])
