@@ -21,6 +21,12 @@ tree node) would be a third ``LeafScorer``, with no change to the search.
 
 Multi-setting models: ``model.n_settings = M`` splits a batch into ``M`` equal contiguous
 setting blocks (``gridplan.models``); every scorer keeps each block on its own setting.
+
+Non-finite predictions are an error, not a score: a NaN state would read as cell 0 and flag 0
+(``to_cell``, ``to_flag``) and its leaf could win the search with a plausible V*. A scorer that
+calls a model checks every imagined step with ``check_prediction`` and raises a ValueError
+naming the model, the step and the number of bad rows. ``gridplan.fused.FusedNoiseScorer``
+needs no check: its built-in noise is finite by construction.
 """
 
 from __future__ import annotations
@@ -64,6 +70,33 @@ def episodes_per_setting(batch: int, n_settings: int) -> int:
     return batch // n_settings
 
 
+def check_prediction(pred: torch.Tensor, model, step: int, rows: int) -> None:
+    """Check one imagined step's prediction before it is scored.
+
+    Args:
+        pred: ``model.predict``'s output, expected ``(rows, 12)`` finite.
+        model: the model that produced it (named in the error).
+        step: imagined step ``t`` (0-based) of the rollout.
+        rows: leaf rows in the batch.
+
+    Raises:
+        ValueError: if ``pred`` is misshapen, or holds NaN or inf in some row (the message
+            names the model, the step and the number of bad rows).
+    """
+    name = type(model).__name__
+    if pred.shape != (rows, STATE_DIM):
+        raise ValueError(
+            f"{name}.predict returned shape {tuple(pred.shape)} at imagined step {step}, "
+            f"expected ({rows}, {STATE_DIM})"
+        )
+    bad = int((~torch.isfinite(pred)).any(dim=1).sum())
+    if bad:
+        raise ValueError(
+            f"{name}.predict returned non-finite values (NaN or inf) at imagined step {step} "
+            f"in {bad} of {rows} leaf rows; the planner cannot score such leaves"
+        )
+
+
 class LeafScorer(abc.ABC):
     """Scores of every leaf of the full-width search (the module docstring defines them).
 
@@ -96,7 +129,7 @@ class LeafScorer(abc.ABC):
 
         Raises:
             ValueError: if the batch does not split into the model's setting blocks, or the
-                model misbehaves (e.g. a misshapen prediction).
+                model misbehaves (a misshapen or non-finite prediction, ``check_prediction``).
         """
 
 
@@ -149,7 +182,8 @@ class GenericScorer(LeafScorer):
         """Leaf scores ``(E, L)`` of ``E`` root episodes in one batch of ``E * L`` rows.
 
         Raises:
-            ValueError: if the model returns a misshapen prediction.
+            ValueError: if the model returns a misshapen or non-finite prediction
+                (``check_prediction``).
         """
         b = root.shape[0]
         rows = b * self.n_leaves
@@ -162,10 +196,7 @@ class GenericScorer(LeafScorer):
         for t in range(self.depth):
             action = self.sequences[:, t].repeat(b)
             state = self.model.predict(state, action, generator)
-            if state.shape != (rows, STATE_DIM):
-                raise ValueError(
-                    f"model.predict returned shape {tuple(state.shape)}, expected ({rows}, 12)"
-                )
+            check_prediction(state, self.model, t, rows)
             reward, goal, hazard = outcome(
                 to_cell(state[:, AGENT_X : AGENT_Y + 1]), to_flag(state[:, C1]), self.task
             )
