@@ -32,7 +32,7 @@ needs no check: its built-in noise is finite by construction.
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 
@@ -68,6 +68,40 @@ def episodes_per_setting(batch: int, n_settings: int) -> int:
             f"batch of {batch} episodes does not split into {n_settings} setting blocks"
         )
     return batch // n_settings
+
+
+def check_depth(
+    depth: int, max_memory: int, bytes_per_leaf: Callable[[int], int], episodes: int = 1
+) -> None:
+    """Check up front that the smallest chunk of the search, ``episodes`` whole episodes of
+    ``4^D`` leaves (one per setting block), fits in the memory budget.
+
+    Args:
+        depth: search depth ``D``.
+        max_memory: the scorer's memory budget, bytes.
+        bytes_per_leaf: the scorer's working memory per leaf of one chunk at a depth, bytes
+            (a model's own activations come on top).
+        episodes: episodes in the smallest chunk (a multi-setting model's ``n_settings``).
+
+    Raises:
+        ValueError: if that chunk needs more than ``max_memory``; the message names the
+            depth, the budget and the largest depth that fits.
+    """
+
+    def need(d: int) -> int:
+        return episodes * N_ACTIONS**d * bytes_per_leaf(d)
+
+    if need(depth) <= max_memory:
+        return
+    fits = depth
+    while fits > 0 and need(fits) > max_memory:
+        fits -= 1
+    hint = f"the largest depth that fits is {fits}" if fits else "no depth fits"
+    raise ValueError(
+        f"depth {depth} needs {need(depth) / 2**30:,.1f} GiB for one chunk ({episodes} x "
+        f"4^{depth} leaves x {bytes_per_leaf(depth)} bytes), over the planner's memory budget "
+        f"max_memory = {max_memory / 2**30:,.2f} GiB; {hint}"
+    )
 
 
 def check_prediction(pred: torch.Tensor, model, step: int, rows: int) -> None:
@@ -150,6 +184,10 @@ class GenericScorer(LeafScorer):
         device: where the V* table lives.
         max_memory: bytes for the leaf tensors of one chunk (``GENERIC_BYTES_PER_ROW`` each).
         max_rows: optional hard cap on leaf rows per chunk (overrides ``max_memory``).
+
+    Raises:
+        ValueError: if one chunk (one episode per setting block) exceeds ``max_memory``
+            (``check_depth``).
     """
 
     def __init__(
@@ -161,6 +199,13 @@ class GenericScorer(LeafScorer):
         max_memory: int = DEFAULT_MAX_MEMORY,
         max_rows: int | None = None,
     ) -> None:
+        # Per leaf: the chunk's rows plus the (L, D) action sequences and one step's actions.
+        check_depth(
+            depth,
+            max_memory,
+            lambda d: GENERIC_BYTES_PER_ROW + 8 * (d + 1),
+            getattr(model, "n_settings", 1),
+        )
         self.model = model
         self.task = task
         self.depth = depth
