@@ -14,7 +14,6 @@ if earlier runs exist, never reusing one) and holds::
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
@@ -27,6 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from gridplan import tasks
 from gridplan.config import run_name, to_yaml, validate
+from gridplan.jsonio import dumps
 from gridplan.learned import load_world_model
 from gridplan.tasks import Task
 from gridplan.training import (
@@ -148,7 +148,7 @@ def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, str]]:
     )
     metrics_path = run_dir / "metrics.json"
     summary = {"metrics": metrics, "dataset": module.hparams["dataset"]}
-    metrics_path.write_text(json.dumps(summary, indent=2))
+    metrics_path.write_text(dumps(summary, indent=2) + "\n")
     artifacts = {
         "run_dir": str(run_dir),
         "config": str(config_path),
