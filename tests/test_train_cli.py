@@ -193,8 +193,9 @@ def test_eval_reports_bad_checkpoint_arguments(args, message, capsys):
 
 def test_eval_reports_of_another_task_or_depth_go_beside_the_default_one():
     from eval.cli import checkpoint_json_path
+    from gridplan.protocols import LEARNED
 
     ckpt = Path("runs/x/version_0/checkpoints/best.ckpt")
     assert checkpoint_json_path(ckpt).name == "best.eval.json"
-    assert checkpoint_json_path(ckpt, "B", 4).name == "best.eval.B-d4.json"
-    assert checkpoint_json_path(ckpt, "A", 4).name == "best.eval.A-d4.json"
+    assert checkpoint_json_path(ckpt, "B", LEARNED.replace(depth=4)).name == "best.eval.B-d4.json"
+    assert checkpoint_json_path(ckpt, "A", LEARNED.replace(depth=4)).name == "best.eval.A-d4.json"
