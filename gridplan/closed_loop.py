@@ -11,11 +11,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-from tqdm.auto import tqdm
 
 from gridplan.constants import STATE_DIM
 from gridplan.env import check_state, reset, step
 from gridplan.planner import Planner
+from gridplan.progress import bar
 from gridplan.tasks import TASK_A, Task
 
 #: Codes of ``EpisodeResults.outcome``.
@@ -88,7 +88,8 @@ def run_closed_loop(
         horizon: maximum environment steps (default ``planner.task.horizon``, 60 in the
             paper's tasks).
         record: keep the true trajectory and actions.
-        progress: show a progress bar over environment steps.
+        progress: show a progress bar over environment steps (in a terminal only,
+            ``gridplan.progress.bar``).
 
     Returns:
         EpisodeResults for all ``B`` episodes.
@@ -114,7 +115,7 @@ def run_closed_loop(
     steps = torch.zeros(b, dtype=torch.long, device=device)
     trajectory = [state.clone()] if record else None
     actions = [] if record else None
-    for _ in tqdm(range(horizon), desc="closed loop", disable=not progress, leave=False):
+    for _ in bar(range(horizon), "closed loop", enabled=progress, piped=False):
         live_cols = active.view(m, -1).any(dim=0)
         if not live_cols.any():
             break

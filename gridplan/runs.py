@@ -28,6 +28,7 @@ from gridplan import tasks
 from gridplan.config import run_name, to_yaml, validate
 from gridplan.jsonio import dumps
 from gridplan.learned import load_world_model
+from gridplan.lightning_output import quiet_lightning_chatter, trainer_progress
 from gridplan.tasks import Task
 from gridplan.training import (
     TransitionDataModule,
@@ -65,6 +66,7 @@ def _trainer(t: dict, run_dir: Path, logger, best: ModelCheckpoint) -> pl.Traine
     """The Lightning trainer of the ``trainer`` config section, early stopping on
     ``t["monitor"]``."""
     stop = EarlyStopping(monitor=t["monitor"], mode="min", patience=t["patience"])
+    bar, progress_lines = trainer_progress(t["progress_bar"])
     return pl.Trainer(
         accelerator=t["accelerator"],
         devices=1,
@@ -72,12 +74,12 @@ def _trainer(t: dict, run_dir: Path, logger, best: ModelCheckpoint) -> pl.Traine
         min_epochs=t["min_epochs"],
         limit_train_batches=t["limit_train_batches"],
         deterministic=t["deterministic"],
-        enable_progress_bar=t["progress_bar"],
+        enable_progress_bar=bar,
         enable_model_summary=False,
         log_every_n_steps=t["log_every_n_steps"],
         num_sanity_val_steps=0,
         logger=logger,
-        callbacks=[best, stop],
+        callbacks=[best, stop, *progress_lines],
         default_root_dir=run_dir,
     )
 
@@ -111,6 +113,7 @@ def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, str]]:
         ValueError: if the config fails validation.
     """
     validate(cfg)
+    quiet_lightning_chatter()
     resolved = OmegaConf.to_container(cfg, resolve=True)
     pl.seed_everything(resolved["seed"], workers=True, verbose=False)
     run_dir, version = new_run_dir(resolved["out_dir"], run_name(cfg))

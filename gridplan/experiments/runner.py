@@ -42,6 +42,7 @@ from tqdm.auto import tqdm
 
 import gridplan
 from gridplan.jsonio import dumps, to_jsonable
+from gridplan.progress import bar
 from gridplan.protocols import PROFILES
 
 if TYPE_CHECKING:
@@ -105,14 +106,9 @@ class GroupContext:
         tqdm.write(f"[{self.name}] {message}", file=sys.stderr)
 
     def bar(self, iterable: Iterable, desc: str, total: int | None = None):
-        """A tqdm bar over ``iterable`` (hidden when progress is off)."""
-        return tqdm(
-            iterable,
-            desc=f"{self.name}: {desc}",
-            total=total,
-            leave=False,
-            disable=not self.progress,
-        )
+        """Progress over ``iterable``: a tqdm bar in a terminal, a line per item in a log
+        (``gridplan.progress.bar``); nothing when progress is off."""
+        return bar(iterable, f"{self.name}: {desc}", total=total, enabled=self.progress)
 
     def generator(self, seed: int) -> torch.Generator:
         """A generator on the context's device seeded with ``seed``."""
@@ -121,9 +117,7 @@ class GroupContext:
     def write_json(self, filename: str, obj) -> Path:
         """Write ``obj`` (converted by ``to_jsonable``) as indented JSON into the group folder."""
         path = self.out / filename
-        path.write_text(
-            dumps(obj, indent=2, ensure_ascii=False) + "\n"
-        )
+        path.write_text(dumps(obj, indent=2, ensure_ascii=False) + "\n")
         return path
 
     def write_csv(self, filename: str, rows: Sequence, columns=None) -> Path:
@@ -318,9 +312,7 @@ def run_group(
         )
         (tmp / TABLE_FILE).write_text(report.markdown(footer))
         done = _done_record(group, ctx, report, started, wall)
-        (tmp / DONE_FILE).write_text(
-            dumps(done, indent=2, ensure_ascii=False) + "\n"
-        )
+        (tmp / DONE_FILE).write_text(dumps(done, indent=2, ensure_ascii=False) + "\n")
         _install(tmp, out / group.name, out / f".{group.name}.old-{os.getpid()}")
         return done
     finally:
@@ -395,7 +387,7 @@ def _run_all(
     progress: bool,
 ) -> dict[str, str]:
     status: dict[str, str] = {}
-    for name in tqdm(order, desc="groups", disable=not progress):
+    for name in bar(order, "groups", enabled=progress):
         group = registry[name]
         _recover(out, name)
         final = out / name
