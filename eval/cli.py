@@ -18,8 +18,8 @@ Without ladder options (``--levels``, ``--card``, ``--compare``) the report is t
 A built-in model is evaluated with the controlled grid's protocol by default, a checkpoint of
 ``python -m train`` with the learned models' (``gridplan.protocols``: paper §5.1, §5.4); the
 checkpoint's report goes to ``<checkpoint>.eval.json`` beside it (``best.ckpt``
--> ``best.eval.json``, so best and last never collide) and into the run's TensorBoard folder
-under ``eval/``.
+-> ``best.eval.json``, so best and last never collide; another task or protocol gets a name
+that says so, ``checkpoint_json_path``) and into the run's TensorBoard folder under ``eval/``.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from eval.report import format_table, write_json
 from gridplan import tasks
 from gridplan.evaluation import model_report
 from gridplan.plugins import is_plugin_target
-from gridplan.protocols import CONTROLLED, LEARNED
+from gridplan.protocols import CONTROLLED, LEARNED, Protocol
 
 #: Options that set a ``gridplan.protocols.Protocol`` field of the same name; unset ones
 #: come from the default protocol: built-in models as the controlled grid (paper §5.1),
@@ -165,13 +165,24 @@ def expand_checkpoints(patterns: list[str]) -> list[Path]:
     return [Path(p) for p in paths]
 
 
-def checkpoint_json_path(ckpt: Path, task: str = "A", depth: int = LEARNED.depth) -> Path:
+def checkpoint_json_path(ckpt: Path, task: str = "A", protocol: Protocol = LEARNED) -> Path:
     """Where a checkpoint's report goes by default: ``best.ckpt`` -> ``best.eval.json`` for
-    Task A at the learned protocol's depth, ``best.eval.B-d4.json`` for any other, so reports
-    of different tasks or depths never replace each other."""
-    if (task, depth) == ("A", LEARNED.depth):
+    Task A under the learned protocol (paper §5.4), and a name holding every field that
+    differs otherwise, so a smoke or other-task evaluation never takes the protocol's file:
+    ``best.eval.B-d4.json`` (task B, depth 4), ``best.eval.A-d2-s1x5.json`` (1 seed x 5
+    episodes), ``-w100`` (held-out windows), ``-h5`` (rollout horizon)."""
+    if (task, protocol) == ("A", LEARNED):
         return ckpt.with_suffix(".eval.json")
-    return ckpt.with_suffix(f".eval.{task}-d{depth}.json")
+    name = f"{task}-d{protocol.depth}"
+    if (protocol.seeds, protocol.episodes) != (LEARNED.seeds, LEARNED.episodes):
+        seeds = protocol.seeds
+        first = "" if seeds == tuple(range(len(seeds))) else f"from{seeds[0]}-"
+        name += f"-s{first}{len(seeds)}x{protocol.episodes}"
+    if protocol.n_windows != LEARNED.n_windows:
+        name += f"-w{protocol.n_windows}"
+    if protocol.horizon != LEARNED.horizon:
+        name += f"-h{protocol.horizon}"
+    return ckpt.with_suffix(f".eval.{name}.json")
 
 
 def check_device(device: str) -> torch.device:
@@ -225,7 +236,7 @@ def _evaluate_checkpoints(args: argparse.Namespace) -> None:
             "each report goes beside its checkpoint"
         )
     outs = [
-        Path(args.json) if args.json else checkpoint_json_path(p, args.task, args.protocol.depth)
+        Path(args.json) if args.json else checkpoint_json_path(p, args.task, args.protocol)
         for p in paths
     ]
     for out in outs:

@@ -18,7 +18,6 @@ Card format: "How Should World Models Be Evaluated for Embodied Decision-Making?
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from matplotlib.figure import Figure
 
 from gridplan import tasks
 from gridplan.constants import DIM_NAMES, STATE_DIM
+from gridplan.jsonio import dumps
 from gridplan.report import LEVEL_TITLES, check_schema, write_text
 
 CARD_SCHEMA = "1.0"
@@ -464,7 +464,7 @@ def write_card(report: dict, json_path: str | Path, overwrite: bool = False) -> 
             tmp.replace(paths[name])
             card["figures"][name] = paths[name].name
             written[name] = paths[name]
-    write_text(paths["json"], json.dumps(card, indent=2) + "\n")
+    write_text(paths["json"], dumps(card, indent=2) + "\n")
     write_text(paths["markdown"], _markdown(card, report))
     written["json"], written["markdown"] = paths["json"], paths["markdown"]
     return written

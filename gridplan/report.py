@@ -21,12 +21,13 @@ keys above.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from gridplan.jsonio import dumps, to_jsonable
 
 #: Version of the JSON layout, ``"<major>.<minor>"``; a major change breaks readers.
 SCHEMA_VERSION = "2.0"
@@ -114,22 +115,7 @@ class Report:
         out["ladder"] = self.ladder
         out["notes"] = list(self.notes)
         out["timing"] = {k: round(v, 4) for k, v in self.timing.items()}
-        return _jsonable(out)
-
-
-def _jsonable(obj):
-    """Plain JSON types: NaN and inf become ``None``, tuples lists, numpy scalars floats."""
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, (bool, np.bool_)):
-        return bool(obj)
-    if isinstance(obj, (int, np.integer)):
-        return int(obj)
-    if isinstance(obj, (float, np.floating)):
-        return None if not math.isfinite(float(obj)) else float(obj)
-    return obj
+        return to_jsonable(out)
 
 
 def _walk(prefix: str, value, out: dict[str, float]) -> None:
@@ -271,5 +257,5 @@ def write_report(data: dict, path: str | Path, overwrite: bool = False) -> Path:
     if path.exists() and not overwrite:
         raise FileExistsError(f"{path} already exists; pass --force to overwrite it")
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_text(path, json.dumps(data, indent=2) + "\n")
+    write_text(path, dumps(data, indent=2) + "\n")
     return path

@@ -19,7 +19,6 @@ Close other work first; the load average is recorded with the results.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -35,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 import gridplan  # noqa: E402
 from gridplan import tasks  # noqa: E402
 from gridplan.evaluation import model_report  # noqa: E402
+from gridplan.jsonio import dumps  # noqa: E402
 from gridplan.ladder.evaluate import PROTOCOLS  # noqa: E402
 from gridplan.models import NoiseModel, OracleModel  # noqa: E402
 from gridplan.plugins import build, checked  # noqa: E402
@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
             "rows": rows,
             "worst_ratio": worst,
         }
-        Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
+        Path(args.json).write_text(dumps(out, indent=2) + "\n")
     return 0
 
 

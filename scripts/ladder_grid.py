@@ -23,7 +23,6 @@ units and are narrower than 8 independent models would give.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -36,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gridplan  # noqa: E402
 from gridplan.experiments.settings import E1  # noqa: E402
+from gridplan.jsonio import dumps  # noqa: E402
 from gridplan.ladder.evaluate import PROTOCOLS  # noqa: E402
 from gridplan.ladder.ranking import spearman  # noqa: E402
 from gridplan.models import NoiseModel  # noqa: E402
@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
             "correlations": corr,
             "seconds": seconds,
         }
-        Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
+        Path(args.json).write_text(dumps(out, indent=2) + "\n")
     return 0
 
 

@@ -183,9 +183,11 @@ def test_a_checkpoint_gets_its_ladder_card_beside_its_report_and_run(checkpoints
     ckpt = checkpoints / "a-seed0" / "version_0" / "checkpoints" / "best.ckpt"
     argv = ["--ckpt", str(ckpt), "--levels", "L4,uncertainty", "--card"]
     assert main([*argv, *TINY]) == 0
-    report = json.loads((ckpt.parent / "best.eval.json").read_text())
+    # A smoke protocol: the report is named after it, the card after the report.
+    name = "best.eval.A-d2-s2x2-w16-h4"
+    report = json.loads((ckpt.parent / f"{name}.json").read_text())
     assert report["ladder"]["uncertainty"]["source"] == "predict_members"
-    assert (ckpt.parent / "best.eval.card.md").exists()
+    assert (ckpt.parent / f"{name}.card.md").exists()
     assert "eval/ladder/uncertainty/aurc" in _tags(ckpt.parents[1])
     assert "card:" in capsys.readouterr().out
 
