@@ -109,6 +109,9 @@ def _run(cfg: DictConfig, header: str, record: dict[str, str] | None = None, res
             metrics, artifacts = runs.train(cfg, record=record)
         else:
             metrics, artifacts = runs.resume(resume)
+    except ValueError as err:  # a config its data cannot satisfy (no run folder is left)
+        print(f"error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
     except (SIGTERMException, KeyboardInterrupt):
         # Lightning's SIGTERM exception is a SystemExit without a code (exit status 0); a
         # preempted run must not look like a finished one.
