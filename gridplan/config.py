@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -158,7 +158,7 @@ def choices(group: str, config_dir: Path | str | None = None) -> list[str]:
     return sorted(p.stem for p in folder.glob("*.yaml"))
 
 
-def parse_overrides(args: Sequence[str]) -> list[Override]:
+def parse_overrides(args: Iterable[str]) -> list[Override]:
     """Command-line overrides read with Hydra's override grammar.
 
     Raises:

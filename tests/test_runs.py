@@ -145,6 +145,26 @@ def _with_callback(trainer, callback):
     return trainer
 
 
+def test_a_requeued_slurm_job_resumes_the_run_it_left(tmp_path, monkeypatch, capsys):
+    for var in ("SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_RESTART_COUNT"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("SLURM_JOB_ID", "4242")
+    build = runs._trainer
+    monkeypatch.setattr(
+        runs, "_trainer", lambda *a, **k: _with_callback(build(*a, **k), _SigtermAfter(2))
+    )
+    args = [*debug_overrides(tmp_path), *LONGER]
+    assert main(args) == INTERRUPTED
+    monkeypatch.setattr(runs, "_trainer", build)
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")  # what SLURM sets on a requeued job
+    assert main(args) == 0
+    assert "(requeued, resuming " in capsys.readouterr().out
+    (parent,) = (tmp_path / "runs").glob("uniform-*")
+    assert [p.name for p in parent.iterdir()] == ["version_0"]
+    status = read_status(parent / "version_0")
+    assert (status["status"], status["job"], status["epochs"]) == ("complete", "4242", 4)
+
+
 def test_resume_refuses_a_folder_that_is_not_a_run(tmp_path, capsys):
     assert main([f"resume={tmp_path}"]) == 2
     assert "is not a run folder (no config.yaml)" in capsys.readouterr().err

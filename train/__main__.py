@@ -17,20 +17,31 @@ with a dotted path; ``--help`` lists them all. Every run of a command line (ever
 nothing and makes no folder. Each run prints its resolved config (also saved as
 ``config.yaml`` in the run folder, beside Hydra's ``.hydra/`` record) and ends with a line
 ``checkpoint: PATH`` naming its best checkpoint, so the last line of the output can be handed
-to ``python -m eval --ckpt``. ``resume=<run folder>`` continues an interrupted run from its
-``last.ckpt`` and takes no other argument.
+to ``python -m eval --ckpt``. A sweep given without ``-m`` (``seed=0,1``) runs as ``-m``.
+``resume=<run folder>`` continues an interrupted run from its ``last.ckpt`` and takes no
+other argument.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from gridplan.config import DEFAULT_CONFIG_DIR, compose, expand_sweeps, finish, to_yaml
+from gridplan.config import (
+    DEFAULT_CONFIG_DIR,
+    compose,
+    expand_sweeps,
+    finish,
+    parse_overrides,
+    run_name,
+    to_yaml,
+)
+from gridplan.run_status import requeued_run
 
 #: Exit status of a run stopped by SIGTERM or SIGINT (128 + SIGTERM), so it never looks done.
 INTERRUPTED = 143
@@ -46,11 +57,21 @@ def main(argv: list[str] | None = None) -> int:
     flags = [a for a in args if a.startswith("-")]
     if not any(f in _PRINT_ONLY for f in flags):
         try:
-            _check_all(args, multirun=bool({"-m", "--multirun"} & set(flags)))
+            multirun = bool({"-m", "--multirun"} & set(flags))
+            if not multirun and _has_sweep(args):
+                note = f"note: a sweep runs as: python -m train -m {' '.join(args)}"
+                print(note, file=sys.stderr)
+                args, multirun = ["-m", *args], True
+            _check_all(args, multirun)
         except ValueError as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
     return _hydra(args)
+
+
+def _has_sweep(args: list[str]) -> bool:
+    """Whether an override sweeps (``seed=0,1``): such a command line runs as ``-m``."""
+    return any(o.is_sweep_override() for o in parse_overrides(a for a in args if a[:1] != "-"))
 
 
 def _check_all(args: list[str], multirun: bool) -> None:
@@ -93,7 +114,11 @@ def _app(cfg: DictConfig) -> None:
         ".hydra/hydra.yaml": OmegaConf.to_yaml(hc),
     }
     header = f"run {hc.job.num}" if hc.mode.name == "MULTIRUN" else "run"
-    _run(cfg, header, record)
+    previous = requeued_run(Path(cfg.out_dir) / run_name(cfg))
+    if previous is not None:  # SLURM requeued this job: continue the run it left
+        _run(cfg, f"{header} (requeued, resuming {previous})", resume=previous)
+    else:
+        _run(cfg, header, record)
 
 
 def _run(cfg: DictConfig, header: str, record: dict[str, str] | None = None, resume=None) -> None:
