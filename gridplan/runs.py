@@ -26,6 +26,7 @@ import json
 import os
 import random
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -269,7 +270,10 @@ def _fit(
     trainer = _trainer(t, run_dir, logger, best)
     start = time.perf_counter()
     try:
-        trainer.fit(module, datamodule=data, ckpt_path=ckpt_path)
+        with warnings.catch_warnings():
+            # Resuming writes into the run's own checkpoint folder, which is not empty.
+            warnings.filterwarnings("ignore", message="Checkpoint directory .* is not empty")
+            trainer.fit(module, datamodule=data, ckpt_path=ckpt_path)
         seconds = time.perf_counter() - start
         task = tasks.get(resolved["data"]["task"])
         metrics = _score_best(best.best_model_path, data.windows, task, logger, trainer.global_step)
