@@ -39,6 +39,7 @@ from gridplan import tasks
 from gridplan.evaluation import model_report
 from gridplan.plugins import is_plugin_target
 from gridplan.protocols import CONTROLLED, LEARNED, Protocol
+from gridplan.run_status import STATUS_FILE, read_status
 
 #: Options that set a ``gridplan.protocols.Protocol`` field of the same name; unset ones
 #: come from the default protocol: built-in models as the controlled grid (paper §5.1),
@@ -123,6 +124,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="overwrite an existing --json file")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     ladder.add_arguments(p)
+    p.add_argument(
+        "--allow-incomplete",
+        action="store_true",
+        help="evaluate checkpoints of runs whose status.json is not 'complete'",
+    )
     return p
 
 
@@ -163,6 +169,24 @@ def expand_checkpoints(patterns: list[str]) -> list[Path]:
             raise ValueError(f"--ckpt {pattern!r} matches no file")
         paths += [p for p in found if p not in paths]
     return [Path(p) for p in paths]
+
+
+def check_complete(ckpt: Path) -> None:
+    """Refuse a checkpoint whose run folder (``<run>/checkpoints/*.ckpt``) records a status
+    other than ``complete`` (``gridplan.run_status``); folders without a status pass.
+
+    Raises:
+        ValueError: naming the run's status and ``--allow-incomplete``.
+    """
+    if ckpt.parent.name != "checkpoints":
+        return
+    record = read_status(ckpt.parent.parent)
+    if record is not None and record["status"] != "complete":
+        raise ValueError(
+            f"{ckpt} belongs to a run that is {record['status']} ({ckpt.parent.parent}/"
+            f"{STATUS_FILE}); resume it (python -m train resume={ckpt.parent.parent}) or pass "
+            "--allow-incomplete to evaluate it anyway"
+        )
 
 
 def checkpoint_json_path(ckpt: Path, task: str = "A", protocol: Protocol = LEARNED) -> Path:
@@ -230,6 +254,9 @@ def _evaluate_checkpoints(args: argparse.Namespace) -> None:
     from gridplan.training import log_report
 
     paths = expand_checkpoints(args.ckpt)
+    if not args.allow_incomplete:
+        for path in paths:
+            check_complete(path)
     if args.json and len(paths) > 1:
         raise ValueError(
             f"--json names one file but {len(paths)} checkpoints were given; without --json "
