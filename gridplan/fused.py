@@ -70,6 +70,7 @@ from gridplan.scorers import (
     DEFAULT_MAX_MEMORY,
     LeafScorer,
     action_sequences,
+    check_depth,
     episodes_per_setting,
 )
 from gridplan.tasks import Task
@@ -124,6 +125,8 @@ class FusedNoiseScorer(LeafScorer):
         reading: the model's reading (the module docstring says how each switch is honoured).
 
     Raises:
+        ValueError: if one episode's buffers, noise and action tables exceed ``max_memory``
+            (``gridplan.scorers.check_depth``).
         TypeError: if ``reading`` is not a ``Reading``.
     """
 
@@ -152,22 +155,24 @@ class FusedNoiseScorer(LeafScorer):
         noisy = (sig > 0).any(dim=0).nonzero().flatten().tolist()
         #: Span ``[lo, hi)`` of relevant dims that receive noise (empty for the oracle).
         self.lo, self.hi = (noisy[0], noisy[-1] + 1) if noisy else (0, 0)
+        #: Beliefs carried beside the cells: agent and key positions, the flags, the rolled
+        #: ``c1``; indices into ``dims``, in buffer order (ascending).
+        self.belief = reading.transition == "belief"
+        self.carried = list(range(CARRYING)) if self.belief else []
+        if reading.flags == "carried":
+            self.carried += [CARRYING, CARRYING + 1]
+        if reading.bits == "carried" and task.reads_c1:
+            self.carried.append(self.n_dims - 1)
+        self.n_buffers = BUFFERS_PER_ROW + len(self.carried)
+        self.bytes_per_row = FUSED_BYTES_PER_ROW + 4 * len(self.carried)
+        # Per leaf of one episode: chunk buffers, a unit's noise, the (D, L) moves being built.
+        noisy_dims = self.hi - self.lo
+        check_depth(depth, max_memory, lambda d: self.bytes_per_row + (4 * noisy_dims + 24) * d)
         self.scales = sig[:, self.lo : self.hi]
         self.quiet_settings = (self.scales == 0).all(dim=1).cpu()
         #: ``(D, L)`` x and y displacement of every leaf's step-``t`` action.
         moves = MOVES.to(self.device).float()[action_sequences(depth, self.device).T]
         self.dx, self.dy = (m.contiguous() for m in moves.unbind(dim=2))
-        #: Beliefs carried beside the cells: agent and key positions, and the rolled ``c1``.
-        self.belief = reading.transition == "belief"
-        carried = list(range(CARRYING)) if self.belief else []
-        if reading.flags == "carried":
-            carried += [CARRYING, CARRYING + 1]
-        if reading.bits == "carried" and task.reads_c1:
-            carried.append(self.n_dims - 1)
-        #: Indices into ``dims`` of the carried beliefs, in buffer order (ascending).
-        self.carried = carried
-        self.n_buffers = BUFFERS_PER_ROW + len(carried)
-        self.bytes_per_row = FUSED_BYTES_PER_ROW + 4 * (self.n_buffers - BUFFERS_PER_ROW)
         self.max_memory = max_memory
         self.max_rows = max_rows or max(1, max_memory // 2 // self.bytes_per_row)
         self._work = torch.empty(0, device=self.device)

@@ -7,27 +7,43 @@ The run folder ``<out_dir>/<run name>/version_<N>/`` is created fresh (a new ver
 if earlier runs exist, never reusing one) and holds::
 
     config.yaml          the resolved config
+    status.json          running, complete, failed or interrupted (``gridplan.run_status``)
     checkpoints/best.ckpt, checkpoints/last.ckpt   self-describing Lightning checkpoints
-    events.out.tfevents.*                          TensorBoard scalars and images
+    events.out.tfevents.*   TensorBoard scalars, images, the config as text and the run's
+                            hparams with its final metrics (the HParams tab of a sweep)
     metrics.json         the best checkpoint's prediction metrics and training summary
+
+The data are collected (or read from the cache) before the folder is made, so a run that
+cannot start leaves nothing behind. ``resume`` continues an interrupted run from its
+``last.ckpt``: weights, optimizer, early-stopping and checkpoint state through Lightning,
+and the random number generators through ``RNGState``, so it ends where the uninterrupted
+run would.
 """
 
 from __future__ import annotations
 
-import json
 import os
+import random
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
-from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
+import numpy as np
+import torch
+from lightning.pytorch.callbacks import Callback, EarlyStopping, ModelCheckpoint
 from lightning.pytorch.loggers import TensorBoardLogger
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
 from gridplan import tasks
-from gridplan.config import run_name, to_yaml, validate
+from gridplan.config import run_name, schema, to_yaml, validate
+from gridplan.files import write_text_atomic
+from gridplan.jsonio import dumps
 from gridplan.learned import load_world_model
+from gridplan.lightning_output import quiet_lightning_chatter, trainer_progress
+from gridplan.run_status import read_status, write_status
 from gridplan.tasks import Task
 from gridplan.training import (
     TransitionDataModule,
@@ -61,10 +77,37 @@ def new_run_dir(out_dir: str | os.PathLike, name: str) -> tuple[Path, int]:
             version += 1
 
 
+class RNGState(Callback):
+    """Keeps the Python, NumPy and torch random states in every checkpoint and restores them
+    on resume (Lightning restores weights, optimizer and callbacks, not the generators), so
+    the batches after a resume are the ones the uninterrupted run would have drawn."""
+
+    # Plain ints, lists and tensors only: checkpoints are read with torch's weights_only.
+    def state_dict(self) -> dict[str, Any]:
+        version, mt, gauss = random.getstate()
+        _, key, pos, has_gauss, cached = np.random.get_state()
+        return {
+            "python": [version, list(mt), gauss],
+            "numpy": [torch.from_numpy(key.astype(np.int64)), pos, has_gauss, cached],
+            "torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        }
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        version, mt, gauss = state_dict["python"]
+        random.setstate((version, tuple(mt), gauss))
+        key, pos, has_gauss, cached = state_dict["numpy"]
+        np.random.set_state(("MT19937", key.numpy().astype(np.uint32), pos, has_gauss, cached))
+        torch.set_rng_state(state_dict["torch"])
+        if state_dict["cuda"] and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state_dict["cuda"])
+
+
 def _trainer(t: dict, run_dir: Path, logger, best: ModelCheckpoint) -> pl.Trainer:
     """The Lightning trainer of the ``trainer`` config section, early stopping on
     ``t["monitor"]``."""
     stop = EarlyStopping(monitor=t["monitor"], mode="min", patience=t["patience"])
+    bar, progress_lines = trainer_progress(t["progress_bar"])
     return pl.Trainer(
         accelerator=t["accelerator"],
         devices=1,
@@ -72,12 +115,12 @@ def _trainer(t: dict, run_dir: Path, logger, best: ModelCheckpoint) -> pl.Traine
         min_epochs=t["min_epochs"],
         limit_train_batches=t["limit_train_batches"],
         deterministic=t["deterministic"],
-        enable_progress_bar=t["progress_bar"],
+        enable_progress_bar=bar,
         enable_model_summary=False,
         log_every_n_steps=t["log_every_n_steps"],
         num_sanity_val_steps=0,
         logger=logger,
-        callbacks=[best, stop],
+        callbacks=[best, stop, RNGState(), *progress_lines],
         default_root_dir=run_dir,
     )
 
@@ -94,36 +137,130 @@ def _score_best(path: str, windows, task: Task, logger, step: int) -> dict[str, 
     return metrics
 
 
-def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, str]]:
+#: Config keys logged as TensorBoard hparams (HParams tab), with the run's final metrics.
+HPARAMS = {
+    "variant": ("variant", "name"),
+    "budget": ("data", "budget"),
+    "policy": ("data", "policy"),
+    "task": ("data", "task"),
+    "seed": ("seed",),
+    "members": ("model", "members"),
+    "hidden": ("model", "hidden"),
+    "lr": ("model", "lr"),
+    "monitor": ("trainer", "monitor"),
+    "experiment": ("experiment",),
+}
+#: Final metrics logged beside the hparams (``hp/<name>``, from the best checkpoint).
+HPARAM_METRICS = ("best/E_tot", "best/DRPE_graded", "best/DRPE_binary", "best_score")
+
+
+def hparams(resolved: dict) -> dict[str, Any]:
+    """The ``HPARAMS`` of a resolved config as TensorBoard-friendly scalars and strings."""
+    out = {}
+    for name, path in HPARAMS.items():
+        value: Any = resolved
+        for key in path:
+            value = value[key]
+        out[name] = value if isinstance(value, int | float | str | bool) else str(value)
+    return out
+
+
+def train(
+    cfg: DictConfig, record: dict[str, str] | None = None
+) -> tuple[dict[str, Any], dict[str, str]]:
     """Train one world model as configured and score its best checkpoint.
 
     Args:
         cfg: a composed config (``gridplan.config.compose``).
+        record: more text files for the run folder, ``{relative path: text}`` (the train CLI
+            keeps Hydra's config and overrides as ``.hydra/*.yaml``).
 
     Returns:
         ``(metrics, artifacts)``. ``metrics``: the best checkpoint's held-out prediction
         metrics (``best/E_tot``, ``best/DRPE_graded``, ``best/err_dim/<dim>``, ...) plus
         ``epochs``, ``best_score`` (of ``trainer.monitor``) and ``train_seconds``.
-        ``artifacts``: paths of ``run_dir``, ``config``, ``best_checkpoint``,
+        ``artifacts``: paths of ``run_dir``, ``config``, ``status``, ``best_checkpoint``,
         ``last_checkpoint``, ``metrics`` (JSON) and ``tensorboard`` (the event folder).
 
     Raises:
-        ValueError: if the config fails validation.
+        ValueError: if the config fails validation or its data cannot be made; no run
+            folder exists then.
+        SIGTERMException, KeyboardInterrupt: if training is stopped by SIGTERM or SIGINT;
+            the folder's status is then ``interrupted`` and ``resume`` continues it.
     """
     validate(cfg)
+    quiet_lightning_chatter()
     resolved = OmegaConf.to_container(cfg, resolve=True)
     pl.seed_everything(resolved["seed"], workers=True, verbose=False)
-    run_dir, version = new_run_dir(resolved["out_dir"], run_name(cfg))
-    config_path = run_dir / "config.yaml"
-    config_path.write_text(to_yaml(cfg))
-
     data = TransitionDataModule(resolved["data"])
     data.setup()
+    run_dir, version = new_run_dir(resolved["out_dir"], run_name(cfg))
+    write_text_atomic(run_dir / "config.yaml", to_yaml(cfg))
+    for name, text in (record or {}).items():
+        write_text_atomic(run_dir / name, text)
+    return _fit(cfg, data, run_dir, version, ckpt_path=None)
+
+
+def resumable_config(run_dir: str | os.PathLike) -> DictConfig:
+    """The saved config of a run folder that ``resume`` can continue.
+
+    Raises:
+        ValueError: if the folder is not a run folder, is already complete, or has no
+            ``checkpoints/last.ckpt`` (it stopped before its first epoch ended).
+    """
+    run_dir = Path(run_dir)
+    config_path = run_dir / "config.yaml"
+    if not config_path.is_file():
+        raise ValueError(f"{run_dir} is not a run folder (no config.yaml)")
+    status = (read_status(run_dir) or {}).get("status")
+    if status == "complete":
+        raise ValueError(f"run {run_dir} is already complete; nothing to resume")
+    if not (run_dir / "checkpoints" / "last.ckpt").is_file():
+        raise ValueError(
+            f"run {run_dir} has no checkpoints/last.ckpt (status {status}); it stopped before "
+            "its first epoch ended, start it again instead"
+        )
+    if not run_dir.name.startswith("version_") or not run_dir.name[8:].isdigit():
+        raise ValueError(f"{run_dir} is not a run folder named version_<N>")
+    return validate(OmegaConf.merge(schema(), OmegaConf.load(config_path)))
+
+
+def resume(run_dir: str | os.PathLike) -> tuple[dict[str, Any], dict[str, str]]:
+    """Continue an interrupted run in its own folder from ``checkpoints/last.ckpt``.
+
+    Returns:
+        ``(metrics, artifacts)`` as ``train`` does, for the whole run.
+
+    Raises:
+        ValueError: as ``resumable_config``.
+        SIGTERMException, KeyboardInterrupt: as ``train``.
+    """
+    run_dir = Path(run_dir)
+    cfg = resumable_config(run_dir)
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    pl.seed_everything(resolved["seed"], workers=True, verbose=False)
+    data = TransitionDataModule(resolved["data"])
+    data.setup()
+    last = run_dir / "checkpoints" / "last.ckpt"
+    return _fit(cfg, data, run_dir, int(run_dir.name[8:]), ckpt_path=last)
+
+
+def _fit(
+    cfg: DictConfig, data: TransitionDataModule, run_dir: Path, version: int, ckpt_path
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """Fit (from ``ckpt_path`` when resuming), score the best checkpoint and record the
+    run's status, metrics and hparams."""
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    status_path = write_status(run_dir, "running", resumed_from=ckpt_path and str(ckpt_path))
     module = WorldModelModule(resolved, data.summary())
     t = resolved["trainer"]
     logger = TensorBoardLogger(
-        save_dir=resolved["out_dir"], name=run_name(cfg), version=version, default_hp_metric=False
+        save_dir=run_dir.parent.parent,
+        name=run_dir.parent.name,
+        version=version,
+        default_hp_metric=False,
     )
+    logger.experiment.add_text("config", _indented(to_yaml(cfg)), 0)
     best = ModelCheckpoint(
         dirpath=run_dir / "checkpoints",
         filename="best",
@@ -135,26 +272,54 @@ def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, str]]:
     )
     trainer = _trainer(t, run_dir, logger, best)
     start = time.perf_counter()
-    trainer.fit(module, datamodule=data)
-    seconds = time.perf_counter() - start
-
-    task = tasks.get(resolved["data"]["task"])
-    metrics = _score_best(best.best_model_path, data.windows, task, logger, trainer.global_step)
+    try:
+        with warnings.catch_warnings():
+            # Resuming writes into the run's own checkpoint folder, which is not empty.
+            warnings.filterwarnings("ignore", message="Checkpoint directory .* is not empty")
+            trainer.fit(module, datamodule=data, ckpt_path=ckpt_path)
+        seconds = time.perf_counter() - start
+        task = tasks.get(resolved["data"]["task"])
+        metrics = _score_best(best.best_model_path, data.windows, task, logger, trainer.global_step)
+    except BaseException as err:
+        _record_stop(run_dir, err, trainer.current_epoch)
+        if isinstance(err, SystemExit) and not isinstance(err, SIGTERMException):
+            # Lightning turns Ctrl+C into sys.exit(1) after its graceful shutdown.
+            raise KeyboardInterrupt from err
+        raise
     metrics.update(
         epochs=trainer.current_epoch,
         best_score=float(best.best_model_score),
         monitor=t["monitor"],
         train_seconds=round(seconds, 2),
     )
+    logger.log_hyperparams(
+        hparams(resolved), {f"hp/{k.removeprefix('best/')}": metrics[k] for k in HPARAM_METRICS}
+    )
+    logger.experiment.flush()
     metrics_path = run_dir / "metrics.json"
     summary = {"metrics": metrics, "dataset": module.hparams["dataset"]}
-    metrics_path.write_text(json.dumps(summary, indent=2))
+    write_text_atomic(metrics_path, dumps(summary, indent=2) + "\n")
+    write_status(run_dir, "complete", epochs=metrics["epochs"])
     artifacts = {
         "run_dir": str(run_dir),
-        "config": str(config_path),
+        "config": str(run_dir / "config.yaml"),
+        "status": str(status_path),
         "best_checkpoint": str(best.best_model_path),
         "last_checkpoint": str(run_dir / "checkpoints" / "last.ckpt"),
         "metrics": str(metrics_path),
         "tensorboard": str(logger.log_dir),
     }
     return metrics, artifacts
+
+
+def _record_stop(run_dir: Path, err: BaseException, epoch: int) -> None:
+    """Mark the run ``interrupted`` (SIGTERM, SIGINT) or ``failed`` (any other error)."""
+    if isinstance(err, KeyboardInterrupt | SystemExit):
+        write_status(run_dir, "interrupted", epoch=epoch, signal=type(err).__name__)
+    else:
+        write_status(run_dir, "failed", epoch=epoch, error=f"{type(err).__name__}: {err}")
+
+
+def _indented(text: str) -> str:
+    """``text`` as a Markdown code block (TensorBoard renders text summaries as Markdown)."""
+    return "\n".join("    " + line for line in text.splitlines())

@@ -21,12 +21,18 @@ tree node) would be a third ``LeafScorer``, with no change to the search.
 
 Multi-setting models: ``model.n_settings = M`` splits a batch into ``M`` equal contiguous
 setting blocks (``gridplan.models``); every scorer keeps each block on its own setting.
+
+Non-finite predictions are an error, not a score: a NaN state would read as cell 0 and flag 0
+(``to_cell``, ``to_flag``) and its leaf could win the search with a plausible V*. A scorer that
+calls a model checks every imagined step with ``check_prediction`` and raises a ValueError
+naming the model, the step and the number of bad rows. ``gridplan.fused.FusedNoiseScorer``
+needs no check: its built-in noise is finite by construction.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 
@@ -64,6 +70,67 @@ def episodes_per_setting(batch: int, n_settings: int) -> int:
     return batch // n_settings
 
 
+def check_depth(
+    depth: int, max_memory: int, bytes_per_leaf: Callable[[int], int], episodes: int = 1
+) -> None:
+    """Check up front that the smallest chunk of the search, ``episodes`` whole episodes of
+    ``4^D`` leaves (one per setting block), fits in the memory budget.
+
+    Args:
+        depth: search depth ``D``.
+        max_memory: the scorer's memory budget, bytes.
+        bytes_per_leaf: the scorer's working memory per leaf of one chunk at a depth, bytes
+            (a model's own activations come on top).
+        episodes: episodes in the smallest chunk (a multi-setting model's ``n_settings``).
+
+    Raises:
+        ValueError: if that chunk needs more than ``max_memory``; the message names the
+            depth, the budget and the largest depth that fits.
+    """
+
+    def need(d: int) -> int:
+        return episodes * N_ACTIONS**d * bytes_per_leaf(d)
+
+    if need(depth) <= max_memory:
+        return
+    fits = depth
+    while fits > 0 and need(fits) > max_memory:
+        fits -= 1
+    hint = f"the largest depth that fits is {fits}" if fits else "no depth fits"
+    raise ValueError(
+        f"depth {depth} needs {need(depth) / 2**30:,.1f} GiB for one chunk ({episodes} x "
+        f"4^{depth} leaves x {bytes_per_leaf(depth)} bytes), over the planner's memory budget "
+        f"max_memory = {max_memory / 2**30:,.2f} GiB; {hint}"
+    )
+
+
+def check_prediction(pred: torch.Tensor, model, step: int, rows: int) -> None:
+    """Check one imagined step's prediction before it is scored.
+
+    Args:
+        pred: ``model.predict``'s output, expected ``(rows, 12)`` finite.
+        model: the model that produced it (named in the error).
+        step: imagined step ``t`` (0-based) of the rollout.
+        rows: leaf rows in the batch.
+
+    Raises:
+        ValueError: if ``pred`` is misshapen, or holds NaN or inf in some row (the message
+            names the model, the step and the number of bad rows).
+    """
+    name = type(model).__name__
+    if pred.shape != (rows, STATE_DIM):
+        raise ValueError(
+            f"{name}.predict returned shape {tuple(pred.shape)} at imagined step {step}, "
+            f"expected ({rows}, {STATE_DIM})"
+        )
+    bad = int((~torch.isfinite(pred)).any(dim=1).sum())
+    if bad:
+        raise ValueError(
+            f"{name}.predict returned non-finite values (NaN or inf) at imagined step {step} "
+            f"in {bad} of {rows} leaf rows; the planner cannot score such leaves"
+        )
+
+
 class LeafScorer(abc.ABC):
     """Scores of every leaf of the full-width search (the module docstring defines them).
 
@@ -96,7 +163,7 @@ class LeafScorer(abc.ABC):
 
         Raises:
             ValueError: if the batch does not split into the model's setting blocks, or the
-                model misbehaves (e.g. a misshapen prediction).
+                model misbehaves (a misshapen or non-finite prediction, ``check_prediction``).
         """
 
 
@@ -117,6 +184,10 @@ class GenericScorer(LeafScorer):
         device: where the V* table lives.
         max_memory: bytes for the leaf tensors of one chunk (``GENERIC_BYTES_PER_ROW`` each).
         max_rows: optional hard cap on leaf rows per chunk (overrides ``max_memory``).
+
+    Raises:
+        ValueError: if one chunk (one episode per setting block) exceeds ``max_memory``
+            (``check_depth``).
     """
 
     def __init__(
@@ -128,6 +199,13 @@ class GenericScorer(LeafScorer):
         max_memory: int = DEFAULT_MAX_MEMORY,
         max_rows: int | None = None,
     ) -> None:
+        # Per leaf: the chunk's rows plus the (L, D) action sequences and one step's actions.
+        check_depth(
+            depth,
+            max_memory,
+            lambda d: GENERIC_BYTES_PER_ROW + 8 * (d + 1),
+            getattr(model, "n_settings", 1),
+        )
         self.model = model
         self.task = task
         self.depth = depth
@@ -145,11 +223,20 @@ class GenericScorer(LeafScorer):
             rows = blocks[:, lo : lo + cols].reshape(-1)
             yield rows, self.scores(root[rows], generator)
 
+    def arrival(
+        self, state: torch.Tensor, action: torch.Tensor, nxt: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(reward, goal, hazard)``, each ``(R,)``, of the imagined step ``state --action-->
+        nxt``: the task's true sparse reward of the predicted state. A subclass may score the
+        reward otherwise (``gridplan.plugins.RewardScorer``: the model's own reward)."""
+        return outcome(to_cell(nxt[:, AGENT_X : AGENT_Y + 1]), to_flag(nxt[:, C1]), self.task)
+
     def scores(self, root: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         """Leaf scores ``(E, L)`` of ``E`` root episodes in one batch of ``E * L`` rows.
 
         Raises:
-            ValueError: if the model returns a misshapen prediction.
+            ValueError: if the model returns a misshapen or non-finite prediction
+                (``check_prediction``).
         """
         b = root.shape[0]
         rows = b * self.n_leaves
@@ -161,14 +248,9 @@ class GenericScorer(LeafScorer):
             start(rows, generator)
         for t in range(self.depth):
             action = self.sequences[:, t].repeat(b)
-            state = self.model.predict(state, action, generator)
-            if state.shape != (rows, STATE_DIM):
-                raise ValueError(
-                    f"model.predict returned shape {tuple(state.shape)}, expected ({rows}, 12)"
-                )
-            reward, goal, hazard = outcome(
-                to_cell(state[:, AGENT_X : AGENT_Y + 1]), to_flag(state[:, C1]), self.task
-            )
+            prev, state = state, self.model.predict(state, action, generator)
+            check_prediction(state, self.model, t, rows)
+            reward, goal, hazard = self.arrival(prev, action, state)
             score += self.discounts[t] * reward * alive
             alive &= ~(goal | hazard)
         score += self.discounts[self.depth] * self.values.lookup(state) * alive

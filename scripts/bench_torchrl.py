@@ -36,7 +36,7 @@ from torchrl.modules.planners import CEMPlanner
 # Run from any folder against this checkout, installed or not.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gridplan.adapters import _core  # noqa: E402
+from gridplan.adapters import backend  # noqa: E402
 from gridplan.adapters.torchrl import GridEnv, WorldModelEnv, planning_policy  # noqa: E402
 from gridplan.closed_loop import HAZARD  # noqa: E402
 from gridplan.models import NoiseModel, OracleModel  # noqa: E402
@@ -92,10 +92,10 @@ def summary(name, planner, success, hazard, steps, transitions, decisions, wall)
 
 
 def run_full_width(name, model, task, start, args) -> dict:
-    plan = _core.planner(model, args.depth, task, device=args.device)
+    plan = backend.planner(model, args.depth, task, device=args.device)
     gen = torch.Generator(device=args.device).manual_seed(0)
     t0 = time.perf_counter()
-    result = _core.closed_loop(plan, start, gen, task)
+    result = backend.closed_loop(plan, start, gen, task)
     wall = time.perf_counter() - t0
     decisions = int(result.steps.sum())
     transitions = decisions * plan.n_leaves * args.depth
@@ -142,8 +142,8 @@ def table(rows: list[dict]) -> str:
 def main(argv=None) -> None:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
-    task = _core.resolve(args.task)
-    start = _core.start_states(range(args.seeds), args.episodes, task, args.device)
+    task = backend.resolve(args.task)
+    start = backend.start_states(range(args.seeds), args.episodes, task, args.device)
     rows = []
     for name, make in MODELS.items():
         rows.append(run_full_width(name, make(), task, start, args))

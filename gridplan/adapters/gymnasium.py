@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from gridplan.adapters import _core, require
+from gridplan.adapters import backend, require
 from gridplan.constants import N_ACTIONS, STATE_DIM
 from gridplan.env import check_state
 from gridplan.tasks import Task
@@ -114,7 +114,7 @@ class GridPlanEnv(gym.Env):
     metadata = {"render_modes": []}
 
     def __init__(self, task: str | Task = "A", device: torch.device | str = "cpu") -> None:
-        self.task = _core.resolve(task)
+        self.task = backend.resolve(task)
         self.device = torch.device(device)
         self.observation_space = observation_space()
         self.action_space = spaces.Discrete(N_ACTIONS)
@@ -137,7 +137,7 @@ class GridPlanEnv(gym.Env):
         if given is not None:
             self._state = given
         else:
-            self._state = _core.reset(1, self._generator, self.task)
+            self._state = backend.reset(1, self._generator, self.task)
         self._steps = 0
         self._ended = False
         return _numpy(self._state[0]), {}
@@ -153,7 +153,9 @@ class GridPlanEnv(gym.Env):
         if not self.action_space.contains(action):
             raise ValueError(f"action must be an integer in 0..{N_ACTIONS - 1}, got {action!r}")
         act = torch.tensor([int(action)], device=self.device)
-        state, reward, terminated, events = _core.step(self._state, act, self._generator, self.task)
+        state, reward, terminated, events = backend.step(
+            self._state, act, self._generator, self.task
+        )
         self._state = state
         self._steps += 1
         terminated = bool(terminated[0])
@@ -179,7 +181,7 @@ class GridPlanVectorEnv(VectorEnv):
     Seeding: the batch shares one torch generator, so one call of ``gridplan.env.step``
     serves every sub-environment. ``reset(seed=s)`` seeds it with ``s`` and gives the same
     ``B`` start states as ``gridplan.env.reset(B, torch.Generator().manual_seed(s), task)``
-    (the start states of ``gridplan.closed_loop.start_states([s], B)``). Gymnasium's
+    (not those of ``gridplan.closed_loop.start_states``, which draws in blocks). Gymnasium's
     ``SyncVectorEnv`` would seed sub-environment ``i`` with ``s + i``; per-sub-environment
     seeds would need ``B`` generators and ``B`` draws per step, so a list of seeds is refused.
 
@@ -201,7 +203,7 @@ class GridPlanVectorEnv(VectorEnv):
     ) -> None:
         if not isinstance(num_envs, int) or num_envs < 1:
             raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}")
-        self.task = _core.resolve(task)
+        self.task = backend.resolve(task)
         self.device = torch.device(device)
         self.num_envs = num_envs
         self.autoreset_mode = AutoresetMode(autoreset_mode)
@@ -238,7 +240,7 @@ class GridPlanVectorEnv(VectorEnv):
         if given is not None:
             fresh = given[rows]
         else:
-            fresh = _core.reset(int(rows.sum()), self._generator, self.task)
+            fresh = backend.reset(int(rows.sum()), self._generator, self.task)
         if self._state is None:
             self._state = fresh
         else:
@@ -289,7 +291,7 @@ class GridPlanVectorEnv(VectorEnv):
         terminated = torch.zeros(n, dtype=torch.bool, device=self.device)
         events = {name: torch.zeros(n, dtype=torch.bool, device=self.device) for name in EVENTS}
         if live.any():
-            nxt, r, term, info = _core.step(
+            nxt, r, term, info = backend.step(
                 self._state[live], action[live], self._generator, self.task
             )
             self._state[live] = nxt
@@ -328,7 +330,7 @@ class GridPlanVectorEnv(VectorEnv):
 
     def _restart(self, rows: torch.Tensor) -> None:
         """Fresh start states for ``rows`` (drawn for those rows only)."""
-        self._state[rows] = _core.reset(int(rows.sum()), self._generator, self.task)
+        self._state[rows] = backend.reset(int(rows.sum()), self._generator, self.task)
         self._steps[rows] = 0
         self._ended[rows] = False
 

@@ -33,7 +33,7 @@ import math
 import torch
 from torch import nn
 
-from gridplan.adapters import _core, require
+from gridplan.adapters import backend, require
 from gridplan.constants import N_ACTIONS, STATE_DIM
 from gridplan.env import check_state
 from gridplan.models import WorldModel
@@ -101,7 +101,7 @@ class GridEnv(EnvBase):
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
         super().__init__(device=device, batch_size=torch.Size([batch_size]))
-        self.task = _core.resolve(task)
+        self.task = backend.resolve(task)
         self._generator = torch.Generator(device=self.device)
         shape = self.batch_size
         self.observation_spec = Composite(
@@ -135,12 +135,12 @@ class GridEnv(EnvBase):
                 )
             state = state.to(device=self.device, dtype=torch.float32, copy=True)
         elif rows is None or bool(rows.all()):
-            state = _core.reset(b, self._generator, self.task)
+            state = backend.reset(b, self._generator, self.task)
         else:
             # Draw for the reset rows only; TorchRL keeps the other rows' entries.
             rows = rows.reshape(b)
             state = torch.zeros(b, STATE_DIM, device=self.device)
-            state[rows] = _core.reset(int(rows.sum()), self._generator, self.task)
+            state[rows] = backend.reset(int(rows.sum()), self._generator, self.task)
         no = torch.zeros(b, 1, dtype=torch.bool, device=self.device)
         return TensorDict(
             {
@@ -162,7 +162,7 @@ class GridEnv(EnvBase):
         terminated = torch.zeros(b, dtype=torch.bool, device=self.device)
         events = {name: torch.zeros(b, dtype=torch.bool, device=self.device) for name in EVENTS}
         if active is None:
-            state, reward, terminated, info = _core.step(
+            state, reward, terminated, info = backend.step(
                 state, tensordict["action"], self._generator, self.task
             )
             events = info
@@ -173,7 +173,7 @@ class GridEnv(EnvBase):
             state = state.clone()
             terminated = tensordict["terminated"].reshape(b).clone()
             if active.any():
-                nxt, r, term, info = _core.step(
+                nxt, r, term, info = backend.step(
                     state[active], tensordict["action"][active], self._generator, self.task
                 )
                 state[active], reward[active], terminated[active] = nxt, r, term
@@ -209,7 +209,7 @@ class _PredictStep(nn.Module):
         self.model = model
         self.task = task
         self.generator = torch.Generator(device=device)
-        self.values = _core.value_table(task, device) if shaping else None
+        self.values = backend.value_table(task, device) if shaping else None
         self.rollout_pending = True
         self.transitions = 0
 
@@ -229,7 +229,7 @@ class _PredictStep(nn.Module):
                 f"model.predict returned shape {tuple(nxt.shape)}, expected ({n}, {STATE_DIM})"
             )
         self.transitions += n
-        reward, goal, hazard = _core.outcome(nxt, self.task)
+        reward, goal, hazard = backend.outcome(nxt, self.task)
         terminated = goal | hazard
         if self.values is not None:
             # r + gamma V*(s') - V*(s) = A*(s, a): 0 along an optimal path, negative off it
@@ -277,7 +277,7 @@ class WorldModelEnv(ModelBasedEnvBase):
         device: torch.device | str = "cpu",
         seed: int | None = None,
     ) -> None:
-        task = _core.resolve(task)
+        task = backend.resolve(task)
         step = _PredictStep(model, task, shaping, device)
         module = TensorDictModule(
             step,
@@ -311,7 +311,7 @@ class WorldModelEnv(ModelBasedEnvBase):
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
         shape = self.batch_size if tensordict is None else tensordict.batch_size
         n = math.prod(shape)
-        state = _core.reset(n, self._predict.generator, self.task).view(*shape, STATE_DIM)
+        state = backend.reset(n, self._predict.generator, self.task).view(*shape, STATE_DIM)
         self._predict.rollout_pending = True
         no = torch.zeros(*shape, 1, dtype=torch.bool, device=self.device)
         return TensorDict(
@@ -329,7 +329,7 @@ class WorldModelEnv(ModelBasedEnvBase):
 class _VStar(nn.Module):
     def __init__(self, task: Task, device) -> None:
         super().__init__()
-        self.values = _core.value_table(task, device)
+        self.values = backend.value_table(task, device)
 
     def forward(self, observation: torch.Tensor) -> torch.Tensor:
         v = self.values.lookup(observation.reshape(-1, STATE_DIM))
@@ -344,7 +344,7 @@ def value_operator(task: str | Task = "A", device: torch.device | str = "cpu") -
     value_network=value_operator("A"), deactivate_vmap=True)`` (the lookup's in-place
     rounding has no vmap rule).
     """
-    return ValueOperator(_VStar(_core.resolve(task), device), in_keys=["observation"])
+    return ValueOperator(_VStar(backend.resolve(task), device), in_keys=["observation"])
 
 
 def _argmax(scores: torch.Tensor) -> torch.Tensor:

@@ -27,7 +27,6 @@ reading switch can change (``Group.reading_free``: the learned models of e3) kee
 from __future__ import annotations
 
 import csv
-import dataclasses
 import json
 import math
 import os
@@ -43,11 +42,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import torch
 from tqdm.auto import tqdm
 
 import gridplan
+from gridplan.jsonio import dumps, to_jsonable
+from gridplan.progress import bar
 from gridplan.protocols import PROFILES
 from gridplan.readings import PROJECT, Reading
 from gridplan.readings import check as check_reading
@@ -62,38 +62,11 @@ TABLE_FILE = "table.md"
 RESULTS_FILE = "results.json"
 
 
-def to_jsonable(obj):
-    """Convert records and configs (their ``to_dict``), dataclasses, tensors, arrays, paths and
-    NaN/inf floats (-> None) for JSON."""
-    if hasattr(obj, "to_dict") and callable(obj.to_dict) and not isinstance(obj, type):
-        return to_jsonable(obj.to_dict())
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return to_jsonable(dataclasses.asdict(obj))
-    if isinstance(obj, Mapping):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, torch.Tensor):
-        return to_jsonable(obj.detach().cpu().tolist())
-    if isinstance(obj, np.ndarray):
-        return to_jsonable(obj.tolist())
-    if isinstance(obj, (list, tuple)):
-        return [to_jsonable(v) for v in obj]
-    if isinstance(obj, (bool, np.bool_)):
-        return bool(obj)
-    if isinstance(obj, (int, np.integer)):
-        return int(obj)
-    if isinstance(obj, (float, np.floating)):
-        x = float(obj)
-        return x if math.isfinite(x) else None
-    if isinstance(obj, Path):
-        return str(obj)
-    return obj
-
-
 def _csv_cell(v):
     if isinstance(v, float) and not math.isfinite(v):
         return ""
     if isinstance(v, (list, tuple, dict)):
-        return json.dumps(to_jsonable(v))
+        return dumps(v)
     return v
 
 
@@ -145,14 +118,9 @@ class GroupContext:
         tqdm.write(f"[{self.name}] {message}", file=sys.stderr)
 
     def bar(self, iterable: Iterable, desc: str, total: int | None = None):
-        """A tqdm bar over ``iterable`` (hidden when progress is off)."""
-        return tqdm(
-            iterable,
-            desc=f"{self.name}: {desc}",
-            total=total,
-            leave=False,
-            disable=not self.progress,
-        )
+        """Progress over ``iterable``: a tqdm bar in a terminal, a line per item in a log
+        (``gridplan.progress.bar``); nothing when progress is off."""
+        return bar(iterable, f"{self.name}: {desc}", total=total, enabled=self.progress)
 
     def generator(self, seed: int) -> torch.Generator:
         """A generator on the context's device seeded with ``seed``."""
@@ -161,9 +129,7 @@ class GroupContext:
     def write_json(self, filename: str, obj) -> Path:
         """Write ``obj`` (converted by ``to_jsonable``) as indented JSON into the group folder."""
         path = self.out / filename
-        path.write_text(
-            json.dumps(to_jsonable(obj), indent=2, allow_nan=False, ensure_ascii=False) + "\n"
-        )
+        path.write_text(dumps(obj, indent=2, ensure_ascii=False) + "\n")
         return path
 
     def write_csv(self, filename: str, rows: Sequence, columns=None) -> Path:
@@ -392,13 +358,11 @@ def run_group(
         footer = (
             f"*Profile `{profile}`, {shown}device `{device}` ({torch.get_num_threads()} CPU "
             f"threads), wall time {wall:.1f} s; config: "
-            f"`{json.dumps(to_jsonable(config))}`.*"
+            f"`{dumps(config)}`.*"
         )
         (tmp / TABLE_FILE).write_text(report.markdown(footer))
         done = _done_record(group, ctx, report, started, wall)
-        (tmp / DONE_FILE).write_text(
-            json.dumps(to_jsonable(done), indent=2, ensure_ascii=False) + "\n"
-        )
+        (tmp / DONE_FILE).write_text(dumps(done, indent=2, ensure_ascii=False) + "\n")
         _install(tmp, out / group.name, out / f".{group.name}.old-{os.getpid()}")
         return done
     finally:
@@ -481,7 +445,7 @@ def _run_all(
     reading: Reading,
 ) -> dict[str, str]:
     status: dict[str, str] = {}
-    for name in tqdm(order, desc="groups", disable=not progress):
+    for name in bar(order, "groups", enabled=progress):
         group = registry[name]
         final = folders[name]
         out = final.parent

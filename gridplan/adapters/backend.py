@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import torch
 
-from gridplan import closed_loop as _closed_loop
+from gridplan import closed_loop as loop
 from gridplan import env, tasks
 from gridplan.closed_loop import EpisodeResults
 from gridplan.constants import AGENT_X, AGENT_Y, C1
@@ -58,11 +58,11 @@ def closed_loop(
     plan: Planner, start: torch.Tensor, generator: torch.Generator, task: Task
 ) -> EpisodeResults:
     """``gridplan.closed_loop.run_closed_loop`` to the task's horizon."""
-    return _closed_loop.run_closed_loop(plan, start, generator, horizon=task.horizon)
+    return loop.run_closed_loop(plan, start, generator, horizon=task.horizon)
 
 
 def start_states(
     seeds: Sequence[int], episodes: int, task: Task, device: torch.device | str = "cpu"
 ) -> torch.Tensor:
     """``gridplan.closed_loop.start_states``: ``(len(seeds) * episodes, 12)``, seed-major."""
-    return _closed_loop.start_states(seeds, episodes, task, device)
+    return loop.start_states(seeds, episodes, task, device)
