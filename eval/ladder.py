@@ -123,7 +123,9 @@ def builtin(name: str, options: dict, reading: Reading = PROJECT) -> tuple[objec
     """
     unknown = set(options) - {"sigma_r", "sigma_i", "reading"}
     if unknown:
-        raise ValueError(f"{name} takes only sigma_r, sigma_i and reading, got {sorted(unknown)}")
+        raise ValueError(
+            f"{name} takes only sigma_r and sigma_i (and a reading), got {sorted(unknown)}"
+        )
     sigma_r, sigma_i = float(options.get("sigma_r", 0.0)), float(options.get("sigma_i", 0.0))
     reading = readings.get(options.get("reading", reading))
     shown = {} if reading.name == PROJECT.name else {"reading": reading.name}
