@@ -27,6 +27,7 @@ import torch
 from eval.report import format_table, model_report, write_json
 from gridplan import tasks
 from gridplan.models import NoiseModel, OracleModel
+from gridplan.threads import configure_threads, describe
 
 BUILTIN_MODELS = ("oracle", "noise")
 #: Closed-loop defaults: built-in models as in the controlled grid (paper §5.1), checkpoints
@@ -91,6 +92,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--eval-windows", type=_positive_int, default=1000, help="held-out windows of the metrics"
     )
     p.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda")
+    p.add_argument(
+        "--threads",
+        type=_positive_int,
+        help="torch CPU threads (default: torch's, capped by the CPUs this process may use)",
+    )
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON here")
     p.add_argument("--force", action="store_true", help="overwrite an existing --json file")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
@@ -222,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         check_device(args.device)
+        print(describe(configure_threads(args.threads)), flush=True)
         _fill_defaults(args)
         if args.json and not args.ckpt:
             out = Path(args.json)

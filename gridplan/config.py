@@ -130,6 +130,8 @@ class Config:
     out_dir: str = "runs"
     #: Folder name of the run under ``out_dir``; derived from variant, data and seed if unset.
     name: str | None = None
+    #: torch CPU threads of the run (None: ``gridplan.threads.default_threads``).
+    threads: int | None = None
 
 
 def schema() -> DictConfig:

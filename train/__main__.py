@@ -18,7 +18,12 @@ from __future__ import annotations
 
 import sys
 
-from gridplan.config import compose, expand_sweeps, to_yaml
+from gridplan.threads import set_wait_policy
+
+set_wait_policy()  # before torch is imported: OpenMP reads it once (gridplan.threads)
+
+from gridplan.config import compose, expand_sweeps, to_yaml  # noqa: E402
+from gridplan.threads import configure_threads, describe  # noqa: E402
 
 USAGE = __doc__
 
@@ -51,6 +56,7 @@ def _run_all(runs, train) -> None:
     for i, cfg in enumerate(runs, 1):
         header = f"run {i}/{len(runs)}" if len(runs) > 1 else "run"
         print(f"=== {header}: resolved config ===\n{to_yaml(cfg)}", flush=True)
+        print(describe(configure_threads(cfg.threads)), flush=True)
         metrics, artifacts = train(cfg)
         print(
             f"run folder: {artifacts['run_dir']}\n"
