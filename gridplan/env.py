@@ -35,6 +35,7 @@ from gridplan.constants import (
     KEY_Y,
     MOVES,
     N_ACTIONS,
+    POSITION_DIMS,
     STATE_DIM,
     WALL_X,
 )
@@ -197,12 +198,18 @@ def random_cells(batch: int, generator: torch.Generator) -> torch.Tensor:
 #: Rounding scale of the state dims as the transition reads them: positions
 #: ``clamp(round(7 v), 0, 7)`` (``to_cell``), flags ``clamp(round(v), 0, 1)``, which equals
 #: ``to_flag``'s ``v > 0.5`` for every finite ``v`` (``round`` halves to even: 0.5 -> 0).
-_READ_SCALE = (CELL_SCALE,) * 4 + (1.0,) * 4 + (CELL_SCALE,) * 4
+_READ_SCALE = tuple(CELL_SCALE if d in POSITION_DIMS else 1.0 for d in range(STATE_DIM))
 #: Weights of the read dims in the relevant index
 #: ``((((((ax*8 + ay)*8 + kx)*8 + ky)*2 + carrying)*2 + door)*2 + c1)*4`` (+ action) and in the
 #: distractor index ``((c2*8 + d1x)*8 + d1y)*5`` (+ move); d2 is read but indexes nothing.
-_RELEVANT_WEIGHTS = (16384, 2048, 256, 32, 16, 8, 4, 0, 0, 0, 0, 0)
-_DISTRACTOR_WEIGHTS = (0,) * 7 + (320, 40, 5, 0, 0)
+_RELEVANT_WEIGHTS = {
+    AGENT_X: 16384, AGENT_Y: 2048, KEY_X: 256, KEY_Y: 32, CARRYING: 16, DOOR_OPEN: 8, C1: 4
+}
+_DISTRACTOR_WEIGHTS = {
+    C2: GRID_SIZE**2 * len(DISTRACTOR_MOVES),
+    D1_X: GRID_SIZE * len(DISTRACTOR_MOVES),
+    D1_Y: len(DISTRACTOR_MOVES),
+}
 #: Columns of a relevant-table row past the relevant dims 0..6 (``C1`` is the last): the
 #: reward, then the events of ``step``'s info as 0/1.
 _REWARD_COL = C1 + 1
@@ -251,8 +258,8 @@ def transition_tables(task: Task, device: torch.device, dtype: torch.dtype) -> _
 
     return _Tables(
         scale=tensor(_READ_SCALE),
-        relevant_weights=tensor(_RELEVANT_WEIGHTS),
-        distractor_weights=tensor(_DISTRACTOR_WEIGHTS),
+        relevant_weights=tensor([_RELEVANT_WEIGHTS.get(d, 0) for d in range(STATE_DIM)]),
+        distractor_weights=tensor([_DISTRACTOR_WEIGHTS.get(d, 0) for d in range(STATE_DIM)]),
         cell_scale=tensor(CELL_SCALE),
         relevant=torch.cat(columns, dim=1).to(device),
         distractor=distractor.to(device),
@@ -285,10 +292,9 @@ def transition(
     tables = transition_tables(task, state.device, state.dtype)
     b = state.shape[0]
     read = torch.mul(state, tables.scale, out=state.new_empty(b, STATE_DIM))
+    # Scalar clamps: a clamp with per-dim bounds costs 2x both together.
     read.round_().clamp_(0, GRID_SIZE - 1)
-    # Flags (dims 4..7, the second group of 4 in a row of 12) clamp to 1: a strided view of
-    # groups is cheaper than a per-column clamp of the whole read.
-    read.view(-1, 4)[1::3].clamp_(max=1)
+    read[:, CARRYING : C2 + 1].clamp_(max=1)
     relevant = torch.mv(read, tables.relevant_weights).long().add_(action)
     distractor = torch.mv(read, tables.distractor_weights).long()
     move = torch.randint(

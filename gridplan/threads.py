@@ -91,19 +91,28 @@ def default_threads() -> int:
     return max(1, min(torch.get_num_threads(), available_cpus()))
 
 
+def check_threads(requested: int | None) -> int | None:
+    """``requested`` if it is ``None`` or an integer >= 1.
+
+    Raises:
+        ValueError: otherwise, naming the value.
+    """
+    if requested is not None and (
+        isinstance(requested, bool) or not isinstance(requested, int) or requested < 1
+    ):
+        raise ValueError(f"threads must be an integer >= 1, got {requested!r}")
+    return requested
+
+
 def configure_threads(requested: int | None = None) -> int:
     """Set torch's intra-op threads to ``requested`` or ``default_threads()``; returns it.
 
     Raises:
         ValueError: if ``requested`` is not an integer >= 1 (``None`` picks the default).
     """
-    if requested is not None and (
-        isinstance(requested, bool) or not isinstance(requested, int) or requested < 1
-    ):
-        raise ValueError(f"threads must be an integer >= 1, got {requested!r}")
     import torch
 
-    threads = requested or default_threads()
+    threads = check_threads(requested) or default_threads()
     torch.set_num_threads(threads)
     return threads
 

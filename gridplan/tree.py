@@ -67,7 +67,8 @@ class TreeScorer(LeafScorer):
         depth: ``D >= 1``.
         device: where the V* table lives.
         max_memory: bytes for one chunk's stored levels and leaf scores
-            (``TREE_BYTES_PER_LEAF`` per leaf) plus one block and one call.
+            (``TREE_BYTES_PER_LEAF`` per leaf) plus one block and one call (at most a
+            quarter of it: budgets under ~20 MB shrink the blocks).
         max_rows: optional hard cap on the leaves of a chunk and on the rows of a block and
             of a ``predict`` call (overrides ``max_memory``).
 
@@ -104,8 +105,9 @@ class TreeScorer(LeafScorer):
         self.values = task.value_table(device)
         self.discounts = [task.gamma**t for t in range(depth + 1)]
         model_bytes = model_bytes_per_row(model, self.values.device)
-        cap = max_rows or BLOCK_ROWS
-        self.block_rows = min(BLOCK_ROWS, cap)
+        # A block and a call take at most a quarter of the budget (a small budget shrinks them).
+        working = max(N_ACTIONS, max_memory // 4 // (GENERIC_BYTES_PER_ROW + model_bytes))
+        self.block_rows = min(BLOCK_ROWS, max_rows or BLOCK_ROWS, working)
         self.call_rows = min(cache_rows(model_bytes), self.block_rows)
         fixed = self.block_rows * GENERIC_BYTES_PER_ROW + self.call_rows * model_bytes
         self.max_rows = max_rows or max(1, (max_memory - fixed) // TREE_BYTES_PER_LEAF)

@@ -7,6 +7,7 @@ Examples::
     python -m train data=12k data.policy=random trainer.max_epochs=50 seed=3
     python -m train seed=0,1,2,3,4 variant=uniform,rel_only   # a sweep: 10 runs, one by one
     python -m train experiment=random_12k out_dir=/tmp/runs
+    python -m train threads=1                         # torch CPU threads (default: the machine's)
 
 Groups: variant, data, model, trainer (and experiment presets); any key can be overridden
 with a dotted path. Each run prints its resolved config (also saved as ``config.yaml`` in the
@@ -23,7 +24,7 @@ from gridplan.threads import set_wait_policy
 set_wait_policy()  # before torch is imported: OpenMP reads it once (gridplan.threads)
 
 from gridplan.config import compose, expand_sweeps, to_yaml  # noqa: E402
-from gridplan.threads import configure_threads, describe  # noqa: E402
+from gridplan.threads import check_threads, configure_threads, describe  # noqa: E402
 
 USAGE = __doc__
 
@@ -35,6 +36,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         runs = [compose(overrides) for overrides in expand_sweeps(args)]
+        for cfg in runs:
+            check_threads(cfg.threads)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
