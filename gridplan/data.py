@@ -538,7 +538,7 @@ def eval_windows(
     Args:
         n_windows: ``W >= 1``.
         horizon: ``H`` in ``1..task.horizon`` (paper: 10).
-        seed: generator seed (separate from training-data seeds).
+        seed: generator seed (separate from the seeds that draw the training data).
         policy: behaviour policy, ``"balanced"`` by default.
         task: rewards, terminations, episode length and the behaviour policy's Q*.
         device: where to simulate and store.

@@ -2,8 +2,8 @@
 # Create/refresh the project virtualenv in .venv (idempotent; safe to run from any cwd).
 #
 # Environment overrides:
-#   GRIDPLAN_TORCH_SPEC   pip version spec for torch (default "==2.13.0", the local CPU wheel).
-#                         GPU users, e.g.: GRIDPLAN_TORCH_SPEC='==2.5.1'
+#   GRIDPLAN_TORCH_PIN   pip version pin for torch (default "==2.13.0", the local CPU wheel).
+#                         GPU users, e.g.: GRIDPLAN_TORCH_PIN='==2.5.1'
 #   GRIDPLAN_TORCH_INDEX  optional --index-url for torch,
 #                         e.g.: GRIDPLAN_TORCH_INDEX=https://download.pytorch.org/whl/cu124
 set -euo pipefail
@@ -13,7 +13,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 VENV=.venv
 PY="$VENV/bin/python"
 STAMP="$VENV/.gridplan-installed"
-TORCH_SPEC="${GRIDPLAN_TORCH_SPEC:-==2.13.0}"
+TORCH_PIN="${GRIDPLAN_TORCH_PIN:-==2.13.0}"
 TORCH_INDEX="${GRIDPLAN_TORCH_INDEX:-}"
 
 if [ ! -x "$PY" ]; then
@@ -25,7 +25,7 @@ fi
 
 # Install torch first, pinned, so the dependency resolver never pulls an unpinned (CUDA) build.
 # Only (re)install when torch is missing or does not satisfy the requested spec.
-if "$PY" - "$TORCH_SPEC" <<'PYEOF' 2>/dev/null
+if "$PY" - "$TORCH_PIN" <<'PYEOF' 2>/dev/null
 import sys
 from importlib.metadata import version
 
@@ -42,22 +42,24 @@ spec = SpecifierSet(sys.argv[1])
 sys.exit(0 if spec.contains(installed, prereleases=True) else 1)
 PYEOF
 then
-    echo "[setup] torch already satisfies '$TORCH_SPEC'"
+    echo "[setup] torch already satisfies '$TORCH_PIN'"
 else
-    echo "[setup] installing torch$TORCH_SPEC"
+    echo "[setup] installing torch$TORCH_PIN"
     torch_args=()
     if [ -n "$TORCH_INDEX" ]; then
         torch_args+=(--index-url "$TORCH_INDEX")
     fi
-    "$PY" -m pip install -q ${torch_args[@]+"${torch_args[@]}"} "torch${TORCH_SPEC}"
+    "$PY" -m pip install -q ${torch_args[@]+"${torch_args[@]}"} "torch${TORCH_PIN}"
     rm -f "$STAMP"
 fi
 
 HASH="$(sha256sum pyproject.toml | cut -d' ' -f1)"
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$HASH" ]; then
-    echo "[setup] gridplan[dev] up to date"
+    echo "[setup] gridplan[dev,gymnasium,torchrl] up to date"
 else
-    echo "[setup] installing gridplan[dev] (editable)"
-    "$PY" -m pip install -q -e '.[dev]'
+    echo "[setup] installing gridplan[dev,gymnasium,torchrl] (editable)"
+    # torch is named again (already installed, so nothing is fetched) so that the resolver
+    # keeps the pinned build while it adds the extras' packages.
+    "$PY" -m pip install -q -e '.[dev,gymnasium,torchrl]' "torch${TORCH_PIN}"
     echo "$HASH" > "$STAMP"
 fi

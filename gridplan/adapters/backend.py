@@ -1,0 +1,68 @@
+"""The adapters' only calls into the gridplan core: environment, reward geometry, V*, planner.
+
+Every adapter resolves its ``task`` once with ``gridplan.tasks.get`` and goes through these
+functions, so a change of a core signature is a change here only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from gridplan import closed_loop as loop
+from gridplan import env, tasks
+from gridplan.closed_loop import EpisodeResults
+from gridplan.constants import AGENT_X, AGENT_Y, C1
+from gridplan.models import WorldModel
+from gridplan.planner import Planner
+from gridplan.tasks import Task
+from gridplan.values import ValueTable
+
+
+def resolve(task: str | Task) -> Task:
+    """A task name or ``Task`` -> ``Task``. Raises ValueError/TypeError as ``tasks.get``."""
+    return tasks.get(task)
+
+
+def reset(batch: int, generator: torch.Generator, task: Task) -> torch.Tensor:
+    """``gridplan.env.reset``: ``(batch, 12)`` float32 start states on ``generator.device``."""
+    return env.reset(batch, generator, task)
+
+
+def step(
+    state: torch.Tensor, action: torch.Tensor, generator: torch.Generator, task: Task
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+    """``gridplan.env.step``: ``(next_state, reward, terminated, info)`` of a validated batch."""
+    return env.step(state, action, generator, task)
+
+
+def outcome(state: torch.Tensor, task: Task) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Reward of arriving in (possibly predicted) states ``(N, 12)``, read through rounded cells
+    and the thresholded ``c1``: ``(reward, goal, hazard)``, each ``(N,)``."""
+    agent = env.to_cell(state[:, AGENT_X : AGENT_Y + 1])
+    return env.outcome(agent, env.to_flag(state[:, C1]), task)
+
+
+def value_table(task: Task, device: torch.device | str) -> ValueTable:
+    """The task's exact V* table on ``device`` (built once per device, shared, read-only)."""
+    return task.value_table(device)
+
+
+def planner(model: WorldModel, depth: int, task: Task, **kwargs) -> Planner:
+    """The full-width planner of ``gridplan.planner`` over ``model``."""
+    return Planner(model, depth, task, **kwargs)
+
+
+def closed_loop(
+    plan: Planner, start: torch.Tensor, generator: torch.Generator, task: Task
+) -> EpisodeResults:
+    """``gridplan.closed_loop.run_closed_loop`` to the task's horizon."""
+    return loop.run_closed_loop(plan, start, generator, horizon=task.horizon)
+
+
+def start_states(
+    seeds: Sequence[int], episodes: int, task: Task, device: torch.device | str = "cpu"
+) -> torch.Tensor:
+    """``gridplan.closed_loop.start_states``: ``(len(seeds) * episodes, 12)``, seed-major."""
+    return loop.start_states(seeds, episodes, task, device)
