@@ -950,6 +950,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="rows at 1 and 2 threads beside a neighbour process spinning on one core",
     )
+    parser.add_argument("--only-busy", action="store_true", help="only the --busy rows")
     parser.add_argument("--quick", action="store_true", help="small sanity run")
     parser.add_argument("--json", type=Path, help="write the results as JSON here")
     args = parser.parse_args(argv)
@@ -983,7 +984,9 @@ def main(argv: list[str] | None = None) -> int:
 
     result: dict = {"memory_bandwidth_bytes_per_s": bandwidth, "randn_per_s": normals}
     identical = True
-    if not args.only_learned:
+    if args.only_busy:
+        args.busy, args.learned, args.only_learned = True, False, False
+    if not (args.only_learned or args.only_busy):
         rows = sweep(args, device)
         print()
         print_table(rows)
