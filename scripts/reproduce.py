@@ -57,9 +57,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--threads",
         type=int,
-        help="torch CPU threads (default: torch's, capped by the CPUs this process may use; "
-        "OpenMP waits passively unless OMP_WAIT_POLICY is set, so threads do not spin on a "
-        "busy machine)",
+        default=1,
+        help="torch CPU threads; 0 picks the machine's (gridplan.threads.default_threads). "
+        "One by default: parallel reductions round differently with the thread count, and one "
+        "thread gives the same numbers on every machine (OpenMP waits passively unless "
+        "OMP_WAIT_POLICY is set, so more threads do not spin on a busy machine)",
     )
     p.add_argument("--out", default="results", help="results root folder")
     p.add_argument("--force", action="store_true", help="recompute groups already finished")
@@ -85,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         if not names:
             parser.error(f"--only names no group; valid groups: {', '.join(GROUPS)}")
     try:
-        threads = configure_threads(args.threads)
+        threads = configure_threads(args.threads or None)
         print(describe(threads), flush=True)
         status = run_groups(
             GROUPS,

@@ -135,14 +135,14 @@ def load_reproduce():
     return module
 
 
-def test_reproduce_rejects_zero_threads_and_train_takes_a_threads_key(
+def test_reproduce_rejects_negative_threads_and_train_takes_a_threads_key(
     tmp_path, capsys, monkeypatch
 ):
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
     with pytest.raises(SystemExit) as stop:
-        load_reproduce().main(["--only", "e1", "--threads", "0", "--out", str(tmp_path)])
+        load_reproduce().main(["--only", "e1", "--threads", "-1", "--out", str(tmp_path)])
     assert stop.value.code == 2
-    assert "threads must be an integer >= 1, got 0" in capsys.readouterr().err
+    assert "threads must be an integer >= 1, got -1" in capsys.readouterr().err
     assert compose(["threads=2"]).threads == 2 and compose([]).threads is None
     from train.__main__ import main
 
