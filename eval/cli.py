@@ -7,12 +7,19 @@ Examples::
     python -m eval --model oracle --task B --depth 2 --seeds 5 --episodes 40
     python -m eval --ckpt runs/uniform-balanced-20k-seed0/version_0/checkpoints/best.ckpt
     python -m eval --ckpt 'runs/*/version_*/checkpoints/best.ckpt'    # several, one by one
+    python -m eval --model scripts/example_model.py:make --card      # a plug-in, every level
+    python -m eval --model noise --sigma-r 0.35 --levels L4,L7 --json noisy.json
+    python -m eval --compare oracle noise,sigma_r=0.35,sigma_i=0.1   # paired, same draws
+
+Without ladder options (``--levels``, ``--card``, ``--compare``) the report is the paper's
+(``gridplan.evaluation.model_report``); with them it is ``gridplan.evaluate``'s, a superset
+(``eval.ladder``).
 
 A built-in model is evaluated with the controlled grid's protocol by default, a checkpoint of
 ``python -m train`` with the learned models' (``gridplan.protocols``: paper §5.1, §5.4); the
 checkpoint's report goes to ``<checkpoint>.eval.json`` beside it (``best.ckpt``
--> ``best.eval.json``, so best and last never collide) and into the run's TensorBoard folder
-under ``eval/``.
+-> ``best.eval.json``, so best and last never collide; another task or protocol gets a name
+that says so, ``checkpoint_json_path``) and into the run's TensorBoard folder under ``eval/``.
 """
 
 from __future__ import annotations
@@ -25,14 +32,15 @@ from pathlib import Path
 
 import torch
 
+from eval import ladder
+from eval.ladder import BUILTIN_MODELS
 from eval.report import format_table, write_json
 from gridplan import tasks
 from gridplan.evaluation import model_report
-from gridplan.models import NoiseModel, OracleModel
-from gridplan.protocols import CONTROLLED, LEARNED
+from gridplan.plugins import is_plugin_target
+from gridplan.protocols import CONTROLLED, LEARNED, Protocol
 from gridplan.threads import configure_threads, describe
 
-BUILTIN_MODELS = ("oracle", "noise")
 #: Options that set a ``gridplan.protocols.Protocol`` field of the same name; unset ones
 #: come from the default protocol: built-in models as the controlled grid (paper §5.1),
 #: checkpoints as the learned models of Table 3 (paper §5.4).
@@ -63,7 +71,11 @@ def build_parser() -> argparse.ArgumentParser:
     # No parser defaults for these: they depend on --model vs --ckpt (see fill_defaults).
     unset = argparse.SUPPRESS
     p.add_argument(
-        "--model", choices=BUILTIN_MODELS, default=unset, help="built-in model (default: oracle)"
+        "--model",
+        default=unset,
+        metavar="MODEL",
+        help=f"built-in model ({', '.join(BUILTIN_MODELS)}; default: oracle), or a plug-in "
+        "factory pkg.module:factory or path/file.py:factory",
     )
     p.add_argument(
         "--ckpt",
@@ -116,16 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON here")
     p.add_argument("--force", action="store_true", help="overwrite an existing --json file")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    ladder.add_arguments(p)
     return p
-
-
-def _builtin_model(args: argparse.Namespace):
-    if args.model == "oracle":
-        if args.sigma_r or args.sigma_i:
-            raise ValueError("--sigma-r/--sigma-i apply to --model noise, not the oracle")
-        return OracleModel(), {"name": "oracle", "sigma_r": 0.0, "sigma_i": 0.0}
-    info = {"name": "noise", "sigma_r": args.sigma_r, "sigma_i": args.sigma_i}
-    return NoiseModel.controlled(args.sigma_r, args.sigma_i), info
 
 
 def fill_defaults(args: argparse.Namespace) -> None:
@@ -133,14 +137,23 @@ def fill_defaults(args: argparse.Namespace) -> None:
     unset ones taken from that choice's default protocol."""
     args.ckpt = getattr(args, "ckpt", None)
     args.model = getattr(args, "model", None)
+    compare = getattr(args, "compare", None)
     if args.ckpt and args.model:
         raise ValueError("give either --model or --ckpt, not both")
-    if not args.ckpt:
+    if compare and (args.ckpt or args.model):
+        raise ValueError("--compare names both models; drop --model/--ckpt")
+    if not args.ckpt and not compare:
         args.model = args.model or "oracle"
+        if args.model not in BUILTIN_MODELS and not is_plugin_target(args.model):
+            raise ValueError(
+                f"--model {args.model!r} is neither a built-in model ({', '.join(BUILTIN_MODELS)})"
+                " nor a plug-in factory pkg.module:factory / path/file.py:factory"
+            )
+    learned = args.ckpt or any(spec.split(",")[0].endswith(".ckpt") for spec in (compare or ()))
     given = {name: getattr(args, name) for name in PROTOCOL_OPTIONS if hasattr(args, name)}
     if "seeds" in given:
         given["seeds"] = tuple(range(given["seeds"]))
-    args.protocol = (LEARNED if args.ckpt else CONTROLLED).replace(**given)
+    args.protocol = (LEARNED if learned else CONTROLLED).replace(**given)
 
 
 def expand_checkpoints(patterns: list[str]) -> list[Path]:
@@ -158,13 +171,24 @@ def expand_checkpoints(patterns: list[str]) -> list[Path]:
     return [Path(p) for p in paths]
 
 
-def checkpoint_json_path(ckpt: Path, task: str = "A", depth: int = LEARNED.depth) -> Path:
+def checkpoint_json_path(ckpt: Path, task: str = "A", protocol: Protocol = LEARNED) -> Path:
     """Where a checkpoint's report goes by default: ``best.ckpt`` -> ``best.eval.json`` for
-    Task A at the learned protocol's depth, ``best.eval.B-d4.json`` for any other, so reports
-    of different tasks or depths never replace each other."""
-    if (task, depth) == ("A", LEARNED.depth):
+    Task A under the learned protocol (paper §5.4), and a name holding every field that
+    differs otherwise, so a smoke or other-task evaluation never takes the protocol's file:
+    ``best.eval.B-d4.json`` (task B, depth 4), ``best.eval.A-d2-s1x5.json`` (1 seed x 5
+    episodes), ``-w100`` (held-out windows), ``-h5`` (rollout horizon)."""
+    if (task, protocol) == ("A", LEARNED):
         return ckpt.with_suffix(".eval.json")
-    return ckpt.with_suffix(f".eval.{task}-d{depth}.json")
+    name = f"{task}-d{protocol.depth}"
+    if (protocol.seeds, protocol.episodes) != (LEARNED.seeds, LEARNED.episodes):
+        seeds = protocol.seeds
+        first = "" if seeds == tuple(range(len(seeds))) else f"from{seeds[0]}-"
+        name += f"-s{first}{len(seeds)}x{protocol.episodes}"
+    if protocol.n_windows != LEARNED.n_windows:
+        name += f"-w{protocol.n_windows}"
+    if protocol.horizon != LEARNED.horizon:
+        name += f"-h{protocol.horizon}"
+    return ckpt.with_suffix(f".eval.{name}.json")
 
 
 def check_device(device: str) -> torch.device:
@@ -218,24 +242,26 @@ def _evaluate_checkpoints(args: argparse.Namespace) -> None:
             "each report goes beside its checkpoint"
         )
     outs = [
-        Path(args.json) if args.json else checkpoint_json_path(p, args.task, args.protocol.depth)
+        Path(args.json) if args.json else checkpoint_json_path(p, args.task, args.protocol)
         for p in paths
     ]
-    if any(o.is_dir() for o in outs):
-        raise ValueError(f"--json must name a file, not a folder: {args.json}")
-    taken = [str(o) for o in outs if o.exists()]
-    if taken and not args.force:
-        raise FileExistsError(f"{', '.join(taken)} already exist(s); pass --force to overwrite")
+    for out in outs:
+        ladder.check_outputs(out, args.card, args.force)
     # Every file is loaded (and validated) before the first, possibly long, evaluation.
     models = [load_world_model(p, args.device) for p in paths]
     for path, model, out in zip(paths, models, outs, strict=True):
-        report = _report(model, _checkpoint_info(path, model), args)
+        run_dir = path.parent.parent if path.parent.name == "checkpoints" else path.parent
+        log_dir = Path(args.tensorboard) if args.tensorboard else run_dir
+        step = int(model.metadata.get("global_step", 0))
+        info = _checkpoint_info(path, model)
+        if ladder.wants_ladder(args):
+            ladder.run_one(model, info, args, out, log_dir, step)
+            continue
+        report = _report(model, info, args)
         print(format_table(report))
         write_json(report, out, overwrite=args.force)
-        run_dir = path.parent.parent if path.parent.name == "checkpoints" else path.parent
-        step = int(model.metadata.get("global_step", 0))
-        log_report(run_dir, report, step, "eval", tasks.get(args.task))
-        print(f"json: {out}\ntensorboard: {run_dir} (eval/)", flush=True)
+        log_report(log_dir, report, step, "eval", tasks.get(args.task))
+        print(f"json: {out}\ntensorboard: {log_dir} (eval/)", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -245,21 +271,26 @@ def main(argv: list[str] | None = None) -> int:
         check_device(args.device)
         print(describe(configure_threads(args.threads)), flush=True)
         fill_defaults(args)
-        if args.json and not args.ckpt:
-            out = Path(args.json)
-            if out.is_dir():
-                raise ValueError(f"--json must name a file, not a folder: {out}")
-            if out.exists() and not args.force:
-                raise FileExistsError(f"{out} already exists; pass --force to overwrite it")
+        if args.compare:
+            ladder.run_compare(args)
+            return 0
         if args.ckpt:
             _evaluate_checkpoints(args)
             return 0
-        model, info = _builtin_model(args)
+        if ladder.wants_ladder(args):
+            ladder.run_model(args)
+            return 0
+        if args.json:
+            ladder.check_outputs(Path(args.json), False, args.force)
+        model, info = ladder.command_line_model(args)
         report = _report(model, info, args)
         print(format_table(report))
         if args.json:
             path = write_json(report, args.json, overwrite=args.force)
             print(f"json: {path}")
+        if args.tensorboard:
+            ladder.log_tensorboard(Path(args.tensorboard), report, 0, tasks.get(args.task))
+            print(f"tensorboard: {args.tensorboard} (eval/)")
     except (ValueError, FileExistsError, FileNotFoundError, RuntimeError) as err:
         parser.exit(2, f"error: {err}\n")
     return 0

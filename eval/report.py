@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-import json
+import math
 from pathlib import Path
 
 from gridplan import tasks
 from gridplan.constants import DIM_NAMES, STATE_DIM
+from gridplan.jsonio import dumps
 from gridplan.values import relevance_weights
 
 
-def _fmt(value) -> str:
-    return "n/a" if value is None else f"{value:.4f}"
+def _fmt(value, digits: int = 4) -> str:
+    """``value`` to ``digits`` decimals; ``n/a`` for an undefined one (None or NaN)."""
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    return f"{value:.{digits}f}"
 
 
 def format_table(report: dict) -> str:
@@ -22,7 +26,7 @@ def format_table(report: dict) -> str:
     rows = [
         ("model", model),
         ("task / depth", f"{report['task']} / {report['depth']}"),
-        ("success rate", f"{s['mean']:.3f} ± {s['se']:.3f} (SE, n={s['n']})"),
+        ("success rate", f"{s['mean']:.3f} ± {_fmt(s['se'], 3)} (SE, n={s['n']})"),
         ("outcomes", f"goal {o['goal']}, hazard {o['hazard']}, timeout {o['timeout']}"),
         ("mean steps", f"{report['mean_steps']:.1f}"),
         ("E_tot", f"{report['E_tot']:.4f}  (H={report['horizon']}, {report['n_windows']} windows)"),
@@ -50,7 +54,8 @@ def format_table(report: dict) -> str:
 
 
 def write_json(report: dict, path: Path, overwrite: bool = False) -> Path:
-    """Write ``report`` to ``path``; refuses to replace an existing file unless ``overwrite``.
+    """Write ``report`` to ``path`` as strict JSON (NaN as ``null``, ``gridplan.jsonio``);
+    refuses to replace an existing file unless ``overwrite``.
 
     Raises:
         FileExistsError: if ``path`` exists and ``overwrite`` is False.
@@ -59,5 +64,5 @@ def write_json(report: dict, path: Path, overwrite: bool = False) -> Path:
     if path.exists() and not overwrite:
         raise FileExistsError(f"{path} already exists; pass --force to overwrite it")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=2) + "\n")
+    path.write_text(dumps(report, indent=2) + "\n")
     return path

@@ -3,6 +3,17 @@
 Episodes of every model setting run in lockstep as one batch laid out setting-major
 ``(M * b, 12)``; columns whose episodes have ended in every setting are dropped from the
 batch, so finished work is not re-planned.
+
+Seeding. Start states are common random numbers: episode ``i`` of seed ``s`` starts from the
+same state whatever the number of episodes, the other seeds, the batch or the device, so
+runs of different sizes compare on shared start states (the first 10 episodes of a
+40-episode run are those of a 10-episode run). They are drawn in blocks of
+``START_BLOCK`` episodes: block ``k = i // START_BLOCK`` of seed ``s`` is
+``gridplan.env.reset(START_BLOCK, g)`` on CPU with ``g`` seeded from
+``numpy.random.SeedSequence((s, k))``, and episode ``i`` is its row ``i % START_BLOCK``.
+Everything after the start (the true environment's distractors, planning noise and
+tie-breaks) comes from one stream per ``evaluate`` call, seeded from the seeds and the
+episode count, so what happens after the start is not shared across run sizes.
 """
 
 from __future__ import annotations
@@ -10,13 +21,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from gridplan.constants import STATE_DIM
 from gridplan.env import check_state, reset, step
 from gridplan.planner import Planner
+from gridplan.progress import bar
 from gridplan.tasks import TASK_A, Task
+
+#: Episodes per start-state block (module docstring): part of the seeding scheme, so changing
+#: it changes every start state.
+START_BLOCK = 64
 
 #: Codes of ``EpisodeResults.outcome``.
 OUTCOMES = ("goal", "hazard", "timeout")
@@ -48,26 +64,42 @@ class EpisodeResults:
         return {name: int((self.outcome == i).sum()) for i, name in enumerate(OUTCOMES)}
 
 
+def start_block(seed: int, block: int, task: Task = TASK_A) -> torch.Tensor:
+    """Start states of episodes ``[block * START_BLOCK, (block + 1) * START_BLOCK)`` of
+    ``seed``: ``(START_BLOCK, 12)`` float32 on CPU (the module docstring gives the scheme).
+
+    Raises:
+        ValueError: if ``seed`` or ``block`` is negative.
+    """
+    if seed < 0 or block < 0:
+        raise ValueError(f"seed and block must be >= 0, got seed {seed}, block {block}")
+    state = np.random.SeedSequence((int(seed), int(block))).generate_state(2, dtype=np.uint32)
+    gen = torch.Generator().manual_seed(int(state[0]) << 32 | int(state[1]))
+    return reset(START_BLOCK, gen, task)
+
+
 def start_states(
     seeds: Sequence[int], episodes: int, task: Task = TASK_A, device: torch.device | str = "cpu"
 ) -> torch.Tensor:
-    """Reset states for ``episodes`` episodes of each seed, seed-major: ``(S * E, 12)``.
+    """Start states of episodes ``0..episodes-1`` of each seed, seed-major: ``(S * E, 12)``.
 
-    Seed ``s`` always yields the same ``episodes`` start states, whatever the other seeds.
+    Episode ``i`` of seed ``s`` is the same state whatever ``episodes``, the other seeds and
+    the device (blocks of ``START_BLOCK``, module docstring).
 
     Raises:
-        ValueError: if ``seeds`` is empty or ``episodes < 1``.
+        ValueError: if ``seeds`` is empty, a seed is negative or ``episodes < 1``.
         TypeError: if ``task`` is not a ``Task``.
     """
     if len(seeds) == 0:
         raise ValueError("seeds must not be empty")
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
-    parts = []
-    for seed in seeds:
-        gen = torch.Generator(device=device).manual_seed(int(seed))
-        parts.append(reset(episodes, gen, task))
-    return torch.cat(parts)
+    blocks = -(-episodes // START_BLOCK)
+    parts = [
+        torch.cat([start_block(int(seed), k, task) for k in range(blocks)])[:episodes]
+        for seed in seeds
+    ]
+    return torch.cat(parts).to(device)
 
 
 def run_closed_loop(
@@ -88,7 +120,8 @@ def run_closed_loop(
         horizon: maximum environment steps (default ``planner.task.horizon``, 60 in the
             paper's tasks).
         record: keep the true trajectory and actions.
-        progress: show a progress bar over environment steps.
+        progress: show a progress bar over environment steps (in a terminal only,
+            ``gridplan.progress.bar``).
 
     Returns:
         EpisodeResults for all ``B`` episodes.
@@ -114,7 +147,7 @@ def run_closed_loop(
     steps = torch.zeros(b, dtype=torch.long, device=device)
     trajectory = [state.clone()] if record else None
     actions = [] if record else None
-    for _ in tqdm(range(horizon), desc="closed loop", disable=not progress, leave=False):
+    for _ in bar(range(horizon), "closed loop", enabled=progress, piped=False):
         live_cols = active.view(m, -1).any(dim=0)
         if not live_cols.any():
             break
@@ -161,11 +194,13 @@ def evaluate(
     """Closed-loop success of ``model`` (all its settings) on the seeds' start states.
 
     Every setting plays the same ``len(seeds) * episodes`` start states (common random
-    numbers), so the returned tensors are setting-major ``(M * S * E,)``. The planning and
-    environment stream is seeded from the seeds, so the call is reproducible.
+    numbers; episode ``i`` of seed ``s`` is the same in a run of any size, module
+    docstring), so the returned tensors are setting-major ``(M * S * E,)``. The planning and
+    environment stream is seeded from the seeds and the episode count, so the call is
+    reproducible.
 
     Raises:
-        ValueError: on ``depth < 1``, empty seeds or ``episodes < 1``.
+        ValueError: on ``depth < 1``, empty or negative seeds or ``episodes < 1``.
         TypeError: if ``task`` is not a ``Task``.
     """
     planner = Planner(model, depth, task, device=device, **planner_kwargs)

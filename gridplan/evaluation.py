@@ -14,6 +14,7 @@ import torch
 
 from gridplan import closed_loop, data
 from gridplan.metrics import prediction_metrics
+from gridplan.planner import Planner
 from gridplan.protocols import CONTROLLED, Protocol
 from gridplan.stats import summarize_episodes
 from gridplan.tasks import TASK_A, Task
@@ -42,10 +43,13 @@ def model_report(
         The report dict (JSON-serializable).
 
     Raises:
-        ValueError: on bad arguments, or a model with several settings.
+        ValueError: on bad arguments, a model with several settings, or a depth whose
+            search does not fit the planner's memory budget (raised before any work).
     """
     if getattr(model, "n_settings", 1) != 1:
         raise ValueError("model_report takes a single-setting model")
+    # Building the planner checks the depth against its memory budget before the metrics run.
+    Planner(model, protocol.depth, task, device=device)
     windows = data.eval_windows(protocol.n_windows, protocol.horizon, task=task, device=device)
     metrics = prediction_metrics(model, windows, task)[0].to_dict()
     results = closed_loop.evaluate(

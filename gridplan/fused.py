@@ -46,6 +46,7 @@ from gridplan.scorers import (
     DEFAULT_MAX_MEMORY,
     LeafScorer,
     action_sequences,
+    check_depth,
     episodes_per_setting,
 )
 from gridplan.tasks import Task
@@ -85,6 +86,10 @@ class FusedNoiseScorer(LeafScorer):
         device: where the V* table and the buffers live.
         max_memory: bytes for one unit's noise plus one chunk's buffers.
         max_rows: optional hard cap on leaf rows per chunk (overrides ``max_memory``).
+
+    Raises:
+        ValueError: if one episode's buffers, noise and action tables exceed ``max_memory``
+            (``gridplan.scorers.check_depth``).
     """
 
     def __init__(
@@ -110,6 +115,9 @@ class FusedNoiseScorer(LeafScorer):
         noisy = (sig > 0).any(dim=0).nonzero().flatten().tolist()
         #: Span ``[lo, hi)`` of relevant dims that receive noise (empty for the oracle).
         self.lo, self.hi = (noisy[0], noisy[-1] + 1) if noisy else (0, 0)
+        # Per leaf of one episode: chunk buffers, a unit's noise, the (D, L) moves being built.
+        noisy_dims = self.hi - self.lo
+        check_depth(depth, max_memory, lambda d: FUSED_BYTES_PER_ROW + (4 * noisy_dims + 24) * d)
         self.scales = sig[:, self.lo : self.hi]
         self.quiet_settings = (self.scales == 0).all(dim=1).cpu()
         #: ``(D, L)`` x and y displacement of every leaf's step-``t`` action.

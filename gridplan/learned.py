@@ -19,6 +19,9 @@ from __future__ import annotations
 
 import math
 import os
+import pickle
+import re
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -219,20 +222,57 @@ class LearnedWorldModel(WorldModel):
         return out.clamp_(0.0, 1.0).to(state.device, state.dtype)
 
 
+def _torch_error(err: Exception) -> str:
+    """The useful part of a ``torch.load`` failure. A weights-only refusal comes with torch's
+    advice to retry with ``weights_only=False``, which would run the file's pickled code:
+    that advice is dropped and only the unpickler's own reason is kept."""
+    text = str(err)
+    if isinstance(err, pickle.UnpicklingError) and "weights_only" in text:
+        found = re.search(
+            r"WeightsUnpickler error:\s*(.*?)\s*(Check the documentation|$)", text, re.S
+        )
+        detail = " ".join(found.group(1).split()) if found and found.group(1).strip() else ""
+        return "the weights-only loader refused it" + (f" ({detail})" if detail else "")
+    return f"{type(err).__name__}: {text.splitlines()[0] if text else ''}"
+
+
 def _read_checkpoint(path: str) -> dict:
     if not os.path.isfile(path):
         raise FileNotFoundError(f"checkpoint {path!r} does not exist")
     try:
         # weights_only: a checkpoint is data; never execute pickled code from a file.
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():
+            # A plain pickle of another protocol: the refusal below says enough.
+            warnings.filterwarnings(
+                "ignore", message="Detected pickle protocol", category=UserWarning
+            )
+            ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises many types (UnpicklingError, RuntimeError, EOF)
         raise ValueError(
             f"{path!r} is not a readable checkpoint (corrupt or not a torch file): "
-            f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+            f"{_torch_error(err)}"
         ) from err
     if not isinstance(ckpt, dict) or "state_dict" not in ckpt:
         raise ValueError(f"{path!r} is a torch file but not a Lightning checkpoint")
     return ckpt
+
+
+def _weight_mismatches(net: nn.Module, weights: dict[str, torch.Tensor]) -> list[str]:
+    """Every way ``weights`` fails to fit ``net``: missing or unexpected parameters and each
+    shape mismatch with both shapes."""
+    expected = net.state_dict()
+    problems = [
+        f"{name}: checkpoint {tuple(weights[name].shape)}, architecture {tuple(t.shape)}"
+        for name, t in expected.items()
+        if name in weights and weights[name].shape != t.shape
+    ]
+    missing = [name for name in expected if name not in weights]
+    unexpected = [name for name in weights if name not in expected]
+    if missing:
+        problems.append(f"missing from the checkpoint: {', '.join(missing)}")
+    if unexpected:
+        problems.append(f"not in the architecture: {', '.join(unexpected)}")
+    return problems
 
 
 def load_world_model(path: str | os.PathLike, device: torch.device | str = "cpu"):
@@ -278,12 +318,12 @@ def load_world_model(path: str | os.PathLike, device: torch.device | str = "cpu"
         for k, v in ckpt["state_dict"].items()
         if k.startswith(STATE_DICT_PREFIX)
     }
-    try:
-        net.load_state_dict(weights)
-    except RuntimeError as err:
+    problems = _weight_mismatches(net, weights)
+    if problems:
         raise ValueError(
             f"{path!r}: weights do not fit the stored architecture {meta['model']}: "
-            f"{str(err).splitlines()[0]}"
-        ) from err
+            + "; ".join(problems)
+        )
+    net.load_state_dict(weights)
     meta = {**meta, "path": path}
     return LearnedWorldModel(net, meta).to(device)

@@ -48,7 +48,8 @@ class WorldModel(abc.ABC):
             generator: the only source of randomness a stochastic model may use.
 
         Returns:
-            ``(N, 12)`` predicted next states.
+            ``(N, 12)`` predicted next states, finite: the planner raises ValueError on NaN
+            or inf (``gridplan.scorers.check_prediction``).
         """
 
     def start_rollout(self, batch: int, generator: torch.Generator) -> None:  # noqa: B027

@@ -26,6 +26,7 @@ import torch
 
 from gridplan.constants import N_ACTIONS
 from gridplan.env import check_state
+from gridplan.models import WorldModel
 from gridplan.scorers import (
     DEFAULT_MAX_MEMORY,
     GenericScorer,
@@ -97,16 +98,18 @@ class Planner:
         self.task = task
         self.n_leaves = N_ACTIONS**depth
         budget = (task, depth, device, max_memory, max_rows)
-        declared = None if generic else getattr(model, "leaf_scorer", None)
-        if tree == "shared-prefix":
+        declared = getattr(type(model), "leaf_scorer", None)
+        # The generic path: no scorer declared beyond WorldModel's default (GenericScorer).
+        generic_path = generic or declared in (None, WorldModel.leaf_scorer)
+        shared = tree == "shared-prefix" or (
+            tree is None and generic_path and not generic and is_deterministic(model)
+        )
+        if shared:
             self.scorer: LeafScorer = TreeScorer(model, *budget)
-        elif declared is not None:
-            self.scorer = declared(*budget)
-        else:
+        elif generic_path:
             self.scorer = GenericScorer(model, *budget)
-        on_generic_path = type(self.scorer) is GenericScorer and not generic
-        if tree is None and on_generic_path and is_deterministic(model):
-            self.scorer = TreeScorer(model, *budget)
+        else:
+            self.scorer = model.leaf_scorer(*budget)
 
     @property
     def gamma(self) -> float:

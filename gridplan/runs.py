@@ -14,7 +14,6 @@ if earlier runs exist, never reusing one) and holds::
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
@@ -27,7 +26,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from gridplan import tasks
 from gridplan.config import run_name, to_yaml, validate
+from gridplan.jsonio import dumps
 from gridplan.learned import load_world_model
+from gridplan.lightning_output import quiet_lightning_chatter, trainer_progress
 from gridplan.tasks import Task
 from gridplan.training import (
     TransitionDataModule,
@@ -65,6 +66,7 @@ def _trainer(t: dict, run_dir: Path, logger, best: ModelCheckpoint) -> pl.Traine
     """The Lightning trainer of the ``trainer`` config section, early stopping on
     ``t["monitor"]``."""
     stop = EarlyStopping(monitor=t["monitor"], mode="min", patience=t["patience"])
+    bar, progress_lines = trainer_progress(t["progress_bar"])
     return pl.Trainer(
         accelerator=t["accelerator"],
         devices=1,
@@ -72,12 +74,12 @@ def _trainer(t: dict, run_dir: Path, logger, best: ModelCheckpoint) -> pl.Traine
         min_epochs=t["min_epochs"],
         limit_train_batches=t["limit_train_batches"],
         deterministic=t["deterministic"],
-        enable_progress_bar=t["progress_bar"],
+        enable_progress_bar=bar,
         enable_model_summary=False,
         log_every_n_steps=t["log_every_n_steps"],
         num_sanity_val_steps=0,
         logger=logger,
-        callbacks=[best, stop],
+        callbacks=[best, stop, *progress_lines],
         default_root_dir=run_dir,
     )
 
@@ -111,6 +113,7 @@ def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, str]]:
         ValueError: if the config fails validation.
     """
     validate(cfg)
+    quiet_lightning_chatter()
     resolved = OmegaConf.to_container(cfg, resolve=True)
     pl.seed_everything(resolved["seed"], workers=True, verbose=False)
     run_dir, version = new_run_dir(resolved["out_dir"], run_name(cfg))
@@ -148,7 +151,7 @@ def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, str]]:
     )
     metrics_path = run_dir / "metrics.json"
     summary = {"metrics": metrics, "dataset": module.hparams["dataset"]}
-    metrics_path.write_text(json.dumps(summary, indent=2))
+    metrics_path.write_text(dumps(summary, indent=2) + "\n")
     artifacts = {
         "run_dir": str(run_dir),
         "config": str(config_path),

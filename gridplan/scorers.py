@@ -32,12 +32,18 @@ Model declarations read here (all optional):
 
 Multi-setting models: ``model.n_settings = M`` splits a batch into ``M`` equal contiguous
 setting blocks (``gridplan.models``); every scorer keeps each block on its own setting.
+
+Non-finite predictions are an error, not a score: a NaN state would read as cell 0 and flag 0
+(``to_cell``, ``to_flag``) and its leaf could win the search with a plausible V*. A scorer that
+calls a model checks every imagined step with ``check_prediction`` and raises a ValueError
+naming the model, the step and the number of bad rows. ``gridplan.fused.FusedNoiseScorer``
+needs no check: its built-in noise is finite by construction.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -145,8 +151,11 @@ def predict_in_calls(
     generator: torch.Generator,
     call_rows: int | None,
     n_settings: int = 1,
+    step: int = 0,
+    what: str = "leaf rows",
 ) -> torch.Tensor:
-    """``model.predict(state, action, generator)``, in calls of at most ``call_rows`` rows.
+    """``model.predict(state, action, generator)``, in calls of at most ``call_rows`` rows,
+    checked (``check_prediction``).
 
     Each call takes the same slice of every setting block, so it is a valid batch of a
     multi-setting model. For a deterministic model the result equals one call's; for a
@@ -156,37 +165,36 @@ def predict_in_calls(
         state: ``(N, 12)``, ``n_settings`` equal contiguous setting blocks.
         action: ``(N,)`` long.
         call_rows: rows per call, or ``None`` for one call.
+        step: the imagined step, and ``what`` the rows are, for error messages.
 
     Returns:
         ``(N, 12)`` predicted states.
 
     Raises:
-        ValueError: if a call returns a misshapen prediction.
+        ValueError: if a call returns a misshapen prediction, or the prediction holds NaN or
+            inf (``check_prediction``).
     """
     rows = state.shape[0]
     if call_rows is None or rows <= call_rows:
-        return _checked(model.predict(state, action, generator), rows)
+        out = model.predict(state, action, generator)
+        check_prediction(out, model, step, rows, what)
+        return out
     per_setting = rows // n_settings
-    step = max(1, call_rows // n_settings)
+    width = max(1, call_rows // n_settings)
     blocks = state.view(n_settings, per_setting, STATE_DIM)
     acts = action.view(n_settings, per_setting)
     out = state.new_empty(n_settings, per_setting, STATE_DIM)
-    for lo in range(0, per_setting, step):
-        hi = min(per_setting, lo + step)
+    for lo in range(0, per_setting, width):
+        hi = min(per_setting, lo + width)
         n = n_settings * (hi - lo)
         part = model.predict(
             blocks[:, lo:hi].reshape(n, STATE_DIM), acts[:, lo:hi].reshape(n), generator
         )
-        out[:, lo:hi] = _checked(part, n).view(n_settings, hi - lo, STATE_DIM)
-    return out.view(rows, STATE_DIM)
-
-
-def _checked(state: torch.Tensor, rows: int) -> torch.Tensor:
-    if state.shape != (rows, STATE_DIM):
-        raise ValueError(
-            f"model.predict returned shape {tuple(state.shape)}, expected ({rows}, 12)"
-        )
-    return state
+        _check_shape(part, model, step, n)
+        out[:, lo:hi] = part.view(n_settings, hi - lo, STATE_DIM)
+    out = out.view(rows, STATE_DIM)
+    check_prediction(out, model, step, rows, what)
+    return out
 
 
 def episodes_per_setting(batch: int, n_settings: int) -> int:
@@ -200,6 +208,76 @@ def episodes_per_setting(batch: int, n_settings: int) -> int:
             f"batch of {batch} episodes does not split into {n_settings} setting blocks"
         )
     return batch // n_settings
+
+
+def check_depth(
+    depth: int, max_memory: int, bytes_per_leaf: Callable[[int], int], episodes: int = 1
+) -> None:
+    """Check up front that the smallest chunk of the search, ``episodes`` whole episodes of
+    ``4^D`` leaves (one per setting block), fits in the memory budget.
+
+    Args:
+        depth: search depth ``D``.
+        max_memory: the scorer's memory budget, bytes.
+        bytes_per_leaf: the scorer's working memory per leaf of one chunk at a depth, bytes
+            (a model's own activations come on top).
+        episodes: episodes in the smallest chunk (a multi-setting model's ``n_settings``).
+
+    Raises:
+        ValueError: if that chunk needs more than ``max_memory``; the message names the
+            depth, the budget and the largest depth that fits.
+    """
+
+    def need(d: int) -> int:
+        return episodes * N_ACTIONS**d * bytes_per_leaf(d)
+
+    if need(depth) <= max_memory:
+        return
+    fits = depth
+    while fits > 0 and need(fits) > max_memory:
+        fits -= 1
+    hint = f"the largest depth that fits is {fits}" if fits else "no depth fits"
+    raise ValueError(
+        f"depth {depth} needs {need(depth) / 2**30:,.1f} GiB for one chunk ({episodes} x "
+        f"4^{depth} leaves x {bytes_per_leaf(depth)} bytes), over the planner's memory budget "
+        f"max_memory = {max_memory / 2**30:,.2f} GiB; {hint}"
+    )
+
+
+def _check_shape(pred: torch.Tensor, model, step: int, rows: int) -> None:
+    if pred.shape != (rows, STATE_DIM):
+        raise ValueError(
+            f"{type(model).__name__}.predict returned shape {tuple(pred.shape)} at imagined "
+            f"step {step}, expected ({rows}, {STATE_DIM})"
+        )
+
+
+def check_prediction(
+    pred: torch.Tensor, model, step: int, rows: int, what: str = "leaf rows"
+) -> None:
+    """Check one imagined step's prediction before it is scored.
+
+    Args:
+        pred: ``model.predict``'s output, expected ``(rows, 12)`` finite.
+        model: the model that produced it (named in the error).
+        step: imagined step ``t`` (0-based) of the rollout.
+        rows: rows in the batch.
+        what: what the rows are, for the message (``"tree nodes"`` in the shared-prefix tree).
+
+    Raises:
+        ValueError: if ``pred`` is misshapen, or holds NaN or inf in some row (the message
+            names the model, the step and the number of bad rows).
+    """
+    _check_shape(pred, model, step, rows)
+    # aminmax propagates NaN and costs a fraction of isfinite(pred): the row scan only runs
+    # to count the bad rows of a prediction already known to be bad.
+    if not pred.numel() or torch.isfinite(torch.stack(torch.aminmax(pred))).all():
+        return
+    bad = int((~torch.isfinite(pred)).any(dim=1).sum())
+    raise ValueError(
+        f"{type(model).__name__}.predict returned non-finite values (NaN or inf) at imagined "
+        f"step {step} in {bad} of {rows} {what}; the planner cannot score such leaves"
+    )
 
 
 class LeafScorer(abc.ABC):
@@ -234,7 +312,7 @@ class LeafScorer(abc.ABC):
 
         Raises:
             ValueError: if the batch does not split into the model's setting blocks, or the
-                model misbehaves (e.g. a misshapen prediction).
+                model misbehaves (a misshapen or non-finite prediction, ``check_prediction``).
         """
 
 
@@ -265,7 +343,8 @@ class GenericScorer(LeafScorer):
         max_rows: leaf rows per chunk.
 
     Raises:
-        ValueError: if the model declares an invalid ``bytes_per_row``.
+        ValueError: if one chunk (one episode per setting block) exceeds ``max_memory``
+            (``check_depth``), or the model declares an invalid ``bytes_per_row``.
     """
 
     def __init__(
@@ -277,6 +356,13 @@ class GenericScorer(LeafScorer):
         max_memory: int = DEFAULT_MAX_MEMORY,
         max_rows: int | None = None,
     ) -> None:
+        # Per leaf: the chunk's rows plus the (L, D) action sequences and one step's actions.
+        check_depth(
+            depth,
+            max_memory,
+            lambda d: GENERIC_BYTES_PER_ROW + 8 * (d + 1),
+            getattr(model, "n_settings", 1),
+        )
         self.model = model
         self.task = task
         self.depth = depth
@@ -303,11 +389,20 @@ class GenericScorer(LeafScorer):
             rows = blocks[:, lo : lo + cols].reshape(-1)
             yield rows, self.scores(root[rows], generator)
 
+    def arrival(
+        self, state: torch.Tensor, action: torch.Tensor, nxt: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(reward, goal, hazard)``, each ``(R,)``, of the imagined step ``state --action-->
+        nxt``: the task's true sparse reward of the predicted state. A subclass may score the
+        reward otherwise (``gridplan.plugins.RewardScorer``: the model's own reward)."""
+        return outcome(to_cell(nxt[:, AGENT_X : AGENT_Y + 1]), to_flag(nxt[:, C1]), self.task)
+
     def scores(self, root: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         """Leaf scores ``(E, L)`` of ``E`` root episodes in one batch of ``E * L`` rows.
 
         Raises:
-            ValueError: if the model returns a misshapen prediction.
+            ValueError: if the model returns a misshapen or non-finite prediction
+                (``check_prediction``).
         """
         b = root.shape[0]
         rows = b * self.n_leaves
@@ -320,10 +415,11 @@ class GenericScorer(LeafScorer):
             start(rows, generator)
         for t in range(self.depth):
             action = self.sequences[:, t].repeat(b)
-            state = predict_in_calls(self.model, state, action, generator, self.call_rows, m)
-            reward, goal, hazard = outcome(
-                to_cell(state[:, AGENT_X : AGENT_Y + 1]), to_flag(state[:, C1]), self.task
+            prev = state
+            state = predict_in_calls(
+                self.model, state, action, generator, self.call_rows, m, step=t
             )
+            reward, goal, hazard = self.arrival(prev, action, state)
             score += self.discounts[t] * reward * alive
             alive &= ~(goal | hazard)
         score += self.discounts[self.depth] * self.values.lookup(state) * alive

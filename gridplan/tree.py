@@ -38,6 +38,7 @@ from gridplan.scorers import (
     GENERIC_BYTES_PER_ROW,
     LeafScorer,
     cache_rows,
+    check_depth,
     episodes_per_setting,
     model_bytes_per_row,
     predict_in_calls,
@@ -80,7 +81,8 @@ class TreeScorer(LeafScorer):
     Raises:
         ValueError: if the model keeps memory across imagined steps (a ``start_rollout`` of
             its own, e.g. AR(1) noise): its memory belongs to rows of one rollout, which a
-            tree level reorders; or if it declares an invalid ``bytes_per_row``.
+            tree level reorders; if it declares an invalid ``bytes_per_row``; or if one chunk
+            (one episode per setting block) exceeds ``max_memory`` (``check_depth``).
     """
 
     def __init__(
@@ -98,10 +100,11 @@ class TreeScorer(LeafScorer):
                 f"the shared-prefix tree needs a model without memory across imagined steps; "
                 f"{type(model).__name__} defines start_rollout (use the independent tree)"
             )
+        self.n_settings = getattr(model, "n_settings", 1)
+        check_depth(depth, max_memory, lambda d: TREE_BYTES_PER_LEAF, self.n_settings)
         self.model = model
         self.task = task
         self.depth = depth
-        self.n_settings = getattr(model, "n_settings", 1)
         self.values = task.value_table(device)
         self.discounts = [task.gamma**t for t in range(depth + 1)]
         model_bytes = model_bytes_per_row(model, self.values.device)
@@ -128,11 +131,20 @@ class TreeScorer(LeafScorer):
             rows = blocks[:, lo : lo + cols].reshape(-1)
             yield rows, self.scores(root[rows], generator)
 
+    def arrival(
+        self, state: torch.Tensor, action: torch.Tensor, nxt: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(reward, goal, hazard)`` of the imagined steps ``state --action--> nxt`` (``(R,)``
+        each): the task's true sparse reward of the predicted state, as
+        ``GenericScorer.arrival``."""
+        return outcome(to_cell(nxt[:, AGENT_X : AGENT_Y + 1]), to_flag(nxt[:, C1]), self.task)
+
     def scores(self, root: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         """Leaf scores ``(E, L)`` of ``E`` root episodes (setting-major), level by level.
 
         Raises:
-            ValueError: if the model returns a misshapen prediction.
+            ValueError: if the model returns a misshapen or non-finite prediction
+                (``gridplan.scorers.check_prediction``).
         """
         m = self.n_settings
         e = episodes_per_setting(root.shape[0], m)
@@ -154,12 +166,11 @@ class TreeScorer(LeafScorer):
                 children = (
                     state[:, lo:hi].unsqueeze(2).expand(m, hi - lo, N_ACTIONS, STATE_DIM)
                 ).reshape(m * k, STATE_DIM)
+                action = self._actions[: m * k]
                 out = predict_in_calls(
-                    self.model, children, self._actions[: m * k], generator, self.call_rows, m
+                    self.model, children, action, generator, self.call_rows, m, t, "tree nodes"
                 )
-                reward, goal, hazard = outcome(
-                    to_cell(out[:, AGENT_X : AGENT_Y + 1]), to_flag(out[:, C1]), self.task
-                )
+                reward, goal, hazard = self.arrival(children, action, out)
                 live = alive[:, lo:hi].repeat_interleave(N_ACTIONS, dim=1).view(-1)
                 # The generic scorer's float32 operations, in its order: score += g^t r alive.
                 s = score[:, lo:hi].repeat_interleave(N_ACTIONS, dim=1).view(-1)

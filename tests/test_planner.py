@@ -148,7 +148,8 @@ def test_planner_rejects_a_model_that_returns_the_wrong_shape():
         def predict(self, state, action, generator):
             return super().predict(state, action, generator)[:, :11]
 
-    with pytest.raises(ValueError, match=r"model.predict returned shape \(8, 11\)"):
+    shape = r"Broken.predict returned shape \(8, 11\) at imagined step 0"
+    with pytest.raises(ValueError, match=shape):
         Planner(Broken(), 1).act(reset(2, torch.Generator()), torch.Generator())
 
 

@@ -156,7 +156,9 @@ def test_eval_scores_a_trained_checkpoint_into_json_and_tensorboard(trained_chec
     assert _eval("--ckpt", str(trained_checkpoint)) == 0
     out = capsys.readouterr().out
     assert "success rate" in out and "E_tot" in out and "DRPE" in out
-    report = json.loads(trained_checkpoint.with_suffix(".eval.json").read_text())
+    # The smoke protocol of _eval names its report; best.eval.json stays free.
+    assert not trained_checkpoint.with_suffix(".eval.json").exists()
+    report = json.loads(trained_checkpoint.with_suffix(".eval.A-d2-s1x2-w8.json").read_text())
     assert report["depth"] == 2 and report["episodes"] == 2
     assert report["model"]["variant"] == "uniform"
     assert {"success", "E_tot", "DRPE", "profile", "event_audit"} <= set(report)
@@ -193,8 +195,9 @@ def test_eval_reports_bad_checkpoint_arguments(args, message, capsys):
 
 def test_eval_reports_of_another_task_or_depth_go_beside_the_default_one():
     from eval.cli import checkpoint_json_path
+    from gridplan.protocols import LEARNED
 
     ckpt = Path("runs/x/version_0/checkpoints/best.ckpt")
     assert checkpoint_json_path(ckpt).name == "best.eval.json"
-    assert checkpoint_json_path(ckpt, "B", 4).name == "best.eval.B-d4.json"
-    assert checkpoint_json_path(ckpt, "A", 4).name == "best.eval.A-d4.json"
+    assert checkpoint_json_path(ckpt, "B", LEARNED.replace(depth=4)).name == "best.eval.B-d4.json"
+    assert checkpoint_json_path(ckpt, "A", LEARNED.replace(depth=4)).name == "best.eval.A-d4.json"

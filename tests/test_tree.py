@@ -276,5 +276,19 @@ def test_split_calls_reject_a_misshapen_prediction():
         def predict(self, state, action, generator):
             return super().predict(state, action, generator)[:, :11]
 
-    with pytest.raises(ValueError, match=r"model.predict returned shape \(4, 11\)"):
+    with pytest.raises(ValueError, match=r"Short.predict returned shape \(4, 11\) at imagined"):
         Planner(Short(), 2).act(reset(1, torch.Generator()), torch.Generator())
+
+
+def test_a_non_finite_prediction_in_the_tree_names_the_step_and_the_nodes():
+    class NaNRight(Duck):
+        def predict(self, state, action, generator):
+            out = super().predict(state, action, generator)
+            return torch.where((action == 3).unsqueeze(1), torch.nan, out)
+
+    # Level 1 of 2 episodes: 8 nodes, the 2 under action 3 are NaN.
+    with pytest.raises(ValueError, match=r"NaNRight.predict .* imagined step 0 in 2 of 8 tree"):
+        Planner(NaNRight(), 3).act(reset(2, torch.Generator()), torch.Generator())
+    # 22 bytes per leaf: 4^12 leaves fit in 1 GiB, 4^13 do not.
+    with pytest.raises(ValueError, match=r"depth 14 needs .* the largest depth that fits is 12"):
+        Planner(Duck(), 14, max_memory=2**30)

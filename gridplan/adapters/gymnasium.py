@@ -181,7 +181,7 @@ class GridPlanVectorEnv(VectorEnv):
     Seeding: the batch shares one torch generator, so one call of ``gridplan.env.step``
     serves every sub-environment. ``reset(seed=s)`` seeds it with ``s`` and gives the same
     ``B`` start states as ``gridplan.env.reset(B, torch.Generator().manual_seed(s), task)``
-    (the start states of ``gridplan.closed_loop.start_states([s], B)``). Gymnasium's
+    (not those of ``gridplan.closed_loop.start_states``, which draws in blocks). Gymnasium's
     ``SyncVectorEnv`` would seed sub-environment ``i`` with ``s + i``; per-sub-environment
     seeds would need ``B`` generators and ``B`` draws per step, so a list of seeds is refused.
 

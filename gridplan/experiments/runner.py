@@ -22,7 +22,6 @@ paper's, with verdicts), PNG figures and ``done.json``.
 from __future__ import annotations
 
 import csv
-import dataclasses
 import json
 import math
 import os
@@ -38,11 +37,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import torch
 from tqdm.auto import tqdm
 
 import gridplan
+from gridplan.jsonio import dumps, to_jsonable
+from gridplan.progress import bar
 from gridplan.protocols import PROFILES
 
 if TYPE_CHECKING:
@@ -55,38 +55,11 @@ TABLE_FILE = "table.md"
 RESULTS_FILE = "results.json"
 
 
-def to_jsonable(obj):
-    """Convert records and configs (their ``to_dict``), dataclasses, tensors, arrays, paths and
-    NaN/inf floats (-> None) for JSON."""
-    if hasattr(obj, "to_dict") and callable(obj.to_dict) and not isinstance(obj, type):
-        return to_jsonable(obj.to_dict())
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return to_jsonable(dataclasses.asdict(obj))
-    if isinstance(obj, Mapping):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, torch.Tensor):
-        return to_jsonable(obj.detach().cpu().tolist())
-    if isinstance(obj, np.ndarray):
-        return to_jsonable(obj.tolist())
-    if isinstance(obj, (list, tuple)):
-        return [to_jsonable(v) for v in obj]
-    if isinstance(obj, (bool, np.bool_)):
-        return bool(obj)
-    if isinstance(obj, (int, np.integer)):
-        return int(obj)
-    if isinstance(obj, (float, np.floating)):
-        x = float(obj)
-        return x if math.isfinite(x) else None
-    if isinstance(obj, Path):
-        return str(obj)
-    return obj
-
-
 def _csv_cell(v):
     if isinstance(v, float) and not math.isfinite(v):
         return ""
     if isinstance(v, (list, tuple, dict)):
-        return json.dumps(to_jsonable(v))
+        return dumps(v)
     return v
 
 
@@ -133,14 +106,9 @@ class GroupContext:
         tqdm.write(f"[{self.name}] {message}", file=sys.stderr)
 
     def bar(self, iterable: Iterable, desc: str, total: int | None = None):
-        """A tqdm bar over ``iterable`` (hidden when progress is off)."""
-        return tqdm(
-            iterable,
-            desc=f"{self.name}: {desc}",
-            total=total,
-            leave=False,
-            disable=not self.progress,
-        )
+        """Progress over ``iterable``: a tqdm bar in a terminal, a line per item in a log
+        (``gridplan.progress.bar``); nothing when progress is off."""
+        return bar(iterable, f"{self.name}: {desc}", total=total, enabled=self.progress)
 
     def generator(self, seed: int) -> torch.Generator:
         """A generator on the context's device seeded with ``seed``."""
@@ -149,9 +117,7 @@ class GroupContext:
     def write_json(self, filename: str, obj) -> Path:
         """Write ``obj`` (converted by ``to_jsonable``) as indented JSON into the group folder."""
         path = self.out / filename
-        path.write_text(
-            json.dumps(to_jsonable(obj), indent=2, allow_nan=False, ensure_ascii=False) + "\n"
-        )
+        path.write_text(dumps(obj, indent=2, ensure_ascii=False) + "\n")
         return path
 
     def write_csv(self, filename: str, rows: Sequence, columns=None) -> Path:
@@ -342,13 +308,11 @@ def run_group(
         footer = (
             f"*Profile `{profile}`, device `{device}` ({torch.get_num_threads()} CPU threads), "
             f"wall time {wall:.1f} s; config: "
-            f"`{json.dumps(to_jsonable(config))}`.*"
+            f"`{dumps(config)}`.*"
         )
         (tmp / TABLE_FILE).write_text(report.markdown(footer))
         done = _done_record(group, ctx, report, started, wall)
-        (tmp / DONE_FILE).write_text(
-            json.dumps(to_jsonable(done), indent=2, ensure_ascii=False) + "\n"
-        )
+        (tmp / DONE_FILE).write_text(dumps(done, indent=2, ensure_ascii=False) + "\n")
         _install(tmp, out / group.name, out / f".{group.name}.old-{os.getpid()}")
         return done
     finally:
@@ -423,7 +387,7 @@ def _run_all(
     progress: bool,
 ) -> dict[str, str]:
     status: dict[str, str] = {}
-    for name in tqdm(order, desc="groups", disable=not progress):
+    for name in bar(order, "groups", enabled=progress):
         group = registry[name]
         _recover(out, name)
         final = out / name

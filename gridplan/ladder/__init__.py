@@ -1,0 +1,10 @@
+"""The decision-centric evaluation ladder, levels L4-L7, over the ``WorldModel`` interface.
+
+One module per concern: ``branch`` (the branch set ``Q`` of true states), ``fidelity`` (L4
+interventional fidelity), ``decisions`` (L4 decision agreement and regret, L7 exploitability
+gap), ``outcome`` (L5 reward, value and success fidelity of anchor policies), ``ranking`` (L6
+policy ranking), ``uncertainty`` (risk-coverage of an uncertainty score). ``gridplan.evaluate``
+runs them all under one protocol; the README section "Evaluate your own model" defines every
+number. Source of the ladder: "How Should World Models Be Evaluated for Embodied
+Decision-Making?" (arXiv 2606.15032), §4-6.
+"""
