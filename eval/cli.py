@@ -4,6 +4,7 @@ Examples::
 
     python -m eval --model oracle
     python -m eval --model noise --sigma-r 0.35 --sigma-i 0.1 --json results/noise.json
+    python -m eval --model noise --sigma-r 0.35 --sigma-i 0.1 --reading paper
     python -m eval --model oracle --task B --depth 2 --seeds 5 --episodes 40
     python -m eval --ckpt runs/uniform-balanced-20k-seed0/version_0/checkpoints/best.ckpt
     python -m eval --ckpt 'runs/*/version_*/checkpoints/best.ckpt'    # several, one by one
@@ -35,7 +36,7 @@ import torch
 from eval import ladder
 from eval.ladder import BUILTIN_MODELS
 from eval.report import format_table, write_json
-from gridplan import tasks
+from gridplan import readings, tasks
 from gridplan.evaluation import model_report
 from gridplan.plugins import is_plugin_target
 from gridplan.protocols import CONTROLLED, LEARNED, Protocol
@@ -106,6 +107,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=unset,
         help=f"episodes per seed (default: {CONTROLLED.episodes}; --ckpt: {LEARNED.episodes})",
     )
+    p.add_argument(
+        "--reading",
+        choices=readings.names(),
+        default=readings.PROJECT.name,
+        help="how the built-in models read the paper's ambiguous choices (gridplan.readings)",
+    )
     p.add_argument("--task", choices=tasks.names(), default="A")
     p.add_argument(
         "--horizon",
@@ -155,6 +162,8 @@ def fill_defaults(args: argparse.Namespace) -> None:
                 f"--model {args.model!r} is neither a built-in model ({', '.join(BUILTIN_MODELS)})"
                 " nor a plug-in factory pkg.module:factory / path/file.py:factory"
             )
+    elif args.reading != readings.PROJECT.name:
+        raise ValueError("--reading applies to the built-in models (--model), not to --ckpt")
     learned = args.ckpt or any(spec.split(",")[0].endswith(".ckpt") for spec in (compare or ()))
     given = {name: getattr(args, name) for name in PROTOCOL_OPTIONS if hasattr(args, name)}
     if "seeds" in given:
