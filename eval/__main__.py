@@ -2,6 +2,10 @@
 
 import sys
 
-from eval.cli import main
+from gridplan.threads import set_wait_policy
+
+set_wait_policy()  # before torch is imported: OpenMP reads it once (gridplan.threads)
+
+from eval.cli import main  # noqa: E402
 
 sys.exit(main())

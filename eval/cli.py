@@ -41,6 +41,7 @@ from gridplan.evaluation import model_report
 from gridplan.plugins import is_plugin_target
 from gridplan.protocols import CONTROLLED, LEARNED, Protocol
 from gridplan.run_status import STATUS_FILE, read_status
+from gridplan.threads import configure_threads, describe
 
 #: Options that set a ``gridplan.protocols.Protocol`` field of the same name; unset ones
 #: come from the default protocol: built-in models as the controlled grid (paper §5.1),
@@ -127,6 +128,11 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"held-out windows of the metrics (default: {CONTROLLED.n_windows})",
     )
     p.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda")
+    p.add_argument(
+        "--threads",
+        type=_positive_int,
+        help="torch CPU threads (default: torch's, capped by the CPUs this process may use)",
+    )
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON here")
     p.add_argument("--force", action="store_true", help="overwrite an existing --json file")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
@@ -302,6 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         check_device(args.device)
+        print(describe(configure_threads(args.threads)), flush=True)
         fill_defaults(args)
         if args.compare:
             ladder.run_compare(args)

@@ -182,12 +182,14 @@ def command_line_model(args: argparse.Namespace) -> tuple[object, dict]:
     Raises:
         ValueError: on ``--model-arg`` for a built-in model, or as ``builtin``/``plugin``.
     """
+    reading = readings.get(args.reading)
     if is_plugin_target(args.model):
+        if reading.name != readings.PROJECT.name:
+            raise ValueError("--reading applies to the built-in models, not to a plug-in")
         return plugin(args.model, parse_args(args.model_arg), tasks.get(args.task), args.device)
     if args.model_arg:
         raise ValueError("--model-arg applies to a plug-in factory, not a built-in model")
-    options = {"sigma_r": args.sigma_r, "sigma_i": args.sigma_i}
-    return builtin(args.model, options, readings.get(args.reading))
+    return builtin(args.model, {"sigma_r": args.sigma_r, "sigma_i": args.sigma_i}, reading)
 
 
 def default_json(info: dict) -> Path:

@@ -140,6 +140,8 @@ class Config:
     out_dir: str = "runs"
     #: Folder name of the run under ``out_dir``; derived from variant, data and seed if unset.
     name: str | None = None
+    #: torch CPU threads of the run (None: ``gridplan.threads.default_threads``).
+    threads: int | None = None
 
 
 #: Name of the schema node in Hydra's ConfigStore (first entry of ``config.yaml``'s defaults).

@@ -145,6 +145,9 @@ class LearnedWorldModel(WorldModel):
     """
 
     n_settings = 1
+    #: ``predict`` is a pure function of its input (``gridplan.scorers``): the planner shares
+    #: tree prefixes and splits calls freely, with bit-identical leaf scores.
+    deterministic = True
 
     def __init__(self, net: MLPDynamics, metadata: dict | None = None) -> None:
         self.net = net.eval()
@@ -157,6 +160,15 @@ class LearnedWorldModel(WorldModel):
     @property
     def members(self) -> int:
         return self.net.members
+
+    @property
+    def bytes_per_row(self) -> int:
+        """Working memory of one ``predict`` row, in bytes (``gridplan.scorers``): each
+        member's pre- and post-activation float32 of every hidden layer, its output and
+        delta, plus the input encoding (one-hot int64 and float32, centred state, their
+        concatenation: at most 24 bytes per input width)."""
+        per_member = 8 * sum(self.net.hidden) + 8 * STATE_DIM
+        return self.members * per_member + 24 * (STATE_DIM + N_ACTIONS)
 
     def to(self, device: torch.device | str) -> LearnedWorldModel:
         """Move the network to ``device``; returns ``self``."""

@@ -8,6 +8,14 @@ generator. The search is the same for every model: the model declares the ``Leaf
 that rolls its leaves (``model.leaf_scorer``; ``GenericScorer`` through ``model.predict`` for
 a model that declares none), and the scorer decides chunking, memory and noise draws.
 
+The tree (``Planner(tree=...)``, ``TREES``): ``"independent"`` leaves, each rolled on its own
+with its own draws (the declared or generic scorer), or ``"shared-prefix"``
+(``gridplan.tree.TreeScorer``): one prediction, hence one draw, per tree node, all leaves
+under a node sharing its path. By default (``tree=None``) the model's declared scorer is
+used, except that a model on the generic path that declares itself ``deterministic`` gets
+the shared-prefix tree: for it both trees give bit-identical scores, the tree with
+``4 + 16 + ... + 4^D`` predictions per episode instead of ``D * 4^D``.
+
 Random draws of ``act``: first the ``(B, 4)`` tie-break uniforms, then the model's noise
 (through the scorer), so the tie-breaks never depend on chunking or on the model.
 """
@@ -18,10 +26,21 @@ import torch
 
 from gridplan.constants import N_ACTIONS
 from gridplan.env import check_state
-from gridplan.scorers import DEFAULT_MAX_MEMORY, GenericScorer, LeafScorer, action_sequences
+from gridplan.models import WorldModel
+from gridplan.scorers import (
+    DEFAULT_MAX_MEMORY,
+    GenericScorer,
+    LeafScorer,
+    action_sequences,
+    is_deterministic,
+)
 from gridplan.tasks import TASK_A, Task, check
+from gridplan.tree import TreeScorer
 
-__all__ = ["DEFAULT_MAX_MEMORY", "TIE_TOLERANCE", "Planner", "action_sequences"]
+__all__ = ["DEFAULT_MAX_MEMORY", "TIE_TOLERANCE", "TREES", "Planner", "action_sequences"]
+
+#: The planner's trees: independent leaves, or leaves sharing their prefixes' predictions.
+TREES = ("independent", "shared-prefix")
 
 #: Tie tolerance between first-action values: equal paths give bit-identical scores, so this
 #: only absorbs float32 rounding of different paths with the same true value.
@@ -39,14 +58,20 @@ class Planner:
         max_memory: bytes the scorer may use for the leaf tensors of one chunk (default 2 GiB).
         max_rows: optional hard cap on leaf rows per chunk (overrides ``max_memory``).
         device: where the V* table lives (move it with the states).
-        generic: score every leaf through ``model.predict`` (``GenericScorer``) even if the
-            model declares a faster scorer (for comparisons and benchmarks).
+        generic: roll the leaves through ``model.predict`` even if the model declares a
+            faster scorer (for comparisons and benchmarks): ``GenericScorer``, or
+            ``TreeScorer`` with ``tree="shared-prefix"``.
+        tree: ``"independent"``, ``"shared-prefix"`` or ``None`` (the default choice of the
+            module docstring: the declared scorer; shared prefixes for a deterministic model
+            on the generic path).
 
     Attributes:
         scorer: the ``LeafScorer`` in use.
 
     Raises:
-        ValueError: if ``depth < 1`` or the budgets are not positive.
+        ValueError: if ``depth < 1``, the budgets are not positive, ``tree`` is not one of
+            ``TREES``, or the shared-prefix tree is asked of a model with memory across
+            imagined steps.
         TypeError: if ``task`` is not a ``Task``.
     """
 
@@ -59,23 +84,32 @@ class Planner:
         max_rows: int | None = None,
         device: torch.device | str = "cpu",
         generic: bool = False,
+        tree: str | None = None,
     ) -> None:
         if not isinstance(depth, int) or depth < 1:
             raise ValueError(f"depth must be an integer >= 1, got {depth!r}")
         check(task)
         if max_memory <= 0 or (max_rows is not None and max_rows <= 0):
             raise ValueError("max_memory and max_rows must be positive")
+        if tree is not None and tree not in TREES:
+            raise ValueError(f"tree must be one of {', '.join(TREES)} or None, got {tree!r}")
         self.model = model
         self.depth = depth
         self.task = task
         self.n_leaves = N_ACTIONS**depth
-        declared = None if generic else getattr(model, "leaf_scorer", None)
-        if declared is None:
-            self.scorer: LeafScorer = GenericScorer(
-                model, task, depth, device, max_memory, max_rows
-            )
+        budget = (task, depth, device, max_memory, max_rows)
+        declared = getattr(type(model), "leaf_scorer", None)
+        # The generic path: no scorer declared beyond WorldModel's default (GenericScorer).
+        generic_path = generic or declared in (None, WorldModel.leaf_scorer)
+        shared = tree == "shared-prefix" or (
+            tree is None and generic_path and not generic and is_deterministic(model)
+        )
+        if shared:
+            self.scorer: LeafScorer = TreeScorer(model, *budget)
+        elif generic_path:
+            self.scorer = GenericScorer(model, *budget)
         else:
-            self.scorer = declared(task, depth, device, max_memory, max_rows)
+            self.scorer = model.leaf_scorer(*budget)
 
     @property
     def gamma(self) -> float:

@@ -15,9 +15,20 @@ read through rounded cells and 0.5-thresholded flags (``gridplan.env``, ``gridpl
 A scorer chooses everything the search need not know: how to chunk the batch for memory,
 how and where it draws the model's randomness, whether leaves share prefixes. The model
 declares its scorer (``model.leaf_scorer``); ``GenericScorer`` serves any model through
-``model.predict``; ``gridplan.fused.FusedNoiseScorer`` serves the built-in noise family.
-A scorer for deterministic models that expands the tree level by level (one prediction per
-tree node) would be a third ``LeafScorer``, with no change to the search.
+``model.predict``; ``gridplan.fused.FusedNoiseScorer`` serves the built-in noise family;
+``gridplan.tree.TreeScorer`` expands the tree level by level, one prediction per tree node
+(the planner's ``shared-prefix`` tree, chosen by default for deterministic models).
+
+Model declarations read here (all optional):
+
+* ``deterministic = True``: the leaf scores of the model's rollouts do not depend on the
+  generator, and ``predict`` keeps no memory across calls (the learned MLP's mean prediction;
+  the oracle's relevant dims). Its leaves can then share prefixes and its ``predict`` calls
+  can be split anywhere without changing a single score.
+* ``bytes_per_row``: the model's own working memory per row of a ``predict`` call, in bytes
+  (its activations). A deterministic model that declares none is measured once on a probe
+  batch (``measured_bytes_per_row``); a stochastic one counts as 0, because probing would run
+  its ``predict``, draws and memory included, outside a rollout.
 
 Multi-setting models: ``model.n_settings = M`` splits a batch into ``M`` equal contiguous
 setting blocks (``gridplan.models``); every scorer keeps each block on its own setting.
@@ -35,6 +46,8 @@ import abc
 from collections.abc import Callable, Iterator
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 
 from gridplan.constants import AGENT_X, AGENT_Y, C1, N_ACTIONS, STATE_DIM
 from gridplan.env import outcome, to_cell, to_flag
@@ -45,6 +58,16 @@ DEFAULT_MAX_MEMORY = 2 * 1024**3
 #: Working memory of one leaf row of the generic scorer: a few live ``(12,)`` float32 state
 #: copies plus score and flags (a model's own activations come on top).
 GENERIC_BYTES_PER_ROW = 6 * STATE_DIM * 4 + 3 * 8 + 16
+#: Working memory that one ``predict`` call of a deterministic model should fill: the
+#: 16-256-256-12 SiLU MLP (4.6 kB per row) then runs 1,792-row calls, at the top of its
+#: measured rate on this CPU (1 thread: 0.30-0.33 M rows/s at 512-2,048 rows, 0.25 M/s at
+#: 4,096, 0.20 M/s at 65,536 and above; ``scripts/bench_planner.py --call-sweep``,
+#: docs/PERFORMANCE.md). Larger calls spill the activations out of the per-core caches.
+CACHE_BYTES = 8 * 2**20
+#: Fewest rows per split ``predict`` call: below this a call's fixed op overhead dominates.
+MIN_CALL_ROWS = 256
+#: Rows of the probe batch that ``measured_bytes_per_row`` runs through ``predict``.
+PROBE_ROWS = 256
 
 #: Rows of a batch handed out by a scorer: a slice or a ``(E,)`` long index.
 Rows = slice | torch.Tensor
@@ -55,6 +78,123 @@ def action_sequences(depth: int, device: torch.device | str = "cpu") -> torch.Te
     leaves = torch.arange(N_ACTIONS**depth, device=device)
     powers = N_ACTIONS ** torch.arange(depth - 1, -1, -1, device=device)
     return (leaves.unsqueeze(1) // powers) % N_ACTIONS
+
+
+def is_deterministic(model) -> bool:
+    """Whether ``model`` declares ``deterministic = True`` (module docstring)."""
+    return getattr(model, "deterministic", False) is True
+
+
+class _OutputBytes(TorchDispatchMode):
+    """Sums the bytes of every tensor the ops inside it produce (views excluded)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bytes = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if not func.is_view:
+            tensors = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+            self.bytes += sum(t.numel() * t.element_size() for t in tensors)
+        return out
+
+
+def measured_bytes_per_row(model, device: torch.device | str = "cpu") -> int:
+    """Working memory of one row of ``model.predict``, measured once on a probe batch.
+
+    Runs ``predict`` on ``PROBE_ROWS`` fixed random states and counts the bytes of every
+    tensor its ops produce (an upper bound of what is live at once: nothing is freed early),
+    so the number depends only on the model's code and shapes, never on timing or on the
+    allocator. Only for deterministic models (a probe would advance a stochastic one).
+
+    Raises:
+        ValueError: if the model is not declared deterministic.
+    """
+    if not is_deterministic(model):
+        raise ValueError("only a model declared deterministic can be probed")
+    gen = torch.Generator().manual_seed(0)
+    rows = PROBE_ROWS * getattr(model, "n_settings", 1)
+    state = torch.rand(rows, STATE_DIM, generator=gen).to(device)
+    action = torch.randint(0, N_ACTIONS, (rows,), generator=gen).to(device)
+    with torch.no_grad(), _OutputBytes() as census:
+        model.predict(state, action, torch.Generator(device=device).manual_seed(0))
+    return -(-census.bytes // rows)
+
+
+def model_bytes_per_row(model, device: torch.device | str = "cpu") -> int:
+    """The model's working memory per ``predict`` row: its ``bytes_per_row`` declaration, the
+    probe measurement for a deterministic model that declares none, else 0.
+
+    Raises:
+        ValueError: if a declared ``bytes_per_row`` is not a non-negative integer.
+    """
+    declared = getattr(model, "bytes_per_row", None)
+    if declared is None:
+        return measured_bytes_per_row(model, device) if is_deterministic(model) else 0
+    if isinstance(declared, bool) or not isinstance(declared, int) or declared < 0:
+        raise ValueError(f"model.bytes_per_row must be an integer >= 0, got {declared!r}")
+    return declared
+
+
+def cache_rows(model_bytes: int) -> int:
+    """Rows of one split ``predict`` call: ``CACHE_BYTES`` of working memory per call
+    (``GENERIC_BYTES_PER_ROW`` plus the model's own bytes per row), at least
+    ``MIN_CALL_ROWS``."""
+    return max(MIN_CALL_ROWS, CACHE_BYTES // (GENERIC_BYTES_PER_ROW + model_bytes))
+
+
+def predict_in_calls(
+    model,
+    state: torch.Tensor,
+    action: torch.Tensor,
+    generator: torch.Generator,
+    call_rows: int | None,
+    n_settings: int = 1,
+    step: int = 0,
+    what: str = "leaf rows",
+) -> torch.Tensor:
+    """``model.predict(state, action, generator)``, in calls of at most ``call_rows`` rows,
+    checked (``check_prediction``).
+
+    Each call takes the same slice of every setting block, so it is a valid batch of a
+    multi-setting model. For a deterministic model the result equals one call's; for a
+    stochastic one the split decides which row gets which draw (not their law).
+
+    Args:
+        state: ``(N, 12)``, ``n_settings`` equal contiguous setting blocks.
+        action: ``(N,)`` long.
+        call_rows: rows per call, or ``None`` for one call.
+        step: the imagined step, and ``what`` the rows are, for error messages.
+
+    Returns:
+        ``(N, 12)`` predicted states.
+
+    Raises:
+        ValueError: if a call returns a misshapen prediction, or the prediction holds NaN or
+            inf (``check_prediction``).
+    """
+    rows = state.shape[0]
+    if call_rows is None or rows <= call_rows:
+        out = model.predict(state, action, generator)
+        check_prediction(out, model, step, rows, what)
+        return out
+    per_setting = rows // n_settings
+    width = max(1, call_rows // n_settings)
+    blocks = state.view(n_settings, per_setting, STATE_DIM)
+    acts = action.view(n_settings, per_setting)
+    out = state.new_empty(n_settings, per_setting, STATE_DIM)
+    for lo in range(0, per_setting, width):
+        hi = min(per_setting, lo + width)
+        n = n_settings * (hi - lo)
+        part = model.predict(
+            blocks[:, lo:hi].reshape(n, STATE_DIM), acts[:, lo:hi].reshape(n), generator
+        )
+        _check_shape(part, model, step, n)
+        out[:, lo:hi] = part.view(n_settings, hi - lo, STATE_DIM)
+    out = out.view(rows, STATE_DIM)
+    check_prediction(out, model, step, rows, what)
+    return out
 
 
 def episodes_per_setting(batch: int, n_settings: int) -> int:
@@ -104,31 +244,40 @@ def check_depth(
     )
 
 
-def check_prediction(pred: torch.Tensor, model, step: int, rows: int) -> None:
+def _check_shape(pred: torch.Tensor, model, step: int, rows: int) -> None:
+    if pred.shape != (rows, STATE_DIM):
+        raise ValueError(
+            f"{type(model).__name__}.predict returned shape {tuple(pred.shape)} at imagined "
+            f"step {step}, expected ({rows}, {STATE_DIM})"
+        )
+
+
+def check_prediction(
+    pred: torch.Tensor, model, step: int, rows: int, what: str = "leaf rows"
+) -> None:
     """Check one imagined step's prediction before it is scored.
 
     Args:
         pred: ``model.predict``'s output, expected ``(rows, 12)`` finite.
         model: the model that produced it (named in the error).
         step: imagined step ``t`` (0-based) of the rollout.
-        rows: leaf rows in the batch.
+        rows: rows in the batch.
+        what: what the rows are, for the message (``"tree nodes"`` in the shared-prefix tree).
 
     Raises:
         ValueError: if ``pred`` is misshapen, or holds NaN or inf in some row (the message
             names the model, the step and the number of bad rows).
     """
-    name = type(model).__name__
-    if pred.shape != (rows, STATE_DIM):
-        raise ValueError(
-            f"{name}.predict returned shape {tuple(pred.shape)} at imagined step {step}, "
-            f"expected ({rows}, {STATE_DIM})"
-        )
+    _check_shape(pred, model, step, rows)
+    # aminmax propagates NaN and costs a fraction of isfinite(pred): the row scan only runs
+    # to count the bad rows of a prediction already known to be bad.
+    if not pred.numel() or torch.isfinite(torch.stack(torch.aminmax(pred))).all():
+        return
     bad = int((~torch.isfinite(pred)).any(dim=1).sum())
-    if bad:
-        raise ValueError(
-            f"{name}.predict returned non-finite values (NaN or inf) at imagined step {step} "
-            f"in {bad} of {rows} leaf rows; the planner cannot score such leaves"
-        )
+    raise ValueError(
+        f"{type(model).__name__}.predict returned non-finite values (NaN or inf) at imagined "
+        f"step {step} in {bad} of {rows} {what}; the planner cannot score such leaves"
+    )
 
 
 class LeafScorer(abc.ABC):
@@ -172,22 +321,30 @@ class GenericScorer(LeafScorer):
     full ``(R, 12)`` states, with its own draws (no shared prefixes).
 
     Chunks hold whole episodes, the same number from every setting block, so a chunk is a
-    valid batch for a multi-setting model. For a stochastic model the chunking decides which
-    leaf gets which draw (``max_memory`` and ``max_rows`` change noisy decisions, not their
-    distribution).
+    valid batch for a multi-setting model. A chunk's rows cost ``GENERIC_BYTES_PER_ROW`` each;
+    the model's own working memory (``model_bytes_per_row``) is counted per ``predict`` call.
+    A deterministic model's calls are split to ``cache_rows`` rows (its scores do not depend
+    on the split). A stochastic model's chunk is one call per step, as large as the budget
+    allows, because the chunking decides which leaf gets which draw (``max_memory`` and
+    ``max_rows`` change noisy decisions, not their distribution).
 
     Args:
         model: ``predict(state, action, generator)``; optional ``start_rollout(rows,
-            generator)``, called before each chunk; optional ``n_settings``.
+            generator)``, called before each chunk; optional ``n_settings``,
+            ``deterministic``, ``bytes_per_row`` (module docstring).
         task: reward and V* of the leaf scores.
         depth: ``D >= 1``.
         device: where the V* table lives.
-        max_memory: bytes for the leaf tensors of one chunk (``GENERIC_BYTES_PER_ROW`` each).
+        max_memory: bytes for one chunk's leaf rows plus one call's model working memory.
         max_rows: optional hard cap on leaf rows per chunk (overrides ``max_memory``).
+
+    Attributes:
+        call_rows: rows per ``predict`` call, or ``None`` for one call per chunk and step.
+        max_rows: leaf rows per chunk.
 
     Raises:
         ValueError: if one chunk (one episode per setting block) exceeds ``max_memory``
-            (``check_depth``).
+            (``check_depth``), or the model declares an invalid ``bytes_per_row``.
     """
 
     def __init__(
@@ -212,7 +369,16 @@ class GenericScorer(LeafScorer):
         self.values = task.value_table(device)
         self.sequences = action_sequences(depth, device)
         self.discounts = [task.gamma**t for t in range(depth + 1)]
-        self.max_rows = max_rows or max(1, max_memory // GENERIC_BYTES_PER_ROW)
+        model_bytes = model_bytes_per_row(model, self.values.device)
+        if is_deterministic(model):
+            self.call_rows: int | None = cache_rows(model_bytes)
+            leaf_memory = max_memory - self.call_rows * model_bytes
+            self.max_rows = max_rows or max(1, leaf_memory // GENERIC_BYTES_PER_ROW)
+        else:
+            self.call_rows = None
+            self.max_rows = max_rows or max(
+                1, max_memory // (GENERIC_BYTES_PER_ROW + model_bytes)
+            )
 
     def leaf_scores(self, root, generator):
         m = getattr(self.model, "n_settings", 1)
@@ -240,6 +406,7 @@ class GenericScorer(LeafScorer):
         """
         b = root.shape[0]
         rows = b * self.n_leaves
+        m = getattr(self.model, "n_settings", 1)
         state = root.repeat_interleave(self.n_leaves, dim=0)
         score = torch.zeros(rows, device=root.device)
         alive = torch.ones(rows, dtype=torch.bool, device=root.device)
@@ -248,8 +415,10 @@ class GenericScorer(LeafScorer):
             start(rows, generator)
         for t in range(self.depth):
             action = self.sequences[:, t].repeat(b)
-            prev, state = state, self.model.predict(state, action, generator)
-            check_prediction(state, self.model, t, rows)
+            prev = state
+            state = predict_in_calls(
+                self.model, state, action, generator, self.call_rows, m, step=t
+            )
             reward, goal, hazard = self.arrival(prev, action, state)
             score += self.discounts[t] * reward * alive
             alive &= ~(goal | hazard)

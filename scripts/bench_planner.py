@@ -9,8 +9,20 @@ machine's memory bandwidth and random-number rate (the floors of docs/PERFORMANC
 with ``--e1``, the wall time of the full E1 sweep (paper §5.1: 48 noise settings x 10 seeds x
 30 episodes, depth 4).
 
-    python scripts/bench_planner.py --quick                 # sanity run, ~1 minute on 2 cores
+Learned-model rows (``--learned``, on by default): the 16-256-256-12 SiLU delta MLP of paper
+§5.4 (fixed random weights) planned four ways on the same start states, timed interleaved:
+the independent-leaf generic planner in one ``predict`` call per step (as before the
+shared-prefix tree), the same with cache-sized calls, the shared-prefix tree (the planner's
+default for this deterministic model) and a TorchRL ``ModelBasedEnvBase`` rollout of the
+same network (when ``torchrl`` is installed); all four must choose identical actions. Beside
+them the measured matmul ceiling of the network's layers, a depth-6 row within a stated memory
+budget, and with ``--call-sweep`` the MLP's rate per ``predict`` call size (the measurement
+behind ``gridplan.scorers.CACHE_BYTES``). ``--busy`` adds rows with a neighbour process
+spinning on one core, at 1 and 2 threads.
+
+    python scripts/bench_planner.py --quick                 # sanity run, ~2 minutes on 2 cores
     python scripts/bench_planner.py --json bench.json --e1  # the numbers of docs/PERFORMANCE.md
+    python scripts/bench_planner.py --threads 1 --only-learned --call-sweep --busy
     python scripts/bench_planner.py --device cuda --max-memory 8G
 
 The reference is timed on fewer decisions than the batched planner (its rate is per decision,
@@ -22,26 +34,36 @@ the load average is recorded with the results.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import gc
 import json
 import math
 import os
 import platform
+import statistics
 import struct
+import subprocess
 import sys
 import time
 from pathlib import Path
 
-import torch
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
-
 # Run from any folder against this checkout, installed or not.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from gridplan.threads import set_wait_policy  # noqa: E402
+
+set_wait_policy()  # before torch is imported: OpenMP reads it once (gridplan.threads)
+
+import torch  # noqa: E402
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+from torch.utils._pytree import tree_flatten  # noqa: E402
+
 from gridplan.closed_loop import evaluate, start_states  # noqa: E402
+from gridplan.constants import AGENT_X, AGENT_Y, C1, N_ACTIONS, STATE_DIM  # noqa: E402
+from gridplan.env import outcome, to_cell, to_flag  # noqa: E402
 from gridplan.fused import FusedNoiseScorer  # noqa: E402
+from gridplan.learned import LearnedWorldModel, MLPDynamics  # noqa: E402
 from gridplan.models import NoiseModel, OracleModel, noise_grid  # noqa: E402
 from gridplan.planner import DEFAULT_MAX_MEMORY, Planner  # noqa: E402
 from gridplan.reference import (  # noqa: E402
@@ -53,7 +75,9 @@ from gridplan.reference import (  # noqa: E402
     ref_step,
     value_table_list,
 )
+from gridplan.scorers import action_sequences  # noqa: E402
 from gridplan.tasks import TASK_A, Task  # noqa: E402
+from gridplan.threads import configure_threads, describe  # noqa: E402
 
 MODELS = {
     "oracle": OracleModel,
@@ -374,6 +398,400 @@ def e1_sweep(device: torch.device, max_memory: int) -> dict:
     }
 
 
+#: The learned rows' model: paper §5.4's MLP (16 -> 256 -> 256 -> 12, SiLU, delta), fixed
+#: random weights (decisions only have to agree between the paths, not be good).
+LEARNED_HIDDEN, LEARNED_SEED = (256, 256), 0
+LEARNED_PATHS = ("generic-1call", "generic", "tree", "torchrl")
+#: The depth-6 learned row: 1,000 episodes through the tree within this memory budget.
+LEARNED_D6_EPISODES, LEARNED_D6_BUDGET = 1000, 64 * 2**20
+#: Rows per predict call of ``--call-sweep``.
+CALL_SWEEP_ROWS = (256, 512, 1024, 1792, 2048, 4096, 8192, 16384, 65536)
+
+
+def learned_model(device: torch.device) -> LearnedWorldModel:
+    """The learned rows' MLP, the same weights in every run (global RNG untouched)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(LEARNED_SEED)
+        net = MLPDynamics(LEARNED_HIDDEN, activation="silu", predict_delta=True)
+    return LearnedWorldModel(net).to(device)
+
+
+def mlp_flop(net: MLPDynamics) -> int:
+    """Multiply-add FLOP of one transition (one row through every member's linear layers)."""
+    widths = [STATE_DIM + N_ACTIONS, *net.hidden, STATE_DIM]
+    return 2 * net.members * sum(a * b for a, b in zip(widths[:-1], widths[1:], strict=False))
+
+
+def matmul_ceiling(device: torch.device, width: int, min_time: float = 0.3) -> dict:
+    """Best sgemm rate (FLOP/s) of ``(rows, width) @ (width, width)`` into an existing
+    output over ``rows`` in 1,024-4,096: the network's widest layer at its best shape."""
+    best = {"flop_per_s": 0.0}
+    for rows in (1024, 2048, 4096):
+        a = torch.randn(rows, width, device=device)
+        b = torch.randn(width, width, device=device)
+        out = torch.empty(rows, width, device=device)
+        reps = max(1, 2**22 // (rows * width))
+        for _ in range(3):
+            sync(device)
+            start, calls = time.perf_counter(), 0
+            while time.perf_counter() - start < min_time / 3:
+                for _ in range(reps):
+                    torch.mm(a, b, out=out)
+                calls += reps
+            sync(device)
+            rate = 2 * rows * width * width * calls / (time.perf_counter() - start)
+            if rate > best["flop_per_s"]:
+                best = {"flop_per_s": rate, "rows": rows, "width": width}
+    return best
+
+
+def call_sweep(model: LearnedWorldModel, device: torch.device, min_time: float) -> list[dict]:
+    """The MLP's ``predict`` rate (rows per second) per call size."""
+    gen = torch.Generator().manual_seed(3)
+    rows_out = []
+    for rows in CALL_SWEEP_ROWS:
+        state = torch.rand(rows, STATE_DIM, generator=gen).to(device)
+        action = torch.randint(0, N_ACTIONS, (rows,), generator=gen).to(device)
+        model.predict(state, action)
+        times = []
+        while sum(times) < min_time or len(times) < 3:
+            sync(device)
+            start = time.perf_counter()
+            model.predict(state, action)
+            sync(device)
+            times.append(time.perf_counter() - start)
+        rows_out.append({"call_rows": rows, "rows_per_s": rows / statistics.median(times)})
+    return rows_out
+
+
+def torchrl_decider(model, task: Task, depth: int, root: torch.Tensor):
+    """``generator -> actions`` of the full-width search rolled as one TorchRL
+    ``ModelBasedEnvBase`` rollout of ``model`` over all ``B * 4^D`` leaves, scored with the
+    generic scorer's operations; ``None`` if torchrl is not installed."""
+    try:
+        from tensordict import TensorDict
+        from tensordict.nn import TensorDictModule
+        from torchrl.data import Categorical, Composite, Unbounded
+        from torchrl.envs.model_based import ModelBasedEnvBase
+    except ImportError:
+        return None
+    from gridplan.planner import TIE_TOLERANCE
+
+    device, episodes, leaves = root.device, root.shape[0], 4**depth
+    rows = episodes * leaves
+    values = task.value_table(device)
+    discounts = [task.gamma**t for t in range(depth + 1)]
+    plan = [a.repeat(episodes) for a in action_sequences(depth, device).T]
+
+    class Imagine(torch.nn.Module):
+        """One imagined step and the task's reward of arriving (no done: leaves roll on)."""
+
+        def forward(self, observation, action):
+            nxt = model.predict(observation, action, None)
+            cell = to_cell(nxt[:, AGENT_X : AGENT_Y + 1])
+            reward, goal, hazard = outcome(cell, to_flag(nxt[:, C1]), task)
+            return nxt, reward.unsqueeze(1), (goal | hazard).unsqueeze(1)
+
+    class LeafEnv(ModelBasedEnvBase):
+        def __init__(self) -> None:
+            module = TensorDictModule(
+                Imagine(),
+                in_keys=["observation", "action"],
+                out_keys=["observation", "reward", "arrived"],
+            )
+            super().__init__(module, device=device, batch_size=torch.Size([rows]))
+            flag = Categorical(2, (rows, 1), dtype=torch.bool)
+            self.observation_spec = Composite(
+                observation=Unbounded((rows, STATE_DIM)), arrived=flag.clone(), shape=(rows,)
+            )
+            self.action_spec = Categorical(N_ACTIONS, (rows,))
+            self.reward_spec = Unbounded((rows, 1))
+            self.done_spec = Composite(done=flag.clone(), terminated=flag.clone(), shape=(rows,))
+            self.start = None
+
+        def _reset(self, tensordict=None, **kwargs):
+            no = torch.zeros(rows, 1, dtype=torch.bool, device=device)
+            return TensorDict(
+                {"observation": self.start, "arrived": no, "done": no, "terminated": no},
+                batch_size=[rows],
+                device=device,
+            )
+
+        def _set_seed(self, seed):
+            return seed
+
+    env = LeafEnv()
+    step = {"t": 0}
+
+    def policy(td):
+        td.set("action", plan[step["t"]])
+        step["t"] += 1
+        return td
+
+    @torch.no_grad()
+    def decide(generator: torch.Generator) -> torch.Tensor:
+        tie = torch.rand(episodes, N_ACTIONS, generator=generator, device=device)
+        env.start, step["t"] = root.repeat_interleave(leaves, dim=0), 0
+        td = env.rollout(depth, policy=policy, break_when_any_done=False)
+        reward, arrived = td["next", "reward"][..., 0], td["next", "arrived"][..., 0]
+        score = torch.zeros(rows, device=device)
+        alive = torch.ones(rows, dtype=torch.bool, device=device)
+        for t in range(depth):
+            score += discounts[t] * reward[:, t] * alive
+            alive &= ~arrived[:, t]
+        score += discounts[depth] * values.lookup(td["next", "observation"][:, -1]) * alive
+        q = score.view(episodes, N_ACTIONS, leaves // N_ACTIONS).amax(dim=2)
+        best = q >= q.amax(dim=1, keepdim=True) - TIE_TOLERANCE
+        return (tie * best).argmax(dim=1)
+
+    return decide
+
+
+def learned_deciders(
+    model, depth: int, root: torch.Tensor, max_memory: int, paths=LEARNED_PATHS
+) -> dict:
+    """``path -> generator -> actions`` of the available learned ``paths`` (and the tree)."""
+    device = root.device
+    single = Planner(model, depth, max_memory=max_memory, device=device, generic=True)
+    single.scorer.call_rows = None  # one predict call per chunk and step, as before the tree
+    planners = {
+        "generic-1call": single,
+        "generic": Planner(model, depth, max_memory=max_memory, device=device, generic=True),
+        "tree": Planner(model, depth, max_memory=max_memory, device=device),
+    }
+    out = {
+        path: (lambda gen, p=p: p.act(root, gen))
+        for path, p in planners.items()
+        if path in paths or path == "tree"
+    }
+    torchrl = torchrl_decider(model, TASK_A, depth, root) if "torchrl" in paths else None
+    if torchrl is not None:
+        out["torchrl"] = torchrl
+    return out
+
+
+def learned_group(model, depth, episodes, args, device, flop, ceiling) -> list[dict]:
+    """One (depth, episodes) group of learned rows, timed interleaved, actions compared."""
+    root = start_states([0], episodes, device=device)
+    deciders = learned_deciders(model, depth, root, args.max_memory, args.learned_paths)
+    actions, peaks, times = {}, {}, {path: [] for path in deciders}
+    for path, decide in deciders.items():
+        with PeakMemory(device) as mem:
+            actions[path] = decide(torch.Generator(device=device).manual_seed(1))
+            sync(device)
+        peaks[path] = mem.peak
+    while any(sum(t) < args.min_time or len(t) < 2 for t in times.values()):
+        for path, decide in deciders.items():
+            if sum(times[path]) >= args.min_time and len(times[path]) >= 2:
+                continue
+            gen = torch.Generator(device=device).manual_seed(1)
+            sync(device)
+            start = time.perf_counter()
+            decide(gen)
+            sync(device)
+            times[path].append(time.perf_counter() - start)
+    leaves = episodes * 4**depth
+    predictions = {p: leaves * depth for p in deciders}
+    predictions["tree"] = episodes * sum(4**t for t in range(1, depth + 1))
+    rows = []
+    for path in deciders:
+        seconds = statistics.median(times[path])
+        rows.append(
+            {
+                "model": "mlp-256",
+                "path": path,
+                "depth": depth,
+                "episodes": episodes,
+                "leaf_rows": leaves,
+                "calls": len(times[path]),
+                "seconds_per_call": seconds,
+                "decisions_per_s": episodes / seconds,
+                "transitions_per_s": leaves * depth / seconds,
+                "predictions_per_s": predictions[path] / seconds,
+                "ceiling_fraction": predictions[path] / seconds * flop / ceiling,
+                "equivalent_ceiling_fraction": leaves * depth / seconds * flop / ceiling,
+                "same_actions_as_tree": bool(torch.equal(actions[path], actions["tree"])),
+                "peak_memory_bytes": peaks[path],
+                "max_memory_bytes": args.max_memory,
+            }
+        )
+    base = {r["path"]: r["seconds_per_call"] for r in rows}
+    for r in rows:
+        for ref in ("generic-1call", "torchrl"):
+            if ref in base:
+                r[f"speedup_vs_{ref}"] = base[ref] / r["seconds_per_call"]
+    return rows
+
+
+def learned_depth6(model, args, device, flop, ceiling) -> dict:
+    """Depth 6, ``LEARNED_D6_EPISODES`` episodes through the tree within
+    ``LEARNED_D6_BUDGET``: one timed decision, its peak memory."""
+    root = start_states([0], LEARNED_D6_EPISODES, device=device)
+    planner = Planner(model, 6, max_memory=LEARNED_D6_BUDGET, device=device)
+    with PeakMemory(device) as mem:
+        sync(device)
+        start = time.perf_counter()
+        planner.act(root, torch.Generator(device=device).manual_seed(1))
+        sync(device)
+        seconds = time.perf_counter() - start
+    predictions = LEARNED_D6_EPISODES * sum(4**t for t in range(1, 7))
+    return {
+        "model": "mlp-256",
+        "path": "tree",
+        "depth": 6,
+        "episodes": LEARNED_D6_EPISODES,
+        "leaf_rows": LEARNED_D6_EPISODES * 4**6,
+        "seconds_per_call": seconds,
+        "transitions_per_s": LEARNED_D6_EPISODES * 4**6 * 6 / seconds,
+        "predictions_per_s": predictions / seconds,
+        "ceiling_fraction": predictions / seconds * flop / ceiling,
+        "chunks": -(-LEARNED_D6_EPISODES * 4**6 // planner.scorer.max_rows),
+        "peak_memory_bytes": mem.peak,
+        "max_memory_bytes": LEARNED_D6_BUDGET,
+    }
+
+
+def learned_section(args, device: torch.device) -> dict:
+    """Every learned row, the ceiling measured in the same run, and the summary."""
+    model = learned_model(device)
+    flop = mlp_flop(model.net)
+    ceiling = matmul_ceiling(device, max(model.net.hidden))
+    print(
+        f"matmul ceiling: {ceiling['flop_per_s'] / 1e9:.1f} GFLOP/s "
+        f"({ceiling['rows']}x{ceiling['width']} @ {ceiling['width']}x{ceiling['width']}); "
+        f"{flop:,} FLOP per transition -> {fmt_rate(ceiling['flop_per_s'] / flop)} "
+        "transitions/s",
+        flush=True,
+    )
+    rows = []
+    for depth in args.learned_depths:
+        for episodes in args.learned_batches:
+            rows += learned_group(model, depth, episodes, args, device, flop, ceiling["flop_per_s"])
+            print(f"learned depth {depth}, {episodes} episodes: done", flush=True)
+    out = {"flop_per_transition": flop, "matmul_ceiling": ceiling, "rows": rows}
+    if args.learned_d6:
+        out["depth6"] = learned_depth6(model, args, device, flop, ceiling["flop_per_s"])
+    if args.call_sweep:
+        out["call_sweep"] = call_sweep(model, device, args.min_time / 2)
+    head = [r for r in rows if r["depth"] == HEADLINE_DEPTH and r["episodes"] == 1000]
+    tree = next((r for r in head if r["path"] == "tree"), None)
+    if tree is not None:
+        out["headline"] = {
+            "speedup_vs_generic_1call": tree.get("speedup_vs_generic-1call"),
+            "speedup_vs_torchrl": tree.get("speedup_vs_torchrl"),
+            "ceiling_fraction": tree["ceiling_fraction"],
+            "equivalent_ceiling_fraction": tree["equivalent_ceiling_fraction"],
+        }
+    out["actions_identical"] = all(r["same_actions_as_tree"] for r in rows)
+    return out
+
+
+def print_learned(section: dict) -> None:
+    head = (
+        f"{'path':13} {'D':>2} {'B':>5} {'s/call':>7} {'trans/s':>8} {'pred/s':>8} "
+        f"{'ceil %':>6} {'x 1call':>7} {'x trl':>6} {'same':>5} {'peak MB':>8}"
+    )
+    print(head)
+    print("-" * len(head))
+    rows = section["rows"] + ([section["depth6"]] if "depth6" in section else [])
+    for r in rows:
+        x1, xt = r.get("speedup_vs_generic-1call"), r.get("speedup_vs_torchrl")
+        same = r.get("same_actions_as_tree")
+        print(
+            f"{r['path']:13} {r['depth']:>2} {r['episodes']:>5} {r['seconds_per_call']:>7.3f} "
+            f"{fmt_rate(r['transitions_per_s']):>8} {fmt_rate(r['predictions_per_s']):>8} "
+            f"{100 * r['ceiling_fraction']:>6.0f} "
+            f"{'-' if x1 is None else f'{x1:.2f}':>7} {'-' if xt is None else f'{xt:.2f}':>6} "
+            f"{'-' if same is None else ('yes' if same else 'NO'):>5} "
+            f"{fmt_mb(r['peak_memory_bytes']):>8}"
+        )
+    for r in section.get("call_sweep", []):
+        print(f"predict call of {r['call_rows']:>6} rows: {fmt_rate(r['rows_per_s'])} rows/s")
+
+
+@contextlib.contextmanager
+def busy_neighbour():
+    """A second process spinning on one core (the last CPU this process may use) for the
+    duration of the block; yields its pid."""
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+
+    def pin() -> None:
+        if cpus:
+            os.sched_setaffinity(0, {cpus[-1]})
+
+    proc = subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=pin)
+    try:
+        time.sleep(0.3)
+        yield proc.pid
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def median_seconds(fn, device: torch.device, min_time: float) -> float:
+    """Median seconds of ``fn()`` over at least 3 calls and ``min_time`` (after a warm-up)."""
+    fn()
+    times: list[float] = []
+    while sum(times) < min_time or len(times) < 3:
+        sync(device)
+        start = time.perf_counter()
+        fn()
+        sync(device)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def busy_rows(workloads: dict, device: torch.device, min_time: float) -> list[dict]:
+    """Each workload (``name -> (fn, work units per call)``) at 1 and 2 threads, quiet and
+    beside a busy neighbour; ``slowdown_2_vs_1`` is 2-thread time over 1-thread time."""
+    before = torch.get_num_threads()
+    rows = []
+    try:
+        for busy in (False, True):
+            with busy_neighbour() if busy else contextlib.nullcontext():
+                for name, (fn, units) in workloads.items():
+                    seconds = {}
+                    for threads in (1, 2):
+                        torch.set_num_threads(threads)
+                        seconds[threads] = median_seconds(fn, device, min_time)
+                    for threads, sec in seconds.items():
+                        rows.append(
+                            {
+                                "workload": name,
+                                "busy_neighbour": busy,
+                                "threads": threads,
+                                "seconds_per_call": sec,
+                                "units_per_s": units / sec,
+                                "slowdown_2_vs_1": seconds[2] / seconds[1],
+                            }
+                        )
+    finally:
+        torch.set_num_threads(before)
+    return rows
+
+
+def print_busy(rows: list[dict]) -> None:
+    print(f"{'workload':34} {'neighbour':>9} {'threads':>7} {'per s':>8} {'2 vs 1':>7}")
+    for r in rows:
+        print(
+            f"{r['workload']:34} {'busy' if r['busy_neighbour'] else 'quiet':>9} "
+            f"{r['threads']:>7} {fmt_rate(r['units_per_s']):>8} {r['slowdown_2_vs_1']:>6.2f}x"
+        )
+
+
+def planner_workloads(device: torch.device) -> dict:
+    """The busy rows' planner workloads: ``name -> (fn, transitions per call)``."""
+    root = start_states([0], 1000, device=device)
+    noisy = Planner(MODELS["M(.35,.1)"](), 4, device=device)
+    learned_root = start_states([0], 100, device=device)
+    learned = Planner(learned_model(device), 4, device=device)
+    gen = torch.Generator(device=device).manual_seed(1)
+    return {
+        "planner M(.35,.1) D=4 B=1000": (lambda: noisy.act(root, gen), 1000 * 4**4 * 4),
+        "planner mlp tree D=4 B=100": (lambda: learned.act(learned_root, gen), 100 * 4**4 * 4),
+    }
+
+
 def machine(device: torch.device) -> dict:
     info = {
         "device": str(device),
@@ -496,56 +914,115 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-time", type=float, default=1.0, help="seconds timed per row")
     parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's)")
     parser.add_argument("--e1", action="store_true", help="also time the full E1 sweep")
+    parser.add_argument(
+        "--no-learned", dest="learned", action="store_false", help="skip the learned-model rows"
+    )
+    parser.add_argument(
+        "--only-learned", action="store_true", help="only the learned-model rows (and --busy)"
+    )
+    parser.add_argument(
+        "--learned-depths", type=int_list, default=[2, 4], help="learned rows' depths (2,4)"
+    )
+    parser.add_argument(
+        "--learned-batches",
+        type=int_list,
+        default=[100, 1000],
+        help="learned rows' episodes per decision (default 100,1000)",
+    )
+    parser.add_argument(
+        "--learned-paths",
+        type=lambda text: [p.strip() for p in text.split(",") if p.strip()],
+        default=list(LEARNED_PATHS),
+        help=f"learned paths to time (default {','.join(LEARNED_PATHS)}; tree is always run)",
+    )
+    parser.add_argument(
+        "--no-learned-d6",
+        dest="learned_d6",
+        action="store_false",
+        help=f"skip the depth-6 learned row ({LEARNED_D6_EPISODES} episodes, "
+        f"{LEARNED_D6_BUDGET // 2**20} MiB budget)",
+    )
+    parser.add_argument(
+        "--call-sweep", action="store_true", help="the MLP's predict rate per call size"
+    )
+    parser.add_argument(
+        "--busy",
+        action="store_true",
+        help="rows at 1 and 2 threads beside a neighbour process spinning on one core",
+    )
+    parser.add_argument("--only-busy", action="store_true", help="only the --busy rows")
     parser.add_argument("--quick", action="store_true", help="small sanity run")
     parser.add_argument("--json", type=Path, help="write the results as JSON here")
     args = parser.parse_args(argv)
+    unknown = set(args.learned_paths) - set(LEARNED_PATHS)
+    if unknown:
+        valid = ", ".join(LEARNED_PATHS)
+        parser.error(f"unknown --learned-paths {sorted(unknown)}; valid: {valid}")
     if args.quick:
         args.depths, args.batches, args.min_time = [1, 2, 4], [100, 1000], 0.2
+        args.learned_batches, args.learned_d6 = [100], False
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda requested but torch.cuda.is_available() is False")
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    try:
+        print(describe(configure_threads(args.threads)))
+    except ValueError as err:
+        parser.error(str(err))
 
     info = machine(device)
     print(f"machine: {info}")
     busy = info.get("load_average", [0.0])[0]
     if device.type == "cpu" and busy > 0.5 and torch.get_num_threads() > 1:
         print(
-            f"warning: load average {busy} on {info['cpus']} CPUs: other processes compete, and "
-            "torch's OpenMP threads can stall at every op (docs/PERFORMANCE.md, Threads); "
-            "timings are unreliable, --threads 1 degrades least"
+            f"warning: load average {busy} on {info['cpus']} CPUs: other processes compete and "
+            "timings are unreliable (docs/PERFORMANCE.md, Threads; OpenMP waits "
+            f"{os.environ.get('OMP_WAIT_POLICY', 'actively')}; --threads 1 degrades least)"
         )
     bandwidth = memory_bandwidth(device)
     normals = normal_rate(device)
     print(f"copy bandwidth {bandwidth / 1e9:.1f} GB/s (read + write); randn {fmt_rate(normals)}/s")
 
-    rows = sweep(args, device)
-    print()
-    print_table(rows)
-    result = summarize(rows)
-    result.update(
-        memory_bandwidth_bytes_per_s=bandwidth, randn_per_s=normals, machine=info, rows=rows
-    )
-    if result["speedup_vs_reference"] is None:
-        print(f"\nno headline row: needs {result['headline']}")
-    else:
-        print(
-            f"\nheadline ({result['headline']}): "
-            f"{fmt_rate(result['transitions_per_s'])} transitions/s, "
-            f"{result['speedup_vs_reference']:.0f}x the reference, "
-            f"actions identical: {result['actions_identical']}"
-        )
-    if args.e1:
-        result["e1"] = e1_sweep(device, args.max_memory)
-        print(f"E1 sweep (48 settings x 10 seeds x 30 episodes, D=4): {result['e1']}")
+    result: dict = {"memory_bandwidth_bytes_per_s": bandwidth, "randn_per_s": normals}
+    identical = True
+    if args.only_busy:
+        args.busy, args.learned, args.only_learned = True, False, False
+    if not (args.only_learned or args.only_busy):
+        rows = sweep(args, device)
+        print()
+        print_table(rows)
+        result.update(summarize(rows), rows=rows)
+        identical = result["actions_identical"]
+        if result["speedup_vs_reference"] is None:
+            print(f"\nno headline row: needs {result['headline']}")
+        else:
+            print(
+                f"\nheadline ({result['headline']}): "
+                f"{fmt_rate(result['transitions_per_s'])} transitions/s, "
+                f"{result['speedup_vs_reference']:.0f}x the reference, "
+                f"actions identical: {result['actions_identical']}"
+            )
+        if args.e1:
+            result["e1"] = e1_sweep(device, args.max_memory)
+            print(f"E1 sweep (48 settings x 10 seeds x 30 episodes, D=4): {result['e1']}")
+    if args.learned or args.only_learned:
+        result["learned"] = learned_section(args, device)
+        print()
+        print_learned(result["learned"])
+        identical = identical and result["learned"]["actions_identical"]
+        if "headline" in result["learned"]:
+            print(f"learned headline (D=4, B=1000, tree): {result['learned']['headline']}")
+    if args.busy and device.type == "cpu":
+        result["busy"] = busy_rows(planner_workloads(device), device, args.min_time)
+        print()
+        print_busy(result["busy"])
+    result["machine"] = info
     if hasattr(os, "getloadavg"):
         info["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2) + "\n")
         print(f"wrote {args.json}")
-    return 0 if result["actions_identical"] else 1
+    return 0 if identical else 1
 
 
 if __name__ == "__main__":

@@ -25,8 +25,13 @@ from pathlib import Path
 # Run from any folder against this checkout, installed or not.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from gridplan.threads import set_wait_policy  # noqa: E402
+
+set_wait_policy()  # before torch is imported: OpenMP reads it once (gridplan.threads)
+
 from gridplan import readings  # noqa: E402
 from gridplan.experiments import GROUPS, PROFILES, run_groups  # noqa: E402
+from gridplan.threads import configure_threads, describe  # noqa: E402
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -57,8 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--threads",
         type=int,
         default=1,
-        help="torch CPU threads; 0 keeps torch's default. One thread is fastest on a busy "
-        "shared machine (several threads spin at barriers and ran 20x slower there)",
+        help="torch CPU threads; 0 picks the machine's (gridplan.threads.default_threads). "
+        "One by default: parallel reductions round differently with the thread count, and one "
+        "thread gives the same numbers on every machine (OpenMP waits passively unless "
+        "OMP_WAIT_POLICY is set, so more threads do not spin on a busy machine)",
     )
     p.add_argument("--out", default="results", help="results root folder")
     p.add_argument(
@@ -91,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         if not names:
             parser.error(f"--only names no group; valid groups: {', '.join(GROUPS)}")
     try:
+        threads = configure_threads(args.threads or None)
+        print(describe(threads), flush=True)
         status = run_groups(
             GROUPS,
             names,
@@ -99,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
             device=args.device,
             force=args.force,
             progress=not args.no_progress,
-            threads=args.threads or None,
+            threads=threads,
             reading=readings.get(args.reading),
         )
     except ValueError as err:

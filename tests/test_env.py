@@ -26,6 +26,7 @@ from gridplan.constants import (
     UP,
 )
 from gridplan.env import reset, step
+from gridplan.reference import ref_decode, ref_encode, ref_step
 from gridplan.tasks import TASK_A, TASK_B, Task
 
 
@@ -288,3 +289,51 @@ def test_a_task_name_instead_of_a_task_is_rejected_by_reset_and_step(make_state,
 def test_reset_rejects_an_empty_batch(gen):
     with pytest.raises(ValueError, match="batch must be >= 1"):
         reset(0, gen)
+
+
+@pytest.mark.parametrize("task", [TASK_A, TASK_B], ids=["A", "B"])
+def test_every_discrete_input_steps_exactly_as_the_reference(task, replay_draws):
+    # All 8^4 * 2^3 agent/key/carrying/door/c1 inputs under all 4 actions: every row of the
+    # transition tables, against the per-episode reference step with the same draws.
+    g, two = torch.arange(8), torch.arange(2)
+    grid = torch.cartesian_prod(g, g, g, g, two, two, two, torch.arange(4))
+    n = grid.shape[0]
+    gen = torch.Generator().manual_seed(21)
+    extra = torch.randint(0, 8, (n, 5), generator=gen)
+    extra[:, 0] %= 2
+    cols = [grid[:, :4] / CELL_SCALE, grid[:, 4:7].float(), extra[:, :1].float()]
+    state = torch.cat([*cols, extra[:, 1:] / CELL_SCALE], dim=1).float()
+    action = grid[:, 7]
+    moves, d2_cells = replay_draws(gen, n)
+    nxt, reward, done, info = step(state, action, gen, task)
+    rows = state.tolist()
+    refs = [
+        ref_step(ref_decode(rows[i]), int(action[i]), moves[i], d2_cells[i], task)
+        for i in range(n)
+    ]
+    assert torch.equal(nxt, torch.tensor([ref_encode(r[0]) for r in refs]))
+    assert reward.tolist() == [r[1] for r in refs]
+    assert done.tolist() == [r[2] for r in refs]
+    for key, flags in info.items():
+        assert flags.tolist() == [r[3][key] for r in refs], key
+
+
+def test_a_float64_state_is_stepped_in_float64(make_state, gen):
+    state = make_state(agent=(2, 3), key=(2, 4), d1=(3, 3), rows=50)
+    nxt64, reward, done, info = step(state.double(), torch.full((50,), UP), gen)
+    assert nxt64.dtype == torch.float64 and reward.dtype == torch.float32
+    assert cells(nxt64, AGENT_X, AGENT_Y)[0] == (2, 4) and info["pickup"].all()
+    assert nxt64[0, AGENT_Y].item() == 4 / 7 and nxt64[0, KEY_Y].item() == 4 / 7
+    assert set(nxt64[:, D2_X].tolist()) <= {c / 7 for c in range(8)}
+
+
+def test_strided_and_empty_batches_step_like_contiguous_ones(gen):
+    state = reset(40, torch.Generator().manual_seed(4))
+    action = torch.randint(0, 4, (40,), generator=torch.Generator().manual_seed(5))
+    strided = state.T.contiguous().T
+    assert not strided.is_contiguous()
+    want = step(state, action, torch.Generator().manual_seed(6))
+    got = step(strided, action, torch.Generator().manual_seed(6))
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    empty = step(state[:0], action[:0], gen)
+    assert empty[0].shape == (0, 12) and empty[2].shape == (0,)

@@ -10,6 +10,7 @@ Examples::
     python -m train -m seed=0,1,2,3 hydra/launcher=joblib hydra.launcher.n_jobs=2
     python -m train experiment=random_12k out_dir=/tmp/runs
     python -m train resume=runs/uniform-balanced-20k-seed0/version_0
+    python -m train threads=1                         # torch CPU threads (default: the machine's)
 
 Groups: variant, data, model, trainer (and experiment presets); any key can be overridden
 with a dotted path; ``--help`` lists them all. Every run of a command line (every point of a
@@ -28,11 +29,15 @@ import os
 import sys
 from pathlib import Path
 
-import hydra
-from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
+from gridplan.threads import set_wait_policy
 
-from gridplan.config import (
+set_wait_policy()  # before torch is imported: OpenMP reads it once (gridplan.threads)
+
+import hydra  # noqa: E402
+from hydra.core.hydra_config import HydraConfig  # noqa: E402
+from omegaconf import DictConfig, OmegaConf  # noqa: E402
+
+from gridplan.config import (  # noqa: E402
     DEFAULT_CONFIG_DIR,
     compose,
     expand_sweeps,
@@ -41,7 +46,8 @@ from gridplan.config import (
     run_name,
     to_yaml,
 )
-from gridplan.run_status import requeued_run
+from gridplan.run_status import requeued_run  # noqa: E402
+from gridplan.threads import check_threads, configure_threads, describe  # noqa: E402
 
 #: Exit status of a run stopped by SIGTERM or SIGINT (128 + SIGTERM), so it never looks done.
 INTERRUPTED = 143
@@ -83,7 +89,7 @@ def _check_all(args: list[str], multirun: bool) -> None:
     overrides = [a for a in args if not a.startswith("-")]
     runs = expand_sweeps(overrides) if multirun else [overrides]
     for run in runs:
-        compose(run)
+        check_threads(compose(run).threads)
 
 
 def _hydra(args: list[str]) -> int:
@@ -103,11 +109,11 @@ def _hydra(args: list[str]) -> int:
 def _app(cfg: DictConfig) -> None:
     hc = HydraConfig.get()
     cfg = finish(cfg, hc.runtime.choices)
-    if hc.runtime.choices.get("hydra/launcher") not in (None, "basic"):
+    threads = cfg.threads
+    if threads is None and hc.runtime.choices.get("hydra/launcher") not in (None, "basic"):
         # Parallel jobs share the machine's cores: one torch thread each unless told otherwise.
-        import torch
-
-        torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+        threads = int(os.environ.get("OMP_NUM_THREADS", "1"))
+    print(describe(configure_threads(threads)), flush=True)
     record = {
         ".hydra/config.yaml": OmegaConf.to_yaml(cfg),
         ".hydra/overrides.yaml": OmegaConf.to_yaml(hc.overrides.task),

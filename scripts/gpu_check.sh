@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# One short check of the GPU paths (< 5 minutes on one GPU; docs/PERFORMANCE.md, "GPU check"):
+#   1. the tests that take a device parameter, on cpu and cuda (tests/test_devices.py ...);
+#   2. bench_planner.py --device cuda: noise and oracle at D = 4, 6 with up to 100k episodes,
+#      the learned MLP (generic, tree, TorchRL) at D = 4, the tree at D = 4, 6 with 100k;
+#   3. bench_training.py --device cuda, when that script exists;
+#   4. reproduce.py --quick --device cuda.
+# Writes every log and JSON under $GPU_CHECK_OUT (default gpu_check/) and one summary,
+# $GPU_CHECK_OUT/summary.json. Without a CUDA device the GPU steps are recorded as skipped and
+# only the CPU side of step 1 runs, so the script also runs (quickly) on a CPU-only machine.
+#
+#   bash scripts/gpu_check.sh                       # on the GPU machine
+#   GPU_CHECK_OUT=/tmp/gc bash scripts/gpu_check.sh # elsewhere
+#   PYTHON=python3 bash scripts/gpu_check.sh        # default: .venv/bin/python, else python3
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+out=${GPU_CHECK_OUT:-gpu_check}
+if [ -x .venv/bin/python ]; then default_py=.venv/bin/python; else default_py=python3; fi
+py=${PYTHON:-$default_py}
+mkdir -p "$out"
+steps="$out/steps.tsv"
+: > "$steps"
+cuda=$("$py" -c "import torch; print(int(torch.cuda.is_available()))")
+
+# run NAME LIMIT_S JSON CMD...: runs CMD with a time limit, logs to $out/NAME.log, records a row.
+run() {
+    local name=$1 limit=$2 json=$3
+    shift 3
+    local start end rc
+    start=$(date +%s%N)
+    timeout "$limit" "$@" > "$out/$name.log" 2>&1
+    rc=$?
+    end=$(date +%s%N)
+    ms=$(( (end - start) / 1000000 ))
+    printf '%s\t%s\t%d.%03d\t%s\t%s\n' "$name" "$rc" $((ms / 1000)) $((ms % 1000)) "$json" "$*" \
+        >> "$steps"
+    echo "$name: exit $rc ($(tail -n 1 "$out/$name.log"))"
+}
+skip() {
+    printf '%s\tskipped\t0\t\t%s\n' "$1" "$2" >> "$steps"
+    echo "$1: skipped ($2)"
+}
+
+if [ "$cuda" = 1 ]; then
+    run tests 120 "" env GRIDPLAN_TEST_DEVICES=cpu,cuda "$py" -m pytest tests -q -k cuda -p no:cacheprovider
+else
+    run tests 120 "" env GRIDPLAN_TEST_DEVICES=cpu "$py" -m pytest tests/test_devices.py -q -p no:cacheprovider
+fi
+
+if [ "$cuda" = 1 ]; then
+    run bench_planner 150 "$out/bench_planner.json" "$py" scripts/bench_planner.py --device cuda \
+        --depths 4,6 --batches 1000,10000,100000 --learned-depths 4 --learned-batches 1000,10000 \
+        --no-learned-d6 --min-time 0.5 --max-memory 16G --json "$out/bench_planner.json"
+    run bench_planner_tree 90 "$out/bench_planner_tree.json" "$py" scripts/bench_planner.py \
+        --device cuda --only-learned --learned-paths tree --learned-depths 4,6 \
+        --learned-batches 100000 --no-learned-d6 --min-time 0.5 --max-memory 16G \
+        --json "$out/bench_planner_tree.json"
+else
+    skip bench_planner "no CUDA device"
+    skip bench_planner_tree "no CUDA device"
+fi
+
+if [ ! -f scripts/bench_training.py ]; then
+    skip bench_training "scripts/bench_training.py does not exist"
+elif [ "$cuda" = 1 ]; then
+    run bench_training 60 "$out/bench_training.json" "$py" scripts/bench_training.py \
+        --device cuda --json "$out/bench_training.json"
+else
+    skip bench_training "no CUDA device"
+fi
+
+if [ "$cuda" = 1 ]; then
+    run reproduce 150 "" "$py" scripts/reproduce.py --quick --device cuda --force \
+        --no-progress --out "$out/results"
+else
+    skip reproduce "no CUDA device"
+fi
+
+"$py" - "$out" <<'PY'
+import json, os, platform, sys
+from pathlib import Path
+
+import torch
+
+out = Path(sys.argv[1])
+steps = []
+for line in (out / "steps.tsv").read_text().splitlines():
+    name, rc, seconds, result, command = line.split("\t")
+    step = {"name": name, "status": "skipped" if rc == "skipped" else ("ok" if rc == "0" else "failed"),
+            "exit_code": None if rc == "skipped" else int(rc), "seconds": float(seconds),
+            "command": command}
+    if rc == "skipped":
+        step["reason"] = command
+        del step["command"]
+    else:
+        step["log"] = str(out / f"{name}.log")
+    if result and Path(result).is_file():
+        data = json.loads(Path(result).read_text())
+        step["headline"] = {k: data[k] for k in ("speedup_vs_reference", "transitions_per_s",
+                                                 "actions_identical") if k in data}
+        if "learned" in data:
+            step["learned"] = {"headline": data["learned"].get("headline"),
+                               "actions_identical": data["learned"]["actions_identical"],
+                               "rows": [{k: r[k] for k in ("path", "depth", "episodes",
+                                                           "transitions_per_s", "peak_memory_bytes")}
+                                        for r in data["learned"]["rows"]]}
+        step["json"] = result
+    steps.append(step)
+summary = {
+    "cuda": torch.cuda.is_available(),
+    "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+    "torch": torch.__version__,
+    "platform": platform.platform(),
+    "load_average": list(os.getloadavg()),
+    "ok": all(s["status"] != "failed" for s in steps),
+    "seconds": round(sum(s["seconds"] for s in steps), 1),
+    "steps": steps,
+}
+(out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+print(f"summary: {out / 'summary.json'} (ok: {summary['ok']}, {summary['seconds']} s)")
+sys.exit(0 if summary["ok"] else 1)
+PY
