@@ -22,14 +22,26 @@ import argparse
 import json
 import math
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from gridplan.threads import set_wait_policy  # noqa: E402
+
+set_wait_policy()  # before torch is imported: OpenMP reads it once (gridplan.threads)
+
+import torch  # noqa: E402
+
 from gridplan import readings  # noqa: E402
+from gridplan.env import reset  # noqa: E402
 from gridplan.experiments import GROUPS, PROFILES, paper, run_groups  # noqa: E402
 from gridplan.experiments.report import fmt, md_table  # noqa: E402
 from gridplan.experiments.runner import RESULTS_FILE, group_folders, read_done  # noqa: E402
+from gridplan.models import NoiseModel  # noqa: E402
+from gridplan.planner import Planner  # noqa: E402
+from gridplan.tasks import TASK_A  # noqa: E402
+from gridplan.threads import configure_threads, describe  # noqa: E402
 
 #: The groups whose effects depend on the reading.
 COMPARED = ("e1", "e2", "e5", "e6")
@@ -57,7 +69,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", choices=PROFILES, default="full")
     p.add_argument("--out", default="results", help="results root folder (as reproduce.py)")
     p.add_argument("--device", default="cpu")
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads while running")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch CPU threads (0: the machine's, gridplan.threads.default_threads)",
+    )
     p.add_argument("--no-run", action="store_true", help="only tabulate finished groups")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     return p
@@ -159,6 +176,57 @@ def learned_uniform(out: Path, profile: str) -> dict | None:
         if m["key"] == "uniform_20k":
             return {k: m[k] for k in ("E_tot", *QUOTED_DIMS)}
     return None
+
+
+def decision_costs(
+    episodes: int = 300, depth: int = 4, repeats: int = 3, device: str = "cpu"
+) -> list[dict]:
+    """Milliseconds per decision of M(0.35, 0.1) at ``depth`` on ``episodes`` reset states,
+    best of ``repeats``, for the four ways of scoring its leaves: fused or through
+    ``predict``, independent leaves or shared prefixes. ``draws`` counts the normal draws of
+    one decision per noisy dim (fused) or the model's predictions (through ``predict``)."""
+    roots = reset(episodes, torch.Generator(device=device).manual_seed(0), TASK_A)
+    shared = readings.PROJECT_SHARED_PREFIX
+    leaves = 4**depth
+    nodes = sum(4**t for t in range(1, depth + 1))
+    variants = [
+        ("fused", "independent", NoiseModel.controlled(0.35, 0.1), {}, depth * leaves),
+        ("fused", "shared-prefix", NoiseModel.controlled(0.35, 0.1, reading=shared), {}, nodes),
+        ("predict", "independent", NoiseModel.controlled(0.35, 0.1), {"generic": True},
+         depth * leaves),
+        ("predict", "shared-prefix", NoiseModel.controlled(0.35, 0.1),
+         {"tree": "shared-prefix"}, nodes),
+    ]
+    rows = []
+    for path, tree, model, kwargs, draws in variants:
+        planner = Planner(model, depth, TASK_A, device=device, **kwargs)
+        best = math.inf
+        for r in range(repeats):
+            gen = torch.Generator(device=device).manual_seed(r)
+            t0 = time.perf_counter()
+            planner.act(roots, gen)
+            best = min(best, time.perf_counter() - t0)
+        rows.append(
+            {
+                "path": path,
+                "tree": tree,
+                "scorer": type(planner.scorer).__name__,
+                "draws_per_decision": draws,
+                "ms_per_decision": 1000 * best / episodes,
+            }
+        )
+    return rows
+
+
+def cost_table(rows: list[dict]) -> str:
+    return md_table(
+        ["leaves scored", "tree", "scorer", "draws or predictions per decision", "ms / decision"],
+        [
+            [r["path"], r["tree"], r["scorer"], r["draws_per_decision"],
+             fmt(r["ms_per_decision"], 3)]
+            for r in rows
+        ],
+    )
 
 
 # --------------------------------------------------------------------------- tables
@@ -427,7 +495,12 @@ def reproduced(summary: dict) -> tuple[int, int]:
 
 
 def write_summary(
-    out: Path, names: list[str], summaries: dict[str, dict], profile: str, learned: dict | None
+    out: Path,
+    names: list[str],
+    summaries: dict[str, dict],
+    profile: str,
+    learned: dict | None,
+    costs: list[dict],
 ) -> Path:
     parts = [
         "## Readings of the paper's ambiguous choices",
@@ -441,12 +514,22 @@ def write_summary(
         + "\n\nThe groups' verdicts (criteria in each group's section); checks that hold by "
         "construction are not counted.",
     ]
+    parts.append(
+        "### The shared-prefix tree: cost per decision\n\n"
+        + cost_table(costs)
+        + "\n\nM(0.35, 0.1), depth 4, 300 reset states, one thread, best of 3 (`python "
+        "scripts/readings.py` times it on every run). Fused: noise drawn on the relevant dims "
+        "only (`gridplan/fused.py`); through `predict`: every leaf (`GenericScorer`) or every "
+        "tree node (`TreeScorer`) rolled by the model. Decisions: the same for a "
+        "deterministic model on either tree (`tests/test_tree.py`); for the noise family the "
+        "two trees are different searches (the tables above), and the fused and `predict` "
+        "paths of one tree agree (`tests/test_readings.py`)."
+    )
     notes = explanations(summaries, learned)
     if notes:
         parts.append("### What the readings explain\n\n" + "\n\n".join(notes))
     path = out / SUMMARY_FILE
     path.write_text("\n\n".join(parts) + "\n")
-    (out / SUMMARY_JSON).write_text(json.dumps(summaries, indent=2, default=str) + "\n")
     return path
 
 
@@ -459,6 +542,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         parser.exit(2, f"error: {err}\n")
     out = Path(args.out)
+    threads = configure_threads(args.threads or None)
+    print(describe(threads), flush=True)
     failed = []
     if not args.no_run:
         for r in chosen:
@@ -470,12 +555,17 @@ def main(argv: list[str] | None = None) -> int:
                 args.profile,
                 args.device,
                 progress=not args.no_progress,
-                threads=args.threads or None,
+                threads=threads,
                 reading=r,
             )
             failed += [f"{r.name}/{g}" for g, s in status.items() if s == "failed"]
     summaries = {r.name: summarize(group_folders(GROUPS, out, r), args.profile) for r in chosen}
-    path = write_summary(out, names, summaries, args.profile, learned_uniform(out, args.profile))
+    costs = decision_costs(device=args.device)
+    summaries_json = {**summaries, "_decision_costs": costs}
+    path = write_summary(
+        out, names, summaries, args.profile, learned_uniform(out, args.profile), costs
+    )
+    (out / SUMMARY_JSON).write_text(json.dumps(summaries_json, indent=2, default=str) + "\n")
     print(f"wrote {path} and {out / SUMMARY_JSON}")
     if failed:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)

@@ -392,3 +392,22 @@ def test_the_shared_prefix_tree_draws_once_per_node(rho):
     independent = FusedNoiseScorer(model.sigma, rho, TASK_A, 3)
     draws = independent.draw_noise(torch.zeros(5, dtype=torch.long), torch.Generator())
     assert draws[2].unique().numel() == draws[2].numel()
+
+
+def test_fused_shared_prefixes_and_the_tree_scorer_agree_in_distribution(make_state):
+    # One state, many independent searches: the generic shared-prefix tree
+    # (gridplan.tree.TreeScorer, one predict per node) and the fused scorer's per-node draws
+    # must give each first action the same mean value within sampling error, and both must
+    # differ from independent leaves (the max over leaves sharing draws is smaller).
+    state = make_state(agent=(3, 4), key=(2, 4), rows=3000)
+    shared = NoiseModel.controlled(1.0, 0.6, reading=reading(tree="shared-prefix"))
+    fused = Planner(shared, 2).action_values(state, torch.Generator().manual_seed(0))
+    tree = Planner(NoiseModel.controlled(1.0, 0.6), 2, tree="shared-prefix")
+    assert type(tree.scorer).__name__ == "TreeScorer"
+    generic = tree.action_values(state, torch.Generator().manual_seed(1))
+    independent = Planner(NoiseModel.controlled(1.0, 0.6), 2).action_values(
+        state, torch.Generator().manual_seed(2)
+    )
+    se = (fused.var(dim=0) / 3000 + generic.var(dim=0) / 3000).sqrt()
+    assert ((fused.mean(dim=0) - generic.mean(dim=0)).abs() < 4 * se).all()
+    assert (independent.mean(dim=0) - fused.mean(dim=0) > 4 * se).any()
