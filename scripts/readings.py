@@ -426,7 +426,7 @@ def explanations(summaries: dict[str, dict], learned: dict | None) -> list[str]:
             f"{fmt(e['expected-distractors'][1])} over the expected one (paper: 0.310 / 0.333 "
             "over 0.020)."
         )
-    trees = [n for n in ("paper", "shared-prefix", "project-tree") if _has(s, n, group="e5")]
+    trees = [n for n in ("paper", "shared-prefix") if _has(s, n, group="e5")]
     tree = trees[0] if trees else None
     if _has(s, "project", group="e5") and tree:
         g = s["project"]["e5"]["by_goal"]
@@ -474,7 +474,19 @@ def explanations(summaries: dict[str, dict], learned: dict | None) -> list[str]:
                 if mine[0] == best
                 else f"{', '.join(f'`{n}`' for n in leaders)} reproduce {best}"
             )
-            + ". Each switch is what the paper describes: the transition applied to the "
+            + "."
+            + (
+                " Under it the oracle's E_tot is {} (paper 0.020), the pair M(0, 0.3) and "
+                "M(0.35, 0.1) is {} apart in E_tot (paper 1%) and {} points apart in success "
+                "(paper 60).".format(
+                    fmt(s["paper"]["e1"]["oracle_E_tot"]),
+                    _pct(s["paper"]["e1"]["pair_E_tot_gap"]),
+                    _pct(s["paper"]["e1"]["pair_success_gap"]).rstrip("%"),
+                )
+                if s["paper"].get("e1")
+                else ""
+            )
+            + " Each switch is what the paper describes: the transition applied to the "
             "current belief state (§4.2: the sub-cell offset carried); noise that compounds "
             "because each prediction feeds the next step (§4.2: c1, c2 and the flags keep "
             "their noisy value, nothing clamps them); flag noise that eventually flips the "
