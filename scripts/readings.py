@@ -573,7 +573,7 @@ def main(argv: list[str] | None = None) -> int:
             failed += [f"{r.name}/{g}" for g, s in status.items() if s == "failed"]
     summaries = {r.name: summarize(group_folders(GROUPS, out, r), args.profile) for r in chosen}
     costs = decision_costs(device=args.device)
-    summaries_json = {**summaries, "_decision_costs": costs}
+    summaries_json = {"readings": summaries, "decision_costs": costs}
     path = write_summary(
         out, names, summaries, args.profile, learned_uniform(out, args.profile), costs
     )

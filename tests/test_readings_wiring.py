@@ -156,8 +156,15 @@ def test_the_readings_script_tabulates_each_reading_and_results_doc_includes_it(
     assert (out / "e1" / "done.json").exists()
     assert (out / "carried-flags" / "e5" / "done.json").exists()
     text = (out / "readings.md").read_text()
-    summary = json.loads((out / "readings.json").read_text())
+    recorded = json.loads((out / "readings.json").read_text())
+    summary = recorded["readings"]
     assert set(summary) == {"project", "carried-flags"}
+    assert [c["scorer"] for c in recorded["decision_costs"]] == [
+        "FusedNoiseScorer",
+        "FusedNoiseScorer",
+        "GenericScorer",
+        "TreeScorer",
+    ]
     e1 = {n: s["e1"] for n, s in summary.items()}
     # The expected-distractor oracle halves the floor; the pair's E_tot moves with the reading.
     assert e1["carried-flags"]["oracle_E_tot"] < 0.7 * e1["project"]["oracle_E_tot"]
