@@ -22,17 +22,19 @@ The switches (first value: ``project``):
   ``c2 -> 1 - c2``), so their noise compounds like a position's.
 * ``flags`` -- ``"thresholded"``: the carrying and door flags come out of the transition as
   clean bits; ``"carried"``: their noisy value is carried until their event (a pickup, a
-  door opening) sets them to 1, so their noise compounds and "eventually flips" them (§4.2).
+  door opening) sets them to 1, so their noise compounds until it flips them (§4.2).
 * ``flag_noise`` -- ``"sigma_r/7"``: the carrying and door flags get ``sigma_r / 7``, the
   normalized size of ``sigma_r`` grid cells, like the positions; ``"sigma_r"``: they get
-  ``sigma_r`` itself (a flag is a unit-range dimension, and §4.2 says flag noise
-  "eventually flips" them, which ``sigma_r / 7 <= 0.05`` never does at a 0.5 threshold).
+  ``sigma_r`` itself (a flag is a unit-range dimension; §4.2 has flag noise flip the flags
+  in time, which ``sigma_r / 7 <= 0.05`` never does at a 0.5 threshold).
 * ``distractors`` -- ``"sampled"``: the oracle and the family sample the random walk of
   ``d1`` and the uniform redraw of ``d2``; ``"expected"``: they predict each at its expected
   next position (``d2`` at the grid's centre).
 * ``tree`` -- ``"independent"``: the planner rolls every leaf with its own draws;
   ``"shared-prefix"``: one draw per tree node, so leaves share the noise of their common
-  path (``4 + 16 + ... + 4^D`` predictions per decision).
+  path (``4 + 16 + ... + 4^D`` draws per dim and decision). The noise family's fused scorer
+  follows it; a planner built with its own ``tree`` (``gridplan.planner.Planner``) or
+  ``generic=True`` (independent leaves through ``predict``) overrides it.
 
 Presets are registered by name (``get``, ``names``, ``register``); a results folder of a
 reading other than ``project`` is named after it.
@@ -104,12 +106,6 @@ class Reading:
                 raise ValueError(
                     f"reading {self.name!r}: {key} must be one of {allowed}, got {value!r}"
                 )
-
-    @property
-    def carries_belief(self) -> bool:
-        """Whether a prediction keeps more than the clean cells and bits of its input (then
-        ``clamp`` can change what the next imagined step reads)."""
-        return self.transition == "belief" or "carried" in (self.bits, self.flags)
 
     def switches(self) -> dict[str, bool | str]:
         """The switch values by name (for reports and JSON)."""

@@ -489,7 +489,7 @@ def explanations(summaries: dict[str, dict], learned: dict | None) -> list[str]:
             + " Each switch is what the paper describes: the transition applied to the "
             "current belief state (§4.2: the sub-cell offset carried); noise that compounds "
             "because each prediction feeds the next step (§4.2: c1, c2 and the flags keep "
-            "their noisy value, nothing clamps them); flag noise that eventually flips the "
+            "their noisy value, nothing clamps them); flag noise that in time flips the "
             "carrying and door flags (§4.2: σR on a unit-range flag, not σR / 7); an oracle "
             "floor of 0.020 (Table 2: the distractors' expected position, not a sample). The "
             "tree is the one switch chosen against a literal reading of the text (§3 speaks of "
