@@ -12,10 +12,11 @@ path behind.
 
 Every model of the family, the oracle included, follows a ``Reading`` (``gridplan.readings``)
 of the choices §4.2 leaves open: whether predictions are clamped, whether the transition
-outputs clean cells or carries the belief's sub-cell offset, whether ``c1``/``c2`` are
-thresholded or carried noisy, the flags' noise scale and whether the distractors are sampled
-or predicted at their expected position. The default, ``PROJECT``, is what this repository
-started from.
+outputs clean cells or carries the belief's sub-cell offset, whether ``c1``/``c2`` and the
+carrying and door flags are thresholded or carried noisy, the flags' noise scale, whether the
+distractors are sampled or predicted at their expected position, and the planner's tree
+(which the fused scorer follows). The default, ``PROJECT``, is what this repository started
+from.
 
 Several noise settings can share one batch: a model built from ``M`` settings treats the
 ``N`` rows as ``M`` equal contiguous blocks, block ``m`` belonging to setting ``m``. The
