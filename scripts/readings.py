@@ -460,44 +460,76 @@ def explanations(summaries: dict[str, dict], learned: dict | None) -> list[str]:
             "gives too little of its training to say why."
         )
     if "paper" in s and all(s[n]["verdicts"] for n in s):
-        counts = {n: reproduced(x) for n, x in s.items()}
-        best = max(counts.values(), key=lambda c: c[0])[0]
-        leaders = [n for n, c in counts.items() if c[0] == best]
-        mine = counts["paper"]
-        twin = [n for n in s if n != "paper" and readings.get(n).switches() == PAPER_SWITCHES]
-        out.append(
-            "**Why `paper` is the reading it is.** "
-            + (f"It has the switches of `{twin[0]}`. " if twin else "")
-            + f"It reproduces {mine[0]} of {mine[1]} of the paper's effects on E1, E2, E5 and E6; "
-            + (
-                "no measured reading reproduces more"
-                if mine[0] == best
-                else f"{', '.join(f'`{n}`' for n in leaders)} reproduce {best}"
-            )
-            + "."
-            + (
-                " Under it the oracle's E_tot is {} (paper 0.020), the pair M(0, 0.3) and "
-                "M(0.35, 0.1) is {} apart in E_tot (paper 1%) and {} points apart in success "
-                "(paper 60).".format(
-                    fmt(s["paper"]["e1"]["oracle_E_tot"]),
-                    _pct(s["paper"]["e1"]["pair_E_tot_gap"]),
-                    _pct(s["paper"]["e1"]["pair_success_gap"]).rstrip("%"),
-                )
-                if s["paper"].get("e1")
-                else ""
-            )
-            + " Each switch is what the paper describes: the transition applied to the "
-            "current belief state (§4.2: the sub-cell offset carried); noise that compounds "
-            "because each prediction feeds the next step (§4.2: c1, c2 and the flags keep "
-            "their noisy value, nothing clamps them); flag noise that in time flips the "
-            "carrying and door flags (§4.2: σR on a unit-range flag, not σR / 7); an oracle "
-            "floor of 0.020 (Table 2: the distractors' expected position, not a sample). The "
-            "tree is the one switch chosen against a literal reading of the text (§3 speaks of "
-            "one noise sample per leaf, appendix D of a full-width expectimax): shared "
-            "prefixes are what bring E5's Task B success to the paper's 0.82 and M(0.35, "
-            "0.1)'s towards its 0.37 (tables above), which no independent-leaf reading does."
-        )
+        out.append(_paper_paragraph(s))
     return out
+
+
+def _flips(s: dict, frm: str, to: str) -> tuple[list[str], list[str]]:
+    """The effects ``to`` reproduces and ``frm`` does not, and the reverse."""
+    gained, lost = [], []
+    for g in COMPARED:
+        a, b = s[frm]["verdicts"].get(g, {}), s[to]["verdicts"].get(g, {})
+        for claim in b:
+            if b[claim] is True and a.get(claim) is False:
+                gained.append(claim)
+            if b[claim] is False and a.get(claim) is True:
+                lost.append(claim)
+    return gained, lost
+
+
+def _paper_paragraph(s: dict) -> str:
+    """Why the ``paper`` preset is the reading it is, from the verdict counts and numbers."""
+    counts = {n: reproduced(x)[0] for n, x in s.items()}
+    mine, total = reproduced(s["paper"])
+    twins = [n for n in s if n != "paper" and readings.get(n).switches() == PAPER_SWITCHES]
+    others = {n: c for n, c in counts.items() if n != "paper" and n not in twins}
+    ahead = [n for n, c in others.items() if c > mine]
+    tied = [n for n, c in others.items() if c == mine]
+    text = "**Why `paper` is the reading it is.** " + (
+        f"It has the switches of `{twins[0]}`. " if twins else ""
+    )
+    text += f"It reproduces {mine} of {total} of the paper's effects on E1, E2, E5 and E6"
+    if ahead:
+        text += "; " + ", ".join(f"`{n}` ({others[n]})" for n in ahead) + " reproduce more"
+    else:
+        text += "; no measured reading reproduces more"
+        if tied:
+            text += " (" + ", ".join(f"`{n}`" for n in tied) + " as many)"
+    e1 = s["paper"].get("e1")
+    if e1:
+        text += (
+            f". Under it the oracle's E_tot is {fmt(e1['oracle_E_tot'])} (paper 0.020), "
+            f"M(0, 0.3) and M(0.35, 0.1) are {_pct(e1['pair_E_tot_gap'])} apart in E_tot "
+            f"(paper 1%) and {_pct(e1['pair_success_gap']).rstrip('%')} points apart in "
+            "success (paper 60)"
+        )
+    text += (
+        ". Each of its model switches is what §4.2 describes: the true transition applied "
+        "to the current belief state (the sub-cell offset carried); noise that compounds "
+        "because each prediction feeds the next step (c1, c2 and the flags keep their noisy "
+        "value, nothing clamps them); flag noise that in time flips the carrying and door "
+        "flags (σR on a unit-range flag, not σR / 7); and Table 2's oracle floor of 0.020 is "
+        "the distractors' expected position, not a sample. The tree is chosen against a "
+        "literal reading of §3, which speaks of one noise sample per leaf, by what it "
+        "measures"
+    )
+    if "belief" in s and s["belief"].get("e5") and s["paper"].get("e5"):
+        b5, p5 = s["belief"]["e5"], s["paper"]["e5"]
+        b1, p1 = s["belief"]["e1"]["pair"][PAIR[1]], s["paper"]["e1"]["pair"][PAIR[1]]
+        text += (
+            f": over `belief` (the same model, independent leaves) it moves E5's Task B "
+            f"success from {fmt(b5['c1_B_success'], 2)} to {fmt(p5['c1_B_success'], 2)} "
+            f"(paper 0.82) and M(0.35, 0.1)'s from {fmt(b1['success'], 2)} to "
+            f"{fmt(p1['success'], 2)} (paper 0.37)"
+        )
+    text += "."
+    if "project" in s:
+        gained, lost = _flips(s, "project", "paper")
+        if gained:
+            text += " Against `project` it gains: " + "; ".join(gained) + "."
+        if lost:
+            text += " It loses: " + "; ".join(lost) + "."
+    return text
 
 
 def reproduced(summary: dict) -> tuple[int, int]:
