@@ -58,6 +58,21 @@ def group_section(name: str, folder: Path, figures: Path) -> tuple[str, dict]:
     return text, done
 
 
+def wall_time_note(results: Path, finished: list[str]) -> str:
+    """How the wall times were spent, from the groups' ``done.json`` and e3's training log."""
+    done = [json.loads((results / n / "done.json").read_text()) for n in finished]
+    threads = sorted({d.get("threads") for d in done} - {None})
+    note = f"Wall times: every group ran with {' or '.join(map(str, threads))} torch thread(s)."
+    e3 = results / "e3" / "results.json"
+    if "e3" in finished and e3.exists():
+        res = json.loads(e3.read_text())
+        note += (
+            f" E3 is almost all training: {len(res['runs'])} Lightning runs, "
+            f"{res['train_wall_seconds']:.0f} s of training in all."
+        )
+    return note + "\n\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     results, doc = Path(args.results), Path(args.doc)
@@ -125,7 +140,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     doc.parent.mkdir(parents=True, exist_ok=True)
     doc.write_text(
-        header + "\n".join(summary) + "\n\n" + readings_text + "\n".join(sections)
+        header
+        + "\n".join(summary)
+        + "\n\n"
+        + wall_time_note(results, finished)
+        + readings_text
+        + "\n".join(sections)
     )
     print(f"wrote {doc} and {figures}/")
     return 0
