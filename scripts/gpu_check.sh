@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One short check of the GPU paths (< 5 minutes on one GPU; docs/PERFORMANCE.md, "GPU check"):
+# One short check of the GPU paths (< 5 minutes on one GPU; docs/PERFORMANCE.md §10):
 #   1. the tests that take a device parameter, on cpu and cuda (tests/test_devices.py ...);
 #   2. bench_planner.py --device cuda: noise and oracle at D = 4, 6 with up to 100k episodes,
 #      the learned MLP (generic, tree, TorchRL) at D = 4, the tree at D = 4, 6 with 100k;
