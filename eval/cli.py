@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 from eval.report import format_table, model_report, write_json
-from gridplan.constants import TASKS
+from gridplan import tasks
 from gridplan.models import NoiseModel, OracleModel
 
 BUILTIN_MODELS = ("oracle", "noise")
@@ -85,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=unset,
         help="episodes per seed (default: 30; --ckpt: 40)",
     )
-    p.add_argument("--task", choices=TASKS, default="A")
+    p.add_argument("--task", choices=tasks.names(), default="A")
     p.add_argument("--horizon", type=_positive_int, default=10, help="open-loop rollout H")
     p.add_argument(
         "--eval-windows", type=_positive_int, default=1000, help="held-out windows of the metrics"
@@ -175,7 +175,7 @@ def _report(model, info: dict, args: argparse.Namespace) -> dict:
     return model_report(
         model,
         info,
-        task=args.task,
+        task=tasks.get(args.task),
         depth=args.depth,
         seeds=list(range(args.seeds)),
         episodes=args.episodes,

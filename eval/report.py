@@ -13,18 +13,20 @@ from pathlib import Path
 
 import torch
 
+from gridplan import tasks
 from gridplan.closed_loop import evaluate
 from gridplan.constants import DIM_NAMES, STATE_DIM
 from gridplan.data import eval_windows
 from gridplan.metrics import prediction_metrics
 from gridplan.stats import mean_se
+from gridplan.tasks import TASK_A, Task
 from gridplan.values import relevance_weights
 
 
 def model_report(
     model,
     model_info: dict,
-    task: str = "A",
+    task: Task = TASK_A,
     depth: int = 4,
     seeds: list[int] = tuple(range(10)),
     episodes: int = 30,
@@ -38,7 +40,7 @@ def model_report(
     Args:
         model: a single-setting ``WorldModel``.
         model_info: description stored under ``"model"`` (name, sigmas, checkpoint, ...).
-        task: ``"A"`` or ``"B"``.
+        task: the task (the report stores its name).
         depth: planner depth ``D``.
         seeds: closed-loop seeds; ``episodes`` episodes each.
         horizon: open-loop rollout length ``H`` of the metrics.
@@ -68,7 +70,7 @@ def model_report(
     mean, se, n = mean_se(results.success.float().cpu().numpy())
     return {
         "model": model_info,
-        "task": task,
+        "task": task.name,
         "depth": depth,
         "seeds": list(seeds),
         "episodes": episodes,
@@ -110,7 +112,7 @@ def format_table(report: dict) -> str:
     )
     width = max(len(k) for k, _ in rows)
     lines = [f"{k:<{width}}  {v}" for k, v in rows]
-    weights = relevance_weights(report["task"]).tolist()
+    weights = relevance_weights(tasks.get(report["task"])).tolist()
     order = sorted(range(STATE_DIM), key=lambda d: -weights[d])
     lines.append("per-dimension error (ordered by graded relevance weight):")
     for d in order:

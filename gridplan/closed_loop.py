@@ -1,4 +1,4 @@
-"""Closed-loop evaluation: plan in the model, act in the true environment (paper §3; SPEC §4).
+"""Closed-loop evaluation: plan in the model, act in the true environment (paper §3, §5.1).
 
 Episodes of every model setting run in lockstep as one batch laid out setting-major
 ``(M * b, 12)``; columns whose episodes have ended in every setting are dropped from the
@@ -13,9 +13,10 @@ from dataclasses import dataclass
 import torch
 from tqdm.auto import tqdm
 
-from gridplan.constants import HORIZON, STATE_DIM, check_task
+from gridplan.constants import STATE_DIM
 from gridplan.env import check_state, reset, step
 from gridplan.planner import Planner
+from gridplan.tasks import TASK_A, Task
 
 #: Codes of ``EpisodeResults.outcome``.
 OUTCOMES = ("goal", "hazard", "timeout")
@@ -29,7 +30,7 @@ class EpisodeResults:
     Attributes:
         success: ``(B,)`` bool, the active goal reached within the horizon.
         returns: ``(B,)`` float, undiscounted sum of true rewards.
-        steps: ``(B,)`` long, environment steps taken (``horizon`` on a timeout).
+        steps: ``(B,)`` long, environment steps taken (the horizon on a timeout).
         outcome: ``(B,)`` long codes into ``OUTCOMES``.
         trajectory: ``(T + 1, B, 12)`` true states (rows frozen after termination), or None.
         actions: ``(T, B)`` executed actions (-1 after termination), or None.
@@ -48,7 +49,7 @@ class EpisodeResults:
 
 
 def start_states(
-    seeds: Sequence[int], episodes: int, task: str = "A", device: torch.device | str = "cpu"
+    seeds: Sequence[int], episodes: int, task: Task = TASK_A, device: torch.device | str = "cpu"
 ) -> torch.Tensor:
     """Reset states for ``episodes`` episodes of each seed, seed-major: ``(S * E, 12)``.
 
@@ -56,6 +57,7 @@ def start_states(
 
     Raises:
         ValueError: if ``seeds`` is empty or ``episodes < 1``.
+        TypeError: if ``task`` is not a ``Task``.
     """
     if len(seeds) == 0:
         raise ValueError("seeds must not be empty")
@@ -72,7 +74,7 @@ def run_closed_loop(
     planner: Planner,
     start: torch.Tensor,
     generator: torch.Generator,
-    horizon: int = HORIZON,
+    horizon: int | None = None,
     record: bool = False,
     progress: bool = False,
 ) -> EpisodeResults:
@@ -83,7 +85,8 @@ def run_closed_loop(
         start: ``(B, 12)`` start states, setting-major if the model has several settings.
         generator: one stream for the true environment's distractors, planning noise and
             tie-breaks (same seed, same device -> same episodes).
-        horizon: maximum environment steps (60 in the paper).
+        horizon: maximum environment steps (default ``planner.task.horizon``, 60 in the
+            paper's tasks).
         record: keep the true trajectory and actions.
         progress: show a progress bar over environment steps.
 
@@ -94,9 +97,10 @@ def run_closed_loop(
         ValueError: on a malformed start batch or ``horizon < 1``.
     """
     check_state(start, "start")
+    task = planner.task
+    horizon = task.horizon if horizon is None else horizon
     if horizon < 1:
         raise ValueError(f"horizon must be >= 1, got {horizon}")
-    task = planner.task
     m = getattr(planner.model, "n_settings", 1)
     b = start.shape[0]
     if b % m:
@@ -145,7 +149,7 @@ def run_closed_loop(
 
 def evaluate(
     model,
-    task: str = "A",
+    task: Task = TASK_A,
     depth: int = 4,
     seeds: Sequence[int] = tuple(range(10)),
     episodes: int = 30,
@@ -161,9 +165,9 @@ def evaluate(
     environment stream is seeded from the seeds, so the call is reproducible.
 
     Raises:
-        ValueError: on an unknown task, ``depth < 1``, empty seeds or ``episodes < 1``.
+        ValueError: on ``depth < 1``, empty seeds or ``episodes < 1``.
+        TypeError: if ``task`` is not a ``Task``.
     """
-    check_task(task)
     planner = Planner(model, depth, task, device=device, **planner_kwargs)
     start = start_states(seeds, episodes, task, device)
     m = getattr(model, "n_settings", 1)

@@ -28,7 +28,7 @@ import yaml
 from omegaconf import II, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from gridplan.constants import TASKS
+from gridplan import tasks
 
 #: Config groups, in composition order.
 GROUPS = ("variant", "data", "model", "trainer")
@@ -368,7 +368,10 @@ def validate(cfg: DictConfig) -> DictConfig:
             d[key] in BEHAVIOUR_POLICIES,
             f"unknown data.{key} {d[key]!r}; valid choices: {', '.join(BEHAVIOUR_POLICIES)}",
         )
-    _require(d["task"] in TASKS, f"unknown data.task {d['task']!r}; valid: {', '.join(TASKS)}")
+    _require(
+        d["task"] in tasks.names(),
+        f"unknown data.task {d['task']!r}; valid: {', '.join(tasks.names())}",
+    )
     _require(
         0 < d["val_fraction"] < 1, f"data.val_fraction must lie in (0, 1): {d['val_fraction']}"
     )

@@ -1,4 +1,4 @@
-"""Logged transition datasets and held-out evaluation windows (paper §5.4, appendix; SPEC §5-§6).
+"""Logged transition datasets and held-out evaluation windows (paper §5.4, §5.5, appendix).
 
 Two behaviour policies log transitions ``(s, a, s', reward, terminated, events)`` from the true
 environment, batched over ``COLLECT_ENVS`` parallel episodes and seeded by one explicit
@@ -10,12 +10,13 @@ environment, batched over ``COLLECT_ENVS`` parallel episodes and seeded by one e
 - ``balanced``: an epsilon-greedy mixture over the exact optimal policy. At every reset an
   episode draws its exploration rate uniformly from ``BALANCED_EPSILONS``; each step it acts
   uniformly at random with that probability and greedily on exact ``Q*``
-  (``ValueTable(task).q_values``, ties broken at random) otherwise. The low-epsilon episodes
+  (``task.value_table().q_values``, ties broken at random) otherwise. The low-epsilon episodes
   pick up the key and open the door almost every time; the high-epsilon ones cover the state
   space around those paths.
 
-Episodes end at a goal or hazard (``terminated``) or are truncated after ``HORIZON = 60``
-steps, and the slot restarts from a fresh ``reset``. Budgets are transition counts
+Episodes end at a goal or hazard (``terminated``) or are truncated after ``task.horizon``
+steps (60 in the paper's tasks), and the slot restarts from a fresh ``reset``. Files store
+the task's name (``meta["task"]``). Budgets are transition counts
 (``parse_budget("12k") == 12000``).
 
 Letter legend: ``N`` transitions, ``W`` windows, ``H`` window length, ``S`` = 12 dims.
@@ -33,9 +34,9 @@ from pathlib import Path
 
 import torch
 
-from gridplan.constants import HORIZON, N_ACTIONS, STATE_DIM, STATE_LAYOUT_VERSION, check_task
+from gridplan.constants import N_ACTIONS, STATE_DIM, STATE_LAYOUT_VERSION
 from gridplan.env import check_state, reset, transition
-from gridplan.values import ValueTable
+from gridplan.tasks import TASK_A, Task, check
 
 BEHAVIOUR_POLICIES = ("random", "balanced")
 #: Per-episode exploration rates of the ``balanced`` mixture, drawn uniformly at each reset.
@@ -100,9 +101,9 @@ def _policy_meta(policy: str) -> dict:
 class _Behaviour:
     """Batched behaviour policy with per-row exploration rates (one per running episode)."""
 
-    def __init__(self, policy: str, task: str, device: torch.device) -> None:
+    def __init__(self, policy: str, task: Task, device: torch.device) -> None:
         self.policy = check_policy(policy)
-        self.table = ValueTable(task, device=device) if policy == "balanced" else None
+        self.table = task.value_table(device) if policy == "balanced" else None
         self.epsilons = torch.tensor(BALANCED_EPSILONS, device=device)
 
     def draw_eps(self, batch: int, generator: torch.Generator) -> torch.Tensor:
@@ -137,7 +138,7 @@ class TransitionDataset:
         actions: ``(N,)`` long in ``0..3``.
         next_states: ``(N, 12)`` float32.
         rewards: ``(N,)`` float32 true rewards.
-        terminated: ``(N,)`` bool, goal or hazard reached (truncation at 60 steps is not).
+        terminated: ``(N,)`` bool, goal or hazard reached (truncation at the horizon is not).
         pickup: ``(N,)`` bool, the key was picked up in this transition.
         door_opened: ``(N,)`` bool, the door was opened in this transition.
         goal: ``(N,)`` bool, the active goal was reached.
@@ -349,12 +350,16 @@ class TransitionDataset:
 
 
 def collect(
-    policy: str, transitions: int, seed: int, task: str = "A", device: torch.device | str = "cpu"
+    policy: str,
+    transitions: int,
+    seed: int,
+    task: Task = TASK_A,
+    device: torch.device | str = "cpu",
 ) -> TransitionDataset:
     """Log exactly ``transitions`` true transitions of a behaviour policy.
 
     ``min(COLLECT_ENVS, transitions)`` episodes run in lockstep; a slot whose episode
-    terminates or reaches ``HORIZON`` steps restarts from a fresh reset. Every random draw
+    terminates or reaches ``task.horizon`` steps restarts from a fresh reset. Every random draw
     (resets, distractors, actions, epsilons) comes from one
     ``torch.Generator(device).manual_seed(seed)``, so the same arguments give the same
     dataset on the same device. Rows are ordered by episode id, then step; the last steps
@@ -364,18 +369,18 @@ def collect(
         policy: ``"random"`` or ``"balanced"`` (see the module docstring).
         transitions: budget ``N >= 1``.
         seed: generator seed.
-        task: ``"A"`` or ``"B"`` (rewards, terminations and the ``balanced`` policy's Q*).
+        task: rewards, terminations, horizon and the ``balanced`` policy's Q*.
         device: where to simulate and store the tensors.
 
     Returns:
         A TransitionDataset of ``N`` rows.
 
     Raises:
-        ValueError: on an unknown policy (listing the valid ones), an unknown task or
-            ``transitions < 1``.
+        ValueError: on an unknown policy (listing the valid ones) or ``transitions < 1``.
+        TypeError: if ``task`` is not a ``Task``.
     """
     check_policy(policy)
-    check_task(task)
+    check(task)
     if isinstance(transitions, bool) or not isinstance(transitions, int) or transitions < 1:
         raise ValueError(f"transitions must be an integer >= 1, got {transitions!r}")
     gen = torch.Generator(device=device).manual_seed(seed)
@@ -406,7 +411,7 @@ def collect(
         for name, value in logged.items():
             rows[name].append(value)
         t = t + 1
-        done = terminated | (t >= HORIZON)
+        done = terminated | (t >= task.horizon)
         # Draw a full fresh batch every step (no host sync on how many episodes ended).
         state = torch.where(done.unsqueeze(1), reset(b, gen, task), nxt)
         eps = torch.where(done, behaviour.draw_eps(b, gen), eps)
@@ -415,13 +420,13 @@ def collect(
         next_id = next_id + done.sum()
         t = torch.where(done, torch.zeros_like(t), t)
     flat = {k: torch.cat(v)[:transitions] for k, v in rows.items()}
-    order = torch.argsort(flat["episode"] * (HORIZON + 1) + flat["t"])
+    order = torch.argsort(flat["episode"] * (task.horizon + 1) + flat["t"])
     meta = {
         "policy": policy,
         "transitions": transitions,
         "seed": seed,
-        "task": task,
-        "horizon": HORIZON,
+        "task": task.name,
+        "horizon": task.horizon,
         "layout_version": STATE_LAYOUT_VERSION,
         "n_envs": b,
         **_policy_meta(policy),
@@ -431,7 +436,7 @@ def collect(
 
 @dataclass
 class EvalWindows:
-    """Held-out windows of ``H`` consecutive logged behaviour-policy steps (SPEC §5).
+    """Held-out windows of ``H`` consecutive logged behaviour-policy steps (paper §5.5).
 
     Attributes:
         start: ``(W, 12)`` true state before the first step (= ``prev[:, 0]``).
@@ -515,16 +520,16 @@ def eval_windows(
     horizon: int = 10,
     seed: int = 10_000,
     policy: str = "balanced",
-    task: str = "A",
+    task: Task = TASK_A,
     device: torch.device | str = "cpu",
 ) -> EvalWindows:
     """Held-out evaluation windows of ``H`` consecutive behaviour-policy steps.
 
     Windows are cut from whole logged episodes that run at least ``H`` steps without
     terminating before step ``H`` of the window: rounds of ``max(n_windows, 256)`` behaviour
-    episodes are played from fresh resets (up to ``HORIZON`` steps); every episode of length
-    ``>= H`` contributes one window whose start step is uniform over the ``len - H + 1``
-    possible starts; rounds repeat until ``n_windows`` windows exist, and the first
+    episodes are played from fresh resets (up to ``task.horizon`` steps); every episode of
+    length ``>= H`` contributes one window whose start step is uniform over the
+    ``len - H + 1`` possible starts; rounds repeat until ``n_windows`` windows exist, and the first
     ``n_windows`` are kept. No window crosses an episode end (a terminating step may be the
     last of a window). Conditioning on length ``>= H`` slightly favours the longer, more
     exploratory episodes of the mixture. The default seed 10 000 is kept apart from the small
@@ -532,25 +537,27 @@ def eval_windows(
 
     Args:
         n_windows: ``W >= 1``.
-        horizon: ``H`` in ``1..HORIZON`` (paper: 10).
+        horizon: ``H`` in ``1..task.horizon`` (paper: 10).
         seed: generator seed (separate from training-data seeds).
         policy: behaviour policy, ``"balanced"`` by default.
-        task: ``"A"`` or ``"B"``.
+        task: rewards, terminations, episode length and the behaviour policy's Q*.
         device: where to simulate and store.
 
     Returns:
         EvalWindows with ``W`` windows.
 
     Raises:
-        ValueError: if ``n_windows < 1``, ``horizon`` is outside ``1..HORIZON``, or the
-            policy or task is unknown.
+        ValueError: if ``n_windows < 1``, ``horizon`` is outside ``1..task.horizon``, or the
+            policy is unknown.
+        TypeError: if ``task`` is not a ``Task``.
     """
     check_policy(policy)
-    check_task(task)
+    check(task)
     if isinstance(n_windows, bool) or not isinstance(n_windows, int) or n_windows < 1:
         raise ValueError(f"n_windows must be an integer >= 1, got {n_windows!r}")
-    if isinstance(horizon, bool) or not isinstance(horizon, int) or not 1 <= horizon <= HORIZON:
-        raise ValueError(f"horizon H must be an integer in 1..{HORIZON}, got {horizon!r}")
+    longest = task.horizon
+    if isinstance(horizon, bool) or not isinstance(horizon, int) or not 1 <= horizon <= longest:
+        raise ValueError(f"horizon H must be an integer in 1..{longest}, got {horizon!r}")
     gen = torch.Generator(device=device).manual_seed(seed)
     device = gen.device
     behaviour = _Behaviour(policy, task, device)
@@ -565,7 +572,7 @@ def eval_windows(
     meta = {
         "policy": policy,
         "seed": seed,
-        "task": task,
+        "task": task.name,
         "horizon": horizon,
         "n_windows": n_windows,
         "layout_version": STATE_LAYOUT_VERSION,
@@ -576,7 +583,7 @@ def eval_windows(
 
 
 def _window_round(
-    behaviour: _Behaviour, b: int, horizon: int, task: str, gen: torch.Generator
+    behaviour: _Behaviour, b: int, horizon: int, task: Task, gen: torch.Generator
 ) -> dict[str, torch.Tensor]:
     """Play ``b`` episodes and cut one window from each that runs ``>= horizon`` steps."""
     device = gen.device
@@ -585,7 +592,7 @@ def _window_round(
     alive = torch.ones(b, dtype=torch.bool, device=device)
     length = torch.zeros(b, dtype=torch.long, device=device)
     states, actions, pickups, doors = [state], [], [], []
-    for _ in range(HORIZON):
+    for _ in range(task.horizon):
         action = behaviour.act(state, eps, gen)
         state, _, terminated, info = transition(state, action, gen, task)
         states.append(state)
@@ -594,7 +601,7 @@ def _window_round(
         doors.append(info["door_opened"])
         length += alive.long()
         alive = alive & ~terminated
-    traj = torch.stack(states, dim=1)  # (b, HORIZON + 1, 12)
+    traj = torch.stack(states, dim=1)  # (b, task.horizon + 1, 12)
     act = torch.stack(actions, dim=1)
     pick = torch.stack(pickups, dim=1)
     door = torch.stack(doors, dim=1)

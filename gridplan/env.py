@@ -1,9 +1,10 @@
 """The factored gridworld as batched pure functions over ``(B, 12)`` state tensors.
 
-Paper §3 and appendix D; SPEC §1. ``reset`` and ``step`` never loop over episodes in Python
-and draw every random number from an explicit ``torch.Generator``, so the same seed gives
-the same episodes on the same device. ``step`` returns ``terminated`` only; truncation at
-the horizon is the caller's business (see ``gridplan.rollout``).
+Paper §3 and appendix D. ``reset`` and ``step`` never loop over episodes in Python and draw
+every random number from an explicit ``torch.Generator``, so the same seed gives the same
+episodes on the same device. The task (``gridplan.tasks.Task``) supplies the goal and hazard
+cells. ``step`` returns ``terminated`` only; truncation at ``task.horizon`` is the caller's
+business (``gridplan.closed_loop``, ``gridplan.data``).
 
 Letter legend used in shapes: ``B`` batch rows, ``S`` = 12 state dimensions.
 """
@@ -28,20 +29,15 @@ from gridplan.constants import (
     DISTRACTOR_MOVES,
     DOOR_CELL,
     DOOR_OPEN,
-    GOAL_A,
-    GOAL_B_C1_FALSE,
-    GOAL_B_C1_TRUE,
-    GOAL_REWARD,
     GRID_SIZE,
-    HAZARD_REWARD,
     KEY_X,
     KEY_Y,
     MOVES,
     N_ACTIONS,
     STATE_DIM,
     WALL_X,
-    check_task,
 )
+from gridplan.tasks import GOAL_REWARD, HAZARD_REWARD, TASK_A, Task, check
 
 #: Cells of the western chamber (x <= 4) in which agent and key start: (40, 2) long.
 WEST_CELLS = torch.tensor(
@@ -109,40 +105,21 @@ def to_flag(value: torch.Tensor) -> torch.Tensor:
     return value > 0.5
 
 
-def goal_cells(c1: torch.Tensor, task: str) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Active goal and hazard cells per row.
-
-    Args:
-        c1: ``(B,)`` bool, the static colour bit (only Task B reads it).
-        task: ``"A"`` or ``"B"``.
-
-    Returns:
-        ``(goal, hazard)``: ``(B, 2)`` long cells; ``hazard`` is ``None`` in Task A.
-    """
-    if task == "A":
-        goal = torch.tensor(GOAL_A, device=c1.device).expand(c1.shape[0], 2)
-        return goal, None
-    low = torch.tensor(GOAL_B_C1_FALSE, device=c1.device)
-    high = torch.tensor(GOAL_B_C1_TRUE, device=c1.device)
-    pick = c1.unsqueeze(1)
-    return torch.where(pick, high, low), torch.where(pick, low, high)
-
-
 def outcome(
-    agent: torch.Tensor, c1: torch.Tensor, task: str
+    agent: torch.Tensor, c1: torch.Tensor, task: Task
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Sparse reward of arriving in a state (paper §3, §5.3).
 
     Args:
         agent: ``(B, 2)`` long agent cells.
-        c1: ``(B,)`` bool colour bit.
-        task: ``"A"`` or ``"B"``.
+        c1: ``(B,)`` bool colour bit (read only by a task that swaps its goal on it).
+        task: the goal and hazard cells (``task.goal_cells``).
 
     Returns:
         ``(reward, goal, hazard)``: ``(B,)`` float reward (+1 goal, -1 hazard, else 0) and
         ``(B,)`` bool flags; the state is terminal where ``goal | hazard``.
     """
-    goal_cell, hazard_cell = goal_cells(c1, task)
+    goal_cell, hazard_cell = task.goal_cells(c1)
     goal = (agent == goal_cell).all(dim=1)
     if hazard_cell is None:
         hazard = torch.zeros_like(goal)
@@ -171,7 +148,7 @@ def relevant_step(
     door_open: torch.Tensor,
     action: torch.Tensor,
 ) -> RelevantStep:
-    """Deterministic dynamics of agent, key and door on integer cells (SPEC §1).
+    """Deterministic dynamics of agent, key and door on integer cells (paper §3, appendix D).
 
     A move off the grid, into the wall column or into the closed door leaves the agent in
     place. Moving into the closed door while carrying opens it (the agent stays this step).
@@ -231,7 +208,7 @@ def walk_distractor(cell: torch.Tensor, generator: torch.Generator) -> torch.Ten
 
 
 def transition(
-    state: torch.Tensor, action: torch.Tensor, generator: torch.Generator, task: str = "A"
+    state: torch.Tensor, action: torch.Tensor, generator: torch.Generator, task: Task = TASK_A
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
     """The true transition applied to any (possibly noisy) state, without validation.
 
@@ -243,7 +220,7 @@ def transition(
         state: ``(B, 12)`` float, normalized ``[0, 1]``.
         action: ``(B,)`` long in ``0..3``.
         generator: draws the distractor moves.
-        task: ``"A"`` or ``"B"``.
+        task: the reward and termination cells (the next state does not depend on it).
 
     Returns:
         ``(next_state, reward, terminated, info)`` as in ``step``.
@@ -271,15 +248,15 @@ def transition(
 
 
 def step(
-    state: torch.Tensor, action: torch.Tensor, generator: torch.Generator, task: str = "A"
+    state: torch.Tensor, action: torch.Tensor, generator: torch.Generator, task: Task = TASK_A
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
-    """One true environment step for a batch (SPEC §1).
+    """One true environment step for a batch (paper §3, appendix D).
 
     Args:
         state: ``(B, 12)`` float, normalized ``[0, 1]``.
         action: ``(B,)`` integer in ``0..3`` (up, down, left, right).
         generator: explicit source of the distractor randomness (d1 walk, d2 redraw).
-        task: ``"A"`` or ``"B"``.
+        task: the reward and termination cells.
 
     Returns:
         ``next_state`` ``(B, 12)``; ``reward`` ``(B,)`` float; ``terminated`` ``(B,)`` bool
@@ -287,9 +264,10 @@ def step(
         ``door_opened``, ``goal``, ``hazard``.
 
     Raises:
-        ValueError: on a malformed or non-finite state, bad actions or an unknown task.
+        ValueError: on a malformed or non-finite state or bad actions.
+        TypeError: if ``task`` is not a ``Task``.
     """
-    check_task(task)
+    check(task)
     check_state(state)
     check_action(action, state.shape[0])
     return transition(state, action.long(), generator, task)
@@ -312,22 +290,24 @@ def encode(
     return torch.cat(cols, dim=1).float()
 
 
-def reset(batch: int, generator: torch.Generator, task: str = "A") -> torch.Tensor:
-    """Initial states (SPEC §1): agent and key on distinct uniform western cells (x <= 4),
+def reset(batch: int, generator: torch.Generator, task: Task = TASK_A) -> torch.Tensor:
+    """Initial states (paper §3): agent and key on distinct uniform western cells (x <= 4),
     ``c1``, ``c2`` ~ Bernoulli(0.5), distractors on uniform cells, door closed, key not carried.
 
     Args:
         batch: number of episodes ``B`` >= 1.
         generator: explicit randomness; the states live on ``generator.device``.
-        task: ``"A"`` or ``"B"`` (the layout is the same; validated for early errors).
+        task: the task played; every task starts from this distribution (checked for an
+            early error).
 
     Returns:
         ``(B, 12)`` float32 states.
 
     Raises:
-        ValueError: if ``batch < 1`` or the task is unknown.
+        ValueError: if ``batch < 1``.
+        TypeError: if ``task`` is not a ``Task``.
     """
-    check_task(task)
+    check(task)
     if batch < 1:
         raise ValueError(f"batch must be >= 1, got {batch}")
     device = generator.device

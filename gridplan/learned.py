@@ -1,4 +1,4 @@
-"""Learned MLP world models and their self-describing checkpoints (paper §5.4; SPEC §6).
+"""Learned MLP world models and their self-describing checkpoints (paper §5.4, Table 3).
 
 The network maps ``(state (N, 12), one-hot action (N, 4))`` to the change of the state and
 adds it back (delta prediction), so an MLP only has to learn what moves. It holds ``K``

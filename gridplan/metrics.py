@@ -1,4 +1,4 @@
-"""Prediction-error metrics of any world model (paper §3 "Metrics", §4.1, §5.4, appendix; SPEC §5).
+"""Prediction-error metrics of any world model (paper §3 "Metrics", §4.1, §5.4, appendix).
 
 Every metric is computed from ``H``-step open-loop rollouts on held-out windows
 (``gridplan.data.eval_windows``): the model starts from the true window start, is driven by the
@@ -15,11 +15,10 @@ logged behaviour actions (teacher-forced actions) and is fed its own predictions
   every logged key pickup and door opening (e.g. the mean predicted ``carrying`` at pickup).
 - ``VPE = mean_{W,H}(V*(pred_t) - V*(target_t))^2`` with the task's exact value table.
 
-Standard DRPE weights (``standard_weights``): ``binary`` and ``graded`` use the paper's
-relevant set, dims 0-5 (``binary_weights("A")``, ``relevance_weights("A")``), in both tasks,
-so they are comparable across tasks; in Task B, ``task`` adds the task's own relevance
-(``binary_weights("B")``: ``c1`` relevant too), which is what separates noise on ``c1`` from
-noise on ``c2`` (paper §5.3).
+Standard DRPE weights (``standard_weights``): ``binary`` and ``graded`` are the paper's
+weightings, those of Task A (``PAPER_TASK``: dims 0-5), in every task, so they are comparable
+across tasks; a task whose own relevant set differs adds ``task``, its binary weights (Task B:
+``c1`` relevant too), which is what separates noise on ``c1`` from noise on ``c2`` (paper §5.3).
 
 Multi-setting models (``model.n_settings = M > 1``): the windows are tiled ``M`` times
 setting-major (row ``m * W + i`` is window ``i`` under setting ``m``), rollouts come back as
@@ -33,12 +32,15 @@ from dataclasses import dataclass
 
 import torch
 
-from gridplan.constants import CARRYING, DIM_NAMES, DOOR_OPEN, STATE_DIM, check_task
+from gridplan.constants import CARRYING, DIM_NAMES, DOOR_OPEN, STATE_DIM
 from gridplan.data import EvalWindows
-from gridplan.values import ValueTable, binary_weights, relevance_weights
+from gridplan.tasks import TASK_A, Task, check
+from gridplan.values import binary_weights, relevance_weights
 
 #: Names of the built-in DRPE weightings; user weights may not reuse them.
 STANDARD_WEIGHTS = ("binary", "graded", "task")
+#: The task whose relevance defines the paper's ``binary`` and ``graded`` weightings (§4.1).
+PAPER_TASK = TASK_A
 
 
 def _n_settings(model) -> int:
@@ -200,13 +202,18 @@ def drpe(sq: torch.Tensor, weights) -> float:
     return float((profile(sq).cpu() * w).sum())
 
 
-def standard_weights(task: str = "A") -> dict[str, torch.Tensor]:
-    """The built-in DRPE weightings: ``binary`` and ``graded`` over dims 0-5 in every task,
-    plus ``task`` (Task B's binary relevance, ``c1`` included) in Task B."""
-    check_task(task)
-    out = {"binary": binary_weights("A"), "graded": relevance_weights("A")}
-    if task == "B":
-        out["task"] = binary_weights("B")
+def standard_weights(task: Task = TASK_A) -> dict[str, torch.Tensor]:
+    """The built-in DRPE weightings: ``binary`` and ``graded`` of ``PAPER_TASK`` in every
+    task, plus ``task`` (``binary_weights(task)``) when the task's relevant set differs from
+    the paper's (Task B: ``c1`` included).
+
+    Raises:
+        TypeError: if ``task`` is not a ``Task``.
+    """
+    check(task)
+    out = {"binary": binary_weights(PAPER_TASK), "graded": relevance_weights(PAPER_TASK)}
+    if set(task.relevant_dims) != set(PAPER_TASK.relevant_dims):
+        out["task"] = binary_weights(task)
     return out
 
 
@@ -287,8 +294,8 @@ class PredictionMetrics:
 
     Attributes:
         E_tot: mean squared error over windows, ``H`` steps and 12 dims (normalized units).
-        DRPE: weighting name -> DRPE: ``binary``, ``graded`` (dims 0-5), ``task`` in Task B,
-            plus user weightings by name.
+        DRPE: weighting name -> DRPE: ``binary``, ``graded`` (dims 0-5), ``task`` where the
+            task's relevant set differs (Task B), plus user weightings by name.
         profile: ``(12,)`` per-dimension mean squared error (sums to ``12 * E_tot``).
         step_profile: ``(H, 12)`` per-step, per-dimension mean squared error.
         event_audit: see ``event_audit``.
@@ -327,7 +334,7 @@ class PredictionMetrics:
 def prediction_metrics(
     model,
     windows: EvalWindows,
-    task: str = "A",
+    task: Task = TASK_A,
     weights: dict[str, torch.Tensor] | None = None,
     generator: torch.Generator | None = None,
 ) -> list[PredictionMetrics]:
@@ -336,7 +343,7 @@ def prediction_metrics(
     Args:
         model: a ``WorldModel`` with ``M = n_settings`` (1 for ordinary models).
         windows: held-out windows, ``W`` of ``H`` steps (``gridplan.data.eval_windows``).
-        task: ``"A"`` or ``"B"``: the standard weightings and the V* table of the VPE.
+        task: the standard weightings (``standard_weights``) and the V* table of the VPE.
         weights: extra DRPE weightings by name, each ``(12,)`` (normalized to sum 1).
         generator: the model's randomness; default ``Generator(device).manual_seed(0)``,
             giving models evaluated one by one common random numbers.
@@ -345,11 +352,11 @@ def prediction_metrics(
         ``M`` PredictionMetrics, setting order.
 
     Raises:
-        ValueError: on an unknown task, malformed windows, bad weights (wrong length,
-            negative, non-finite, all zero, or a built-in name), or a model output of the
-            wrong shape or non-finite (the message names the model output).
+        ValueError: on malformed windows, bad weights (wrong length, negative, non-finite,
+            all zero, or a built-in name), or a model output of the wrong shape or
+            non-finite (the message names the model output).
+        TypeError: if ``task`` is not a ``Task``.
     """
-    check_task(task)
     windows.check()
     all_weights = standard_weights(task)
     for name, w in (weights or {}).items():
@@ -365,7 +372,7 @@ def prediction_metrics(
         m, len(windows), windows.horizon, STATE_DIM
     )
     sq = squared_errors(pred, windows.targets)
-    table = ValueTable(task, device=device)
+    table = task.value_table(device)
     v_pred = table.lookup(pred.reshape(-1, STATE_DIM)).view(m, -1)
     v_true = table.lookup(windows.targets.reshape(-1, STATE_DIM)).view(1, -1)
     vpe = (v_pred - v_true).square().mean(dim=1)

@@ -1,11 +1,14 @@
 """World-model interface, the oracle and the controlled noise family M(sigma_r, sigma_i).
 
-Paper §4.2; SPEC §3. Every model is one imagined step
-``predict(state (N, 12), action (N,), generator) -> (N, 12)``; the planner and every metric
-use only this, plus ``start_rollout`` before each imagined rollout (models with memory
-across imagined steps, such as AR(1) noise, reset it there). The one exception: the planner
-rolls ``NoiseModel``, ``OracleModel`` and ``AR1NoiseModel`` themselves (not subclasses) through
-``gridplan.fused``, the same arithmetic on the decision-relevant dims only.
+Paper §4.2. Every model is one imagined step
+``predict(state (N, 12), action (N,), generator) -> (N, 12)``; every metric uses only this,
+plus ``start_rollout`` before each imagined rollout (models with memory across imagined
+steps, such as AR(1) noise, reset it there). The planner asks the model for its leaf scorer
+(``leaf_scorer``, ``gridplan.scorers``): by default the generic one, through ``predict``;
+the noise family declares ``gridplan.fused.FusedNoiseScorer``, the same arithmetic on the
+decision-relevant dims only. A subclass of ``NoiseModel`` is scored through its ``predict``
+unless it declares ``leaf_scorer`` itself, so changing ``predict`` never leaves a stale fast
+path behind.
 
 Several noise settings can share one batch: a model built from ``M`` settings treats the
 ``N`` rows as ``M`` equal contiguous blocks, block ``m`` belonging to setting ``m``. The
@@ -20,8 +23,11 @@ from collections.abc import Sequence
 
 import torch
 
-from gridplan.constants import CELL_SCALE, NOISE_RELEVANT_DIMS, STATE_DIM
+from gridplan.constants import CELL_SCALE, STATE_DIM
 from gridplan.env import check_action, check_state, transition
+from gridplan.fused import FusedNoiseScorer
+from gridplan.scorers import DEFAULT_MAX_MEMORY, GenericScorer, LeafScorer
+from gridplan.tasks import TASK_A, Task
 
 
 class WorldModel(abc.ABC):
@@ -48,10 +54,33 @@ class WorldModel(abc.ABC):
     def start_rollout(self, batch: int, generator: torch.Generator) -> None:  # noqa: B027
         """Called before each imagined rollout of ``batch`` rows; stateless models ignore it."""
 
+    def leaf_scorer(
+        self,
+        task: Task,
+        depth: int,
+        device: torch.device | str = "cpu",
+        max_memory: int = DEFAULT_MAX_MEMORY,
+        max_rows: int | None = None,
+    ) -> LeafScorer:
+        """The scorer the planner's search uses for this model (``gridplan.scorers``).
 
-def _sigma_block(sigma_r, sigma_i) -> torch.Tensor:
-    """``(M, 12)`` per-dimension noise scales (normalized units) from sigma_r (grid cells) and
-    sigma_i (normalized units), each a float or a length-M sequence."""
+        The default rolls every leaf through ``predict`` (``GenericScorer``); a model that can
+        score leaves faster, with the same decisions, returns its own ``LeafScorer``.
+
+        Args:
+            task: reward and V* of the leaf scores.
+            depth: search depth ``D >= 1``.
+            device: where the V* table (and any buffers) live.
+            max_memory: bytes for the leaf tensors of one chunk.
+            max_rows: optional hard cap on leaf rows per chunk.
+        """
+        return GenericScorer(self, task, depth, device, max_memory, max_rows)
+
+
+def _sigma_block(sigma_r, sigma_i, dims: tuple[int, ...]) -> torch.Tensor:
+    """``(M, 12)`` per-dimension noise scales (normalized units) from sigma_r (grid cells) on
+    ``dims`` and sigma_i (normalized units) on the others, each a float or a length-M
+    sequence."""
     sr = torch.as_tensor(sigma_r, dtype=torch.float32).reshape(-1)
     si = torch.as_tensor(sigma_i, dtype=torch.float32).reshape(-1)
     if sr.numel() != si.numel():
@@ -64,7 +93,7 @@ def _sigma_block(sigma_r, sigma_i) -> torch.Tensor:
                 f"sigma_r and sigma_i must have the same length, got {sr.numel()} and {si.numel()}"
             )
     sigma = si.unsqueeze(1).repeat(1, STATE_DIM)
-    sigma[:, list(NOISE_RELEVANT_DIMS)] = (sr / CELL_SCALE).unsqueeze(1)
+    sigma[:, list(dims)] = (sr / CELL_SCALE).unsqueeze(1)
     return sigma
 
 
@@ -90,32 +119,49 @@ class NoiseModel(WorldModel):
     Args:
         sigma: ``(M, 12)`` or ``(12,)`` per-dimension noise std, normalized units.
             Use ``NoiseModel.controlled`` for the paper's ``M(sigma_r, sigma_i)``.
+        noise_dims: the dims ``settings`` reports as ``sigma_r`` (the rest as ``sigma_i``).
 
     Raises:
         ValueError: if ``sigma`` is negative, non-finite or of the wrong shape.
     """
 
-    def __init__(self, sigma: torch.Tensor) -> None:
+    def __init__(
+        self, sigma: torch.Tensor, noise_dims: tuple[int, ...] = TASK_A.noise_relevant_dims
+    ) -> None:
         self.sigma = check_sigma(sigma)
+        self.noise_dims = tuple(noise_dims)
         self.n_settings = self.sigma.shape[0]
         self._deterministic = bool((self.sigma == 0).all())
 
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        # The fused scorer re-derives this family's predict; a subclass opts in explicitly.
+        if "leaf_scorer" not in cls.__dict__:
+            cls.leaf_scorer = WorldModel.leaf_scorer
+
     @classmethod
-    def controlled(cls, sigma_r, sigma_i) -> NoiseModel:
-        """``M(sigma_r, sigma_i)``: ``sigma_r`` in grid cells on the Task A relevant dims
-        (0-5), ``sigma_i`` in normalized units on the other six. Floats or length-M sequences.
+    def controlled(cls, sigma_r, sigma_i, task: Task = TASK_A) -> NoiseModel:
+        """``M(sigma_r, sigma_i)``: ``sigma_r`` in grid cells on ``task.noise_relevant_dims``
+        (the paper's dims 0-5 in every task), ``sigma_i`` in normalized units on the others.
+        Floats or length-M sequences.
 
         Raises:
             ValueError: if any sigma is negative or not finite, or the lengths differ.
         """
-        return cls(_sigma_block(sigma_r, sigma_i))
+        dims = task.noise_relevant_dims
+        return cls(_sigma_block(sigma_r, sigma_i, dims), noise_dims=dims)
+
+    def leaf_scorer(self, task, depth, device="cpu", max_memory=DEFAULT_MAX_MEMORY, max_rows=None):
+        """``FusedNoiseScorer`` with this model's sigma (see ``WorldModel.leaf_scorer``)."""
+        return FusedNoiseScorer(self.sigma, None, task, depth, device, max_memory, max_rows)
 
     def settings(self) -> list[dict]:
-        """One dict per setting, for reports: ``sigma_r`` (cells), ``sigma_i``, ``sigma``."""
+        """One dict per setting, for reports: ``sigma_r`` (cells) on ``noise_dims`` and
+        ``sigma_i`` on the others where each is uniform, else the whole ``sigma``."""
         out = []
         for row in self.sigma:
-            rel = row[list(NOISE_RELEVANT_DIMS)]
-            irr = row[[d for d in range(STATE_DIM) if d not in NOISE_RELEVANT_DIMS]]
+            rel = row[list(self.noise_dims)]
+            irr = row[[d for d in range(STATE_DIM) if d not in self.noise_dims]]
             item = {"sigma": [round(float(v), 6) for v in row]}
             if (rel == rel[0]).all() and (irr == irr[0]).all():
                 item = {
@@ -157,6 +203,8 @@ class NoiseModel(WorldModel):
 class OracleModel(NoiseModel):
     """The true transition (stochastic distractors included): ``M(0, 0)``."""
 
+    leaf_scorer = NoiseModel.leaf_scorer
+
     def __init__(self) -> None:
         super().__init__(torch.zeros(1, STATE_DIM))
 
@@ -170,22 +218,34 @@ class AR1NoiseModel(NoiseModel):
     Args:
         sigma: ``(M, 12)`` or ``(12,)`` noise std, normalized units.
         rho: correlation in ``[0, 1)``.
+        noise_dims: as in ``NoiseModel``.
 
     Raises:
         ValueError: on bad ``sigma`` or ``rho`` outside ``[0, 1)``.
     """
 
-    def __init__(self, sigma: torch.Tensor, rho: float = 0.8) -> None:
-        super().__init__(sigma)
+    def __init__(
+        self,
+        sigma: torch.Tensor,
+        rho: float = 0.8,
+        noise_dims: tuple[int, ...] = TASK_A.noise_relevant_dims,
+    ) -> None:
+        super().__init__(sigma, noise_dims)
         if not 0.0 <= rho < 1.0:
             raise ValueError(f"rho must lie in [0, 1), got {rho}")
         self.rho = float(rho)
         self._state: torch.Tensor | None = None
 
     @classmethod
-    def controlled(cls, sigma_r, sigma_i, rho: float = 0.8) -> AR1NoiseModel:
-        """AR(1) version of ``M(sigma_r, sigma_i)``; units as in ``NoiseModel.controlled``."""
-        return cls(_sigma_block(sigma_r, sigma_i), rho)
+    def controlled(cls, sigma_r, sigma_i, rho: float = 0.8, task: Task = TASK_A) -> AR1NoiseModel:
+        """AR(1) version of ``M(sigma_r, sigma_i)``; units and dims as in
+        ``NoiseModel.controlled``."""
+        dims = task.noise_relevant_dims
+        return cls(_sigma_block(sigma_r, sigma_i, dims), rho, noise_dims=dims)
+
+    def leaf_scorer(self, task, depth, device="cpu", max_memory=DEFAULT_MAX_MEMORY, max_rows=None):
+        """``FusedNoiseScorer`` with this model's sigma and ``rho``."""
+        return FusedNoiseScorer(self.sigma, self.rho, task, depth, device, max_memory, max_rows)
 
     def start_rollout(self, batch, generator):
         self._state = None
@@ -202,9 +262,11 @@ class AR1NoiseModel(NoiseModel):
         return (nxt + self._state).clamp_(0.0, 1.0)
 
 
-def noise_grid(sigma_r: Sequence[float], sigma_i: Sequence[float]) -> NoiseModel:
+def noise_grid(
+    sigma_r: Sequence[float], sigma_i: Sequence[float], task: Task = TASK_A
+) -> NoiseModel:
     """All ``len(sigma_r) * len(sigma_i)`` settings of ``M(sigma_r, sigma_i)`` as one model,
-    ``sigma_r``-major (the paper's 8x6 grid, §5.1)."""
+    ``sigma_r``-major (the paper's 8x6 grid, §5.1); dims as in ``NoiseModel.controlled``."""
     sr = [r for r in sigma_r for _ in sigma_i]
     si = [i for _ in sigma_r for i in sigma_i]
-    return NoiseModel.controlled(sr, si)
+    return NoiseModel.controlled(sr, si, task)

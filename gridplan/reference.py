@@ -1,11 +1,13 @@
 """Plain-Python reference of the environment and the planner, one episode at a time.
 
 The batched code in ``gridplan.env`` and ``gridplan.planner`` is checked against this module
-on random seeds (STYLE.md §6), and benchmarks use ``ref_plan`` as the per-episode,
-leaf-by-leaf baseline. It is written from SPEC §1 and §4 on ints, bools and tuples, without
-calling the batched functions, so that agreement between the two is evidence that both
-follow the rules. The only shared input is the exact V* table (``gridplan.values``), read
-here as a plain Python list; V* itself is checked on hand-worked cells by the tests.
+on random seeds (``tests/test_reference.py``), and benchmarks use ``ref_plan`` as the
+per-episode, leaf-by-leaf baseline. It is written from the rules of paper §3 and appendix D
+on ints, bools and tuples, without calling the batched functions, so that agreement between
+the two is evidence that both follow the rules. The shared inputs are the task's data (its
+goal and hazard cells, ``gamma``: ``gridplan.tasks.Task``) and the exact V* table
+(``gridplan.values``), read here as a plain Python list; V* itself is checked on hand-worked
+cells by the tests.
 
 Conventions shared with the batched code (they are the specification, not code reuse):
 state layout and normalization (position = cell / 7), action order up/down/left/right, the
@@ -24,22 +26,11 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from gridplan.constants import (
-    DOOR_CELL,
-    GAMMA,
-    GOAL_A,
-    GOAL_B_C1_FALSE,
-    GOAL_B_C1_TRUE,
-    GOAL_REWARD,
-    GRID_SIZE,
-    HAZARD_REWARD,
-    STATE_DIM,
-    WALL_X,
-    check_task,
-)
+from gridplan.constants import DOOR_CELL, GRID_SIZE, STATE_DIM, WALL_X
 from gridplan.planner import TIE_TOLERANCE
+from gridplan.tasks import GOAL_REWARD, HAZARD_REWARD, TASK_A, Task, check
 
-#: (dx, dy) of up, down, left, right (SPEC §1).
+#: (dx, dy) of up, down, left, right (paper appendix D).
 REF_MOVES = ((0, 1), (0, -1), (-1, 0), (1, 0))
 #: Moves of the d1 random walk: the four actions, then stay (index 4).
 REF_DISTRACTOR_MOVES = (*REF_MOVES, (0, 0))
@@ -105,11 +96,11 @@ def ref_decode(vector: Sequence[float]) -> RefState:
     return RefState(*fields)
 
 
-def ref_outcome(cell: tuple[int, int], c1: bool, task: str) -> tuple[float, bool, bool]:
+def ref_outcome(cell: tuple[int, int], c1: bool, task: Task) -> tuple[float, bool, bool]:
     """Reward of arriving at ``cell``: ``(reward, goal, hazard)`` (paper §3, §5.3)."""
-    if task == "A":
-        return (GOAL_REWARD, True, False) if cell == GOAL_A else (0.0, False, False)
-    goal, hazard = (GOAL_B_C1_TRUE, GOAL_B_C1_FALSE) if c1 else (GOAL_B_C1_FALSE, GOAL_B_C1_TRUE)
+    goal, hazard = task.goal, task.hazard
+    if task.swap_on_c1 and c1:
+        goal, hazard = hazard, goal
     if cell == goal:
         return GOAL_REWARD, True, False
     if cell == hazard:
@@ -118,25 +109,26 @@ def ref_outcome(cell: tuple[int, int], c1: bool, task: str) -> tuple[float, bool
 
 
 def ref_step(
-    state: RefState, action: int, d1_move: int, d2_cell: tuple[int, int], task: str = "A"
+    state: RefState, action: int, d1_move: int, d2_cell: tuple[int, int], task: Task = TASK_A
 ) -> tuple[RefState, float, bool, dict[str, bool]]:
-    """One true environment step of one episode, with the distractor draws given (SPEC §1).
+    """One true environment step of one episode, with the distractor draws given (paper §3).
 
     Args:
         state: the current discrete state.
         action: ``0..3`` (up, down, left, right).
         d1_move: ``0..4``, index into ``REF_DISTRACTOR_MOVES`` (4 = stay); clipped to the grid.
         d2_cell: the freshly drawn d2 cell ``(x, y)``.
-        task: ``"A"`` or ``"B"``.
+        task: the goal and hazard cells.
 
     Returns:
         ``(next_state, reward, terminated, info)`` with ``info`` the bool events ``pickup``,
         ``door_opened``, ``goal``, ``hazard``.
 
     Raises:
-        ValueError: on an action outside ``0..3``, a d1 move outside ``0..4`` or an unknown task.
+        ValueError: on an action outside ``0..3`` or a d1 move outside ``0..4``.
+        TypeError: if ``task`` is not a ``Task``.
     """
-    check_task(task)
+    check(task)
     if not isinstance(action, int) or not 0 <= action < len(REF_MOVES):
         raise ValueError(f"action must be an int in 0..3, got {action!r}")
     if not isinstance(d1_move, int) or not 0 <= d1_move < len(REF_DISTRACTOR_MOVES):
@@ -166,26 +158,28 @@ def ref_step(
     return nxt, reward, goal or hazard, info
 
 
-def ref_value(table: Sequence[float], state: RefState, task: str = "A") -> float:
+def ref_value(table: Sequence[float], state: RefState, task: Task = TASK_A) -> float:
     """V* of a discrete state read from the flat table of ``gridplan.values.ValueTable``.
 
-    The table is ordered agent x, agent y, key x, key y, carrying, door open (, c1 in Task B),
-    last index fastest.
+    The table is ordered agent x, agent y, key x, key y, carrying, door open (, c1 when
+    ``task.reads_c1``), last index fastest.
     """
     idx = (state.agent_x * GRID_SIZE + state.agent_y) * GRID_SIZE**2
     idx += state.key_x * GRID_SIZE + state.key_y
     idx = (idx * 2 + state.carrying) * 2 + state.door_open
-    if task == "B":
+    if task.reads_c1:
         idx = idx * 2 + state.c1
     return table[idx]
 
 
-@functools.lru_cache(maxsize=4)
-def value_table_list(task: str = "A", gamma: float = GAMMA) -> tuple[float, ...]:
-    """The exact V* table of ``task`` as a plain tuple (computed once, then cached)."""
-    from gridplan.values import ValueTable
+@functools.lru_cache(maxsize=8)
+def value_table_list(task: Task = TASK_A) -> tuple[float, ...]:
+    """The exact V* table of ``task`` as a plain tuple (computed once, then cached).
 
-    return tuple(ValueTable(check_task(task), gamma).table.tolist())
+    Raises:
+        TypeError: if ``task`` is not a ``Task``.
+    """
+    return tuple(check(task).value_table().table.tolist())
 
 
 def ref_oracle_predict(vector: Sequence[float], action: int) -> list[float]:
@@ -209,10 +203,9 @@ def _root_vector(state: RefState | Sequence[float]) -> list[float]:
 def ref_action_values(
     state: RefState | Sequence[float],
     depth: int,
-    task: str,
+    task: Task,
     predict_fn: PredictFn,
     table: Sequence[float] | None = None,
-    gamma: float = GAMMA,
 ) -> list[float]:
     """Best leaf score under each first action, enumerating all ``4^D`` sequences one by one.
 
@@ -224,21 +217,22 @@ def ref_action_values(
     Args:
         state: root as a ``RefState`` or a normalized 12-vector.
         depth: ``D >= 1``.
-        task: ``"A"`` or ``"B"``.
+        task: the reward, the discount ``task.gamma`` and the V* table.
         predict_fn: ``(vector12, action) -> vector12``, one imagined step of one state.
-        table: the flat V* table (default: ``value_table_list(task, gamma)``).
-        gamma: discount.
+        table: the flat V* table (default: ``value_table_list(task)``).
 
     Returns:
         Four floats, indexed by first action.
 
     Raises:
-        ValueError: on ``depth < 1``, an unknown task or a malformed root.
+        ValueError: on ``depth < 1`` or a malformed root.
+        TypeError: if ``task`` is not a ``Task``.
     """
-    check_task(task)
+    check(task)
     if not isinstance(depth, int) or depth < 1:
         raise ValueError(f"depth must be an integer >= 1, got {depth!r}")
-    table = value_table_list(task, gamma) if table is None else table
+    table = value_table_list(task) if table is None else table
+    gamma = task.gamma
     root = _root_vector(state)
     best = [-math.inf] * len(REF_MOVES)
     for sequence in itertools.product(range(len(REF_MOVES)), repeat=depth):
@@ -260,11 +254,10 @@ def ref_action_values(
 def ref_plan(
     state: RefState | Sequence[float],
     depth: int,
-    task: str,
+    task: Task,
     predict_fn: PredictFn,
     tie_draws: Sequence[float],
     table: Sequence[float] | None = None,
-    gamma: float = GAMMA,
 ) -> int:
     """The planner's first action for one episode (paper §3 "Planner"; ``Planner.act``).
 
@@ -272,7 +265,7 @@ def ref_plan(
     largest tie draw wins (the first such action if draws are equal).
 
     Args:
-        state, depth, task, predict_fn, table, gamma: as in ``ref_action_values``.
+        state, depth, task, predict_fn, table: as in ``ref_action_values``.
         tie_draws: four uniform ``[0, 1)`` draws, one per action.
 
     Returns:
@@ -283,7 +276,7 @@ def ref_plan(
     """
     if len(tie_draws) != len(REF_MOVES):
         raise ValueError(f"tie_draws must hold {len(REF_MOVES)} values, got {len(tie_draws)}")
-    values = ref_action_values(state, depth, task, predict_fn, table, gamma)
+    values = ref_action_values(state, depth, task, predict_fn, table)
     top = max(values)
     keys = [d if v >= top - TIE_TOLERANCE else 0.0 for v, d in zip(values, tie_draws, strict=True)]
     return keys.index(max(keys))

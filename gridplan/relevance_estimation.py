@@ -1,5 +1,5 @@
 """Estimated relevance weights: fitted value iteration on a world model, then perturbation
-saliency (paper §4.1 "estimated weights", §5.2, appendix A "Relevance estimation"; SPEC §2).
+saliency (paper §4.1 "estimated weights", §5.2, appendix A "Relevance estimation").
 
 The paper's third weighting stands in for a practitioner who has a learned world model and
 logged data but no ground-truth relevance. It is reported as a negative result (the weights put
@@ -9,16 +9,18 @@ logged data but no ground-truth relevance. It is reported as a negative result (
 1. **Fitted value iteration** (Ernst et al. 2005, Riedmiller 2005) on logged states ``s``:
    ``V_0 = 0``; ``V_{k+1} = fit(s -> max_a [r(M(s, a)) + γ (1 - term) V_k(M(s, a))])`` where ``M``
    is the world model's one-step prediction, ``r`` the task's true sparse reward read on the
-   predicted state (the planner's convention, SPEC §4) and ``term`` its goal/hazard flag.
+   predicted state (the planner's convention, ``gridplan.scorers``) and ``term`` its
+   goal/hazard flag.
    The regressor is a small MLP on all 12 dims, warm-started across iterations and fitted for a
    few epochs each. It reads the whole state because the practitioner does not know which dims
    matter; a tabular fit over rounded cells would need a table over all 12 dims (8^8 * 2^4
    cells, almost all empty), and a table over the relevant dims only would presuppose the answer.
-2. **Perturbation saliency**: ``w_j = E_s |V(s ⊕ j) - V(s)|`` normalized to sum 1, with exactly
-   the perturbation of Eq. 1 (``gridplan.values.relevance_weights``): one cell in each direction
-   that stays on the grid (averaged) for a coordinate, a flip for a flag. With the exact ``V*``
-   and the optimal-policy state distribution this returns the graded weights, and a dimension
-   the value function does not read gets exactly 0.
+2. **Perturbation saliency**: ``w_j = E_s |V(s ⊕ j) - V(s)|`` normalized to sum 1: Eq. 1
+   itself, ``gridplan.values.perturbation_saliency``, the one implementation behind the graded
+   weights too (one cell in each direction that stays on the grid, averaged, for a coordinate,
+   a flip for a flag). With the exact ``V*`` and the optimal-policy state distribution it
+   returns the graded weights, and a dimension the value function does not read gets
+   exactly 0.
 
 Letter legend: ``N`` states, ``S`` = 12 state dims, ``A`` = 4 actions.
 """
@@ -33,20 +35,10 @@ import torch
 from scipy.stats import spearmanr
 from torch import nn
 
-from gridplan.constants import (
-    AGENT_X,
-    AGENT_Y,
-    C1,
-    GAMMA,
-    GRID_SIZE,
-    N_ACTIONS,
-    POSITION_DIMS,
-    RELEVANT_DIMS,
-    STATE_DIM,
-    check_task,
-)
+from gridplan.constants import AGENT_X, AGENT_Y, C1, N_ACTIONS, STATE_DIM
 from gridplan.env import check_state, outcome, to_cell, to_flag
-from gridplan.values import ValueTable
+from gridplan.tasks import DEFAULT_GAMMA, TASK_A, Task, check
+from gridplan.values import perturbation_saliency
 
 #: Rows per forward pass when evaluating a fitted value function (bounds peak memory).
 EVAL_CHUNK = 65_536
@@ -62,7 +54,7 @@ class FVIConfig:
         hidden: hidden widths of the value MLP.
         lr: Adam learning rate.
         batch_size: minibatch size of each fit.
-        gamma: discount (the planner's and V*'s, ``GAMMA = 0.95``).
+        gamma: discount (the paper tasks' planner and V* discount, 0.95).
         seed: initialisation and minibatch order.
 
     Raises:
@@ -74,7 +66,7 @@ class FVIConfig:
     hidden: tuple[int, ...] = (128, 128)
     lr: float = 1e-3
     batch_size: int = 256
-    gamma: float = GAMMA
+    gamma: float = DEFAULT_GAMMA
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -142,14 +134,14 @@ class FittedValue:
 
 @torch.no_grad()
 def one_step_backup_inputs(
-    model, states: torch.Tensor, task: str = "A", generator: torch.Generator | None = None
+    model, states: torch.Tensor, task: Task = TASK_A, generator: torch.Generator | None = None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The model's prediction of every action from every state, with the true reward on it.
 
     Args:
         model: a one-setting ``WorldModel`` (``predict(state, action, generator)``).
         states: ``(N, 12)`` float in ``[0, 1]``.
-        task: ``"A"`` or ``"B"`` (reward and terminal cells).
+        task: reward and terminal cells.
         generator: randomness of a stochastic model (one sample per state and action);
             default ``torch.Generator(states.device).manual_seed(0)``.
 
@@ -157,11 +149,12 @@ def one_step_backup_inputs(
         ``(next_states (N, 4, 12), reward (N, 4), terminal (N, 4) bool)``.
 
     Raises:
-        ValueError: on malformed states, an unknown task, a model with several settings, or
-            a model output that is not ``(4N, 12)`` and finite.
+        ValueError: on malformed states, a model with several settings, or a model output
+            that is not ``(4N, 12)`` and finite.
+        TypeError: if ``task`` is not a ``Task``.
     """
     check_state(states, "states")
-    check_task(task)
+    check(task)
     if getattr(model, "n_settings", 1) != 1:
         raise ValueError(
             f"fitted value iteration needs a one-setting model, got n_settings = {model.n_settings}"
@@ -205,7 +198,7 @@ def intra_op_threads(n: int):
 def fitted_value_iteration(
     model,
     states: torch.Tensor,
-    task: str = "A",
+    task: Task = TASK_A,
     config: FVIConfig | None = None,
     generator: torch.Generator | None = None,
 ) -> FittedValue:
@@ -218,7 +211,7 @@ def fitted_value_iteration(
     Args:
         model: a one-setting ``WorldModel`` (e.g. a ``LearnedWorldModel``).
         states: ``(N, 12)`` logged states in ``[0, 1]`` (the behaviour data's distribution).
-        task: ``"A"`` or ``"B"``.
+        task: reward and terminal cells.
         config: ``FVIConfig`` (default settings when None).
         generator: randomness of a stochastic model; the regressor's own randomness comes
             from ``config.seed``.
@@ -273,81 +266,17 @@ def _fit(states, nxt, reward, terminal, config: FVIConfig) -> FittedValue:
     return fitted
 
 
-def perturbation_saliency(value_fn, states: torch.Tensor, normalize: bool = True) -> torch.Tensor:
-    """Per-dimension value sensitivity ``w_j = E_s |V(s ⊕ j) - V(s)|`` (paper Eq. 1).
-
-    ``s ⊕ j`` moves a coordinate by one cell in each direction that stays on the grid (the
-    changes averaged) or flips a flag (thresholded at 0.5), exactly as
-    ``gridplan.values.relevance_weights``. All perturbed copies are scored in one batch.
-
-    Args:
-        value_fn: callable ``(N, 12) -> (N,)`` (a ``FittedValue``, ``ValueTable.lookup``, ...).
-        states: ``(N, 12)`` float in ``[0, 1]``, the distribution the expectation is over.
-        normalize: divide by the sum, so the weights sum to 1.
-
-    Returns:
-        ``(12,)`` float32 on CPU, non-negative.
-
-    Raises:
-        ValueError: on malformed states, a value function returning the wrong shape or
-            non-finite values, or (with ``normalize``) a value function that no perturbation
-            changes.
-    """
-    check_state(states, "states")
-    n = states.shape[0]
-    if n == 0:
-        raise ValueError("states must not be empty")
-    copies, owners, valid = [], [], []
-    for dim in range(STATE_DIM):
-        if dim in POSITION_DIMS:
-            cell = to_cell(states[:, dim])
-            for delta in (-1, 1):
-                moved = cell + delta
-                pert = states.clone()
-                pert[:, dim] = moved.clamp(0, GRID_SIZE - 1).to(states.dtype) / (GRID_SIZE - 1)
-                copies.append(pert)
-                owners.append(dim)
-                valid.append((moved >= 0) & (moved < GRID_SIZE))
-        else:
-            pert = states.clone()
-            pert[:, dim] = 1.0 - to_flag(states[:, dim]).to(states.dtype)
-            copies.append(pert)
-            owners.append(dim)
-            valid.append(torch.ones(n, dtype=torch.bool, device=states.device))
-    values = value_fn(torch.cat([states, *copies]))
-    if not isinstance(values, torch.Tensor) or tuple(values.shape) != ((len(copies) + 1) * n,):
-        raise ValueError("value_fn must map (N, 12) states to (N,) values")
-    values = values.detach().double().cpu()
-    if not torch.isfinite(values).all():
-        raise ValueError("value_fn returned non-finite values")
-    base = values[:n]
-    diffs = (values[n:].view(len(copies), n) - base).abs()
-    ok = torch.stack(valid).cpu().double()
-    owner = torch.tensor(owners)
-    sens = torch.zeros(STATE_DIM, dtype=torch.float64)
-    for dim in range(STATE_DIM):
-        rows = owner == dim
-        # Average over the directions that stay on the grid, per state, as in Eq. 1.
-        change = (diffs[rows] * ok[rows]).sum(0) / ok[rows].sum(0)
-        sens[dim] = change.mean()
-    if not normalize:
-        return sens.float()
-    if sens.sum() <= 0:
-        raise ValueError("the value function is constant under every perturbation")
-    return (sens / sens.sum()).float()
-
-
 @dataclass
 class RelevanceEstimate:
     """Estimated relevance weights and how trustworthy the fitted value behind them is.
 
     Attributes:
         weights: ``(12,)`` saliency weights summing to 1.
-        irrelevant_mass: weight on the dims outside ``RELEVANT_DIMS[task]`` (paper: 0.39-0.42).
+        irrelevant_mass: weight on the dims outside ``task.relevant_dims`` (paper: 0.39-0.42).
         value_mae: mean ``|V_fit - V*|`` on the saliency states (exact V* of the task).
         value_spearman: Spearman ρ of ``V_fit`` with ``V*`` on those states (NaN if constant).
         fitted: the fitted value function.
-        task: ``"A"`` or ``"B"``.
+        task: the task the value was fitted for (``to_dict`` writes its name).
     """
 
     weights: torch.Tensor
@@ -355,7 +284,7 @@ class RelevanceEstimate:
     value_mae: float
     value_spearman: float
     fitted: FittedValue
-    task: str
+    task: Task
 
     def to_dict(self) -> dict:
         """JSON-ready summary (weights by dim index, the FVI trace and config)."""
@@ -364,7 +293,7 @@ class RelevanceEstimate:
             "irrelevant_mass": self.irrelevant_mass,
             "value_mae": self.value_mae,
             "value_spearman": None if math.isnan(self.value_spearman) else self.value_spearman,
-            "task": self.task,
+            "task": self.task.name,
             "fvi": asdict(self.fitted.config),
             "backup_change": self.fitted.backup_change,
             "fit_mse": self.fitted.fit_mse,
@@ -374,7 +303,7 @@ class RelevanceEstimate:
 def estimate_relevance(
     model,
     states: torch.Tensor,
-    task: str = "A",
+    task: Task = TASK_A,
     config: FVIConfig | None = None,
     saliency_states: torch.Tensor | None = None,
     generator: torch.Generator | None = None,
@@ -384,7 +313,7 @@ def estimate_relevance(
     Args:
         model: a one-setting ``WorldModel``.
         states: ``(N, 12)`` logged states the value is fitted on.
-        task: ``"A"`` or ``"B"``.
+        task: reward, terminal cells and the exact V* of the diagnostics.
         config: FVI settings.
         saliency_states: ``(N', 12)`` states the saliency expectation is over (default:
             ``states``).
@@ -397,13 +326,12 @@ def estimate_relevance(
     Raises:
         ValueError: as ``fitted_value_iteration`` and ``perturbation_saliency``.
     """
-    check_task(task)
     fitted = fitted_value_iteration(model, states, task, config, generator)
     probe = states if saliency_states is None else check_state(saliency_states, "saliency_states")
     weights = perturbation_saliency(fitted, probe)
-    irrelevant = [d for d in range(STATE_DIM) if d not in RELEVANT_DIMS[task]]
+    irrelevant = [d for d in range(STATE_DIM) if d not in task.relevant_dims]
     v_fit = fitted(probe).double().cpu()
-    v_true = ValueTable(task, device=probe.device).lookup(probe).double().cpu()
+    v_true = task.value_table(probe.device).lookup(probe).double().cpu()
     if float(v_fit.std()) > 0 and float(v_true.std()) > 0:
         rho = float(spearmanr(v_fit.numpy(), v_true.numpy()).statistic)
     else:

@@ -9,7 +9,8 @@ and the top-level API), through the registry::
     task_a = tasks.get("A")
     tasks.register("far_goal", dataclasses.replace(task_a, name="far_goal", goal=(7, 0)))
 
-Paper §3 (Task A), §5.3 (Task B); ``docs/DESIGN.md`` describes how to add a task.
+Adding a task is one ``Task(...)`` and one ``register`` call; nothing else in the library
+names a task. Paper §3 (Task A), §5.3 (Task B); ``docs/DESIGN.md`` describes how to add a task.
 """
 
 from __future__ import annotations
@@ -26,9 +27,7 @@ from gridplan.constants import (
     C1,
     CARRYING,
     DOOR_OPEN,
-    GAMMA,
     GRID_SIZE,
-    HORIZON,
     KEY_X,
     KEY_Y,
     STATE_DIM,
@@ -41,7 +40,15 @@ Cell = tuple[int, int]
 
 #: The relevant set of Task A; the controlled family M(sigma_r, sigma_i) splits its noise by
 #: it in every task (paper §4.2, §5.3: Task B's c1 is noised as an irrelevant dimension).
+#: It is also what V* reads in a task whose goal does not depend on ``c1``.
 PAPER_RELEVANT_DIMS = (AGENT_X, AGENT_Y, KEY_X, KEY_Y, CARRYING, DOOR_OPEN)
+#: Episode length of the paper's tasks, in environment steps (paper §3).
+DEFAULT_HORIZON = 60
+#: Discount of V* and of the planner's leaf scores (our choice: the paper does not state one).
+DEFAULT_GAMMA = 0.95
+#: Reward of arriving on the goal cell, and on the hazard cell (paper §3, §5.3).
+GOAL_REWARD = 1.0
+HAZARD_REWARD = -1.0
 
 
 def _check_cell(name: str, cell: Cell | None) -> None:
@@ -78,7 +85,9 @@ class Task:
         hazard: hazard cell (reward -1, terminal), or ``None`` for a task without one.
         swap_on_c1: when ``True`` the static bit ``c1 >= 0.5`` swaps goal and hazard
             (Task B, paper §5.3); then V* reads ``c1`` and it is decision-relevant.
-        relevant_dims: the dimensions V* reads: the task's decision-relevant set.
+        relevant_dims: the dimensions V* reads: the task's decision-relevant set, stored in
+            state-layout order (agent, key, carrying, door, then ``c1`` when ``swap_on_c1``),
+            the order of the V* table's index. ``None`` (the default) fills it in.
         noise_relevant_dims: the set the controlled family ``M(sigma_r, sigma_i)`` noises with
             ``sigma_r`` (the rest get ``sigma_i``); the paper's Task A set in every task.
         horizon: episode length in steps (truncation, not termination).
@@ -86,17 +95,18 @@ class Task:
 
     Raises:
         ValueError: on a malformed cell, dimension set, horizon or discount; if the hazard
-            sits on the goal; or if ``swap_on_c1`` is set without a hazard.
+            sits on the goal; if ``swap_on_c1`` is set without a hazard; or if
+            ``relevant_dims`` is not the set V* reads (the task's rules fix it).
     """
 
     name: str
     goal: Cell
     hazard: Cell | None = None
     swap_on_c1: bool = False
-    relevant_dims: tuple[int, ...] = PAPER_RELEVANT_DIMS
+    relevant_dims: tuple[int, ...] | None = None
     noise_relevant_dims: tuple[int, ...] = PAPER_RELEVANT_DIMS
-    horizon: int = HORIZON
-    gamma: float = GAMMA
+    horizon: int = DEFAULT_HORIZON
+    gamma: float = DEFAULT_GAMMA
     _tables: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -108,7 +118,18 @@ class Task:
             raise ValueError(f"task {self.name!r}: hazard {self.hazard} sits on the goal")
         if self.swap_on_c1 and self.hazard is None:
             raise ValueError(f"task {self.name!r}: swap_on_c1 needs a hazard to swap with")
-        _check_dims("relevant_dims", self.relevant_dims)
+        # V* reads the agent, the key, both flags and, when it swaps the goal, c1: the
+        # relevant set follows from the rules, so a declared one is checked against them.
+        read = PAPER_RELEVANT_DIMS + ((C1,) if self.swap_on_c1 else ())
+        if self.relevant_dims is not None:
+            _check_dims("relevant_dims", self.relevant_dims)
+            if set(self.relevant_dims) != set(read):
+                raise ValueError(
+                    f"task {self.name!r}: relevant_dims must be the dims V* reads, {read} "
+                    f"(c1 only with swap_on_c1), got {self.relevant_dims!r}; pass "
+                    "relevant_dims=None to have it filled in"
+                )
+        object.__setattr__(self, "relevant_dims", read)
         _check_dims("noise_relevant_dims", self.noise_relevant_dims)
         if not isinstance(self.horizon, int) or self.horizon < 1:
             raise ValueError(f"horizon must be a positive int, got {self.horizon!r}")
@@ -141,8 +162,8 @@ class Task:
     def value_table(self, device: torch.device | str = "cpu") -> ValueTable:
         """The task's exact V* table on ``device``, built once per device and cached.
 
-        The returned table is shared: its tensors are read-only to callers (see
-        ``gridplan.values.ValueTable``).
+        The returned table is shared; it hands out copies of its values, never the cached
+        tensor (see ``gridplan.values.ValueTable``).
         """
         from gridplan.values import ValueTable
 
@@ -195,6 +216,18 @@ def unregister(name: str) -> None:
 def names() -> tuple[str, ...]:
     """Registered task names, in registration order."""
     return tuple(_REGISTRY)
+
+
+def check(task: Task) -> Task:
+    """Return ``task`` if it is a ``Task``: the library's functions take tasks, not names.
+
+    Raises:
+        TypeError: naming what was passed instead (resolve a name with ``get``).
+    """
+    if not isinstance(task, Task):
+        hint = f" {task!r}; resolve a name with gridplan.tasks.get" if isinstance(task, str) else ""
+        raise TypeError(f"task must be a gridplan.tasks.Task, got {type(task).__name__}{hint}")
+    return task
 
 
 def get(task: str | Task) -> Task:

@@ -27,7 +27,8 @@ import torch
 from torch.utils.data import BatchSampler, DataLoader, RandomSampler, SequentialSampler
 from torch.utils.data import TensorDataset as _Tensors
 
-from gridplan.constants import DIM_NAMES, RELEVANT_DIMS, STATE_DIM, STATE_LAYOUT_VERSION
+from gridplan import tasks
+from gridplan.constants import DIM_NAMES, STATE_DIM, STATE_LAYOUT_VERSION
 from gridplan.data import TransitionDataset, collect, eval_windows, parse_budget
 from gridplan.learned import CHECKPOINT_KEY, LearnedWorldModel, MLPDynamics
 from gridplan.values import relevance_weights
@@ -42,12 +43,12 @@ log = logging.getLogger(__name__)
 def dimension_weights(variant: dict, task: str = "A") -> torch.Tensor:
     """Per-dimension loss weights of a variant: ``(12,)`` float.
 
-    ``variant["relevant_weight"]`` on the task's relevant dims (``RELEVANT_DIMS[task]``),
+    ``variant["relevant_weight"]`` on the task's relevant dims (``task.relevant_dims``),
     ``variant["irrelevant_weight"]`` on the others. Paper Table 3: ``anti_weighted`` and
     ``rel_heavy`` scale the relevant dims down or up, ``rel_only`` zeroes the irrelevant ones.
     """
     w = torch.full((STATE_DIM,), float(variant["irrelevant_weight"]))
-    w[list(RELEVANT_DIMS[task])] = float(variant["relevant_weight"])
+    w[list(tasks.get(task).relevant_dims)] = float(variant["relevant_weight"])
     return w
 
 
@@ -128,7 +129,7 @@ def cached_dataset(
             log.warning("cached dataset %s does not match %s; collecting again", path, want)
         except ValueError as err:
             log.warning("cached dataset %s is unusable (%s); collecting again", path, err)
-    data = collect(policy, transitions, seed, task)
+    data = collect(policy, transitions, seed, tasks.get(task))
     data.save(path, overwrite=True)
     return data
 
@@ -168,7 +169,7 @@ class TransitionDataModule(pl.LightningDataModule):
             horizon=int(c["window_horizon"]),
             seed=int(c["window_seed"]),
             policy=c["window_policy"],
-            task=c["task"],
+            task=tasks.get(c["task"]),
         )
 
     def summary(self) -> dict[str, Any]:
@@ -211,7 +212,7 @@ class TransitionDataModule(pl.LightningDataModule):
 def relevance_order(task: str = "A") -> list[int]:
     """Dims ordered by graded relevance (paper Eq. 1), most relevant first; ties (the
     irrelevant dims, weight 0) keep the state layout order."""
-    w = relevance_weights(task)
+    w = relevance_weights(tasks.get(task))
     return sorted(range(STATE_DIM), key=lambda d: (-float(w[d]), d))
 
 
@@ -228,7 +229,7 @@ def profile_figure(profile, task: str = "A", title: str = ""):
 
     profile = torch.as_tensor(profile, dtype=torch.float32).cpu()
     order = relevance_order(task)
-    relevant = set(RELEVANT_DIMS[task])
+    relevant = set(tasks.get(task).relevant_dims)
     fig, ax = plt.subplots(figsize=(7, 3.2))
     colors = ["tab:red" if d in relevant else "tab:gray" for d in order]
     ax.bar(range(STATE_DIM), [float(profile[d]) for d in order], color=colors)
@@ -344,7 +345,7 @@ def score_windows(model, windows, task: str = "A"):
     from gridplan.metrics import prediction_metrics
 
     gen = torch.Generator().manual_seed(0)
-    return prediction_metrics(model, windows, task=task, generator=gen)[0]
+    return prediction_metrics(model, windows, task=tasks.get(task), generator=gen)[0]
 
 
 # ---------------------------------------------------------------------------------------

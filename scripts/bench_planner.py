@@ -15,8 +15,8 @@ with ``--e1``, the wall time of the full E1 sweep (paper §5.1: 48 noise setting
 
 The reference is timed on fewer decisions than the batched planner (its rate is per decision,
 so the ratio is fair); its actions are checked on the first episodes of the batch, handed the
-batched planner's draws (``Planner.leaf_noise``). Close other work first: the load average is
-recorded with the results.
+batched planner's draws (``fused_draws`` replays the fused scorer's). Close other work first:
+the load average is recorded with the results.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import math
 import os
 import platform
 import struct
+import sys
 import time
 from pathlib import Path
 
@@ -36,11 +37,14 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from gridplan.closed_loop import evaluate, start_states
-from gridplan.constants import RELEVANT_DIMS
-from gridplan.models import NoiseModel, OracleModel, noise_grid
-from gridplan.planner import DEFAULT_MAX_MEMORY, Planner
-from gridplan.reference import (
+# Run from any folder against this checkout, installed or not.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gridplan.closed_loop import evaluate, start_states  # noqa: E402
+from gridplan.fused import FusedNoiseScorer  # noqa: E402
+from gridplan.models import NoiseModel, OracleModel, noise_grid  # noqa: E402
+from gridplan.planner import DEFAULT_MAX_MEMORY, Planner  # noqa: E402
+from gridplan.reference import (  # noqa: E402
     REF_DISTRACTOR_MOVES,
     ref_decode,
     ref_encode,
@@ -49,6 +53,7 @@ from gridplan.reference import (
     ref_step,
     value_table_list,
 )
+from gridplan.tasks import TASK_A, Task  # noqa: E402
 
 MODELS = {
     "oracle": OracleModel,
@@ -216,36 +221,69 @@ class OpCensus(TorchDispatchMode):
 
 
 def op_census(planner: Planner, root: torch.Tensor) -> dict:
-    """Element-ops and bytes touched per model transition by the fused rollout's leaf scoring
+    """Element-ops and bytes touched per model transition by the fused scorer's leaf scoring
     (noise drawing excluded; its cost is the randn rate)."""
-    rollout = planner.rollout
+    scorer = planner.scorer
     settings = torch.zeros(root.shape[0], dtype=torch.long)
-    noise = rollout.draw_noise(settings, torch.Generator(device=root.device).manual_seed(0))
+    noise = scorer.draw_noise(settings, torch.Generator(device=root.device).manual_seed(0))
     with OpCensus() as census:
-        rollout.scores(root, noise)
+        scorer.scores(root, noise)
     transitions = root.shape[0] * planner.n_leaves * planner.depth
     return {
         "op_calls_per_step": census.calls / planner.depth,
         "element_ops_per_transition": census.element_ops / transitions,
         "bytes_touched_per_transition": census.bytes / transitions,
-        "normals_per_transition": rollout.hi - rollout.lo,
+        "normals_per_transition": scorer.hi - scorer.lo,
     }
+
+
+def fused_draws(
+    scorer: FusedNoiseScorer,
+    root: torch.Tensor,
+    generator: torch.Generator,
+    episodes: int | None = None,
+) -> torch.Tensor | None:
+    """The noise ``scorer.leaf_scores(root, generator)`` adds to the leaves, drawn again
+    exactly as it draws it (same units, same order), from a generator in the same state.
+
+    Args:
+        scorer: the planner's fused scorer.
+        root: ``(B, 12)`` root states.
+        generator: in the state ``leaf_scores`` would find it (in ``act``: after the ties).
+        episodes: return only the first ``E`` episodes' noise, drawing only the units that
+            hold them (default: all ``B``).
+
+    Returns:
+        ``(D, K, E, L)`` float32 noise in normalized units on ``scorer.dims`` (zeros where
+        nothing is drawn), or ``None`` if the scorer draws nothing at all.
+    """
+    e = root.shape[0] if episodes is None else episodes
+    if scorer.hi == scorer.lo:
+        return None
+    out = root.new_zeros(scorer.depth, scorer.n_dims, e, scorer.n_leaves)
+    for lo, hi, settings in scorer.units(root.shape[0]):
+        if lo >= e:
+            break
+        noise = scorer.draw_noise(settings, generator)
+        if noise is not None:
+            out[:, scorer.lo : scorer.hi, lo : min(hi, e)] = noise[:, :, : min(hi, e) - lo]
+    return out
 
 
 def _f32(value: float) -> float:
     return struct.unpack("f", struct.pack("f", value))[0]
 
 
-def replayed_predict_fn(noise: list, task: str, depth: int):
+def replayed_predict_fn(noise: list, task: Task, depth: int):
     """``ref_plan`` ``predict_fn`` that adds the batched planner's draws for one episode.
 
-    ``noise[t][k][l]`` is the draw of step ``t``, relevant dim ``k``, leaf ``l``
-    (``Planner.leaf_noise``). ``ref_action_values`` calls ``predict_fn`` leaf by leaf in leaf
+    ``noise[t][k][l]`` is the draw of step ``t``, relevant dim ``task.relevant_dims[k]``,
+    leaf ``l`` (``fused_draws``). ``ref_action_values`` calls ``predict_fn`` leaf by leaf in leaf
     order, each leaf starting from the root and then feeding back the previous output, so a new
     leaf is recognised by an input that is not the last output. Additions are rounded to float32
     as the batched planner rounds them.
     """
-    dims = RELEVANT_DIMS[task]
+    dims = task.relevant_dims
     calls = {"leaf": -1, "step": 0, "last": None}
 
     def predict(vector, action):
@@ -274,17 +312,19 @@ def run_reference(planner: Planner, root: torch.Tensor, episodes: int) -> dict:
     replay = torch.Generator(device=device).set_state(gen.get_state())
     batched = planner.act(root, gen)[:episodes].tolist()
     ties = torch.rand(root.shape[0], 4, generator=replay, device=device)[:episodes].tolist()
-    noise = planner.leaf_noise(root, replay, episodes)
+    noise = None
+    if isinstance(planner.scorer, FusedNoiseScorer):
+        noise = fused_draws(planner.scorer, root, replay, episodes)
     roots = root[:episodes].cpu().tolist()
     if noise is None:
         predict_fns = [ref_oracle_predict] * episodes
     else:
         draws = noise.cpu().permute(2, 0, 1, 3).tolist()
         predict_fns = [replayed_predict_fn(d, planner.task, planner.depth) for d in draws]
-    value_table_list(planner.task, planner.gamma)  # built once, outside the timing
+    value_table_list(planner.task)  # built once, outside the timing
     start = time.perf_counter()
     actions = [
-        ref_plan(root_i, planner.depth, planner.task, fn, tie, gamma=planner.gamma)
+        ref_plan(root_i, planner.depth, planner.task, fn, tie)
         for root_i, fn, tie in zip(roots, predict_fns, ties, strict=True)
     ]
     seconds = (time.perf_counter() - start) / episodes
@@ -295,7 +335,7 @@ def bench_row(model_name, path, depth, episodes, args, device) -> dict:
     """One timed configuration of the batched planner."""
     model = MODELS[model_name]()
     planner = Planner(
-        model, depth, max_memory=args.max_memory, device=device, fused=(path == "fused")
+        model, depth, max_memory=args.max_memory, device=device, generic=(path == "generic")
     )
     root = start_states([0], episodes, device=device)
     with PeakMemory(device) as mem:
@@ -320,7 +360,7 @@ def e1_sweep(device: torch.device, max_memory: int) -> dict:
     """Wall time of the full E1 sweep as one setting-major batch."""
     model = noise_grid(E1_SIGMA_R, E1_SIGMA_I)
     start = time.perf_counter()
-    result = evaluate(model, "A", 4, tuple(range(10)), 30, device=device, max_memory=max_memory)
+    result = evaluate(model, TASK_A, 4, tuple(range(10)), 30, device=device, max_memory=max_memory)
     sync(device)
     wall = time.perf_counter() - start
     success = result.success.float().view(model.n_settings, -1).mean(dim=1)

@@ -1,7 +1,8 @@
-"""Closed-loop runs: plan in the model, act in the true environment (paper §3; SPEC §4)."""
+"""Closed-loop runs: plan in the model, act in the true environment (paper §3, §5.1)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -14,19 +15,18 @@ from gridplan.closed_loop import (
     run_closed_loop,
     start_states,
 )
-from gridplan.constants import GAMMA
 from gridplan.models import NoiseModel, OracleModel, noise_grid
 from gridplan.planner import Planner
-from gridplan.values import ValueTable
+from gridplan.tasks import TASK_A, TASK_B, Task
 
 
-def optimal_steps(task: str, start: torch.Tensor) -> torch.Tensor:
+def optimal_steps(task: Task, start: torch.Tensor) -> torch.Tensor:
     """Shortest number of steps to the goal, read back from ``V* = gamma^(n - 1)``."""
-    v = ValueTable(task).lookup(start).double()
-    return (1 + torch.round(torch.log(v) / math.log(GAMMA))).long()
+    v = task.value_table().lookup(start).double()
+    return (1 + torch.round(torch.log(v) / math.log(task.gamma))).long()
 
 
-@pytest.mark.parametrize("task", ["A", "B"])
+@pytest.mark.parametrize("task", [TASK_A, TASK_B], ids=["A", "B"])
 def test_the_depth_2_oracle_reaches_the_goal_by_a_shortest_path_in_every_episode(task):
     result = evaluate(OracleModel(), task, depth=2, seeds=(0, 1), episodes=6)
     start = start_states((0, 1), 6, task)
@@ -46,6 +46,15 @@ def test_the_goal_reached_on_the_last_step_of_the_horizon_counts_as_success(make
     short = run_closed_loop(planner, start, torch.Generator().manual_seed(0), horizon=2)
     assert not short.success.item() and short.outcome.item() == TIMEOUT
     assert short.steps.item() == 2 and short.returns.item() == 0.0
+
+
+def test_the_horizon_defaults_to_the_tasks(make_state):
+    start = make_state(agent=(4, 4), carrying=True, door_open=True)
+    brief = dataclasses.replace(TASK_A, name="brief", horizon=2)
+    result = run_closed_loop(Planner(OracleModel(), 2, brief), start, torch.Generator())
+    assert result.outcome.item() == TIMEOUT and result.steps.item() == 2
+    full = run_closed_loop(Planner(OracleModel(), 2), start, torch.Generator())
+    assert full.outcome.item() == GOAL and full.steps.item() == 3
 
 
 def test_recorded_trajectories_have_one_row_per_step_and_freeze_after_the_end(make_state):
@@ -91,7 +100,7 @@ def test_a_multi_setting_model_plays_the_same_start_states_in_every_setting_bloc
     # Irrelevant noise never changes a Task A decision's value: both blocks walk shortest paths.
     result = evaluate(noise_grid([0.0], [0.0, 1.2]), depth=2, seeds=(0,), episodes=5)
     assert result.success.shape == (10,) and result.success.all()
-    expected = optimal_steps("A", start_states((0,), 5))
+    expected = optimal_steps(TASK_A, start_states((0,), 5))
     assert torch.equal(result.steps.view(2, 5), expected.repeat(2, 1))
 
 
@@ -110,7 +119,7 @@ def test_closed_loop_rejects_bad_input(make_state):
         evaluate(OracleModel(), seeds=(), episodes=2)
     with pytest.raises(ValueError, match="episodes must be >= 1, got 0"):
         evaluate(OracleModel(), seeds=(0,), episodes=0)
-    with pytest.raises(ValueError, match="unknown task 'Z'"):
+    with pytest.raises(TypeError, match="got str 'Z'"):
         evaluate(OracleModel(), task="Z", seeds=(0,), episodes=1)
     with pytest.raises(ValueError, match="depth must be an integer >= 1, got 0"):
         evaluate(OracleModel(), depth=0, seeds=(0,), episodes=1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -12,8 +13,6 @@ from gridplan.constants import (
     AGENT_Y,
     CARRYING,
     DOOR_OPEN,
-    GOAL_A,
-    HORIZON,
     KEY_X,
     KEY_Y,
     STATE_LAYOUT_VERSION,
@@ -27,6 +26,9 @@ from gridplan.data import (
     parse_budget,
 )
 from gridplan.env import relevant_step, to_cell, to_flag
+from gridplan.tasks import TASK_A, TASK_B
+
+HORIZON = TASK_A.horizon
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +136,7 @@ def test_an_empty_budget_is_rejected(n):
 
 
 def test_task_b_collection_uses_the_task_b_values():
-    d = collect("balanced", 3000, seed=0, task="B")
+    d = collect("balanced", 3000, seed=0, task=TASK_B)
     assert d.meta["task"] == "B"
     assert d.event_counts()["goals"] > 50
     assert (d.rewards[d.terminated & ~d.goal] == -1).all()
@@ -232,7 +234,7 @@ def test_windows_are_consecutive_true_steps(windows):
 
 def test_windows_never_run_past_an_episode_end(windows):
     agent = to_cell(windows.targets[..., AGENT_X : AGENT_Y + 1])
-    at_goal = (agent == torch.tensor(GOAL_A)).all(dim=-1)
+    at_goal = (agent == torch.tensor(TASK_A.goal)).all(dim=-1)
     assert not at_goal[:, :-1].any()
 
 
@@ -258,6 +260,15 @@ def test_windows_reject_a_horizon_outside_one_to_sixty(horizon):
 def test_windows_reject_zero_windows():
     with pytest.raises(ValueError, match="n_windows"):
         eval_windows(0)
+
+
+def test_a_shorter_task_horizon_truncates_collected_episodes_and_bounds_windows():
+    brief = dataclasses.replace(TASK_A, name="brief", horizon=5)
+    d = collect("random", 600, seed=0, task=brief)
+    assert int(d.t.max()) == 4 and d.meta["horizon"] == 5 and d.meta["task"] == "brief"
+    assert eval_windows(10, horizon=5, task=brief).targets.shape == (10, 5, 12)
+    with pytest.raises(ValueError, match=r"horizon H must be an integer in 1\.\.5, got 6"):
+        eval_windows(10, horizon=6, task=brief)
 
 
 def test_long_windows_come_from_untruncated_random_episodes():

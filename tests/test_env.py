@@ -1,5 +1,5 @@
 """The batched environment on hand-built states: every move, wall, door, key, goal and hazard
-rule, the distractors, seeding, reset and bad input (SPEC §1)."""
+rule, the distractors, seeding, reset and bad input (paper §3, appendix D)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from gridplan.constants import (
     UP,
 )
 from gridplan.env import reset, step
+from gridplan.tasks import TASK_A, TASK_B, Task
 
 
 def cells(state: torch.Tensor, x_dim: int, y_dim: int) -> list[tuple[int, int]]:
@@ -34,7 +35,7 @@ def cells(state: torch.Tensor, x_dim: int, y_dim: int) -> list[tuple[int, int]]:
     return [tuple(c) for c in xy.tolist()]
 
 
-def agent_after(state: torch.Tensor, action: int, task: str = "A") -> tuple[int, int]:
+def agent_after(state: torch.Tensor, action: int, task: Task = TASK_A) -> tuple[int, int]:
     nxt = step(state, torch.tensor([action]), torch.Generator().manual_seed(0), task)[0]
     return cells(nxt, AGENT_X, AGENT_Y)[0]
 
@@ -126,7 +127,7 @@ def test_task_a_reaching_the_goal_from_any_side_pays_one_and_terminates(
     make_state, gen, agent, action
 ):
     state = make_state(agent=agent, carrying=True, door_open=True)
-    nxt, reward, done, info = step(state, torch.tensor([action]), gen, "A")
+    nxt, reward, done, info = step(state, torch.tensor([action]), gen, TASK_A)
     assert cells(nxt, AGENT_X, AGENT_Y) == [(7, 4)]
     assert reward.item() == 1.0 and done.item() and info["goal"].item()
     assert not info["hazard"].item()
@@ -135,7 +136,7 @@ def test_task_a_reaching_the_goal_from_any_side_pays_one_and_terminates(
 @pytest.mark.parametrize(("agent", "action"), [((6, 2), RIGHT), ((6, 5), RIGHT), ((6, 3), UP)])
 def test_task_a_other_eastern_cells_pay_nothing(make_state, gen, agent, action):
     state = make_state(agent=agent, carrying=True, door_open=True)
-    _, reward, done, info = step(state, torch.tensor([action]), gen, "A")
+    _, reward, done, info = step(state, torch.tensor([action]), gen, TASK_A)
     assert reward.item() == 0.0 and not done.item()
     assert not info["goal"].item() and not info["hazard"].item()
 
@@ -153,7 +154,7 @@ def test_task_b_c1_selects_which_corner_is_goal_and_which_is_hazard(
     make_state, gen, c1, agent, action, reward, event
 ):
     state = make_state(agent=agent, carrying=True, door_open=True, c1=c1)
-    _, got_reward, done, info = step(state, torch.tensor([action]), gen, "B")
+    _, got_reward, done, info = step(state, torch.tensor([action]), gen, TASK_B)
     assert got_reward.item() == reward and done.item() and info[event].item()
     other = "hazard" if event == "goal" else "goal"
     assert not info[other].item()
@@ -162,7 +163,7 @@ def test_task_b_c1_selects_which_corner_is_goal_and_which_is_hazard(
 @pytest.mark.parametrize("c1", [False, True])
 def test_task_b_has_no_goal_at_the_task_a_goal_cell(make_state, gen, c1):
     state = make_state(agent=(6, 4), carrying=True, door_open=True, c1=c1)
-    _, reward, done, _ = step(state, torch.tensor([RIGHT]), gen, "B")
+    _, reward, done, _ = step(state, torch.tensor([RIGHT]), gen, TASK_B)
     assert reward.item() == 0.0 and not done.item()
 
 
@@ -277,11 +278,11 @@ def test_step_rejects_bad_actions_naming_the_problem(make_state, gen, action, ma
         step(make_state(rows=2), action, gen)
 
 
-def test_an_unknown_task_is_rejected_by_reset_and_step(make_state, gen):
-    with pytest.raises(ValueError, match="unknown task 'C'"):
-        reset(2, gen, "C")
-    with pytest.raises(ValueError, match="unknown task 'a'"):
-        step(make_state(), torch.tensor([0]), gen, "a")
+def test_a_task_name_instead_of_a_task_is_rejected_by_reset_and_step(make_state, gen):
+    with pytest.raises(TypeError, match="got str 'B'; resolve a name with gridplan.tasks.get"):
+        reset(2, gen, "B")
+    with pytest.raises(TypeError, match="must be a gridplan.tasks.Task, got NoneType"):
+        step(make_state(), torch.tensor([0]), gen, None)
 
 
 def test_reset_rejects_an_empty_batch(gen):

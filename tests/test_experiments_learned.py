@@ -23,6 +23,7 @@ from gridplan.experiments.common import RECORD_KEYS, read_done, read_models, run
 from gridplan.learned import load_world_model
 from gridplan.metrics import PredictionMetrics, prediction_metrics
 from gridplan.models import WorldModel
+from gridplan.tasks import TASK_A
 
 
 def read_csv(path: Path) -> list[dict]:
@@ -141,8 +142,8 @@ def test_a_model_stack_scores_every_model_exactly_as_alone(root):
     records = read_models(root / "e3")
     models = [load_world_model(root / "e3" / r["checkpoints"][0]) for r in records[:2]]
     w = eval_windows(8)
-    stacked = prediction_metrics(e3.ModelStack(models), w, "A")
-    alone = [prediction_metrics(m, w, "A")[0] for m in models]
+    stacked = prediction_metrics(e3.ModelStack(models), w, TASK_A)
+    alone = [prediction_metrics(m, w, TASK_A)[0] for m in models]
     for s, a in zip(stacked, alone, strict=True):
         assert s.E_tot == a.E_tot and s.DRPE == a.DRPE
         assert torch.equal(s.profile, a.profile)

@@ -1,8 +1,9 @@
-"""The planner's fused rollout (gridplan.fused) decides exactly as the generic one (SPEC §4).
+"""The fused leaf scorer (gridplan.fused) decides exactly as the generic one (gridplan.scorers).
 
-The generic rollout calls ``model.predict`` on full states; the fused one rolls the noise family
+The generic scorer calls ``model.predict`` on full states; the fused one rolls the noise family
 on the task's relevant dims only. Given the same noise they must give bit-identical action
-values, and the noise they draw must have the model's law.
+values, and the noise they draw must have the model's law. The fused draws are replayed with
+``fused_draws`` of ``scripts/bench_planner.py``, the benchmark's reference adapter.
 """
 
 from __future__ import annotations
@@ -14,19 +15,41 @@ import pytest
 import torch
 
 import gridplan.fused
-from gridplan.constants import AGENT_X, CARRYING, RELEVANT_DIMS, STATE_DIM
+from gridplan.constants import AGENT_X, CARRYING, STATE_DIM
 from gridplan.env import reset, transition
+from gridplan.fused import FusedNoiseScorer
 from gridplan.models import AR1NoiseModel, NoiseModel, OracleModel, WorldModel, noise_grid
 from gridplan.planner import Planner
+from gridplan.scorers import GenericScorer
+from gridplan.tasks import TASK_A, TASK_B, Task
+
+TASKS = pytest.mark.parametrize("task", [TASK_A, TASK_B], ids=["A", "B"])
+
+
+def load_bench():
+    """``scripts/bench_planner.py`` as a module (scripts/ is not a package)."""
+    path = Path(__file__).resolve().parents[1] / "scripts" / "bench_planner.py"
+    spec = importlib.util.spec_from_file_location("bench_planner", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+BENCH = load_bench()
+
+
+def fused_draws(planner: Planner, roots: torch.Tensor, seed: int, episodes=None):
+    """The noise ``planner.action_values(roots, Generator().manual_seed(seed))`` draws."""
+    return BENCH.fused_draws(planner.scorer, roots, torch.Generator().manual_seed(seed), episodes)
 
 
 class ReplayedNoise(WorldModel):
     """The true transition plus given noise on the relevant dims, through ``predict``: the
-    generic rollout of a noise-family model whose draws are ``noise`` ``(D, K, B, L)``."""
+    generic scorer of a noise-family model whose draws are ``noise`` ``(D, K, B, L)``."""
 
-    def __init__(self, noise: torch.Tensor, task: str) -> None:
+    def __init__(self, noise: torch.Tensor, task: Task) -> None:
         self.noise = noise
-        self.dims = list(RELEVANT_DIMS[task])
+        self.dims = list(task.relevant_dims)
         self.t = 0
 
     def start_rollout(self, batch, generator):
@@ -40,7 +63,7 @@ class ReplayedNoise(WorldModel):
         return (nxt + add).clamp_(0.0, 1.0)
 
 
-def mixed_roots(task: str, episodes: int, settings: int, random_states, seed: int = 0):
+def mixed_roots(task: Task, episodes: int, settings: int, random_states, seed: int = 0):
     """Reset states, random discrete ones (door open, key carried, agents near the goals) and
     continuous ones a little outside ``[0, 1]`` (read through clamped cells), repeated
     setting-major."""
@@ -65,18 +88,19 @@ NOISY_MODELS = {
 
 
 @pytest.mark.parametrize("depth", [1, 2, 3])
-@pytest.mark.parametrize("task", ["A", "B"])
-def test_fused_oracle_values_are_bit_identical_to_the_generic_rollouts(random_states, depth, task):
+@TASKS
+def test_fused_oracle_values_are_bit_identical_to_the_generic_scorers(random_states, depth, task):
     roots = mixed_roots(task, 40, 1, random_states, seed=depth)
     fused = Planner(OracleModel(), depth, task)
-    generic = Planner(OracleModel(), depth, task, fused=False)
-    assert fused.rollout is not None and generic.rollout is None
+    generic = Planner(OracleModel(), depth, task, generic=True)
+    assert isinstance(fused.scorer, FusedNoiseScorer)
+    assert isinstance(generic.scorer, GenericScorer)
     want = generic.action_values(roots, torch.Generator())
     assert torch.equal(fused.action_values(roots, torch.Generator()), want)
 
 
 @pytest.mark.parametrize("name", list(NOISY_MODELS))
-@pytest.mark.parametrize("task", ["A", "B"])
+@TASKS
 def test_fused_noisy_values_are_bit_identical_to_predict_given_the_same_noise(
     random_states, name, task
 ):
@@ -84,9 +108,9 @@ def test_fused_noisy_values_are_bit_identical_to_predict_given_the_same_noise(
     roots = mixed_roots(task, 24, model.n_settings, random_states)
     planner = Planner(model, 3, task)
     fused = planner.action_values(roots, torch.Generator().manual_seed(7))
-    noise = planner.leaf_noise(roots, torch.Generator().manual_seed(7))
+    noise = fused_draws(planner, roots, 7)
     replay = Planner(ReplayedNoise(noise, task), 3, task)
-    assert replay.rollout is None
+    assert isinstance(replay.scorer, GenericScorer)
     assert torch.equal(fused, replay.action_values(roots, torch.Generator()))
     oracle = Planner(OracleModel(), 3, task).action_values(roots, torch.Generator())
     assert not torch.equal(fused, oracle), "the noise must change some values"
@@ -94,21 +118,23 @@ def test_fused_noisy_values_are_bit_identical_to_predict_given_the_same_noise(
 
 def test_fused_and_generic_noisy_planners_agree_in_distribution(make_state):
     # One state, many independent searches: the mean of each first action's value must agree
-    # between the rollouts within sampling error (the generic one also draws noise on c2, d1,
+    # between the scorers within sampling error (the generic one also draws noise on c2, d1,
     # d2 and the distractor moves, which cannot change a score).
     state = make_state(agent=(3, 4), key=(2, 4), rows=3000)
     model = NoiseModel.controlled(1.0, 0.6)
     fused = Planner(model, 2).action_values(state, torch.Generator().manual_seed(0))
-    generic = Planner(model, 2, fused=False).action_values(state, torch.Generator().manual_seed(1))
+    generic = Planner(model, 2, generic=True).action_values(
+        state, torch.Generator().manual_seed(1)
+    )
     se = (fused.var(dim=0) / 3000 + generic.var(dim=0) / 3000).sqrt()
     assert ((fused.mean(dim=0) - generic.mean(dim=0)).abs() < 4 * se).all()
     assert (se > 0).all()
 
 
-def test_leaf_noise_has_each_settings_std_on_noisy_dims_and_zeros_elsewhere():
+def test_fused_noise_has_each_settings_std_on_noisy_dims_and_zeros_elsewhere():
     model = NoiseModel.controlled([0.35, 1.4], [0.0, 0.0])
     roots = reset(8, torch.Generator().manual_seed(0)).repeat(2, 1)
-    noise = Planner(model, 3, "B").leaf_noise(roots, torch.Generator().manual_seed(1))
+    noise = fused_draws(Planner(model, 3, TASK_B), roots, 1)
     assert noise.shape == (3, 7, 16, 64)
     for block, sigma in [(slice(0, 8), 0.05), (slice(8, 16), 0.2)]:
         part = noise[:, : CARRYING + 2, block]
@@ -116,10 +142,10 @@ def test_leaf_noise_has_each_settings_std_on_noisy_dims_and_zeros_elsewhere():
     assert (noise[:, -1] == 0).all(), "c1 has sigma_i = 0: nothing is drawn for it"
 
 
-def test_ar1_leaf_noise_is_correlated_across_steps_with_rho():
+def test_ar1_fused_noise_is_correlated_across_steps_with_rho():
     model = AR1NoiseModel.controlled(1.4, 0.0, rho=0.8)
     roots = reset(40, torch.Generator().manual_seed(0))
-    noise = Planner(model, 2).leaf_noise(roots, torch.Generator().manual_seed(1))
+    noise = fused_draws(Planner(model, 2), roots, 1)
     first, second = noise[0, AGENT_X].flatten(), noise[1, AGENT_X].flatten()
     assert torch.corrcoef(torch.stack([first, second]))[0, 1].item() == pytest.approx(0.8, abs=0.03)
     assert second.std().item() == pytest.approx(0.2, rel=0.03)
@@ -149,14 +175,15 @@ def test_several_draw_units_replay_exactly_and_quiet_units_draw_nothing(monkeypa
     # noise and must equal the oracle; the rest must still match the generic replay.
     monkeypatch.setitem(gridplan.fused.UNIT_ROWS, "cpu", 4 * 16)
     model = noise_grid([0.0, 1.0], [0.0])
-    roots = mixed_roots("A", 12, 2, random_states, seed=6)
+    roots = mixed_roots(TASK_A, 12, 2, random_states, seed=6)
     planner = Planner(model, 2, max_rows=3 * 16)
+    assert planner.scorer.unit_episodes() == 4
     fused = planner.action_values(roots, torch.Generator().manual_seed(8))
-    noise = planner.leaf_noise(roots, torch.Generator().manual_seed(8))
+    noise = fused_draws(planner, roots, 8)
     assert (noise[:, :, :12] == 0).all() and (noise[:, :, 12:] != 0).any()
-    first = planner.leaf_noise(roots, torch.Generator().manual_seed(8), episodes=15)
+    first = fused_draws(planner, roots, 8, episodes=15)
     assert torch.equal(first, noise[:, :, :15])
-    replay = Planner(ReplayedNoise(noise, "A"), 2).action_values(roots, torch.Generator())
+    replay = Planner(ReplayedNoise(noise, TASK_A), 2).action_values(roots, torch.Generator())
     assert torch.equal(fused, replay)
     oracle = Planner(OracleModel(), 2).action_values(roots[:12], torch.Generator())
     assert torch.equal(fused[:12], oracle)
@@ -165,23 +192,14 @@ def test_several_draw_units_replay_exactly_and_quiet_units_draw_nothing(monkeypa
 def test_reused_buffers_do_not_leak_between_decisions_of_different_sizes(random_states):
     model = NoiseModel.controlled(0.7, 0.0)
     planner = Planner(model, 2)
-    batches = [mixed_roots("A", n, 1, random_states, seed=n) for n in (30, 7, 30)]
+    batches = [mixed_roots(TASK_A, n, 1, random_states, seed=n) for n in (30, 7, 30)]
     for roots in batches:
         fresh = Planner(model, 2).action_values(roots, torch.Generator().manual_seed(9))
         reused = planner.action_values(roots, torch.Generator().manual_seed(9))
         assert torch.equal(reused, fresh)
 
 
-def load_bench():
-    """``scripts/bench_planner.py`` as a module (scripts/ is not a package)."""
-    path = Path(__file__).resolve().parents[1] / "scripts" / "bench_planner.py"
-    spec = importlib.util.spec_from_file_location("bench_planner", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.mark.parametrize("task", ["A", "B"])
+@TASKS
 @pytest.mark.parametrize("name", ["large sigma flips flags", "ar1"])
 def test_the_plain_python_reference_handed_the_fused_draws_chooses_the_same_actions(
     random_states, task, name
@@ -189,16 +207,46 @@ def test_the_plain_python_reference_handed_the_fused_draws_chooses_the_same_acti
     # The benchmark's adapter feeds ref_plan the batched planner's tie and noise draws.
     planner = Planner(NOISY_MODELS[name](), 2, task)
     roots = mixed_roots(task, 30, 1, random_states, seed=11)
-    result = load_bench().run_reference(planner, roots, episodes=30)
+    result = BENCH.run_reference(planner, roots, episodes=30)
     assert (result["identical"], result["checked"]) == (True, 30)
 
 
-def test_only_the_exact_built_in_models_take_the_fused_rollout():
+def test_a_noise_family_subclass_is_rolled_through_predict_unless_it_declares_a_scorer():
     class Custom(NoiseModel):
         def predict(self, state, action, generator):
             return super().predict(state, action, generator)
 
-    assert Planner(NoiseModel.controlled(0.1, 0.1), 1).rollout is not None
-    assert Planner(AR1NoiseModel.controlled(0.1, 0.1), 1).rollout is not None
-    assert Planner(Custom(torch.zeros(STATE_DIM)), 1).rollout is None
-    assert Planner(OracleModel(), 1, fused=False).rollout is None
+    class Declared(Custom):
+        leaf_scorer = NoiseModel.leaf_scorer
+
+    def scorer(model):
+        return type(Planner(model, 1).scorer)
+
+    assert scorer(NoiseModel.controlled(0.1, 0.1)) is FusedNoiseScorer
+    assert scorer(AR1NoiseModel.controlled(0.1, 0.1)) is FusedNoiseScorer
+    assert scorer(OracleModel()) is FusedNoiseScorer
+    assert scorer(Custom(torch.zeros(STATE_DIM))) is GenericScorer
+    assert scorer(Declared(torch.zeros(STATE_DIM))) is FusedNoiseScorer
+    assert type(Planner(OracleModel(), 1, generic=True).scorer) is GenericScorer
+
+
+@pytest.mark.parametrize(
+    "task",
+    [
+        Task(name="static hazard", goal=(7, 0), hazard=(6, 1)),
+        Task(name="diagonal swap", goal=(7, 0), hazard=(6, 7), swap_on_c1=True),
+    ],
+    ids=lambda t: t.name,
+)
+def test_the_fused_scorer_reads_any_goal_and_hazard_geometry_from_the_task(random_states, task):
+    # Beyond the paper's tasks: a hazard that never swaps, and a swap across rows and columns.
+    roots = mixed_roots(task, 30, 1, random_states, seed=12)
+    fused = Planner(OracleModel(), 2, task)
+    generic = Planner(OracleModel(), 2, task, generic=True)
+    want = generic.action_values(roots, torch.Generator())
+    assert torch.equal(fused.action_values(roots, torch.Generator()), want)
+    torch.testing.assert_close(want, task.value_table().q_values(roots), atol=1e-6, rtol=0)
+    model = NoiseModel.controlled(2.0, 0.8)
+    noisy = Planner(model, 2, task).action_values(roots, torch.Generator().manual_seed(3))
+    replay = ReplayedNoise(fused_draws(Planner(model, 2, task), roots, 3), task)
+    assert torch.equal(noisy, Planner(replay, 2, task).action_values(roots, torch.Generator()))

@@ -32,6 +32,7 @@ from gridplan.metrics import (
     step_profile,
 )
 from gridplan.models import NoiseModel, OracleModel
+from gridplan.tasks import TASK_A, TASK_B
 from gridplan.values import binary_weights, relevance_weights
 
 
@@ -48,7 +49,7 @@ def offset(**dims: float) -> torch.Tensor:
     return out
 
 
-def one(model, windows, task="A", **kwargs):
+def one(model, windows, task=TASK_A, **kwargs):
     (result,) = prediction_metrics(model, windows, task=task, **kwargs)
     return result
 
@@ -60,7 +61,7 @@ def test_constant_offset_model_has_hand_computed_errors():
     r = one(ConstantModel(offset(agent_x=0.1, d1_x=0.2)), windows)
     assert r.E_tot == pytest.approx(0.05 / 12, rel=1e-5)
     assert r.DRPE["binary"] == pytest.approx(0.01 / 6, rel=1e-5)
-    assert r.DRPE["graded"] == pytest.approx(0.01 * float(relevance_weights("A")[0]), rel=1e-5)
+    assert r.DRPE["graded"] == pytest.approx(0.01 * float(relevance_weights(TASK_A)[0]), rel=1e-5)
     expected = torch.zeros(STATE_DIM)
     expected[AGENT_X], expected[D1_X] = 0.01, 0.04
     torch.testing.assert_close(r.profile, expected)
@@ -186,23 +187,23 @@ def test_event_audit_catches_a_model_that_never_learned_the_pickup(windows):
 
 
 def test_task_b_drpe_separates_noise_on_c1_from_noise_on_c2():
-    windows = eval_windows(200, horizon=10, task="B")
+    windows = eval_windows(200, horizon=10, task=TASK_B)
     noise_c1, noise_c2 = torch.zeros(STATE_DIM), torch.zeros(STATE_DIM)
     noise_c1[C1], noise_c2[C2] = 0.8, 0.8
-    on_c1 = one(NoiseModel(noise_c1), windows, task="B")
-    on_c2 = one(NoiseModel(noise_c2), windows, task="B")
+    on_c1 = one(NoiseModel(noise_c1), windows, task=TASK_B)
+    on_c2 = one(NoiseModel(noise_c2), windows, task=TASK_B)
     assert on_c1.DRPE["binary"] == on_c2.DRPE["binary"] == 0.0
     assert on_c1.DRPE["task"] > 0.01 and on_c2.DRPE["task"] == 0.0
     assert on_c1.VPE > 0.0 == on_c2.VPE
-    assert set(standard_weights("B")) == {"binary", "graded", "task"}
-    assert "task" not in standard_weights("A")
+    assert set(standard_weights(TASK_B)) == {"binary", "graded", "task"}
+    assert "task" not in standard_weights(TASK_A)
 
 
 def test_user_weights_are_normalized_and_reported_by_name(windows):
     r = one(NoiseModel.controlled(0.2, 0.2), windows, weights={"carry": offset(carrying=5.0)})
     assert r.DRPE["carry"] == pytest.approx(float(r.profile[CARRYING]))
     sq = torch.rand(4, 3, 12, generator=torch.Generator().manual_seed(0))
-    assert drpe(sq, 3 * binary_weights("A")) == pytest.approx(drpe(sq, binary_weights("A")))
+    assert drpe(sq, 3 * binary_weights(TASK_A)) == pytest.approx(drpe(sq, binary_weights(TASK_A)))
 
 
 def test_metrics_serialize_to_json_with_named_profile(windows):
@@ -221,7 +222,7 @@ def test_standalone_helpers_agree_with_each_other():
     assert e_tot(sq) == pytest.approx(1.8 / 24)
     torch.testing.assert_close(profile(sq), sq[0].mean(dim=0))
     torch.testing.assert_close(step_profile(sq), sq[0])
-    assert drpe(sq, binary_weights("A")) == pytest.approx(0.3 / 6)
+    assert drpe(sq, binary_weights(TASK_A)) == pytest.approx(0.3 / 6)
     pred, target = torch.ones(2, 3, 12), torch.zeros(2, 3, 12)
     assert squared_errors(pred, target).sum() == 72
     with pytest.raises(ValueError, match="do not match"):
@@ -233,7 +234,7 @@ def test_standalone_helpers_agree_with_each_other():
     [
         (torch.ones(11), "shape"),
         (torch.ones(13), "shape"),
-        (-binary_weights("A"), "non-negative"),
+        (-binary_weights(TASK_A), "non-negative"),
         (torch.tensor([1.0] * 11 + [-0.1]), "non-negative"),
         (torch.tensor([float("nan")] + [1.0] * 11), "finite"),
         (torch.zeros(12), "all zero"),
@@ -296,6 +297,6 @@ def test_malformed_model_outputs_are_rejected_naming_the_output(bad, message):
         prediction_metrics(BrokenModel(bad), constant_windows(w=3, h=2))
 
 
-def test_unknown_task_is_rejected():
-    with pytest.raises(ValueError, match="unknown task"):
+def test_a_task_name_instead_of_a_task_is_rejected():
+    with pytest.raises(TypeError, match="got str 'C'"):
         prediction_metrics(OracleModel(), constant_windows(), task="C")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -14,12 +15,13 @@ from gridplan.constants import (
     D1_X,
     D1_Y,
     KEY_Y,
-    NOISE_RELEVANT_DIMS,
     UP,
 )
 from gridplan.env import step, to_cell, transition
 from gridplan.models import AR1NoiseModel, NoiseModel, OracleModel, noise_grid
+from gridplan.tasks import TASK_A, TASK_B
 
+NOISE_RELEVANT_DIMS = TASK_A.noise_relevant_dims
 IRRELEVANT = [d for d in range(12) if d not in NOISE_RELEVANT_DIMS]
 
 
@@ -40,6 +42,20 @@ def test_controlled_puts_sigma_r_in_cells_on_dims_0_to_5_and_sigma_i_on_6_to_11(
     expected = torch.tensor([[0.05] * 6 + [0.1] * 6])
     torch.testing.assert_close(model.sigma, expected)
     assert model.settings() == [{"sigma_r": 0.35, "sigma_i": 0.1}]
+
+
+def test_controlled_splits_sigma_by_the_tasks_noise_relevant_dims():
+    # Task B noises c1 as an irrelevant dim (paper §5.3); a task may declare another split.
+    assert torch.equal(
+        NoiseModel.controlled(0.7, 0.2, TASK_B).sigma, NoiseModel.controlled(0.7, 0.2).sigma
+    )
+    agent_only = dataclasses.replace(
+        TASK_A, name="agent-only", noise_relevant_dims=(AGENT_X, AGENT_Y)
+    )
+    model = AR1NoiseModel.controlled(0.7, 0.2, rho=0.5, task=agent_only)
+    assert model.sigma[0].tolist() == pytest.approx([0.1, 0.1] + [0.2] * 10)
+    assert model.settings() == [{"sigma_r": 0.7, "sigma_i": 0.2}]
+    assert noise_grid([0.7], [0.2], agent_only).settings() == model.settings()
 
 
 def test_controlled_noise_has_the_prescribed_empirical_std(make_state):

@@ -1,15 +1,17 @@
-"""The batched full-width planner (paper §3 "Planner"; SPEC §4) on constructed states."""
+"""The batched full-width planner (paper §3 "Planner", appendix D) on constructed states."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
+from gridplan import tasks
 from gridplan.constants import DOWN, LEFT, RIGHT, UP
 from gridplan.env import reset
-from gridplan.models import NoiseModel, OracleModel
+from gridplan.models import NoiseModel, OracleModel, WorldModel
 from gridplan.planner import Planner, action_sequences
-from gridplan.values import ValueTable
+from gridplan.scorers import GenericScorer, LeafScorer
+from gridplan.tasks import TASK_A, TASK_B
 
 # (task, state, the one optimal first action, why), worked out by hand.
 CONSTRUCTED = [
@@ -28,23 +30,28 @@ CONSTRUCTED = [
 
 
 @pytest.mark.parametrize("depth", [1, 2, 4])
-@pytest.mark.parametrize(("task", "kwargs", "best", "why"), CONSTRUCTED)
+@pytest.mark.parametrize(("name", "kwargs", "best", "why"), CONSTRUCTED)
 def test_the_oracle_planner_picks_the_one_optimal_first_action(
-    make_state, depth, task, kwargs, best, why
+    make_state, depth, name, kwargs, best, why
 ):
+    task = tasks.get(name)
     state = make_state(**kwargs)
-    assert ValueTable(task).q_values(state).argmax().item() == best, why
+    assert task.value_table().q_values(state).argmax().item() == best, why
     planner = Planner(OracleModel(), depth, task)
     assert planner.act(state, torch.Generator().manual_seed(depth)).item() == best, why
 
 
 @pytest.mark.parametrize("depth", [1, 2, 3])
-@pytest.mark.parametrize("task", ["A", "B"])
-def test_oracle_action_values_equal_exact_q_star_at_every_depth(random_states, depth, task):
+@pytest.mark.parametrize("task", [TASK_A, TASK_B], ids=["A", "B"])
+@pytest.mark.parametrize("generic", [False, True], ids=["declared", "generic"])
+def test_oracle_action_values_equal_exact_q_star_at_every_depth(
+    random_states, depth, task, generic
+):
     # With the exact model, D steps of lookahead plus gamma^D V* is Bellman's equation.
     state = random_states(24, torch.Generator().manual_seed(10 + depth))
-    q = Planner(OracleModel(), depth, task).action_values(state, torch.Generator())
-    torch.testing.assert_close(q, ValueTable(task).q_values(state), atol=1e-6, rtol=0)
+    planner = Planner(OracleModel(), depth, task, generic=generic)
+    q = planner.action_values(state, torch.Generator())
+    torch.testing.assert_close(q, task.value_table().q_values(state), atol=1e-6, rtol=0)
 
 
 def test_ties_between_optimal_actions_are_broken_at_random_and_reproducibly(make_state):
@@ -104,13 +111,17 @@ def test_action_sequences_enumerate_leaves_with_the_first_action_most_significan
         ({"depth": 0}, "depth must be an integer >= 1, got 0"),
         ({"depth": -2}, "depth must be an integer >= 1, got -2"),
         ({"depth": 2.0}, "depth must be an integer >= 1, got 2.0"),
-        ({"depth": 2, "task": "C"}, "unknown task 'C'"),
         ({"depth": 2, "max_rows": 0}, "must be positive"),
     ],
 )
 def test_planner_rejects_bad_settings_naming_the_problem(kwargs, match):
     with pytest.raises(ValueError, match=match):
         Planner(OracleModel(), **kwargs)
+
+
+def test_planner_rejects_a_task_name_instead_of_a_task():
+    with pytest.raises(TypeError, match="got str 'A'; resolve a name with gridplan.tasks.get"):
+        Planner(OracleModel(), 2, "A")
 
 
 @pytest.mark.parametrize(
@@ -139,3 +150,66 @@ def test_planner_rejects_a_model_that_returns_the_wrong_shape():
 
     with pytest.raises(ValueError, match=r"model.predict returned shape \(8, 11\)"):
         Planner(Broken(), 1).act(reset(2, torch.Generator()), torch.Generator())
+
+
+class ScriptedScorer(LeafScorer):
+    """Hands the search fixed leaf scores, one episode per chunk, in reverse order."""
+
+    def __init__(self, scores: torch.Tensor) -> None:
+        self.task, self.depth, self.scores = TASK_A, 2, scores
+        self.draws = []
+
+    def leaf_scores(self, root, generator):
+        for row in reversed(range(root.shape[0])):
+            self.draws.append(torch.rand(1, generator=generator).item())
+            yield torch.tensor([row]), self.scores[row : row + 1]
+
+
+class Scripted(WorldModel):
+    def __init__(self, scores: torch.Tensor) -> None:
+        self.scorer = ScriptedScorer(scores)
+
+    def predict(self, state, action, generator):
+        raise AssertionError("the search must only use the declared scorer")
+
+    def leaf_scorer(self, task, depth, device, max_memory, max_rows):
+        assert (task, depth) == (TASK_A, 2)
+        return self.scorer
+
+
+def test_the_search_takes_the_best_leaf_per_first_action_from_any_declared_scorer():
+    # 16 leaves per episode; leaves 4a..4a+3 start with action a.
+    scores = torch.zeros(3, 16)
+    scores[0, 9] = 0.5  # first action 2 (left)
+    scores[1, 3] = 0.75  # first action 0 (up) ...
+    scores[1, 15] = 0.875  # ... beaten by first action 3 (right)
+    scores[2] = -1.0
+    scores[2, 4] = scores[2, 7] = -0.25  # first action 1 (down), twice
+    model = Scripted(scores)
+    planner = Planner(model, 2)
+    gen = torch.Generator().manual_seed(0)
+    q = planner.action_values(reset(3, torch.Generator()), gen)
+    assert q.tolist() == [[0.0, 0.0, 0.5, 0.0], [0.75, 0.0, 0.0, 0.875], [-1.0, -0.25, -1.0, -1.0]]
+    assert planner.act(reset(3, torch.Generator()), gen).tolist() == [LEFT, RIGHT, DOWN]
+
+
+def test_ties_are_drawn_before_the_scorer_draws():
+    model = Scripted(torch.zeros(2, 16))
+    gen = torch.Generator().manual_seed(5)
+    Planner(model, 2).act(reset(2, torch.Generator()), gen)
+    replay = torch.Generator().manual_seed(5)
+    torch.rand(2, 4, generator=replay)
+    assert model.scorer.draws == [torch.rand(1, generator=replay).item() for _ in range(2)]
+
+
+def test_a_model_without_a_declared_scorer_is_rolled_through_predict():
+    class Bare:  # duck-typed: predict only
+        def predict(self, state, action, generator):
+            return OracleModel().predict(state, action, generator)
+
+    planner = Planner(Bare(), 1)
+    assert isinstance(planner.scorer, GenericScorer)
+    assert isinstance(Planner(OracleModel(), 1, generic=True).scorer, GenericScorer)
+    state = reset(5, torch.Generator().manual_seed(1))
+    want = Planner(OracleModel(), 1).action_values(state, torch.Generator())
+    assert torch.equal(planner.action_values(state, torch.Generator()), want)

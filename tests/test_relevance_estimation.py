@@ -1,12 +1,12 @@
-"""Estimated relevance weights: fitted value iteration and perturbation saliency
-(gridplan/relevance_estimation.py; paper §4.1, appendix A)."""
+"""Estimated relevance weights: fitted value iteration (gridplan/relevance_estimation.py) and
+perturbation saliency, Eq. 1 (gridplan/values.py); paper §4.1, appendix A."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from gridplan.constants import AGENT_X, C1, CARRYING, CELL_SCALE, D1_X, RELEVANT_DIMS, STATE_DIM
+from gridplan.constants import AGENT_X, C1, CARRYING, CELL_SCALE, D1_X, STATE_DIM
 from gridplan.env import reset
 from gridplan.models import NoiseModel, OracleModel
 from gridplan.relevance_estimation import (
@@ -14,19 +14,23 @@ from gridplan.relevance_estimation import (
     estimate_relevance,
     fitted_value_iteration,
     one_step_backup_inputs,
-    perturbation_saliency,
 )
-from gridplan.values import ValueTable, optimal_state_distribution, relevance_weights
+from gridplan.tasks import TASK_A, TASK_B
+from gridplan.values import optimal_state_distribution, perturbation_saliency, relevance_weights
 from tests.conftest import build_state
 
-IRRELEVANT_A = [d for d in range(STATE_DIM) if d not in RELEVANT_DIMS["A"]]
+IRRELEVANT_A = [d for d in range(STATE_DIM) if d not in TASK_A.relevant_dims]
 
 
-def test_saliency_of_the_exact_value_is_the_graded_weights_of_eq1_with_zero_on_irrelevant_dims():
-    states = optimal_state_distribution("A")
-    w = perturbation_saliency(ValueTable("A").lookup, states)
-    assert torch.allclose(w, relevance_weights("A"), atol=1e-6)
-    assert (w[IRRELEVANT_A] == 0).all()
+@pytest.mark.parametrize("task", [TASK_A, TASK_B], ids=["A", "B"])
+def test_saliency_of_the_exact_value_is_the_graded_weights_of_eq1_with_zero_on_irrelevant_dims(
+    task,
+):
+    states = optimal_state_distribution(task)
+    w = perturbation_saliency(task.value_table().lookup, states)
+    assert torch.equal(w, relevance_weights(task))
+    irrelevant = [d for d in range(STATE_DIM) if d not in task.relevant_dims]
+    assert (w[irrelevant] == 0).all()
     assert w.sum() == pytest.approx(1.0)
 
 
@@ -75,7 +79,7 @@ def test_one_backup_from_zero_learns_the_immediate_reward_of_the_best_action():
     states = torch.cat([near, door])
     states[:, D1_X:] = torch.randint(0, 8, (128, 4), generator=torch.Generator().manual_seed(1)) / 7
     cfg = FVIConfig(iterations=1, epochs=100, hidden=(32, 32), lr=1e-2, batch_size=128)
-    fitted = fitted_value_iteration(OracleModel(), states, "A", cfg)
+    fitted = fitted_value_iteration(OracleModel(), states, TASK_A, cfg)
     assert fitted(states[:64]).mean() == pytest.approx(1.0, abs=0.05)
     assert fitted(states[64:]).mean() == pytest.approx(0.0, abs=0.05)
     assert fitted.backup_change == [pytest.approx(0.5)]
@@ -94,13 +98,14 @@ def test_backup_inputs_score_every_action_with_the_true_reward_on_the_predicted_
 def test_estimated_weights_on_a_tiny_problem_sum_to_one_and_report_their_irrelevant_mass():
     states = reset(128, torch.Generator().manual_seed(0))
     cfg = FVIConfig(iterations=2, epochs=1, hidden=(16,), batch_size=64)
-    est = estimate_relevance(OracleModel(), states[:96], "A", cfg, saliency_states=states[96:])
+    est = estimate_relevance(OracleModel(), states[:96], TASK_A, cfg, saliency_states=states[96:])
     assert est.weights.shape == (STATE_DIM,)
     assert (est.weights >= 0).all()
     assert est.weights.sum() == pytest.approx(1.0, abs=1e-6)
     assert est.irrelevant_mass == pytest.approx(float(est.weights[IRRELEVANT_A].sum()))
     summary = est.to_dict()
     assert len(summary["weights"]) == STATE_DIM and len(summary["backup_change"]) == 2
+    assert est.task is TASK_A and summary["task"] == "A"
 
 
 @pytest.mark.parametrize(

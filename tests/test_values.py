@@ -1,25 +1,30 @@
-"""Exact V* on hand-counted cells and the relevance weights (paper §3 Eq. 1; SPEC §2).
+"""Exact V* on hand-counted cells and the relevance weights (paper §3 Eq. 1, appendix C).
 
 With arriving rewards, a state ``n`` optimal steps from the goal has ``V* = gamma^(n-1)``.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
-from gridplan.constants import GAMMA, RIGHT, UP
+from gridplan.constants import RIGHT, UP
+from gridplan.tasks import TASK_A, TASK_B
 from gridplan.values import ValueTable, binary_weights, relevance_weights
+
+GAMMA = TASK_A.gamma
 
 
 @pytest.fixture(scope="module")
 def table_a() -> ValueTable:
-    return ValueTable("A")
+    return TASK_A.value_table()
 
 
 @pytest.fixture(scope="module")
 def table_b() -> ValueTable:
-    return ValueTable("B")
+    return TASK_B.value_table()
 
 
 def value(table: ValueTable, state: torch.Tensor) -> float:
@@ -119,7 +124,7 @@ def test_value_ignores_irrelevant_dimensions(table_a, table_b, make_state):
     assert value(table_a, make_state(**base, c1=True)) == ref_a
 
 
-@pytest.mark.parametrize(("task", "n_relevant"), [("A", 6), ("B", 7)])
+@pytest.mark.parametrize(("task", "n_relevant"), [(TASK_A, 6), (TASK_B, 7)], ids=["A", "B"])
 def test_graded_weights_are_zero_exactly_on_irrelevant_dims_and_sum_to_one(task, n_relevant):
     w = relevance_weights(task)
     assert w.shape == (12,)
@@ -128,23 +133,49 @@ def test_graded_weights_are_zero_exactly_on_irrelevant_dims_and_sum_to_one(task,
     assert w.sum().item() == pytest.approx(1.0, abs=1e-6)
 
 
-@pytest.mark.parametrize(("task", "n_relevant"), [("A", 6), ("B", 7)])
+@pytest.mark.parametrize(("task", "n_relevant"), [(TASK_A, 6), (TASK_B, 7)], ids=["A", "B"])
 def test_binary_weights_are_one_over_the_relevant_count(task, n_relevant):
     expected = torch.zeros(12)
     expected[:n_relevant] = 1.0 / n_relevant
     torch.testing.assert_close(binary_weights(task), expected)
 
 
+def test_task_a_graded_weights_keep_their_known_values():
+    # The saliency of the exact V* on the optimal policy's states (Eq. 1), dims 0-5.
+    known = [0.273997038602829, 0.11945994943380356, 0.10967124998569489,
+             0.04919234663248062, 0.2063969075679779, 0.24128249287605286]
+    w = relevance_weights(TASK_A)
+    assert w[:6].tolist() == known
+    assert (w[6:] == 0).all()
+
+
+def test_the_cached_table_is_built_once_per_device_and_cannot_be_changed_by_callers(make_state):
+    table = TASK_A.value_table()
+    assert TASK_A.value_table("cpu") is table
+    state = make_state(agent=(6, 4), carrying=True, door_open=True)
+    copy = table.table
+    copy.fill_(-5.0)
+    relevance_weights(TASK_A).fill_(3.0)
+    assert table(state).item() == 1.0
+    assert table.table.max().item() == 1.0
+    assert relevance_weights(TASK_A).sum().item() == pytest.approx(1.0, abs=1e-6)
+
+
+def test_the_discount_comes_from_the_task(make_state):
+    slow = dataclasses.replace(TASK_A, gamma=0.5)
+    state = make_state(agent=(5, 4), carrying=True, door_open=True)
+    assert slow.value_table()(state).item() == 0.5
+    assert TASK_A.value_table()(state).item() == pytest.approx(GAMMA, rel=1e-6)
+
+
 def test_value_table_rejects_bad_input(make_state):
-    with pytest.raises(ValueError, match="unknown task 'C'"):
+    with pytest.raises(TypeError, match="got str 'C'"):
         ValueTable("C")
-    with pytest.raises(ValueError, match="gamma must lie in"):
-        ValueTable("A", gamma=1.0)
     bad = make_state()
     bad[0, 3] = float("nan")
     with pytest.raises(ValueError, match="non-finite"):
-        ValueTable("A")(bad)
+        TASK_A.value_table()(bad)
     with pytest.raises(ValueError, match="shape"):
-        ValueTable("A")(torch.zeros(3, 10))
-    with pytest.raises(ValueError, match="unknown task"):
-        relevance_weights("C")
+        TASK_A.value_table()(torch.zeros(3, 10))
+    with pytest.raises(TypeError, match="must be a gridplan.tasks.Task"):
+        relevance_weights("A")

@@ -50,10 +50,10 @@ from matplotlib.patches import Rectangle
 from tqdm.auto import tqdm
 
 import gridplan
+from gridplan import tasks
 from gridplan.closed_loop import OUTCOMES, EpisodeResults, evaluate
 from gridplan.constants import AGENT_X, AGENT_Y, CELL_SCALE, DOOR_CELL, GRID_SIZE, WALL_X
 from gridplan.data import EvalWindows, eval_windows
-from gridplan.env import goal_cells
 from gridplan.stats import SpearmanResult, mean_se
 
 PROFILES = ("full", "quick", "tiny")
@@ -359,7 +359,7 @@ def new_figure(width: float = 6.0, height: float = 4.0) -> Figure:
 def draw_gridworld(ax, task: str = "A", c1: bool = False) -> None:
     """Draw the 8x8 world on a Matplotlib axis in cell coordinates: the wall column, the door,
     and the active goal (green) and, in Task B, the hazard (red) selected by ``c1``."""
-    goal, hazard = goal_cells(torch.tensor([bool(c1)]), task)
+    goal, hazard = tasks.get(task).goal_cells(torch.tensor([bool(c1)]))
     ax.set_xlim(-0.5, GRID_SIZE - 0.5)
     ax.set_ylim(-0.5, GRID_SIZE - 0.5)
     ax.set_aspect("equal")
@@ -416,7 +416,9 @@ def standard_windows(
     cached per process so groups of one run score models on identical windows."""
     key = (n_windows, horizon, task, str(ctx.device))
     if key not in _WINDOWS_CACHE:
-        _WINDOWS_CACHE[key] = eval_windows(n_windows, horizon, task=task, device=ctx.device)
+        _WINDOWS_CACHE[key] = eval_windows(
+            n_windows, horizon, task=tasks.get(task), device=ctx.device
+        )
     return _WINDOWS_CACHE[key]
 
 
@@ -438,7 +440,7 @@ def closed_loop(
     """
     results = evaluate(
         model,
-        task=task,
+        task=tasks.get(task),
         depth=depth,
         seeds=list(seeds),
         episodes=episodes,

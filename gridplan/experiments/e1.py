@@ -37,6 +37,7 @@ from gridplan.experiments.common import (
 from gridplan.metrics import prediction_metrics
 from gridplan.models import noise_grid
 from gridplan.stats import iso_error_pairs
+from gridplan.tasks import TASK_A
 
 SIGMA_R = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35)
 SIGMA_I = (0.0, 0.1, 0.2, 0.3, 0.6, 1.2)
@@ -96,7 +97,7 @@ def grid_records(ctx: GroupContext, cfg: GridConfig) -> list[dict]:
     """
     model = noise_grid(cfg.sigma_r, cfg.sigma_i)
     windows = standard_windows(ctx, cfg.n_windows, cfg.horizon)
-    metrics = prediction_metrics(model, windows, "A")
+    metrics = prediction_metrics(model, windows, TASK_A)
     ctx.log(f"closed loop: {model.n_settings} settings x {len(cfg.seeds) * cfg.episodes} episodes")
     loop, _ = closed_loop(ctx, model, "A", cfg.depth, cfg.seeds, cfg.episodes)
     sigmas = [(r, i) for r in cfg.sigma_r for i in cfg.sigma_i]

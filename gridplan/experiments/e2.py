@@ -42,6 +42,7 @@ from gridplan.experiments.common import (
 from gridplan.metrics import prediction_metrics
 from gridplan.models import noise_grid
 from gridplan.stats import iso_error_pairs, spearman_ci
+from gridplan.tasks import TASK_A
 
 SWEEP_R = (0.0, 0.1, 0.2, 0.25, 0.3, 0.35)
 SWEEP_I = (0.0, 0.3, 0.6, 1.2)
@@ -93,7 +94,7 @@ def sweep_records(ctx: GroupContext, cfg: E2Config) -> list[dict]:
     """Closed-loop success and E_tot / DRPE (graded, binary) of the relevance sweep."""
     model = noise_grid(cfg.sweep_sigma_r, cfg.sweep_sigma_i)
     windows = standard_windows(ctx, cfg.n_windows, cfg.horizon)
-    metrics = prediction_metrics(model, windows, "A")
+    metrics = prediction_metrics(model, windows, TASK_A)
     ctx.log(f"relevance sweep: {model.n_settings} settings x {len(cfg.seeds) * cfg.episodes} eps")
     loop, _ = closed_loop(ctx, model, "A", cfg.depth, cfg.seeds, cfg.episodes)
     sigmas = [(r, i) for r in cfg.sweep_sigma_r for i in cfg.sweep_sigma_i]

@@ -72,6 +72,7 @@ from gridplan.metrics import prediction_metrics
 from gridplan.models import WorldModel
 from gridplan.relevance_estimation import intra_op_threads
 from gridplan.stats import mean_se, spearman_ci
+from gridplan.tasks import TASK_A
 
 #: Shared dataset cache under the results root (datasets are derived data, keyed by
 #: task, policy, budget and seed).
@@ -366,7 +367,7 @@ def evaluate_seed(
     stack = ModelStack(models)
     windows = standard_windows(ctx, cfg.n_windows)
     with _cpu_threads(ctx):
-        metrics = prediction_metrics(stack, windows, "A")
+        metrics = prediction_metrics(stack, windows, TASK_A)
         loop, results = closed_loop(ctx, stack, "A", cfg.depth, (seed,), cfg.episodes, record=True)
     marks = milestones(results.trajectory, len(settings))
     out = [

@@ -46,7 +46,6 @@ from gridplan.constants import (
     DOOR_OPEN,
     KEY_X,
     KEY_Y,
-    RELEVANT_DIMS,
     STATE_DIM,
 )
 from gridplan.data import parse_budget
@@ -65,6 +64,7 @@ from gridplan.metrics import check_weights, prediction_metrics
 from gridplan.models import noise_grid
 from gridplan.relevance_estimation import FVIConfig, estimate_relevance
 from gridplan.stats import spearman_ci
+from gridplan.tasks import TASK_A
 from gridplan.values import binary_weights, relevance_weights
 
 #: A false positive "weakens" the correlation when |ρ| drops by at least this (paper: 0.53).
@@ -76,7 +76,7 @@ MAX_FN_SHIFT = 0.05
 MIN_ESTIMATE_GAP = 0.3
 #: ... and put at least this much mass on irrelevant dims (paper: 0.39-0.42).
 MIN_IRRELEVANT_MASS = 0.2
-RELEVANT = RELEVANT_DIMS["A"]
+RELEVANT = TASK_A.relevant_dims
 IRRELEVANT = tuple(d for d in range(STATE_DIM) if d not in RELEVANT)
 
 
@@ -158,7 +158,7 @@ def sweep_pool(ctx: GroupContext) -> tuple[list[dict], str, float | None]:
     cfg = e2.CONFIGS[ctx.profile]
     model = noise_grid(cfg.sweep_sigma_r, cfg.sweep_sigma_i)
     windows = standard_windows(ctx, cfg.n_windows, cfg.horizon)
-    metrics = prediction_metrics(model, windows, "A")
+    metrics = prediction_metrics(model, windows, TASK_A)
     folder = ctx.finished_group("e2", cfg)
     diff = None
     if folder is not None:
@@ -285,7 +285,7 @@ def run(ctx: GroupContext) -> Report:
             f"fitted value iteration: {cfg.fvi.iterations} backups on {fit.shape[0]} logged "
             f"states of {row.name} seed {seed} ({source})"
         )
-        est = estimate_relevance(model, fit, "A", cfg.fvi, probe)
+        est = estimate_relevance(model, fit, TASK_A, cfg.fvi, probe)
         estimates.append(
             {
                 "seed": seed,
@@ -297,8 +297,8 @@ def run(ctx: GroupContext) -> Report:
         )
 
     weightings: dict[str, torch.Tensor] = {
-        "graded": relevance_weights("A"),
-        "binary": binary_weights("A"),
+        "graded": relevance_weights(TASK_A),
+        "binary": binary_weights(TASK_A),
     }
     kinds = {"graded": "exact", "binary": "exact"}
     for e in estimates:

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from scipy.stats import norm
 
+from gridplan import tasks
 from gridplan.closed_loop import GOAL, HAZARD
 from gridplan.constants import AGENT_X, AGENT_Y, C1, C2, CELL_SCALE, KEY_X, KEY_Y, STATE_DIM
 from gridplan.experiments import paper
@@ -175,7 +176,7 @@ def run(ctx: GroupContext) -> Report:
     rows, recorded = {}, None
     for task in ctx.bar("AB", "tasks"):
         windows = standard_windows(ctx, cfg.n_windows, cfg.horizon, task)
-        metrics = prediction_metrics(model, windows, task)
+        metrics = prediction_metrics(model, windows, tasks.get(task))
         loop, res = closed_loop(
             ctx, model, task, cfg.depth, cfg.seeds, cfg.episodes, record=task == "B"
         )

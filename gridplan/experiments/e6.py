@@ -44,6 +44,7 @@ from gridplan.metrics import prediction_metrics
 from gridplan.models import AR1NoiseModel, NoiseModel, OracleModel
 from gridplan.planner import Planner, action_sequences
 from gridplan.stats import spearman_ci
+from gridplan.tasks import TASK_A
 
 #: Success gaps count when they exceed this many standard errors of the gap.
 Z = 2.0
@@ -177,7 +178,7 @@ def horizon_sweep(ctx: GroupContext, cfg: E6Config) -> list[dict]:
     model = NoiseModel.controlled([m[0] for m in cfg.models], [m[1] for m in cfg.models])
     rows = []
     for h in ctx.bar(cfg.horizons, "horizon sweep"):
-        metrics = prediction_metrics(model, standard_windows(ctx, cfg.n_windows, h), "A")
+        metrics = prediction_metrics(model, standard_windows(ctx, cfg.n_windows, h), TASK_A)
         for m, pm in zip(cfg.models, metrics, strict=True):
             rows.append(
                 {
@@ -205,8 +206,8 @@ def imagination_fans(ctx: GroupContext, cfg: E6Config) -> tuple[dict, list[dict]
         and the fraction of imagined steps off the oracle's cell.
     """
     depth = cfg.fan_depth
-    start = start_states([cfg.fan_seed], 1, "A", ctx.device)
-    planner = Planner(OracleModel(), depth, "A", device=ctx.device)
+    start = start_states([cfg.fan_seed], 1, TASK_A, ctx.device)
+    planner = Planner(OracleModel(), depth, TASK_A, device=ctx.device)
     res = run_closed_loop(planner, start, ctx.generator(cfg.fan_seed), record=True)
     steps = int(res.steps[0])
     path = res.trajectory[: steps + 1, 0]
@@ -261,11 +262,11 @@ def ar1_rows(ctx: GroupContext, cfg: E6Config, depth_rows: list[dict]) -> list[d
     )
     loop, _ = closed_loop(ctx, model, "A", depth, cfg.seeds, cfg.episodes)
     windows = standard_windows(ctx, cfg.n_windows, 10)
-    metrics = prediction_metrics(model, windows, "A")
+    metrics = prediction_metrics(model, windows, TASK_A)
     indep_metrics = prediction_metrics(
         NoiseModel.controlled([m[0] for m in cfg.ar1_models], [m[1] for m in cfg.ar1_models]),
         windows,
-        "A",
+        TASK_A,
     )
     indep = {(r["sigma_r"], r["sigma_i"]): r for r in depth_rows if r["depth"] == depth}
     oracle = indep[(0.0, 0.0)]
