@@ -54,9 +54,11 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
+from gridplan import tasks
 from gridplan.config import run_name, to_yaml, validate
 from gridplan.constants import STATE_DIM
 from gridplan.learned import MLPDynamics, load_world_model
+from gridplan.metrics import prediction_metrics
 from gridplan.models import WorldModel
 from gridplan.training import (
     TransitionDataModule,
@@ -594,11 +596,10 @@ class MemberStack(pl.LightningModule):
         return self._windows[key]
 
 
-def _score(model, windows, task):
-    from gridplan.metrics import prediction_metrics
-
+def _score(model, windows, task: str):
+    """``prediction_metrics`` of every setting of ``model``, drawn as ``score_windows`` draws."""
     gen = torch.Generator(device=windows.start.device).manual_seed(0)
-    return prediction_metrics(model, windows, task=task, generator=gen)
+    return prediction_metrics(model, windows, task=tasks.get(task), generator=gen)
 
 
 class StackWorldModel(WorldModel):
