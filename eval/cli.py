@@ -8,8 +8,9 @@ Examples::
     python -m eval --ckpt runs/uniform-balanced-20k-seed0/version_0/checkpoints/best.ckpt
     python -m eval --ckpt 'runs/*/version_*/checkpoints/best.ckpt'    # several, one by one
 
-A checkpoint of ``python -m train`` is evaluated at depth 2 over 5 seeds x 40 episodes by
-default (paper §5.4); its report goes to ``<checkpoint>.eval.json`` beside it (``best.ckpt``
+A built-in model is evaluated with the controlled grid's protocol by default, a checkpoint of
+``python -m train`` with the learned models' (``gridplan.protocols``: paper §5.1, §5.4); the
+checkpoint's report goes to ``<checkpoint>.eval.json`` beside it (``best.ckpt``
 -> ``best.eval.json``, so best and last never collide) and into the run's TensorBoard folder
 under ``eval/``.
 """
@@ -24,15 +25,17 @@ from pathlib import Path
 
 import torch
 
-from eval.report import format_table, model_report, write_json
+from eval.report import format_table, write_json
 from gridplan import tasks
+from gridplan.evaluation import model_report
 from gridplan.models import NoiseModel, OracleModel
+from gridplan.protocols import CONTROLLED, LEARNED
 
 BUILTIN_MODELS = ("oracle", "noise")
-#: Closed-loop defaults: built-in models as in the controlled grid (paper §5.1), checkpoints
-#: as the learned models of Table 3 (depth 2, 5 seeds x 40 episodes).
-BUILTIN_DEFAULTS = {"depth": 4, "seeds": 10, "episodes": 30}
-CKPT_DEFAULTS = {"depth": 2, "seeds": 5, "episodes": 40}
+#: Options that set a ``gridplan.protocols.Protocol`` field of the same name; unset ones
+#: come from the default protocol: built-in models as the controlled grid (paper §5.1),
+#: checkpoints as the learned models of Table 3 (paper §5.4).
+PROTOCOL_OPTIONS = ("depth", "seeds", "episodes", "horizon", "n_windows")
 
 
 def _positive_int(text: str) -> int:
@@ -56,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
         "full-width planner, E_tot, DRPE, error profiles, event audit and VPE.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    # No parser defaults for these: they depend on --model vs --ckpt (see _fill_defaults).
+    # No parser defaults for these: they depend on --model vs --ckpt (see fill_defaults).
     unset = argparse.SUPPRESS
     p.add_argument(
         "--model", choices=BUILTIN_MODELS, default=unset, help="built-in model (default: oracle)"
@@ -71,24 +74,37 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sigma-r", type=_sigma, default=0.0, help="relevant noise, grid cells")
     p.add_argument("--sigma-i", type=_sigma, default=0.0, help="irrelevant noise, normalized")
     p.add_argument(
-        "--depth", type=_positive_int, default=unset, help="planner depth D (default: 4; --ckpt: 2)"
+        "--depth",
+        type=_positive_int,
+        default=unset,
+        help=f"planner depth D (default: {CONTROLLED.depth}; --ckpt: {LEARNED.depth})",
     )
     p.add_argument(
         "--seeds",
         type=_positive_int,
         default=unset,
-        help="number of seeds 0..N-1 (default: 10; --ckpt: 5)",
+        help=f"number of seeds 0..N-1 (default: {len(CONTROLLED.seeds)}; --ckpt: "
+        f"{len(LEARNED.seeds)})",
     )
     p.add_argument(
         "--episodes",
         type=_positive_int,
         default=unset,
-        help="episodes per seed (default: 30; --ckpt: 40)",
+        help=f"episodes per seed (default: {CONTROLLED.episodes}; --ckpt: {LEARNED.episodes})",
     )
     p.add_argument("--task", choices=tasks.names(), default="A")
-    p.add_argument("--horizon", type=_positive_int, default=10, help="open-loop rollout H")
     p.add_argument(
-        "--eval-windows", type=_positive_int, default=1000, help="held-out windows of the metrics"
+        "--horizon",
+        type=_positive_int,
+        default=unset,
+        help=f"open-loop rollout H (default: {CONTROLLED.horizon})",
+    )
+    p.add_argument(
+        "--eval-windows",
+        dest="n_windows",
+        type=_positive_int,
+        default=unset,
+        help=f"held-out windows of the metrics (default: {CONTROLLED.n_windows})",
     )
     p.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON here")
@@ -106,16 +122,19 @@ def _builtin_model(args: argparse.Namespace):
     return NoiseModel.controlled(args.sigma_r, args.sigma_i), info
 
 
-def _fill_defaults(args: argparse.Namespace) -> None:
+def fill_defaults(args: argparse.Namespace) -> None:
+    """Resolve --model vs --ckpt and set ``args.protocol`` from the protocol options, the
+    unset ones taken from that choice's default protocol."""
     args.ckpt = getattr(args, "ckpt", None)
     args.model = getattr(args, "model", None)
     if args.ckpt and args.model:
         raise ValueError("give either --model or --ckpt, not both")
     if not args.ckpt:
         args.model = args.model or "oracle"
-    for key, value in (CKPT_DEFAULTS if args.ckpt else BUILTIN_DEFAULTS).items():
-        if getattr(args, key, None) is None:
-            setattr(args, key, value)
+    given = {name: getattr(args, name) for name in PROTOCOL_OPTIONS if hasattr(args, name)}
+    if "seeds" in given:
+        given["seeds"] = tuple(range(given["seeds"]))
+    args.protocol = (LEARNED if args.ckpt else CONTROLLED).replace(**given)
 
 
 def expand_checkpoints(patterns: list[str]) -> list[Path]:
@@ -133,11 +152,11 @@ def expand_checkpoints(patterns: list[str]) -> list[Path]:
     return [Path(p) for p in paths]
 
 
-def checkpoint_json_path(ckpt: Path, task: str = "A", depth: int = 2) -> Path:
+def checkpoint_json_path(ckpt: Path, task: str = "A", depth: int = LEARNED.depth) -> Path:
     """Where a checkpoint's report goes by default: ``best.ckpt`` -> ``best.eval.json`` for
-    the default protocol (Task A, depth 2), ``best.eval.B-d4.json`` for any other, so reports
+    Task A at the learned protocol's depth, ``best.eval.B-d4.json`` for any other, so reports
     of different tasks or depths never replace each other."""
-    if (task, depth) == ("A", 2):
+    if (task, depth) == ("A", LEARNED.depth):
         return ckpt.with_suffix(".eval.json")
     return ckpt.with_suffix(f".eval.{task}-d{depth}.json")
 
@@ -176,11 +195,7 @@ def _report(model, info: dict, args: argparse.Namespace) -> dict:
         model,
         info,
         task=tasks.get(args.task),
-        depth=args.depth,
-        seeds=list(range(args.seeds)),
-        episodes=args.episodes,
-        horizon=args.horizon,
-        n_windows=args.eval_windows,
+        protocol=args.protocol,
         device=args.device,
         progress=not args.no_progress,
     )
@@ -197,7 +212,7 @@ def _evaluate_checkpoints(args: argparse.Namespace) -> None:
             "each report goes beside its checkpoint"
         )
     outs = [
-        Path(args.json) if args.json else checkpoint_json_path(p, args.task, args.depth)
+        Path(args.json) if args.json else checkpoint_json_path(p, args.task, args.protocol.depth)
         for p in paths
     ]
     if any(o.is_dir() for o in outs):
@@ -213,7 +228,7 @@ def _evaluate_checkpoints(args: argparse.Namespace) -> None:
         write_json(report, out, overwrite=args.force)
         run_dir = path.parent.parent if path.parent.name == "checkpoints" else path.parent
         step = int(model.metadata.get("global_step", 0))
-        log_report(run_dir, report, step, "eval", args.task)
+        log_report(run_dir, report, step, "eval", tasks.get(args.task))
         print(f"json: {out}\ntensorboard: {run_dir} (eval/)", flush=True)
 
 
@@ -222,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         check_device(args.device)
-        _fill_defaults(args)
+        fill_defaults(args)
         if args.json and not args.ckpt:
             out = Path(args.json)
             if out.is_dir():

@@ -1,85 +1,13 @@
-"""Evaluation reports: prediction-error metrics plus closed-loop success for one model.
-
-``model_report`` returns the JSON dict written by ``python -m eval --json``. Its keys are
-stable because scripts read them: ``success {mean, se, n}``, ``outcomes {goal, hazard,
-timeout}``, ``model``, ``depth``, ``task``, ``seeds``, ``episodes``, ``E_tot``,
-``DRPE {binary, graded[, task]}``, ``profile {dim_name: value}``, ``event_audit``, ``VPE``.
-"""
+"""Printing and saving ``gridplan.evaluation.model_report`` dicts for ``python -m eval``."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-import torch
-
 from gridplan import tasks
-from gridplan.closed_loop import evaluate
 from gridplan.constants import DIM_NAMES, STATE_DIM
-from gridplan.data import eval_windows
-from gridplan.metrics import prediction_metrics
-from gridplan.stats import mean_se
-from gridplan.tasks import TASK_A, Task
 from gridplan.values import relevance_weights
-
-
-def model_report(
-    model,
-    model_info: dict,
-    task: Task = TASK_A,
-    depth: int = 4,
-    seeds: list[int] = tuple(range(10)),
-    episodes: int = 30,
-    horizon: int = 10,
-    n_windows: int = 1000,
-    device: str = "cpu",
-    progress: bool = True,
-) -> dict:
-    """Prediction-error metrics (SPEC §5) and closed-loop success (SPEC §4) of one model.
-
-    Args:
-        model: a single-setting ``WorldModel``.
-        model_info: description stored under ``"model"`` (name, sigmas, checkpoint, ...).
-        task: the task (the report stores its name).
-        depth: planner depth ``D``.
-        seeds: closed-loop seeds; ``episodes`` episodes each.
-        horizon: open-loop rollout length ``H`` of the metrics.
-        n_windows: held-out evaluation windows ``W``.
-        device: torch device for everything.
-        progress: show a progress bar during the closed loop.
-
-    Returns:
-        The report dict (JSON-serializable).
-
-    Raises:
-        ValueError: on bad arguments, or a model with several settings.
-    """
-    if getattr(model, "n_settings", 1) != 1:
-        raise ValueError("model_report takes a single-setting model")
-    windows = eval_windows(n_windows, horizon, task=task, device=device)
-    metrics = prediction_metrics(model, windows, task)[0].to_dict()
-    results = evaluate(
-        model,
-        task=task,
-        depth=depth,
-        seeds=seeds,
-        episodes=episodes,
-        device=device,
-        progress=progress,
-    )
-    mean, se, n = mean_se(results.success.float().cpu().numpy())
-    return {
-        "model": model_info,
-        "task": task.name,
-        "depth": depth,
-        "seeds": list(seeds),
-        "episodes": episodes,
-        "success": {"mean": mean, "se": se, "n": n},
-        "outcomes": results.outcome_counts(),
-        "mean_steps": float(results.steps.float().mean()),
-        "device": str(torch.device(device)),
-        **metrics,
-    }
 
 
 def _fmt(value) -> str:

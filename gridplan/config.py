@@ -1,4 +1,4 @@
-"""Typed training configuration and its composition from ``configs/`` (SPEC §6).
+"""Typed training configuration and its composition from ``configs/`` (``docs/DESIGN.md``).
 
 The schema is a tree of dataclasses turned into a structured OmegaConf config, so unknown
 keys and ill-typed values are rejected. ``compose`` builds one config the way

@@ -1,6 +1,10 @@
 """Statistics of the paper's reports (§5): mean ± SE, Spearman ρ with bootstrap CIs, iso pairs.
 
 - ``mean_se``: mean and standard error over seeds x episodes (flattened).
+- ``EpisodeSummary`` / ``summarize_episodes``: success mean ± SE, per-seed success and
+  outcome counts of each model setting of a closed-loop run (``python -m eval`` and the
+  experiment groups report these); ``difference_se``: a gap between two success rates and
+  its SE.
 - ``spearman_ci``: ``scipy.stats.spearmanr`` plus a seeded paired percentile bootstrap
   (2,000 resamples by default, as in the paper); resamples whose ``x`` or ``y`` is constant
   have no Spearman ρ and are dropped from the percentiles.
@@ -17,6 +21,12 @@ from typing import NamedTuple
 
 import numpy as np
 from scipy.stats import rankdata, spearmanr
+
+from gridplan.closed_loop import OUTCOMES
+from gridplan.protocols import BOOTSTRAP_RESAMPLES
+
+#: Iso-error pairs: E_tot within this relative tolerance (paper §5.2: 10%).
+ISO_TOLERANCE = 0.10
 
 
 def _as_1d(values, name: str) -> np.ndarray:
@@ -55,6 +65,62 @@ def mean_se(values) -> tuple[float, float, int]:
     return float(arr.mean()), se, n
 
 
+@dataclass(frozen=True)
+class EpisodeSummary:
+    """Closed-loop results of one model setting over seeds x episodes.
+
+    Attributes:
+        success: success rate over all episodes.
+        success_se: its standard error (``mean_se``; NaN for a single episode).
+        n_episodes: ``seeds x episodes``.
+        per_seed: success rate of each seed, in seed order.
+        outcomes: episodes ending at the goal, on the hazard and by timeout
+            (``gridplan.closed_loop.OUTCOMES`` order).
+    """
+
+    success: float
+    success_se: float
+    n_episodes: int
+    per_seed: tuple[float, ...]
+    outcomes: dict[str, int]
+
+
+def summarize_episodes(results, n_settings: int = 1, n_seeds: int = 1) -> list[EpisodeSummary]:
+    """One ``EpisodeSummary`` per model setting of a closed-loop run.
+
+    Args:
+        results: ``gridplan.closed_loop.EpisodeResults`` with setting-major ``(M * S * E,)``
+            ``success`` and ``outcome`` (seed-major within a setting, as ``evaluate`` lays
+            them out).
+        n_settings: ``M``.
+        n_seeds: ``S``.
+
+    Raises:
+        ValueError: if the episodes do not split into ``M x S`` equal blocks.
+    """
+    total = results.success.numel()
+    if n_settings < 1 or n_seeds < 1 or total == 0 or total % (n_settings * n_seeds):
+        raise ValueError(
+            f"{total} episodes do not split into {n_settings} settings x {n_seeds} seeds"
+        )
+    success = results.success.view(n_settings, n_seeds, -1).float().cpu()
+    outcome = results.outcome.view(n_settings, -1).cpu()
+    out = []
+    for k in range(n_settings):
+        mean, se, n = mean_se(success[k])
+        counts = {name: int((outcome[k] == i).sum()) for i, name in enumerate(OUTCOMES)}
+        out.append(EpisodeSummary(mean, se, n, tuple(success[k].mean(dim=1).tolist()), counts))
+    return out
+
+
+def difference_se(
+    a: float, a_se: float | None, b: float, b_se: float | None
+) -> tuple[float, float]:
+    """``a - b`` and the SE of the difference of two independent estimates,
+    ``sqrt(a_se^2 + b_se^2)``; a missing (None or zero) SE counts as 0."""
+    return a - b, math.sqrt((a_se or 0.0) ** 2 + (b_se or 0.0) ** 2)
+
+
 class SpearmanResult(NamedTuple):
     """Spearman ρ with a bootstrap CI: ``rho``, ``low``, ``high`` (NaN if undefined) and ``n``."""
 
@@ -85,7 +151,7 @@ def _row_spearman(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def spearman_ci(
-    x, y, n_resamples: int = 2000, seed: int = 0, confidence: float = 0.95
+    x, y, n_resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0, confidence: float = 0.95
 ) -> SpearmanResult:
     """Spearman ρ of paired samples with a paired percentile bootstrap CI (paper §5).
 
@@ -188,7 +254,12 @@ class IsoPairs:
 
 
 def iso_error_pairs(
-    e_tot, drpe, success, tolerance: float = 0.10, n_resamples: int = 2000, seed: int = 0
+    e_tot,
+    drpe,
+    success,
+    tolerance: float = ISO_TOLERANCE,
+    n_resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = 0,
 ) -> IsoPairs:
     """All model pairs with matched total error, and Spearman(|ΔDRPE|, |Δsuccess|) over them.
 

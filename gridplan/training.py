@@ -1,4 +1,4 @@
-"""Lightning training of MLP world models: data module, loss variants, dashboards (SPEC §6).
+"""Lightning training of MLP world models: data module, loss variants, dashboards (paper §5.4).
 
 - ``TransitionDataModule``: logged transitions of one behaviour policy and budget (collected
   once, cached under ``data_cache/``), split into train and validation by episode, plus the
@@ -31,6 +31,7 @@ from gridplan import tasks
 from gridplan.constants import DIM_NAMES, STATE_DIM, STATE_LAYOUT_VERSION
 from gridplan.data import TransitionDataset, collect, eval_windows, parse_budget
 from gridplan.learned import CHECKPOINT_KEY, LearnedWorldModel, MLPDynamics
+from gridplan.tasks import TASK_A, Task
 from gridplan.values import relevance_weights
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,7 @@ log = logging.getLogger(__name__)
 # Loss
 
 
-def dimension_weights(variant: dict, task: str = "A") -> torch.Tensor:
+def dimension_weights(variant: dict, task: Task = TASK_A) -> torch.Tensor:
     """Per-dimension loss weights of a variant: ``(12,)`` float.
 
     ``variant["relevant_weight"]`` on the task's relevant dims (``task.relevant_dims``),
@@ -48,7 +49,7 @@ def dimension_weights(variant: dict, task: str = "A") -> torch.Tensor:
     ``rel_heavy`` scale the relevant dims down or up, ``rel_only`` zeroes the irrelevant ones.
     """
     w = torch.full((STATE_DIM,), float(variant["irrelevant_weight"]))
-    w[list(tasks.get(task).relevant_dims)] = float(variant["relevant_weight"])
+    w[list(tasks.check(task).relevant_dims)] = float(variant["relevant_weight"])
     return w
 
 
@@ -103,13 +104,17 @@ def weighted_mse(
 # Data
 
 
-def cache_path(cache_dir: str | Path, policy: str, transitions: int, seed: int, task: str) -> Path:
-    """File of a cached dataset: ``<cache_dir>/<task>-<policy>-<transitions>-seed<seed>.pt``."""
-    return Path(cache_dir) / f"{task}-{policy}-{transitions}-seed{seed}.pt"
+def cache_path(cache_dir: str | Path, policy: str, transitions: int, seed: int, task: Task) -> Path:
+    """Cached dataset file: ``<cache_dir>/<task.name>-<policy>-<transitions>-seed<seed>.pt``."""
+    return Path(cache_dir) / f"{task.name}-{policy}-{transitions}-seed{seed}.pt"
 
 
 def cached_dataset(
-    policy: str, transitions: int, seed: int, task: str = "A", cache_dir: str | Path = "data_cache"
+    policy: str,
+    transitions: int,
+    seed: int,
+    task: Task = TASK_A,
+    cache_dir: str | Path = "data_cache",
 ) -> TransitionDataset:
     """``gridplan.data.collect`` with an on-disk cache keyed by (task, policy, budget, seed).
 
@@ -117,10 +122,11 @@ def cached_dataset(
     collected again (it is derived data: the same key always regenerates the same dataset).
 
     Raises:
-        ValueError: on an unknown policy or task or a bad budget (from ``collect``).
+        ValueError: on an unknown policy or a bad budget (from ``collect``).
+        TypeError: if ``task`` is not a ``gridplan.tasks.Task``.
     """
     path = cache_path(cache_dir, policy, transitions, seed, task)
-    want = {"policy": policy, "transitions": transitions, "seed": seed, "task": task}
+    want = {"policy": policy, "transitions": transitions, "seed": seed, "task": task.name}
     if path.exists():
         try:
             data = TransitionDataset.load(path)
@@ -129,7 +135,7 @@ def cached_dataset(
             log.warning("cached dataset %s does not match %s; collecting again", path, want)
         except ValueError as err:
             log.warning("cached dataset %s is unusable (%s); collecting again", path, err)
-    data = collect(policy, transitions, seed, tasks.get(task))
+    data = collect(policy, transitions, seed, task)
     data.save(path, overwrite=True)
     return data
 
@@ -158,8 +164,9 @@ class TransitionDataModule(pl.LightningDataModule):
         if self.dataset is not None:
             return
         c = self.cfg
+        task = tasks.get(c["task"])
         self.dataset = cached_dataset(
-            c["policy"], parse_budget(c["budget"]), int(c["seed"]), c["task"], c["cache_dir"]
+            c["policy"], parse_budget(c["budget"]), int(c["seed"]), task, c["cache_dir"]
         )
         self.train_set, self.val_set = self.dataset.split_by_episode(
             c["val_fraction"], int(c["seed"])
@@ -169,7 +176,7 @@ class TransitionDataModule(pl.LightningDataModule):
             horizon=int(c["window_horizon"]),
             seed=int(c["window_seed"]),
             policy=c["window_policy"],
-            task=tasks.get(c["task"]),
+            task=task,
         )
 
     def summary(self) -> dict[str, Any]:
@@ -209,14 +216,14 @@ class TransitionDataModule(pl.LightningDataModule):
 # Dashboards
 
 
-def relevance_order(task: str = "A") -> list[int]:
+def relevance_order(task: Task = TASK_A) -> list[int]:
     """Dims ordered by graded relevance (paper Eq. 1), most relevant first; ties (the
     irrelevant dims, weight 0) keep the state layout order."""
-    w = relevance_weights(tasks.get(task))
+    w = relevance_weights(task)
     return sorted(range(STATE_DIM), key=lambda d: (-float(w[d]), d))
 
 
-def profile_figure(profile, task: str = "A", title: str = ""):
+def profile_figure(profile, task: Task = TASK_A, title: str = ""):
     """Bar chart of the ``(12,)`` per-dimension open-loop MSE, ordered by relevance.
 
     Relevant dims are drawn in one colour, irrelevant in another (paper §5.5: "report
@@ -229,18 +236,18 @@ def profile_figure(profile, task: str = "A", title: str = ""):
 
     profile = torch.as_tensor(profile, dtype=torch.float32).cpu()
     order = relevance_order(task)
-    relevant = set(tasks.get(task).relevant_dims)
+    relevant = set(task.relevant_dims)
     fig, ax = plt.subplots(figsize=(7, 3.2))
     colors = ["tab:red" if d in relevant else "tab:gray" for d in order]
     ax.bar(range(STATE_DIM), [float(profile[d]) for d in order], color=colors)
     ax.set_xticks(range(STATE_DIM), [DIM_NAMES[d] for d in order], rotation=45, ha="right")
     ax.set_ylabel("open-loop MSE")
-    ax.set_title(title or f"error profile (task {task}; red: relevant)")
+    ax.set_title(title or f"error profile (task {task.name}; red: relevant)")
     fig.tight_layout()
     return fig
 
 
-def step_profile_figure(step_profile, task: str = "A", title: str = ""):
+def step_profile_figure(step_profile, task: Task = TASK_A, title: str = ""):
     """Heatmap of the ``(H, 12)`` per-step, per-dimension MSE, columns ordered by relevance.
     Returns a Matplotlib figure."""
     import matplotlib
@@ -270,7 +277,7 @@ def metric_scalars(metrics, prefix: str = "val") -> dict[str, float]:
 
     Args:
         metrics: a ``gridplan.metrics.PredictionMetrics`` or its ``to_dict()`` form (also an
-            ``eval.report.model_report`` dict, whose ``success`` is included).
+            ``gridplan.evaluation.model_report`` dict, whose ``success`` is included).
         prefix: tag group, e.g. ``val``, ``best`` or ``eval``.
 
     Returns:
@@ -309,7 +316,7 @@ def dashboard_layout(prefix: str = "val") -> dict:
     }
 
 
-def log_figures(writer, metrics, step: int, prefix: str = "val", task: str = "A") -> None:
+def log_figures(writer, metrics, step: int, prefix: str = "val", task: Task = TASK_A) -> None:
     """Add the profile bar chart (``<prefix>/profile``) and the per-step heatmap
     (``<prefix>/step_profile``) of one model's metrics (as in ``metric_scalars``) to a
     TensorBoard ``SummaryWriter``."""
@@ -323,7 +330,7 @@ def log_figures(writer, metrics, step: int, prefix: str = "val", task: str = "A"
 
 
 def log_report(
-    log_dir: str | Path, report, step: int = 0, prefix: str = "eval", task: str = "A"
+    log_dir: str | Path, report, step: int = 0, prefix: str = "eval", task: Task = TASK_A
 ) -> None:
     """Write one model's metrics (as in ``metric_scalars``) into TensorBoard under
     ``<prefix>/``: scalars, the 12-curve layout and both figures, in a new event file of
@@ -340,12 +347,12 @@ def log_report(
         writer.close()
 
 
-def score_windows(model, windows, task: str = "A"):
+def score_windows(model, windows, task: Task = TASK_A):
     """``gridplan.metrics.prediction_metrics`` of a one-setting model on ``windows``."""
     from gridplan.metrics import prediction_metrics
 
     gen = torch.Generator().manual_seed(0)
-    return prediction_metrics(model, windows, task=tasks.get(task), generator=gen)[0]
+    return prediction_metrics(model, windows, task=task, generator=gen)[0]
 
 
 # ---------------------------------------------------------------------------------------
@@ -371,7 +378,7 @@ class WorldModelModule(pl.LightningModule):
         self.save_hyperparameters()
         m = config["model"]
         self.net = MLPDynamics(m["hidden"], m["members"], m["activation"], m["predict_delta"])
-        self.task = config["data"]["task"]
+        self.task = tasks.get(config["data"]["task"])
         self.register_buffer("dim_weights", dimension_weights(config["variant"], self.task))
         self.event_weight = float(config["variant"]["event_weight"])
 
@@ -386,7 +393,7 @@ class WorldModelModule(pl.LightningModule):
             "model": self.net.architecture(),
             "config": self.hparams["config"],
             "dataset": self.hparams["dataset"],
-            "task": self.task,
+            "task": self.task.name,
             "epoch": int(self.current_epoch),
             "global_step": int(self.global_step),
         }

@@ -9,7 +9,8 @@ Examples::
 
 Each group writes ``<out>/<group>/`` (CSV + JSON of every number, ``table.md`` with the paper's
 values beside ours and a verdict, PNG figures, ``done.json`` last). Finished groups are skipped
-unless ``--force``. See ``gridplan/experiments``.
+unless ``--force``. See ``gridplan/experiments`` and, for the profiles' protocols,
+``gridplan/protocols.py``.
 """
 
 from __future__ import annotations
@@ -44,8 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--profile",
         choices=PROFILES,
         default="full",
-        help="full: the paper's "
-        "protocol; quick: minutes on 2 CPU cores; tiny: seconds (plumbing checks)",
+        help="; ".join(f"{name}: {profile.summary}" for name, profile in PROFILES.items())
+        + " (gridplan.protocols)",
     )
     p.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda")
     p.add_argument(

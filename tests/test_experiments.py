@@ -17,19 +17,22 @@ from pathlib import Path
 import pytest
 import torch
 
-from gridplan.experiments import GROUPS, e1, e3
-from gridplan.experiments.common import (
-    Group,
-    Report,
-    read_done,
-    run_groups,
-    select_groups,
-    to_jsonable,
+from gridplan.experiments import GROUPS, settings
+from gridplan.experiments.learned_runs import DATA_CACHE
+from gridplan.experiments.records import (
+    MODEL_FIELDS,
+    ControlledRecord,
+    LearnedRecord,
+    read_models,
 )
+from gridplan.experiments.report import Report
+from gridplan.experiments.runner import Group, read_done, run_groups, select_groups, to_jsonable
+from gridplan.protocols import PROFILES
 
 REPO = Path(__file__).resolve().parents[1]
 #: A pid above the kernel's maximum (2**22), so no process can have it.
 DEAD_PID = 2**22 + 17
+ALL_SETTINGS = {g: getattr(settings, g.upper()) for g in GROUPS}
 
 
 def load_cli():
@@ -76,7 +79,7 @@ def toy_group(
         report.verdict("the toy effect", True, "always")
         return report
 
-    configs = {p: ToyConfig() for p in ("full", "quick", "tiny")}
+    configs = {p: ToyConfig() for p in PROFILES}
     return Group(name, "toy group", run, configs, tuple(reads))
 
 
@@ -88,7 +91,7 @@ def test_every_group_writes_tables_figures_numbers_and_done_json(tiny_root):
         assert any(f.endswith(".png") for f in files), name
         assert any(f.endswith(".csv") for f in files), name
     # Besides the group folders only e3's shared dataset cache.
-    assert sorted(p.name for p in tiny_root.iterdir()) == sorted([*GROUPS, e3.DATA_CACHE])
+    assert sorted(p.name for p in tiny_root.iterdir()) == sorted([*GROUPS, DATA_CACHE])
 
 
 def test_e1_models_csv_has_one_row_per_grid_setting_with_exact_zero_drpe_for_irrelevant_noise(
@@ -129,7 +132,7 @@ def test_tables_print_the_paper_value_beside_ours(tiny_root):
 def test_done_json_records_profile_config_wall_time_and_verdicts(tiny_root):
     done = read_done(tiny_root / "e1")
     assert done["profile"] == "tiny"
-    assert done["config"] == to_jsonable(e1.CONFIGS["tiny"])
+    assert done["config"] == to_jsonable(settings.E1["tiny"])
     assert done["wall_time_s"] > 0
     assert done["verdict"].startswith("**Verdict: ")
     assert len(done["verdicts"]) == 3
@@ -152,21 +155,10 @@ def test_e2_pools_the_learned_models_of_a_finished_e3(tiny_root, tmp_path):
     shutil.copytree(tiny_root / "e1", tmp_path / "e1")
     e3 = tmp_path / "e3"
     e3.mkdir()
-    learned = [
-        {
-            "name": f"learned_{k}",
-            "family": "learned",
-            "E_tot": 0.1 + k / 100,
-            "DRPE_graded": 0.05 * k,
-            "DRPE_binary": 0.05 * k,
-            "success": 0.9 - 0.2 * k,
-            "success_se": 0.05,
-            "n_episodes": 200,
-        }
-        for k in range(3)
-    ]
-    extra = dict(learned[0], name="random_data", family="learned_extra")
-    (e3 / "models.json").write_text(json.dumps({"models": [*learned, extra]}))
+    learned = [learned_record(f"learned_{k}", k) for k in range(3)]
+    extra = dataclasses.replace(learned[0], name="random_data", family="learned_extra")
+    rows = [to_jsonable(r) for r in [*learned, extra]]
+    (e3 / "models.json").write_text(json.dumps({"models": rows}))
     (e3 / "done.json").write_text(json.dumps({"profile": "tiny", "run_id": "fake-e3"}))
     status = run_groups(GROUPS, ["e2"], out=tmp_path, profile="tiny", progress=False)
     assert status == {"e2": "ran"}
@@ -178,6 +170,38 @@ def test_e2_pools_the_learned_models_of_a_finished_e3(tiny_root, tmp_path):
     # Among the three learned models DRPE rises exactly as success falls.
     assert float(rows[("learned", "DRPE_graded")]["rho"]) == pytest.approx(-1.0)
     assert read_done(tmp_path / "e2")["inputs"]["e3"] == "fake-e3"
+
+
+def learned_record(name: str, k: int) -> LearnedRecord:
+    """A learned model record whose DRPE rises by k as its success falls."""
+    return LearnedRecord(
+        name=name,
+        family="learned",
+        key=name,
+        variant="uniform",
+        data="20k",
+        policy="balanced",
+        E_tot=0.1 + k / 100,
+        E_tot_se=None,
+        DRPE_graded=0.05 * k,
+        DRPE_binary=0.05 * k,
+        VPE=0.0,
+        success=0.9 - 0.2 * k,
+        success_se=0.05,
+        success_se_over="seeds",
+        n_seeds=5,
+        n_episodes=200,
+        per_seed=(0.9 - 0.2 * k,) * 5,
+        outcomes={"goal": 180 - 40 * k, "hazard": 0, "timeout": 20 + 40 * k},
+        picked_up_key=1.0,
+        opened_door=1.0,
+        carrying_at_pickup=0.9,
+        pickup_mse=0.01,
+        door_open_at_opening=0.9,
+        door_mse=0.01,
+        profile=(0.1,) * 12,
+        checkpoints=(),
+    )
 
 
 def test_a_finished_group_is_skipped_unless_forced(tmp_path):
@@ -291,3 +315,70 @@ def test_overall_verdict_counts_only_checked_effects():
     assert report.overall() == (
         "**Verdict: partly reproduces** (1 of 2 effects reproduce; 1 not checked)."
     )
+
+
+def test_a_record_row_spreads_profile_and_outcomes_over_columns_and_reads_back():
+    rec = ControlledRecord(
+        name="M(0.35, 0.1)",
+        family="controlled",
+        sigma_r=0.35,
+        sigma_i=0.1,
+        E_tot=0.2,
+        DRPE_graded=0.3,
+        DRPE_binary=0.25,
+        VPE=0.01,
+        success=0.4,
+        success_se=0.05,
+        n_episodes=10,
+        outcomes={"goal": 4, "hazard": 0, "timeout": 6},
+        per_seed=(0.5, 0.3),
+        profile=tuple(float(d) for d in range(12)),
+    )
+    row = rec.to_dict()
+    assert list(row)[:11] == [
+        *MODEL_FIELDS[:2],
+        "sigma_r",
+        "sigma_i",
+        *MODEL_FIELDS[2:5],
+        "VPE",
+        *MODEL_FIELDS[5:],
+    ]
+    assert list(row)[11:15] == ["goal", "hazard", "timeout", "per_seed"]
+    assert row["err_agent_x"] == 0.0 and row["err_d2_y"] == 11.0
+    assert list(row) == ControlledRecord.header()
+    assert ControlledRecord.from_dict(row) == rec
+
+
+def test_reading_model_records_names_the_record_and_the_missing_columns(tmp_path):
+    (tmp_path / "models.json").write_text(json.dumps({"models": [{"name": "M(0, 0)"}]}))
+    with pytest.raises(ValueError, match=r"model record 0 \(M\(0, 0\)\):.*lacks \['family'"):
+        read_models(tmp_path, ControlledRecord)
+    with pytest.raises(ValueError, match="not found: the group wrote no model records"):
+        read_models(tmp_path / "nowhere", ControlledRecord)
+
+
+def test_configs_are_recorded_in_the_form_earlier_runs_wrote_so_their_groups_are_reused():
+    keys = {name: list(to_jsonable(cfgs["full"])) for name, cfgs in ALL_SETTINGS.items()}
+    protocol = ["depth", "seeds", "episodes", "n_windows", "horizon"]
+    assert keys["e1"] == ["sigma_r", "sigma_i", *protocol, "iso_tolerance", "n_resamples"]
+    assert keys["e2"] == ["sweep_sigma_r", "sweep_sigma_i", *protocol, "iso_tolerance"] + [
+        "n_resamples"
+    ]
+    assert keys["e3"] == ["rows", "random_row", "seeds", "episodes", "depth", "n_windows"] + [
+        "train_overrides",
+        "n_resamples",
+    ]
+    assert keys["e5"] == ["sigma", *protocol]
+    assert keys["e6"][:6] == ["models", "depths", "seeds", "episodes", "horizons", "n_windows"]
+    full = to_jsonable(settings.E1["full"])
+    assert (full["depth"], full["seeds"], full["episodes"], full["n_windows"]) == (
+        4,
+        list(range(10)),
+        30,
+        1000,
+    )
+
+
+def test_e6_config_must_end_its_depth_sweep_at_the_protocol_depth():
+    with pytest.raises(ValueError, match="depths must end at the protocol's depth 4"):
+        dataclasses.replace(settings.E6["full"], depths=(1, 2))

@@ -18,8 +18,10 @@ import torch
 
 from gridplan.constants import DIM_NAMES, STATE_DIM
 from gridplan.data import eval_windows
-from gridplan.experiments import GROUPS, e3, e4
-from gridplan.experiments.common import RECORD_KEYS, read_done, read_models, run_groups
+from gridplan.experiments import GROUPS, e3, e4, settings
+from gridplan.experiments.learned_runs import DATA_CACHE, RUNS, ModelStack, group_relative
+from gridplan.experiments.records import MODEL_FIELDS, LearnedRecord, read_models
+from gridplan.experiments.runner import read_done, run_groups
 from gridplan.learned import load_world_model
 from gridplan.metrics import PredictionMetrics, prediction_metrics
 from gridplan.models import WorldModel
@@ -41,14 +43,14 @@ def root(tmp_path_factory) -> Path:
 
 
 def test_e3_trains_into_its_group_folder_and_caches_datasets_under_the_results_root(root):
-    cfg = e3.CONFIGS["tiny"]
+    cfg = settings.E3["tiny"]
     runs = read_csv(root / "e3" / "runs.csv")
-    assert len(runs) == (len(cfg.rows) + 1) * len(cfg.seeds)
+    assert len(runs) == (len(cfg.rows) + 1) * len(cfg.protocol.seeds)
     for run in runs:
         ckpt = Path(run["checkpoint"])
-        assert not ckpt.is_absolute() and ckpt.parts[0] == e3.RUNS
+        assert not ckpt.is_absolute() and ckpt.parts[0] == RUNS
         assert (root / "e3" / ckpt).is_file()
-    cached = sorted(p.name for p in (root / e3.DATA_CACHE).iterdir())
+    cached = sorted(p.name for p in (root / DATA_CACHE).iterdir())
     # One dataset per (policy, budget, seed): the two 600-transition rows share one.
     assert cached == [
         "A-balanced-200-seed0.pt",
@@ -62,25 +64,25 @@ def test_checkpoints_are_recorded_relative_to_the_group_folder_even_from_a_relat
 ):
     monkeypatch.chdir(tmp_path)
     ckpt = tmp_path / "results" / ".e3.tmp-1" / "runs" / "r" / "best.ckpt"
-    assert e3.group_relative(ckpt, Path("results/.e3.tmp-1")) == "runs/r/best.ckpt"
-    assert e3.group_relative("/elsewhere/best.ckpt", Path("results")) == "/elsewhere/best.ckpt"
+    assert group_relative(ckpt, Path("results/.e3.tmp-1")) == "runs/r/best.ckpt"
+    assert group_relative("/elsewhere/best.ckpt", Path("results")) == "/elsewhere/best.ckpt"
 
 
 def test_e3_models_json_holds_learned_records_for_e2_and_the_random_model_apart(root):
-    records = read_models(root / "e3")
-    cfg = e3.CONFIGS["tiny"]
-    learned = [r for r in records if r["family"] == "learned"]
-    assert [r["name"] for r in learned] == ["uniform 20k", "rel-only 20k", "uniform 4k"]
-    extra = [r for r in records if r["family"] == "learned_extra"]
-    assert [r["name"] for r in extra] == ["uniform 12k (random data)"]
-    for rec in records:
-        assert set(RECORD_KEYS) <= set(rec)
-        assert rec["n_episodes"] == len(cfg.seeds) * cfg.episodes
-        assert rec["goal"] + rec["hazard"] + rec["timeout"] == rec["n_episodes"]
-        assert 0.0 <= rec["carrying_at_pickup"] <= 1.0
+    records = read_models(root / "e3", LearnedRecord)
+    cfg = settings.E3["tiny"]
+    learned = [r for r in records if r.family == "learned"]
+    assert [r.name for r in learned] == ["uniform 20k", "rel-only 20k", "uniform 4k"]
+    extra = [r for r in records if r.family == "learned_extra"]
+    assert [r.name for r in extra] == ["uniform 12k (random data)"]
+    rows = json.loads((root / "e3" / "models.json").read_text())["models"]
+    for rec, row in zip(records, rows, strict=True):
+        assert set(MODEL_FIELDS) <= set(row) and {f"err_{d}" for d in DIM_NAMES} <= set(row)
+        assert rec.n_episodes == cfg.protocol.n_episodes
+        assert sum(rec.outcomes.values()) == rec.n_episodes
+        assert 0.0 <= rec.carrying_at_pickup <= 1.0
         # The profile sums to 12 E_tot, the identity e4 relies on.
-        profile = sum(rec[f"err_{d}"] for d in DIM_NAMES)
-        assert profile == pytest.approx(12 * rec["E_tot"], rel=1e-5)
+        assert sum(rec.profile) == pytest.approx(12 * rec.E_tot, rel=1e-5)
 
 
 def test_e2_pools_the_learned_models_e3_wrote(root):
@@ -112,7 +114,7 @@ def test_e4_reuses_the_grid_the_sweep_and_the_learned_model_and_collects_no_data
     assert not (root / "e4" / "runs").exists()
     done = read_done(root / "e4")
     assert set(done["inputs"]) == {"e1", "e2", "e3"} and None not in done["inputs"].values()
-    assert len(list((root / e3.DATA_CACHE).iterdir())) == 3
+    assert len(list((root / DATA_CACHE).iterdir())) == 3
 
 
 def test_e4_weights_are_normalized_and_the_masks_are_the_named_dimension_sets(root):
@@ -139,10 +141,10 @@ def test_e4_weights_are_normalized_and_the_masks_are_the_named_dimension_sets(ro
 
 
 def test_a_model_stack_scores_every_model_exactly_as_alone(root):
-    records = read_models(root / "e3")
-    models = [load_world_model(root / "e3" / r["checkpoints"][0]) for r in records[:2]]
+    records = read_models(root / "e3", LearnedRecord)
+    models = [load_world_model(root / "e3" / r.checkpoints[0]) for r in records[:2]]
     w = eval_windows(8)
-    stacked = prediction_metrics(e3.ModelStack(models), w, TASK_A)
+    stacked = prediction_metrics(ModelStack(models), w, TASK_A)
     alone = [prediction_metrics(m, w, TASK_A)[0] for m in models]
     for s, a in zip(stacked, alone, strict=True):
         assert s.E_tot == a.E_tot and s.DRPE == a.DRPE
@@ -158,17 +160,17 @@ class _Constant(WorldModel):
 
 
 def test_a_model_stack_predicts_block_m_with_model_m_and_rejects_uneven_batches():
-    stack = e3.ModelStack([_Constant(0.25), _Constant(0.75)])
+    stack = ModelStack([_Constant(0.25), _Constant(0.75)])
     assert stack.n_settings == 2
     out = stack.predict(torch.zeros(4, STATE_DIM), torch.zeros(4, dtype=torch.long), None)
     assert out[:2].eq(0.25).all() and out[2:].eq(0.75).all()
     with pytest.raises(ValueError, match="does not split into 2 blocks"):
         stack.predict(torch.zeros(3, STATE_DIM), torch.zeros(3, dtype=torch.long), None)
     with pytest.raises(ValueError, match="at least one model"):
-        e3.ModelStack([])
+        ModelStack([])
 
 
-def _seed_result(success: float) -> dict:
+def _seed_result(success: float) -> e3.SeedResult:
     metrics = PredictionMetrics(
         E_tot=0.1,
         DRPE={"graded": 0.05, "binary": 0.04},
@@ -182,30 +184,24 @@ def _seed_result(success: float) -> dict:
         n_windows=1,
     )
     outcomes = {"goal": 1, "hazard": 0, "timeout": 3}
-    return {
-        "metrics": metrics,
-        "success": success,
-        "outcomes": outcomes,
-        "picked_up_key": 1.0,
-        "opened_door": 0.5,
-    }
+    return e3.SeedResult(metrics, success, outcomes, picked_up_key=1.0, opened_door=0.5)
 
 
 def test_success_se_is_taken_over_the_seeds_success_rates():
     per_seed = [_seed_result(s) for s in (0.5, 0.7, 0.9)]
-    rec = e3.aggregate(e3.ROWS[0], "learned", per_seed, (0, 1, 2), 40)
+    rec = e3.aggregate(settings.ROWS[0], "learned", per_seed, 40)
     # mean 0.7; sample std of (0.5, 0.7, 0.9) is 0.2, so SE = 0.2 / sqrt(3).
-    assert rec["success"] == pytest.approx(0.7)
-    assert rec["success_se"] == pytest.approx(0.2 / math.sqrt(3))
-    assert rec["success_se_over"] == "seeds" and rec["n_episodes"] == 120
-    assert rec["goal"] == 3 and rec["timeout"] == 9
+    assert rec.success == pytest.approx(0.7)
+    assert rec.success_se == pytest.approx(0.2 / math.sqrt(3))
+    assert rec.success_se_over == "seeds" and rec.n_episodes == 120
+    assert rec.outcomes == {"goal": 3, "hazard": 0, "timeout": 9}
 
 
 def test_with_one_seed_the_se_is_taken_over_its_episodes():
-    rec = e3.aggregate(e3.ROWS[0], "learned", [_seed_result(0.5)], (0,), 4)
+    rec = e3.aggregate(settings.ROWS[0], "learned", [_seed_result(0.5)], 4)
     # Episodes (1, 1, 0, 0): sample std sqrt(1/3), SE = sqrt(1/3) / 2.
-    assert rec["success_se"] == pytest.approx(math.sqrt(1 / 3) / 2)
-    assert rec["success_se_over"] == "episodes"
+    assert rec.success_se == pytest.approx(math.sqrt(1 / 3) / 2)
+    assert rec.success_se_over == "episodes"
 
 
 def test_approximate_masks_name_their_kind():

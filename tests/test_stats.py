@@ -10,7 +10,14 @@ import pytest
 import torch
 from scipy.stats import bootstrap, spearmanr
 
-from gridplan.stats import iso_error_pairs, mean_se, spearman_ci
+from gridplan.closed_loop import GOAL, EpisodeResults
+from gridplan.stats import (
+    difference_se,
+    iso_error_pairs,
+    mean_se,
+    spearman_ci,
+    summarize_episodes,
+)
 
 
 @pytest.fixture(scope="module")
@@ -168,3 +175,39 @@ def test_too_few_pairs_give_an_undefined_spearman(pool):
 def test_iso_pairs_reject_bad_input(args, kwargs, message):
     with pytest.raises(ValueError, match=message):
         iso_error_pairs(*args, **kwargs)
+
+
+def _results(success: list[int], outcome: list[int]) -> EpisodeResults:
+    n = len(success)
+    return EpisodeResults(
+        success=torch.tensor(success, dtype=torch.bool),
+        returns=torch.zeros(n),
+        steps=torch.ones(n, dtype=torch.long),
+        outcome=torch.tensor(outcome),
+    )
+
+
+def test_episode_summaries_split_settings_and_seeds_as_evaluate_lays_them_out():
+    # 2 settings x 2 seeds x 2 episodes, setting-major then seed-major.
+    res = _results([1, 1, 1, 0, 0, 0, 1, 0], [GOAL, GOAL, GOAL, 2, 1, 2, GOAL, 1])
+    first, second = summarize_episodes(res, n_settings=2, n_seeds=2)
+    assert (first.success, first.n_episodes, first.per_seed) == (0.75, 4, (1.0, 0.5))
+    assert first.success_se == pytest.approx(0.25)  # std(1, 1, 1, 0) = 0.5, / sqrt(4)
+    assert first.outcomes == {"goal": 3, "hazard": 0, "timeout": 1}
+    assert (second.success, second.per_seed) == (0.25, (0.0, 0.5))
+    assert second.outcomes == {"goal": 1, "hazard": 2, "timeout": 1}
+    # One setting, one seed: what python -m eval reports.
+    (whole,) = summarize_episodes(res)
+    assert (whole.success, whole.n_episodes) == (0.5, 8)
+    assert whole.success == mean_se(res.success.float())[0]
+
+
+def test_episode_summaries_reject_blocks_that_do_not_split():
+    with pytest.raises(ValueError, match="8 episodes do not split into 3 settings x 1 seeds"):
+        summarize_episodes(_results([1] * 8, [GOAL] * 8), n_settings=3)
+
+
+def test_difference_se_adds_the_variances_and_treats_a_missing_se_as_zero():
+    diff, se = difference_se(0.9, 0.03, 0.5, 0.04)
+    assert diff == pytest.approx(0.4) and se == pytest.approx(0.05)
+    assert difference_se(0.5, None, 0.25, 0.0) == (0.25, 0.0)

@@ -15,6 +15,8 @@ from gridplan.constants import DIM_NAMES, STATE_LAYOUT_VERSION
 from gridplan.data import collect
 from gridplan.learned import load_world_model
 from gridplan.metrics import prediction_metrics
+from gridplan.runs import new_run_dir, train
+from gridplan.tasks import TASK_A, TASK_B
 from gridplan.training import (
     TransitionDataModule,
     cache_path,
@@ -24,7 +26,6 @@ from gridplan.training import (
     sample_weights,
     weighted_mse,
 )
-from train.train import new_run_dir, train
 
 
 @pytest.mark.parametrize(
@@ -38,11 +39,11 @@ from train.train import new_run_dir, train
 )
 def test_variant_files_give_the_documented_dimension_weights(tmp_path, variant, expected):
     cfg = tiny_config(tmp_path, f"variant={variant}")
-    assert dimension_weights(cfg.variant, "A").tolist() == pytest.approx(expected)
+    assert dimension_weights(cfg.variant, TASK_A).tolist() == pytest.approx(expected)
 
 
 def test_task_b_counts_c1_as_relevant():
-    w = dimension_weights({"relevant_weight": 2.0, "irrelevant_weight": 0.5}, "B")
+    w = dimension_weights({"relevant_weight": 2.0, "irrelevant_weight": 0.5}, TASK_B)
     assert w.tolist() == [2.0] * 7 + [0.5] * 5
 
 
@@ -97,18 +98,18 @@ def test_rel_only_leaves_irrelevant_outputs_untrained(tmp_path):
 
 
 def test_cached_dataset_is_collected_once_and_then_read_back(tmp_path):
-    first = cached_dataset("balanced", 300, 4, "A", tmp_path)
-    path = cache_path(tmp_path, "balanced", 300, 4, "A")
+    first = cached_dataset("balanced", 300, 4, TASK_A, tmp_path)
+    path = cache_path(tmp_path, "balanced", 300, 4, TASK_A)
     stamp = path.stat().st_mtime_ns
-    second = cached_dataset("balanced", 300, 4, "A", tmp_path)
+    second = cached_dataset("balanced", 300, 4, TASK_A, tmp_path)
     assert path.stat().st_mtime_ns == stamp
     assert second.fingerprint() == first.fingerprint() == collect("balanced", 300, 4).fingerprint()
 
 
 def test_a_corrupt_cache_file_is_collected_again(tmp_path):
-    path = cache_path(tmp_path, "random", 200, 1, "A")
+    path = cache_path(tmp_path, "random", 200, 1, TASK_A)
     path.write_text("garbage")
-    data = cached_dataset("random", 200, 1, "A", tmp_path)
+    data = cached_dataset("random", 200, 1, TASK_A, tmp_path)
     assert data.fingerprint() == collect("random", 200, 1).fingerprint()
 
 
@@ -126,8 +127,8 @@ def test_data_module_splits_by_episode_and_builds_windows(tmp_path):
 
 
 def test_relevance_order_puts_the_six_relevant_dims_first():
-    assert sorted(relevance_order("A")[:6]) == list(range(6))
-    assert relevance_order("A")[6:] == list(range(6, 12))
+    assert sorted(relevance_order(TASK_A)[:6]) == list(range(6))
+    assert relevance_order(TASK_A)[6:] == list(range(6, 12))
 
 
 def test_new_run_dirs_never_reuse_a_version(tmp_path):

@@ -1,4 +1,4 @@
-"""``python -m train``: train learned world models from ``configs/`` (SPEC §6, paper §5.4).
+"""``python -m train``: train learned world models from ``configs/`` (paper §5.4).
 
 Examples::
 
@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-    from train.train import train
+    from gridplan.runs import train
 
     try:
         _run_all(runs, train)

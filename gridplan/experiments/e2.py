@@ -27,322 +27,287 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gridplan.experiments import e1, paper
-from gridplan.experiments.common import (
-    GroupContext,
-    Report,
-    closed_loop,
-    fmt,
-    fmt_rho,
-    model_name,
-    new_figure,
-    read_models,
-    standard_windows,
-)
-from gridplan.metrics import prediction_metrics
-from gridplan.models import noise_grid
-from gridplan.stats import iso_error_pairs, spearman_ci
-from gridplan.tasks import TASK_A
+from gridplan.experiments import paper
+from gridplan.experiments.figures import scatter_figures
+from gridplan.experiments.pools import controlled_grid, sweep_records
+from gridplan.experiments.records import LearnedRecord, Record, read_models
+from gridplan.experiments.report import Report, fmt, fmt_rho
+from gridplan.experiments.runner import GroupContext
+from gridplan.experiments.settings import E2Config
+from gridplan.stats import IsoPairs, SpearmanResult, iso_error_pairs, spearman_ci
 
-SWEEP_R = (0.0, 0.1, 0.2, 0.25, 0.3, 0.35)
-SWEEP_I = (0.0, 0.3, 0.6, 1.2)
-#: Issue 5 "Must show": DRPE's ρ at most this, and E_tot's |ρ| smaller by at least MIN_GAP.
+#: DRPE's ρ at most this, and E_tot's |ρ| smaller by at least MIN_GAP (paper Table 1: -0.98
+#: against -0.32 on the grid).
 MAX_DRPE_RHO = -0.9
 MIN_GAP = 0.4
 #: The iso-pair correlation counts as reproduced when at least this (paper 0.97).
 MIN_PAIR_RHO = 0.8
 NOT_AVAILABLE = "learned pool not available: run e3"
-
-
-@dataclass(frozen=True)
-class E2Config:
-    """The relevance sweep of E2 and the statistics' settings.
-
-    Attributes:
-        sweep_sigma_r: relevant noise levels of the sweep, grid cells.
-        sweep_sigma_i: irrelevant noise levels of the sweep, normalized units.
-        depth: planner depth of the sweep.
-        seeds: sweep closed-loop seeds.
-        episodes: episodes per seed.
-        n_windows: held-out windows (the same as E1's, so E_tot and DRPE are comparable).
-        horizon: open-loop rollout length H.
-        iso_tolerance: relative E_tot tolerance of an iso-error pair.
-        n_resamples: bootstrap resamples.
-    """
-
-    sweep_sigma_r: tuple[float, ...]
-    sweep_sigma_i: tuple[float, ...]
-    depth: int
-    seeds: tuple[int, ...]
-    episodes: int
-    n_windows: int
-    horizon: int = 10
-    iso_tolerance: float = 0.10
-    n_resamples: int = 2000
-
-
-CONFIGS = {
-    "full": E2Config(SWEEP_R, SWEEP_I, 4, (100, 101, 102, 103), 30, e1.CONFIGS["full"].n_windows),
-    "quick": E2Config(SWEEP_R, SWEEP_I, 4, (100, 101), 6, e1.CONFIGS["quick"].n_windows),
-    "tiny": E2Config(
-        (0.0, 0.35), (0.0, 1.2), 1, (100,), 2, e1.CONFIGS["tiny"].n_windows, n_resamples=200
-    ),
+LABELS = {
+    "all": "All models",
+    "grid": "Controlled grid",
+    "sweep_graded": "Relevance sweep, graded",
+    "sweep_binary": "Relevance sweep, binary",
+    "learned": "Learned variants",
 }
 
 
-def sweep_records(ctx: GroupContext, cfg: E2Config) -> list[dict]:
-    """Closed-loop success and E_tot / DRPE (graded, binary) of the relevance sweep."""
-    model = noise_grid(cfg.sweep_sigma_r, cfg.sweep_sigma_i)
-    windows = standard_windows(ctx, cfg.n_windows, cfg.horizon)
-    metrics = prediction_metrics(model, windows, TASK_A)
-    ctx.log(f"relevance sweep: {model.n_settings} settings x {len(cfg.seeds) * cfg.episodes} eps")
-    loop, _ = closed_loop(ctx, model, "A", cfg.depth, cfg.seeds, cfg.episodes)
-    sigmas = [(r, i) for r in cfg.sweep_sigma_r for i in cfg.sweep_sigma_i]
-    return [
-        {
-            "name": model_name(sr, si),
-            "family": "controlled",
-            "sigma_r": sr,
-            "sigma_i": si,
-            "E_tot": pm.E_tot,
-            "DRPE_graded": pm.DRPE["graded"],
-            "DRPE_binary": pm.DRPE["binary"],
-            "success": cl["success"],
-            "success_se": cl["success_se"],
-            "n_episodes": cl["n_episodes"],
-            **cl["outcomes"],
-        }
-        for (sr, si), pm, cl in zip(sigmas, metrics, loop, strict=True)
-    ]
+@dataclass(frozen=True)
+class Pool:
+    """A model pool of Table 1 and the DRPE weighting it is scored with."""
+
+    records: list
+    drpe_key: str
 
 
-def _col(records: list[dict], key: str) -> np.ndarray:
-    return np.array([float(r[key]) for r in records])
+@dataclass(frozen=True)
+class PoolCorrelation:
+    """Spearman ρ of E_tot and of DRPE with success over one pool (None: < 3 models)."""
+
+    n: int
+    E_tot: SpearmanResult | None
+    DRPE: SpearmanResult | None
+    DRPE_weights: str
 
 
-def _rho(records, key: str, cfg: E2Config):
-    if len(records) < 3:
-        return None
-    return spearman_ci(_col(records, key), _col(records, "success"), cfg.n_resamples)
+@dataclass(frozen=True, kw_only=True)
+class SpearmanRow(Record):
+    """One metric of one pool (``spearman.csv``)."""
+
+    pool: str
+    n: int
+    metric: str
+    rho: float | None
+    low: float | None
+    high: float | None
+    paper_rho: float
+    paper_n: float
 
 
-def scatter_figures(grid: list[dict], learned: list[dict] | None):
-    """Fig. 4 (E_tot and DRPE against success, coloured by σR) and Fig. 9 (E_tot against
-    success, coloured by σI); learned models, when given, as black crosses."""
-    sr = _col(grid, "sigma_r")
-    si = _col(grid, "sigma_i")
-    fig4 = new_figure(10, 4)
-    axes = fig4.subplots(1, 2, sharey=True)
-    for ax, key, label in [(axes[0], "E_tot", "E_tot"), (axes[1], "DRPE_graded", "DRPE (graded)")]:
-        sc = ax.scatter(_col(grid, key), _col(grid, "success"), c=sr, cmap="plasma", s=30)
-        if learned:
-            ax.scatter(
-                _col(learned, key), _col(learned, "success"), marker="x", c="black", label="learned"
-            )
-            ax.legend(loc="lower left")
-        ax.set_xlabel(label)
-        ax.grid(alpha=0.3)
-    axes[0].set_ylabel("success rate")
-    fig4.colorbar(sc, ax=axes, label="σR (grid cells)")
-    fig4.suptitle("Controlled grid: success against total error and against DRPE (Fig. 4)")
-    fig9 = new_figure(6, 4)
-    ax = fig9.add_subplot()
-    sc = ax.scatter(_col(grid, "E_tot"), _col(grid, "success"), c=si, cmap="viridis", s=30)
-    fig9.colorbar(sc, ax=ax, label="σI (normalized units)")
-    ax.set_xlabel("E_tot")
-    ax.set_ylabel("success rate")
-    ax.grid(alpha=0.3)
-    ax.set_title("At matched E_tot both the best and the worst planners appear (Fig. 9)")
-    return fig4, fig9
+@dataclass(frozen=True, kw_only=True)
+class PairRow(Record):
+    """One iso-error pair of a pool (``iso_pairs.csv``)."""
+
+    pool: str
+    model_a: str
+    model_b: str
+    delta_DRPE: float
+    delta_success: float
 
 
-def run(ctx: GroupContext) -> Report:
-    """E2 (see the module docstring)."""
-    cfg: E2Config = ctx.config
-    grid, grid_source = e1.load_or_compute_grid(ctx)
-    sweep = sweep_records(ctx, cfg)
-    ctx.write_csv("sweep_models.csv", sweep)
+# --------------------------------------------------------------------------- compute
+
+
+def _col(records, key: str) -> np.ndarray:
+    return np.array([float(getattr(r, key)) for r in records])
+
+
+def learned_pool(ctx: GroupContext) -> list[LearnedRecord] | None:
+    """The ``"learned"`` models of a finished e3 (its ``models.json``), or None."""
     e3 = ctx.finished_group("e3")
     learned = None
     if e3 is not None:
-        learned = [r for r in read_models(e3) if r["family"] == "learned"]
+        learned = [r for r in read_models(e3, LearnedRecord) if r.family == "learned"]
     if not learned:
-        learned = None
         ctx.log(NOT_AVAILABLE)
-    pool = grid + (learned or [])
-    ctx.write_csv("pool.csv", pool)
+        return None
+    return learned
 
-    pools = {
-        "all": (pool, "DRPE_graded") if learned else None,
-        "grid": (grid, "DRPE_graded"),
-        "sweep_graded": (sweep, "DRPE_graded"),
-        "sweep_binary": (sweep, "DRPE_binary"),
-        "learned": (learned, "DRPE_graded") if learned else None,
+
+def pools(grid: list, sweep: list, learned: list | None) -> dict[str, Pool | None]:
+    """Table 1's pools (None where the learned models are missing)."""
+    return {
+        "all": Pool(grid + learned, "DRPE_graded") if learned else None,
+        "grid": Pool(grid, "DRPE_graded"),
+        "sweep_graded": Pool(sweep, "DRPE_graded"),
+        "sweep_binary": Pool(sweep, "DRPE_binary"),
+        "learned": Pool(learned, "DRPE_graded") if learned else None,
     }
-    labels = {
-        "all": "All models",
-        "grid": "Controlled grid",
-        "sweep_graded": "Relevance sweep, graded",
-        "sweep_binary": "Relevance sweep, binary",
-        "learned": "Learned variants",
-    }
-    corr, csv_rows, table_rows = {}, [], []
-    for key, spec in pools.items():
-        ref = paper.TABLE_1[key]
-        if spec is None:
-            corr[key] = None
-            table_rows.append(
-                [
-                    labels[key],
-                    "n/a",
-                    ref["n"].text,
-                    NOT_AVAILABLE,
-                    ref["E_tot"].cell(),
-                    NOT_AVAILABLE,
-                    ref["DRPE"].cell(),
-                ]
-            )
+
+
+def correlate(pool: Pool | None, n_resamples: int) -> PoolCorrelation | None:
+    """Spearman ρ with success of E_tot and of the pool's DRPE."""
+    if pool is None:
+        return None
+    recs = pool.records
+
+    def rho(key: str) -> SpearmanResult | None:
+        if len(recs) < 3:
+            return None
+        return spearman_ci(_col(recs, key), _col(recs, "success"), n_resamples)
+
+    return PoolCorrelation(len(recs), rho("E_tot"), rho(pool.drpe_key), pool.drpe_key)
+
+
+def iso_pairs(pool: Pool, cfg: E2Config) -> IsoPairs:
+    """The pool's iso-error pairs (graded DRPE)."""
+    recs = pool.records
+    return iso_error_pairs(
+        _col(recs, "E_tot"),
+        _col(recs, "DRPE_graded"),
+        _col(recs, "success"),
+        cfg.iso_tolerance,
+        cfg.n_resamples,
+    )
+
+
+def spearman_rows(corr: dict[str, PoolCorrelation | None]) -> list[SpearmanRow]:
+    """``spearman.csv``: both metrics of every available pool."""
+    rows = []
+    for key, c in corr.items():
+        if c is None:
             continue
-        recs, drpe_key = spec
-        r_e, r_d = _rho(recs, "E_tot", cfg), _rho(recs, drpe_key, cfg)
-        corr[key] = {"n": len(recs), "E_tot": r_e, "DRPE": r_d, "DRPE_weights": drpe_key}
-        table_rows.append(
+        ref = paper.TABLE_1[key]
+        for metric, r in [("E_tot", c.E_tot), ("DRPE", c.DRPE)]:
+            rows.append(
+                SpearmanRow(
+                    pool=key,
+                    n=c.n,
+                    metric=metric if metric == "E_tot" else c.DRPE_weights,
+                    rho=r.rho if r else None,
+                    low=r.low if r else None,
+                    high=r.high if r else None,
+                    paper_rho=ref[metric].value,
+                    paper_n=ref["n"].value,
+                )
+            )
+    return rows
+
+
+def pair_rows(pools_: dict[str, Pool | None], iso: dict[str, IsoPairs]) -> list[PairRow]:
+    """``iso_pairs.csv``: every pair of every pool with pairs."""
+    rows = []
+    for key, res in iso.items():
+        recs = pools_[key].records
+        for (i, j), dd, ds in zip(res.pairs, res.delta_drpe, res.delta_success, strict=True):
+            rows.append(
+                PairRow(
+                    pool=key,
+                    model_a=recs[i].name,
+                    model_b=recs[j].name,
+                    delta_DRPE=dd,
+                    delta_success=ds,
+                )
+            )
+    return rows
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def table1(report: Report, corr: dict, grid_source: str, n_resamples: int) -> None:
+    """Table 1 — Spearman ρ with closed-loop success, ours beside the paper's."""
+    rows = []
+    for key, c in corr.items():
+        ref = paper.TABLE_1[key]
+        ours = ["n/a", NOT_AVAILABLE, NOT_AVAILABLE]
+        if c is not None:
+            ours = [c.n, fmt_rho(c.E_tot), fmt_rho(c.DRPE)]
+        rows.append(
             [
-                labels[key],
-                len(recs),
+                LABELS[key],
+                ours[0],
                 ref["n"].text,
-                fmt_rho(r_e),
+                ours[1],
                 ref["E_tot"].cell(),
-                fmt_rho(r_d),
+                ours[2],
                 ref["DRPE"].cell(),
             ]
         )
-        for metric, r in [("E_tot", r_e), ("DRPE", r_d)]:
-            csv_rows.append(
-                {
-                    "pool": key,
-                    "n": len(recs),
-                    "metric": metric if metric == "E_tot" else drpe_key,
-                    "rho": r.rho if r else None,
-                    "low": r.low if r else None,
-                    "high": r.high if r else None,
-                    "paper_rho": ref[metric].value,
-                    "paper_n": ref["n"].value,
-                }
-            )
-    ctx.write_csv("spearman.csv", csv_rows)
-    grid_note = (
-        f"The grid pool was {'read from e1' if grid_source == 'e1' else 'computed here'}. "
-        "Brackets: seeded bootstrap 95% CIs "
-        f"({cfg.n_resamples} resamples). DRPE: graded weights unless the row says binary."
-    )
-    report = Report("E2 — DRPE predicts planning quality, total error does not (§5.2, Table 1)")
     report.table(
         "Table 1 — Spearman ρ with closed-loop success",
         ["model pool", "n", "n (paper)", "E_tot ρ", "E_tot ρ (paper)", "DRPE ρ", "DRPE ρ (paper)"],
-        table_rows,
-        grid_note,
+        rows,
+        f"The grid pool was {'read from e1' if grid_source == 'e1' else 'computed here'}. "
+        "Brackets: seeded bootstrap 95% CIs "
+        f"({n_resamples} resamples). DRPE: graded weights unless the row says binary.",
     )
 
-    iso = {}
-    pair_rows, pair_csv = [], []
+
+def pairs_table(report: Report, iso: dict[str, IsoPairs]) -> None:
+    """The iso-pair correlation of the grid and of all models."""
+    ref = paper.ISO_PAIRS
+    rows = []
     for key in ("grid", "all"):
-        spec = pools[key]
-        if spec is None:
-            pair_rows.append(
-                [
-                    labels[key],
-                    "n/a",
-                    NOT_AVAILABLE,
-                    paper.ISO_PAIRS["rho"].cell(),
-                    paper.ISO_PAIRS["n_pairs"].text,
-                ]
-            )
-            continue
-        recs = spec[0]
-        res = iso_error_pairs(
-            _col(recs, "E_tot"),
-            _col(recs, "DRPE_graded"),
-            _col(recs, "success"),
-            cfg.iso_tolerance,
-            cfg.n_resamples,
-        )
-        iso[key] = res
-        pair_rows.append(
-            [
-                labels[key],
-                len(res),
-                fmt_rho(res.spearman),
-                paper.ISO_PAIRS["rho"].cell(),
-                paper.ISO_PAIRS["n_pairs"].text,
-            ]
-        )
-        for (i, j), dd, ds in zip(res.pairs, res.delta_drpe, res.delta_success, strict=True):
-            pair_csv.append(
-                {
-                    "pool": key,
-                    "model_a": recs[i]["name"],
-                    "model_b": recs[j]["name"],
-                    "delta_DRPE": dd,
-                    "delta_success": ds,
-                }
-            )
-    ctx.write_csv(
-        "iso_pairs.csv", pair_csv, ["pool", "model_a", "model_b", "delta_DRPE", "delta_success"]
-    )
+        res = iso.get(key)
+        ours = ["n/a", NOT_AVAILABLE] if res is None else [len(res), fmt_rho(res.spearman)]
+        rows.append([LABELS[key], *ours, ref["rho"].cell(), ref["n_pairs"].text])
     report.table(
         "Iso-error pairs (E_tot within 10%): Spearman of |ΔDRPE| against |Δsuccess|",
         ["pool", "pairs", "ρ", "ρ (paper)", "pairs (paper)"],
-        pair_rows,
+        rows,
     )
 
-    fig4, fig9 = scatter_figures(grid, learned)
-    ctx.save_figure(fig4, "fig4_scatter.png")
-    ctx.save_figure(fig9, "fig9_etot_by_sigma_i.png")
-    report.figure("fig4_scatter.png", "Success against E_tot and DRPE, coloured by σR (Fig. 4)")
-    report.figure("fig9_etot_by_sigma_i.png", "Success against E_tot, coloured by σI (Fig. 9)")
 
-    def decoupled(key):
-        c = corr[key]
-        if c is None or c["DRPE"] is None or c["E_tot"] is None:
-            return None, NOT_AVAILABLE if key == "all" else "too few models"
-        rd, re = c["DRPE"].rho, c["E_tot"].rho
-        if np.isnan(rd) or np.isnan(re):
-            return None, f"n = {c['n']}: ρ undefined (success or error constant over the pool)"
-        ok = rd <= MAX_DRPE_RHO and abs(re) <= abs(rd) - MIN_GAP
-        ref = paper.TABLE_1[key]
-        return ok, (
-            f"n = {c['n']}: DRPE ρ {fmt(rd, 2)}, E_tot ρ {fmt(re, 2)} (paper {ref['DRPE'].text} "
-            f"vs {ref['E_tot'].text}; criterion DRPE ρ ≤ {MAX_DRPE_RHO} and |E_tot ρ| smaller "
-            f"by ≥ {MIN_GAP})"
-        )
+# --------------------------------------------------------------------------- verdicts
 
+
+def _undefined(c: PoolCorrelation) -> str | None:
+    if np.isnan(c.DRPE.rho) or np.isnan(c.E_tot.rho):
+        return f"n = {c.n}: ρ undefined (success or error constant over the pool)"
+    return None
+
+
+def decoupled(corr: dict, key: str) -> tuple[bool | None, str]:
+    """Whether DRPE tracks success (ρ ≤ MAX_DRPE_RHO) and E_tot does not (|ρ| smaller by
+    MIN_GAP) over pool ``key``, and the numbers."""
+    c = corr[key]
+    if c is None or c.DRPE is None or c.E_tot is None:
+        return None, NOT_AVAILABLE if key == "all" else "too few models"
+    reason = _undefined(c)
+    if reason:
+        return None, reason
+    rd, re = c.DRPE.rho, c.E_tot.rho
+    ok = rd <= MAX_DRPE_RHO and abs(re) <= abs(rd) - MIN_GAP
+    ref = paper.TABLE_1[key]
+    return ok, (
+        f"n = {c.n}: DRPE ρ {fmt(rd, 2)}, E_tot ρ {fmt(re, 2)} (paper {ref['DRPE'].text} "
+        f"vs {ref['E_tot'].text}; criterion DRPE ρ ≤ {MAX_DRPE_RHO} and |E_tot ρ| smaller "
+        f"by ≥ {MIN_GAP})"
+    )
+
+
+def pooled(corr: dict) -> tuple[bool | None, str]:
+    """Whether DRPE still beats E_tot by MIN_GAP over the grid plus the learned models."""
+    c = corr["all"]
+    if c is None:
+        return None, NOT_AVAILABLE
+    reason = _undefined(c)
+    if reason:
+        return None, reason
+    rd, re = c.DRPE.rho, c.E_tot.rho
+    ref = paper.TABLE_1["all"]
+    return abs(rd) - abs(re) >= MIN_GAP, (
+        f"n = {c.n}: DRPE ρ {fmt(rd, 2)}, E_tot ρ {fmt(re, 2)} (paper {ref['DRPE'].text} vs "
+        f"{ref['E_tot'].text}; criterion |DRPE ρ| − |E_tot ρ| ≥ {MIN_GAP})"
+    )
+
+
+def verdicts(report: Report, corr: dict, iso: dict[str, IsoPairs]) -> None:
+    """The four effects of Table 1 and §5.2."""
     report.verdict(
         "In the controlled grid DRPE tracks success and E_tot does not (Table 1)",
-        *decoupled("grid"),
+        *decoupled(corr, "grid"),
     )
-    ok_g, _ = decoupled("sweep_graded")
-    ok_b, _ = decoupled("sweep_binary")
+    ok_g, _ = decoupled(corr, "sweep_graded")
+    ok_b, _ = decoupled(corr, "sweep_binary")
     cg, cb = corr["sweep_graded"], corr["sweep_binary"]
     ref = paper.TABLE_1["sweep_graded"]
     report.verdict(
         "In the relevance sweep graded and binary weights both track success (Table 1)",
         None if ok_g is None or ok_b is None else ok_g and ok_b,
-        f"n = {cg['n']}: DRPE ρ graded {fmt(cg['DRPE'].rho, 2)}, binary "
-        f"{fmt(cb['DRPE'].rho, 2)}; E_tot ρ {fmt(cg['E_tot'].rho, 2)} (paper "
+        f"n = {cg.n}: DRPE ρ graded {fmt(cg.DRPE.rho, 2)}, binary "
+        f"{fmt(cb.DRPE.rho, 2)}; E_tot ρ {fmt(cg.E_tot.rho, 2)} (paper "
         f"{ref['DRPE'].text}, {paper.TABLE_1['sweep_binary']['DRPE'].text} vs "
         f"{ref['E_tot'].text}; the grid's criterion for both weightings)",
     )
     grid_iso = iso.get("grid")
+    claim = "|ΔDRPE| tracks |Δsuccess| across iso-error pairs (§5.2)"
     if grid_iso is None or np.isnan(grid_iso.spearman.rho):
-        report.verdict(
-            "|ΔDRPE| tracks |Δsuccess| across iso-error pairs (§5.2)",
-            None,
-            "fewer than 3 iso-error pairs with varying gaps",
-        )
+        report.verdict(claim, None, "fewer than 3 iso-error pairs with varying gaps")
     else:
         report.verdict(
-            "|ΔDRPE| tracks |Δsuccess| across iso-error pairs (§5.2)",
+            claim,
             grid_iso.spearman.rho >= MIN_PAIR_RHO,
             f"grid: ρ {fmt_rho(grid_iso.spearman)} over {len(grid_iso)} pairs (paper "
             f"{paper.ISO_PAIRS['rho'].text} over {paper.ISO_PAIRS['n_pairs'].text}; criterion "
@@ -350,9 +315,37 @@ def run(ctx: GroupContext) -> Report:
         )
     report.verdict(
         "Pooled with the learned models DRPE still tracks success better (Table 1)",
-        *_pooled_verdict(corr),
+        *pooled(corr),
     )
 
+
+# --------------------------------------------------------------------------- run
+
+
+def run(ctx: GroupContext) -> Report:
+    """E2 (see the module docstring)."""
+    cfg: E2Config = ctx.config
+    grid, grid_source = controlled_grid(ctx)
+    sweep = sweep_records(ctx, cfg)
+    learned = learned_pool(ctx)
+    by_pool = pools(grid, sweep, learned)
+    corr = {key: correlate(pool, cfg.n_resamples) for key, pool in by_pool.items()}
+    iso = {key: iso_pairs(by_pool[key], cfg) for key in ("grid", "all") if by_pool[key]}
+
+    ctx.write_csv("sweep_models.csv", sweep)
+    ctx.write_csv("pool.csv", grid + (learned or []))
+    ctx.write_csv("spearman.csv", spearman_rows(corr))
+    ctx.write_csv("iso_pairs.csv", pair_rows(by_pool, iso), PairRow.header())
+    fig4, fig9 = scatter_figures(grid, learned)
+    ctx.save_figure(fig4, "fig4_scatter.png")
+    ctx.save_figure(fig9, "fig9_etot_by_sigma_i.png")
+
+    report = Report("E2 — DRPE predicts planning quality, total error does not (§5.2, Table 1)")
+    table1(report, corr, grid_source, cfg.n_resamples)
+    pairs_table(report, iso)
+    report.figure("fig4_scatter.png", "Success against E_tot and DRPE, coloured by σR (Fig. 4)")
+    report.figure("fig9_etot_by_sigma_i.png", "Success against E_tot, coloured by σI (Fig. 9)")
+    verdicts(report, corr, iso)
     ctx.write_json(
         "results.json",
         {
@@ -367,17 +360,3 @@ def run(ctx: GroupContext) -> Report:
         },
     )
     return report
-
-
-def _pooled_verdict(corr: dict) -> tuple[bool | None, str]:
-    c = corr["all"]
-    if c is None:
-        return None, NOT_AVAILABLE
-    rd, re = c["DRPE"].rho, c["E_tot"].rho
-    if np.isnan(rd) or np.isnan(re):
-        return None, f"n = {c['n']}: ρ undefined (success or error constant over the pool)"
-    ref = paper.TABLE_1["all"]
-    return abs(rd) - abs(re) >= MIN_GAP, (
-        f"n = {c['n']}: DRPE ρ {fmt(rd, 2)}, E_tot ρ {fmt(re, 2)} (paper {ref['DRPE'].text} vs "
-        f"{ref['E_tot'].text}; criterion |DRPE ρ| − |E_tot ρ| ≥ {MIN_GAP})"
-    )

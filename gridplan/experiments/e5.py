@@ -2,10 +2,10 @@
 
 Two models inject noise of the same scale (σ = 0.8, normalized units) on one perfectly
 predictable bit each: the static ``c1`` or the toggling ``c2`` (a custom per-dimension
-``NoiseModel`` sigma, both settings in one batch). Both are planned with the depth-4 planner
-over 10 seeds x 30 episodes under Task A (``c1`` irrelevant) and Task B (``c1`` selects the
-goal; the other goal cell is a terminal hazard), and scored with E_tot and the task-weighted
-DRPE (Task B binary weights, ``c1`` relevant) on held-out windows of each task.
+``NoiseModel`` sigma, both settings in one batch). Both are planned under the controlled
+protocol (depth 4, 10 seeds x 30 episodes) under Task A (``c1`` irrelevant) and Task B (``c1``
+selects the goal; the other goal cell is a terminal hazard), and scored with E_tot and the
+task-weighted DRPE (Task B binary weights, ``c1`` relevant) on held-out windows of each task.
 
 Writes ``models.csv`` (per model and task: success, outcome counts, E_tot, DRPE weightings),
 ``results.json``, ``fig3_success.png`` (success by task) and ``fig5_trajectories.png`` (both
@@ -16,62 +16,49 @@ c1-noise model fails, else the first episode).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 from scipy.stats import norm
 
-from gridplan import tasks
-from gridplan.closed_loop import GOAL, HAZARD
-from gridplan.constants import AGENT_X, AGENT_Y, C1, C2, CELL_SCALE, KEY_X, KEY_Y, STATE_DIM
+from gridplan.closed_loop import GOAL, HAZARD, EpisodeResults
+from gridplan.constants import C1, C2, STATE_DIM
 from gridplan.experiments import paper
-from gridplan.experiments.common import (
-    GroupContext,
-    Report,
-    closed_loop,
-    draw_gridworld,
-    fmt,
-    fmt_se,
-    new_figure,
-    plot_episode_path,
-    standard_windows,
-)
+from gridplan.experiments.figures import bit_success_figure, trajectory_figure
+from gridplan.experiments.measure import closed_loop, standard_windows
+from gridplan.experiments.records import Record, columns, outcomes_field
+from gridplan.experiments.report import Report, fmt, fmt_se
+from gridplan.experiments.runner import GroupContext
+from gridplan.experiments.settings import E5Config
 from gridplan.metrics import prediction_metrics
 from gridplan.models import NoiseModel
+from gridplan.stats import difference_se
+from gridplan.tasks import TASK_A, TASK_B
 
 MODELS = ("c1", "c2")
+TASKS = (TASK_A, TASK_B)
 #: Two success rates differ when their gap exceeds this many standard errors of the gap.
 Z = 2.0
 
 
-@dataclass(frozen=True)
-class E5Config:
-    """E5 settings.
+@dataclass(frozen=True, kw_only=True)
+class BitNoiseRow(Record):
+    """One model under one task (``models.csv``): closed-loop success and outcomes, E_tot and
+    DRPE under every standard weighting of the task (``DRPE_<weighting>``)."""
 
-    Attributes:
-        sigma: noise std on the one noisy bit, normalized units (paper 0.8).
-        depth: planner depth.
-        seeds: closed-loop seeds; ``episodes`` each.
-        episodes: episodes per seed.
-        n_windows: held-out windows per task.
-        horizon: open-loop rollout length H.
-    """
-
+    model: str
+    task: str
     sigma: float
-    depth: int
-    seeds: tuple[int, ...]
-    episodes: int
-    n_windows: int
-    horizon: int = 10
+    success: float
+    success_se: float
+    n_episodes: int
+    outcomes: dict[str, int] = outcomes_field()
+    E_tot: float
+    DRPE: dict[str, float] = columns("DRPE_{}")
+    per_seed: tuple[float, ...]
 
 
-CONFIGS = {
-    "full": E5Config(0.8, 4, tuple(range(10)), 30, 1000),
-    "quick": E5Config(0.8, 4, (0, 1), 15, 500),
-    "tiny": E5Config(0.8, 1, (0, 1), 2, 32),
-}
+# --------------------------------------------------------------------------- compute
 
 
 def bit_noise_model(sigma: float) -> NoiseModel:
@@ -82,10 +69,36 @@ def bit_noise_model(sigma: float) -> NoiseModel:
     return NoiseModel(s)
 
 
-def _gap(a: dict, b: dict) -> tuple[float, float]:
+def measure(ctx: GroupContext, cfg: E5Config) -> tuple[dict, EpisodeResults]:
+    """``(model, task) -> BitNoiseRow`` for both models under both tasks, and the recorded
+    Task B closed loop."""
+    model = bit_noise_model(cfg.sigma)
+    rows, recorded = {}, None
+    for task in ctx.bar(TASKS, "tasks"):
+        windows = standard_windows(ctx, cfg.protocol, task)
+        metrics = prediction_metrics(model, windows, task)
+        loop, res = closed_loop(ctx, model, task, cfg.protocol, record=task is TASK_B)
+        if task is TASK_B:
+            recorded = res
+        for name, pm, summary in zip(MODELS, metrics, loop, strict=True):
+            rows[(name, task.name)] = BitNoiseRow(
+                model=f"{name}-noise",
+                task=task.name,
+                sigma=cfg.sigma,
+                success=summary.success,
+                success_se=summary.success_se,
+                n_episodes=summary.n_episodes,
+                outcomes=summary.outcomes,
+                E_tot=pm.E_tot,
+                DRPE=dict(pm.DRPE),
+                per_seed=summary.per_seed,
+            )
+    return rows, recorded
+
+
+def gap(a: BitNoiseRow, b: BitNoiseRow) -> tuple[float, float]:
     """``b - a`` success and the SE of that difference (independent samples)."""
-    se = math.sqrt((a["success_se"] or 0.0) ** 2 + (b["success_se"] or 0.0) ** 2)
-    return b["success"] - a["success"], se
+    return difference_se(b.success, b.success_se, a.success, a.success_se)
 
 
 def pick_episode(outcome: torch.Tensor, n: int) -> tuple[int, str]:
@@ -102,46 +115,11 @@ def pick_episode(outcome: torch.Tensor, n: int) -> tuple[int, str]:
     return 0, "no episode where only the c1-noise model fails; first episode shown"
 
 
-def trajectory_figure(
-    trajectory: torch.Tensor, steps: torch.Tensor, outcome, episode: int, n: int, why: str
-):
-    """Fig. 5: both models' true paths from the same Task B start state."""
-    fig = new_figure(5.5, 5.5)
-    ax = fig.add_subplot()
-    start = trajectory[0, episode]
-    draw_gridworld(ax, "B", bool(start[C1] > 0.5))
-    kx, ky = (start[[KEY_X, KEY_Y]] * CELL_SCALE).round().tolist()
-    ax.plot(kx, ky, marker="*", color="gold", markersize=14, markeredgecolor="k", label="key")
-    names = {0: "c1-noise model", 1: "c2-noise model"}
-    for k, (color, offset) in enumerate([("tab:red", -0.12), ("tab:blue", 0.12)]):
-        plot_episode_path(ax, trajectory, steps, outcome, k * n + episode, names[k], color, offset)
-    ax.plot(*(start[[AGENT_X, AGENT_Y]] * CELL_SCALE).tolist(), "ks", markersize=8, label="start")
-    ax.legend(loc="upper left", fontsize=7, framealpha=0.9)
-    ax.set_title(f"Task B, one start state ({why})", fontsize=8)
-    return fig
-
-
-def success_figure(rows: dict):
-    """Fig. 3: success of both models under both tasks, with SE bars and the paper's values."""
-    fig = new_figure(5.5, 3.8)
-    ax = fig.add_subplot()
-    x = np.arange(2)
-    for k, (model, color) in enumerate(zip(MODELS, ("tab:red", "tab:blue"), strict=True)):
-        means = [rows[(model, t)]["success"] for t in "AB"]
-        ses = [rows[(model, t)]["success_se"] or 0.0 for t in "AB"]
-        ax.bar(x + (k - 0.5) * 0.35, means, 0.35, yerr=ses, color=color, label=f"{model}-noise")
-        ref = [paper.E5["success_A"][model].value, paper.E5["success_B"][model].value]
-        ax.plot(x + (k - 0.5) * 0.35, ref, "k_", markersize=18, markeredgewidth=2)
-    ax.set_xticks(x, ["Task A", "Task B"])
-    ax.set_ylim(0, 1.05)
-    ax.set_ylabel("success rate")
-    ax.set_title("σ = 0.8 noise on c1 vs c2 (black ticks: paper)")
-    ax.legend(loc="lower left")
-    return fig
+# --------------------------------------------------------------------------- tables
 
 
 def _etot_note(rows: dict) -> str:
-    ours = [rows[(m, "B")]["E_tot"] for m in MODELS]
+    ours = [rows[(m, "B")].E_tot for m in MODELS]
     ref = [paper.E5["E_tot"][m].value for m in MODELS]
     if max(ours) >= min(ref):
         return "Both models' E_tot are comparable, as in the paper."
@@ -154,7 +132,7 @@ def _etot_note(rows: dict) -> str:
 
 
 def _success_note(rows: dict, sigma: float) -> str:
-    ours, se = rows[("c1", "B")]["success"], rows[("c1", "B")]["success_se"] or 0.0
+    ours, se = rows[("c1", "B")].success, rows[("c1", "B")].success_se or 0.0
     ref = paper.E5["success_B"]["c1"].value
     if abs(ours - ref) <= Z * max(se, 0.02):
         return ""
@@ -168,49 +146,21 @@ def _success_note(rows: dict, sigma: float) -> str:
     )
 
 
-def run(ctx: GroupContext) -> Report:
-    """E5 (see the module docstring)."""
-    cfg: E5Config = ctx.config
-    model = bit_noise_model(cfg.sigma)
-    n = len(cfg.seeds) * cfg.episodes
-    rows, recorded = {}, None
-    for task in ctx.bar("AB", "tasks"):
-        windows = standard_windows(ctx, cfg.n_windows, cfg.horizon, task)
-        metrics = prediction_metrics(model, windows, tasks.get(task))
-        loop, res = closed_loop(
-            ctx, model, task, cfg.depth, cfg.seeds, cfg.episodes, record=task == "B"
-        )
-        if task == "B":
-            recorded = res
-        for name, pm, cl in zip(MODELS, metrics, loop, strict=True):
-            rows[(name, task)] = {
-                "model": f"{name}-noise",
-                "task": task,
-                "sigma": cfg.sigma,
-                "success": cl["success"],
-                "success_se": cl["success_se"],
-                "n_episodes": cl["n_episodes"],
-                **cl["outcomes"],
-                "E_tot": pm.E_tot,
-                **{f"DRPE_{k}": v for k, v in pm.DRPE.items()},
-                "per_seed": cl["per_seed"],
-            }
-    ctx.write_csv("models.csv", list(rows.values()))
-
-    report = Report("E5 — relevance is relational: same models, different task (§5.3, Fig. 3, 5)")
-    table = []
+def success_table(report: Report, rows: dict, sigma: float) -> None:
+    """Success under both tasks, E_tot and task DRPE, beside the paper's."""
+    cells = []
     for name in MODELS:
         a, b = rows[(name, "A")], rows[(name, "B")]
-        table.append(
+        cells.append(
             [
-                f"{name}-noise (σ = {cfg.sigma:g})",
-                fmt_se(a["success"], a["success_se"]),
+                f"{name}-noise (σ = {sigma:g})",
+                fmt_se(a.success, a.success_se),
                 paper.E5["success_A"][name].cell(),
-                fmt_se(b["success"], b["success_se"]),
+                fmt_se(b.success, b.success_se),
                 paper.E5["success_B"][name].cell(),
-                fmt(b["E_tot"]),
+                fmt(b.E_tot),
                 paper.E5["E_tot"][name].cell(),
-                fmt(b["DRPE_task"]),
+                fmt(b.DRPE["task"]),
                 paper.E5["DRPE_task"][name].cell(),
             ]
         )
@@ -227,67 +177,50 @@ def run(ctx: GroupContext) -> Report:
             "task DRPE",
             "task DRPE (paper)",
         ],
-        table,
+        cells,
         "E_tot and task DRPE on Task B windows (H = 10); task DRPE uses Task B's binary "
         "relevance (dims 0-6, c1 included). On Task A windows: E_tot "
-        + ", ".join(f"{m} {fmt(rows[(m, 'A')]['E_tot'])}" for m in MODELS)
+        + ", ".join(f"{m} {fmt(rows[(m, 'A')].E_tot)}" for m in MODELS)
         + ". "
         + _etot_note(rows),
     )
+
+
+def outcomes_table(report: Report, rows: dict, sigma: float) -> None:
+    """Goal / hazard / timeout counts (appendix H)."""
     ref_b = paper.E5["outcomes_B_c1"]
-    out_rows = []
+    cells = []
     for name in MODELS:
-        for task in "AB":
-            r = rows[(name, task)]
+        for task in TASKS:
+            r = rows[(name, task.name)]
             paper_cells = ["—"] * 3
-            if name == "c1" and task == "B":
+            if name == "c1" and task is TASK_B:
                 paper_cells = [
                     f"{ref_b[k].text} of {ref_b['episodes'].text}"
                     for k in ("goal", "hazard", "timeout")
                 ]
-            out_rows.append(
-                [
-                    f"{name}-noise",
-                    task,
-                    f"{r['goal']} of {r['n_episodes']}",
-                    paper_cells[0],
-                    r["hazard"],
-                    paper_cells[1],
-                    r["timeout"],
-                    paper_cells[2],
-                ]
+            o = r.outcomes
+            cells.append(
+                [f"{name}-noise", task.name, f"{o['goal']} of {r.n_episodes}", paper_cells[0]]
+                + [o["hazard"], paper_cells[1], o["timeout"], paper_cells[2]]
             )
+    headers = ["model", "task", "goal", "goal (paper)", "hazard", "hazard (paper)", "timeout"]
     report.table(
         "Outcomes (appendix H)",
-        [
-            "model",
-            "task",
-            "goal",
-            "goal (paper)",
-            "hazard",
-            "hazard (paper)",
-            "timeout",
-            "timeout (paper)",
-        ],
-        out_rows,
-        "The paper's goal count is derived (240 − 35 − 8). " + _success_note(rows, cfg.sigma),
+        [*headers, "timeout (paper)"],
+        cells,
+        "The paper's goal count is derived (240 − 35 − 8). " + _success_note(rows, sigma),
     )
 
-    fig3 = success_figure(rows)
-    ctx.save_figure(fig3, "fig3_success.png")
-    report.figure("fig3_success.png", "Success by task and noisy bit (Fig. 3)")
-    episode, why = pick_episode(recorded.outcome.cpu(), n)
-    fig5 = trajectory_figure(
-        recorded.trajectory.cpu(), recorded.steps.cpu(), recorded.outcome.cpu(), episode, n, why
-    )
-    ctx.save_figure(fig5, "fig5_trajectories.png")
-    report.figure(
-        "fig5_trajectories.png", f"Task B trajectories from one start state: {why} (Fig. 5)"
-    )
 
-    loss_b, se_b = _gap(rows[("c1", "B")], rows[("c2", "B")])
-    loss_a, se_a = _gap(rows[("c1", "A")], rows[("c2", "A")])
-    drop_c1, se_c1 = _gap(rows[("c1", "B")], rows[("c1", "A")])
+# --------------------------------------------------------------------------- verdicts
+
+
+def verdicts(report: Report, rows: dict) -> None:
+    """The two effects of §5.3."""
+    loss_b, se_b = gap(rows[("c1", "B")], rows[("c2", "B")])
+    loss_a, se_a = gap(rows[("c1", "A")], rows[("c2", "A")])
+    drop_c1, se_c1 = gap(rows[("c1", "B")], rows[("c1", "A")])
     ok = loss_b > Z * se_b and abs(loss_a) <= Z * max(se_a, 1e-12) and drop_c1 > Z * se_c1
     report.verdict(
         "The c1-noise model loses success under Task B only (§5.3)",
@@ -297,12 +230,37 @@ def run(ctx: GroupContext) -> Report:
         f"0.97 vs 0.82 under B, both 0.97 under A; criterion: gaps beyond {Z:g} SE only "
         "where the task makes c1 relevant)",
     )
-    d1, d2 = rows[("c1", "B")]["DRPE_task"], rows[("c2", "B")]["DRPE_task"]
+    d1, d2 = rows[("c1", "B")].DRPE["task"], rows[("c2", "B")].DRPE["task"]
     report.verdict(
         "Task-weighted DRPE flags exactly the failing model (§5.3)",
         d1 > 0 and d2 == 0,
         f"task DRPE c1 {fmt(d1)} vs c2 {fmt(d2)} (paper 0.214 vs 0.000; criterion c1 > 0, c2 = 0)",
     )
+
+
+# --------------------------------------------------------------------------- run
+
+
+def run(ctx: GroupContext) -> Report:
+    """E5 (see the module docstring)."""
+    cfg: E5Config = ctx.config
+    rows, recorded = measure(ctx, cfg)
+    n = cfg.protocol.n_episodes
+    episode, why = pick_episode(recorded.outcome.cpu(), n)
+
+    ctx.write_csv("models.csv", list(rows.values()))
+    ctx.save_figure(bit_success_figure(rows, MODELS), "fig3_success.png")
+    names = [f"{m}-noise model" for m in MODELS]
+    ctx.save_figure(trajectory_figure(recorded, episode, n, names, why), "fig5_trajectories.png")
+
+    report = Report("E5 — relevance is relational: same models, different task (§5.3, Fig. 3, 5)")
+    success_table(report, rows, cfg.sigma)
+    outcomes_table(report, rows, cfg.sigma)
+    report.figure("fig3_success.png", "Success by task and noisy bit (Fig. 3)")
+    report.figure(
+        "fig5_trajectories.png", f"Task B trajectories from one start state: {why} (Fig. 5)"
+    )
+    verdicts(report, rows)
     ctx.write_json(
         "results.json",
         {

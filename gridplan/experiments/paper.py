@@ -1,10 +1,10 @@
 """The DRPE paper's reference numbers, each with the table, figure or section it comes from.
 
-Every experiment table prints these beside our numbers (SPEC §7). Values are kept as the
+Every experiment table prints these beside our numbers (paper §5). Values are kept as the
 paper prints them (``text``), so a table shows "0.97", not "0.970000"; ``value`` is the float.
-Sources: the paper ``seeds/000_8f7af63d10c54483.txt`` (§5, Tables 1-3) and its appendix
-summary ``seeds/001_052c88e59a37e97f.txt`` (sections A-J, Table 4). Numbers that the paper
-gives only in words carry the section; derived numbers say how they were derived in ``note``.
+Sources: the paper's §5 and Tables 1-3, and its appendix (sections A-J, Table 4). Numbers
+that the paper gives only in words carry the section; derived numbers say how they were
+derived in ``note``.
 """
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
 """One training run of a learned world model: ``train(cfg) -> (metrics, artifacts)``.
 
+``python -m train`` and the learned-model experiment groups (E3, E4) both train through
+``train``. Importing this module imports Lightning (seconds); import it where a run starts.
+
 The run folder ``<out_dir>/<run name>/version_<N>/`` is created fresh (a new version number
 if earlier runs exist, never reusing one) and holds::
 
@@ -22,8 +25,10 @@ from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 from lightning.pytorch.loggers import TensorBoardLogger
 from omegaconf import DictConfig, OmegaConf
 
+from gridplan import tasks
 from gridplan.config import run_name, to_yaml, validate
 from gridplan.learned import load_world_model
+from gridplan.tasks import Task
 from gridplan.training import (
     TransitionDataModule,
     WorldModelModule,
@@ -54,6 +59,39 @@ def new_run_dir(out_dir: str | os.PathLike, name: str) -> tuple[Path, int]:
             return path, version
         except FileExistsError:
             version += 1
+
+
+def _trainer(t: dict, run_dir: Path, logger, best: ModelCheckpoint) -> pl.Trainer:
+    """The Lightning trainer of the ``trainer`` config section, early stopping on
+    ``t["monitor"]``."""
+    stop = EarlyStopping(monitor=t["monitor"], mode="min", patience=t["patience"])
+    return pl.Trainer(
+        accelerator=t["accelerator"],
+        devices=1,
+        max_epochs=t["max_epochs"],
+        min_epochs=t["min_epochs"],
+        limit_train_batches=t["limit_train_batches"],
+        deterministic=t["deterministic"],
+        enable_progress_bar=t["progress_bar"],
+        enable_model_summary=False,
+        log_every_n_steps=t["log_every_n_steps"],
+        num_sanity_val_steps=0,
+        logger=logger,
+        callbacks=[best, stop],
+        default_root_dir=run_dir,
+    )
+
+
+def _score_best(path: str, windows, task: Task, logger, step: int) -> dict[str, Any]:
+    """Prediction metrics of the best checkpoint on the held-out ``windows``, also logged to
+    TensorBoard under ``best/`` (scalars and both figures)."""
+    scored = score_windows(load_world_model(path), windows, task)
+    metrics: dict[str, Any] = metric_scalars(scored, "best")
+    for name, value in metrics.items():
+        logger.experiment.add_scalar(name, value, step)
+    log_figures(logger.experiment, scored, step, "best", task)
+    logger.experiment.flush()
+    return metrics
 
 
 def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, str]]:
@@ -95,33 +133,13 @@ def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, str]]:
         save_last=True,
         auto_insert_metric_name=False,
     )
-    stop = EarlyStopping(monitor=t["monitor"], mode="min", patience=t["patience"])
-    trainer = pl.Trainer(
-        accelerator=t["accelerator"],
-        devices=1,
-        max_epochs=t["max_epochs"],
-        min_epochs=t["min_epochs"],
-        limit_train_batches=t["limit_train_batches"],
-        deterministic=t["deterministic"],
-        enable_progress_bar=t["progress_bar"],
-        enable_model_summary=False,
-        log_every_n_steps=t["log_every_n_steps"],
-        num_sanity_val_steps=0,
-        logger=logger,
-        callbacks=[best, stop],
-        default_root_dir=run_dir,
-    )
+    trainer = _trainer(t, run_dir, logger, best)
     start = time.perf_counter()
     trainer.fit(module, datamodule=data)
     seconds = time.perf_counter() - start
 
-    model = load_world_model(best.best_model_path)
-    scored = score_windows(model, data.windows, resolved["data"]["task"])
-    metrics: dict[str, Any] = metric_scalars(scored, "best")
-    for name, value in metrics.items():
-        logger.experiment.add_scalar(name, value, trainer.global_step)
-    log_figures(logger.experiment, scored, trainer.global_step, "best", resolved["data"]["task"])
-    logger.experiment.flush()
+    task = tasks.get(resolved["data"]["task"])
+    metrics = _score_best(best.best_model_path, data.windows, task, logger, trainer.global_step)
     metrics.update(
         epochs=trainer.current_epoch,
         best_score=float(best.best_model_score),

@@ -1,0 +1,209 @@
+"""Training the learned world models of E3 and E4 (paper §5.4, Table 3; appendix A).
+
+Every model is trained once per training seed with ``gridplan.runs.train`` (Lightning; the
+``configs/`` groups ``variant`` and ``data``): training seed ``k`` sets the network
+initialisation and the logged dataset (``data.seed`` follows ``seed``). Datasets are cached
+under ``<results root>/data_cache`` (derived data, keyed by task, policy, budget and seed), so
+a rerun and e4 do not collect them again; run folders go to ``<group>/runs/``. e4 takes e3's
+models from e3's ``results.json`` (``training_checkpoint``) and trains them itself with the
+same settings only when e3 has not finished with the same config.
+
+``ModelStack`` puts several one-setting models into one batch, so the planner and the
+metrics evaluate all of a seed's models in one call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import time
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from gridplan import tasks
+from gridplan.config import compose
+from gridplan.data import parse_budget
+from gridplan.experiments.records import TrainingRun
+from gridplan.experiments.runner import RESULTS_FILE, GroupContext
+from gridplan.experiments.settings import E3Config, LearnedRow
+from gridplan.learned import load_world_model
+from gridplan.models import WorldModel
+from gridplan.relevance_estimation import intra_op_threads
+
+#: Shared dataset cache under the results root.
+DATA_CACHE = "data_cache"
+#: Training run folders inside the group folder.
+RUNS = "runs"
+
+
+class ModelStack(WorldModel):
+    """Several one-setting world models sharing one batch: ``n_settings = len(models)``.
+
+    Rows are split into ``M`` equal contiguous blocks (the ``WorldModel`` convention); block
+    ``m`` is predicted by ``models[m]``.
+
+    Args:
+        models: one-setting world models (e.g. ``LearnedWorldModel``).
+
+    Raises:
+        ValueError: if ``models`` is empty or one of them has several settings.
+    """
+
+    def __init__(self, models: Sequence) -> None:
+        models = list(models)
+        if not models:
+            raise ValueError("ModelStack needs at least one model")
+        for k, m in enumerate(models):
+            if getattr(m, "n_settings", 1) != 1:
+                raise ValueError(f"model {k} has {m.n_settings} settings; stack one-setting models")
+        self.models = models
+        self.n_settings = len(models)
+
+    def start_rollout(self, batch: int, generator: torch.Generator) -> None:
+        for m in self.models:
+            if hasattr(m, "start_rollout"):
+                m.start_rollout(batch // self.n_settings, generator)
+
+    def predict(
+        self, state: torch.Tensor, action: torch.Tensor, generator: torch.Generator
+    ) -> torch.Tensor:
+        """``(N, 12)``, ``(N,)`` -> ``(N, 12)``, block ``m`` by model ``m``.
+
+        Raises:
+            ValueError: if ``N`` does not split into ``n_settings`` equal blocks.
+        """
+        n = state.shape[0]
+        if n % self.n_settings:
+            raise ValueError(f"batch of {n} rows does not split into {self.n_settings} blocks")
+        per = n // self.n_settings
+        parts = [
+            m.predict(state[k * per : (k + 1) * per], action[k * per : (k + 1) * per], generator)
+            for k, m in enumerate(self.models)
+        ]
+        return torch.cat(parts)
+
+
+@contextlib.contextmanager
+def quiet_lightning():
+    """Silence Lightning's per-run banners and deprecation chatter (our bar shows progress)."""
+    loggers = [logging.getLogger(n) for n in ("lightning.pytorch", "lightning.fabric")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.WARNING)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", module=r"lightning(\.|$)")
+            warnings.filterwarnings("ignore", category=DeprecationWarning)
+            yield
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
+
+
+def cpu_threads(ctx: GroupContext):
+    """One intra-op thread for the small-batch MLP work on CPU (``intra_op_threads``)."""
+    return intra_op_threads(1) if ctx.device.type == "cpu" else contextlib.nullcontext()
+
+
+def run_config(ctx: GroupContext, cfg: E3Config, row: LearnedRow, seed: int, out_dir: Path):
+    """The composed training config of one row and seed (``gridplan.config.compose``)."""
+    accelerator = "cpu" if ctx.device.type == "cpu" else "gpu"
+    return compose(
+        [
+            *row.overrides(),
+            *cfg.train_overrides,
+            f"seed={seed}",
+            f"out_dir={out_dir}",
+            f"data.cache_dir={ctx.root / DATA_CACHE}",
+            "trainer.progress_bar=false",
+            f"trainer.accelerator={accelerator}",
+        ]
+    )
+
+
+def group_relative(path: str | Path, folder: Path) -> str:
+    """``path`` relative to the group ``folder`` when inside it, else absolute.
+
+    Both are resolved first: Lightning reports absolute checkpoint paths while the results
+    root is often relative, and the group folder is renamed when it is finished, so only a
+    relative path stays valid.
+    """
+    path, folder = Path(path).resolve(), Path(folder).resolve()
+    return str(path.relative_to(folder)) if path.is_relative_to(folder) else str(path)
+
+
+def train_run(
+    ctx: GroupContext, cfg: E3Config, row: LearnedRow, seed: int, out_dir: Path | None = None
+) -> TrainingRun:
+    """Train one model with ``gridplan.runs.train``; its run record (checkpoint relative to
+    the group folder when inside it).
+
+    Args:
+        out_dir: where the run folder goes (default ``<group>/runs``).
+    """
+    # Lightning is imported only by groups that train (it takes seconds to import).
+    from gridplan import runs
+
+    out_dir = out_dir or ctx.out / RUNS
+    t0 = time.perf_counter()
+    with quiet_lightning(), cpu_threads(ctx):
+        run_cfg = run_config(ctx, cfg, row, seed, out_dir)
+        metrics, artifacts = runs.train(run_cfg)
+    meta = load_world_model(artifacts["best_checkpoint"]).metadata
+    return TrainingRun(
+        key=row.key,
+        name=row.name,
+        seed=seed,
+        checkpoint=group_relative(artifacts["best_checkpoint"], ctx.out),
+        epochs=metrics["epochs"],
+        max_epochs=run_cfg.trainer.max_epochs,
+        patience=run_cfg.trainer.patience,
+        monitor=run_cfg.trainer.monitor,
+        hidden=list(run_cfg.model.hidden),
+        lr=run_cfg.model.lr,
+        batch_size=run_cfg.data.batch_size,
+        train_seconds=metrics["train_seconds"],
+        wall_seconds=round(time.perf_counter() - t0, 2),
+        val_E_tot=metrics["best/E_tot"],
+        val_DRPE_graded=metrics["best/DRPE_graded"],
+        transitions=meta["dataset"]["meta"]["transitions"],
+        data_events=dict(meta["dataset"]["event_counts"]),
+    )
+
+
+def training_checkpoint(folder: Path, key: str, seed: int) -> Path | None:
+    """The best checkpoint of row ``key`` and training ``seed`` recorded in a finished e3
+    folder's ``results.json``, or None when that run is not there."""
+    path = Path(folder) / RESULTS_FILE
+    if not path.is_file():
+        return None
+    for run in json.loads(path.read_text()).get("runs", []):
+        if run["key"] == key and run["seed"] == seed:
+            ckpt = Path(folder) / run["checkpoint"]
+            return ckpt if ckpt.is_file() else None
+    return None
+
+
+def logged_states(
+    ctx: GroupContext, cfg: E3Config, row: LearnedRow, seed: int, n_fit: int, n_saliency: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Disjoint random samples of the logged states the model of ``row`` and ``seed`` was
+    trained on (its cached dataset): ``(n_fit, 12)`` and ``(n_saliency, 12)`` (fewer if the
+    data is smaller)."""
+    # gridplan.training imports Lightning: only when this runs.
+    from gridplan.training import cached_dataset
+
+    data = compose([*row.overrides(), *cfg.train_overrides, f"seed={seed}"]).data
+    dataset = cached_dataset(
+        data.policy, parse_budget(data.budget), seed, tasks.get(data.task), ctx.root / DATA_CACHE
+    )
+    states = dataset.states.to(ctx.device)
+    order = torch.randperm(states.shape[0], generator=torch.Generator().manual_seed(seed))
+    n_fit = min(n_fit, states.shape[0] // 2)
+    fit = states[order[:n_fit].to(ctx.device)]
+    rest = order[n_fit : n_fit + n_saliency].to(ctx.device)
+    return fit, states[rest]

@@ -1,0 +1,52 @@
+"""The measurements every group takes: held-out windows and closed-loop success summaries.
+
+Groups of one ``run_groups`` call score models on identical windows (``standard_windows``,
+cached per process) and summarize closed loops the same way ``python -m eval`` does
+(``gridplan.stats.summarize_episodes``).
+"""
+
+from __future__ import annotations
+
+from gridplan.closed_loop import EpisodeResults, evaluate
+from gridplan.data import EvalWindows, eval_windows
+from gridplan.experiments.runner import GroupContext
+from gridplan.protocols import Protocol
+from gridplan.stats import EpisodeSummary, summarize_episodes
+from gridplan.tasks import TASK_A, Task
+
+_WINDOWS_CACHE: dict[tuple, EvalWindows] = {}
+
+
+def standard_windows(ctx: GroupContext, protocol: Protocol, task: Task = TASK_A) -> EvalWindows:
+    """The protocol's held-out evaluation windows (``protocol.n_windows`` windows of
+    ``protocol.horizon`` steps, default seed of ``eval_windows``), cached per process."""
+    key = (protocol.n_windows, protocol.horizon, task, str(ctx.device))
+    if key not in _WINDOWS_CACHE:
+        _WINDOWS_CACHE[key] = eval_windows(
+            protocol.n_windows, protocol.horizon, task=task, device=ctx.device
+        )
+    return _WINDOWS_CACHE[key]
+
+
+def closed_loop(
+    ctx: GroupContext, model, task: Task, protocol: Protocol, record: bool = False
+) -> tuple[list[EpisodeSummary], EpisodeResults]:
+    """Closed-loop success of every setting of ``model`` under ``protocol`` (one batched
+    ``evaluate`` call).
+
+    Returns:
+        ``(summaries, results)``: one ``EpisodeSummary`` per setting and the raw setting-major
+        ``EpisodeResults`` (with trajectories when ``record``).
+    """
+    results = evaluate(
+        model,
+        task=task,
+        depth=protocol.depth,
+        seeds=list(protocol.seeds),
+        episodes=protocol.episodes,
+        device=ctx.device,
+        record=record,
+        progress=ctx.progress,
+    )
+    settings = getattr(model, "n_settings", 1)
+    return summarize_episodes(results, settings, len(protocol.seeds)), results

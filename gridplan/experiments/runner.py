@@ -1,0 +1,470 @@
+"""Runner of the paper-reproduction groups: registry entries, the context a group runs in,
+and ``run_groups`` (paper §5; ``docs/DESIGN.md``).
+
+A group is one function ``run(ctx: GroupContext) -> Report`` plus its config per profile
+(``gridplan.experiments.settings``), registered as a ``Group`` in
+``gridplan.experiments.GROUPS``. ``run_groups``:
+
+- writes group ``g`` into a private temp folder ``<out>/.g.tmp-<pid>`` and renames it to
+  ``<out>/g`` only after ``table.md`` and, last, ``done.json`` are written: an interrupted run
+  loses no finished group and leaves no half-written one (stale temp folders of dead
+  processes are removed at the next run);
+- skips a group whose ``<out>/g/done.json`` exists unless ``force``; with ``force`` the old
+  folder is swapped out only once the new one is complete;
+- runs a group after the selected groups it ``reads`` (e2 after e1 and e3) and records in
+  ``done.json`` which finished inputs it used (their ``run_id``), so a later run can say
+  that a skipped group's inputs have changed since.
+
+Every group folder holds ``results.json`` (every number), CSVs, ``table.md`` (ours beside the
+paper's, with verdicts), PNG figures and ``done.json``.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import math
+import os
+import platform
+import shutil
+import sys
+import time
+import traceback
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+import gridplan
+from gridplan.protocols import PROFILES
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from gridplan.experiments.report import Report
+
+DONE_FILE = "done.json"
+TABLE_FILE = "table.md"
+RESULTS_FILE = "results.json"
+
+
+def to_jsonable(obj):
+    """Convert records and configs (their ``to_dict``), dataclasses, tensors, arrays, paths and
+    NaN/inf floats (-> None) for JSON."""
+    if hasattr(obj, "to_dict") and callable(obj.to_dict) and not isinstance(obj, type):
+        return to_jsonable(obj.to_dict())
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return to_jsonable(dataclasses.asdict(obj))
+    if isinstance(obj, Mapping):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, torch.Tensor):
+        return to_jsonable(obj.detach().cpu().tolist())
+    if isinstance(obj, np.ndarray):
+        return to_jsonable(obj.tolist())
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, (bool, np.bool_)):
+        return bool(obj)
+    if isinstance(obj, (int, np.integer)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        x = float(obj)
+        return x if math.isfinite(x) else None
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def _csv_cell(v):
+    if isinstance(v, float) and not math.isfinite(v):
+        return ""
+    if isinstance(v, (list, tuple, dict)):
+        return json.dumps(to_jsonable(v))
+    return v
+
+
+def read_done(folder: Path) -> dict | None:
+    """The ``done.json`` of a group folder, or None if the group is not finished."""
+    path = Path(folder) / DONE_FILE
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError:
+        return None
+
+
+@dataclass
+class GroupContext:
+    """What a group's ``run`` gets: where to write, its config, device and helpers.
+
+    Attributes:
+        name: group name, e.g. ``"e1"``.
+        profile: ``"full"``, ``"quick"`` or ``"tiny"`` (``gridplan.protocols.PROFILES``).
+        config: the group's config for the profile (``gridplan.experiments.settings``).
+        out: the (temporary) folder the group writes into.
+        root: the results root holding the other groups' finished folders.
+        device: torch device of every tensor.
+        progress: show tqdm bars.
+        inputs: finished groups read so far, name -> their ``run_id`` (None: not available).
+        notes: messages shown during the run and kept in ``done.json``.
+    """
+
+    name: str
+    profile: str
+    config: Any
+    out: Path
+    root: Path
+    device: torch.device
+    progress: bool = True
+    inputs: dict[str, str | None] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def log(self, message: str) -> None:
+        """Show a message without breaking progress bars, and keep it for ``done.json``."""
+        self.notes.append(message)
+        tqdm.write(f"[{self.name}] {message}", file=sys.stderr)
+
+    def bar(self, iterable: Iterable, desc: str, total: int | None = None):
+        """A tqdm bar over ``iterable`` (hidden when progress is off)."""
+        return tqdm(
+            iterable,
+            desc=f"{self.name}: {desc}",
+            total=total,
+            leave=False,
+            disable=not self.progress,
+        )
+
+    def generator(self, seed: int) -> torch.Generator:
+        """A generator on the context's device seeded with ``seed``."""
+        return torch.Generator(device=self.device).manual_seed(int(seed))
+
+    def write_json(self, filename: str, obj) -> Path:
+        """Write ``obj`` (converted by ``to_jsonable``) as indented JSON into the group folder."""
+        path = self.out / filename
+        path.write_text(
+            json.dumps(to_jsonable(obj), indent=2, allow_nan=False, ensure_ascii=False) + "\n"
+        )
+        return path
+
+    def write_csv(self, filename: str, rows: Sequence, columns=None) -> Path:
+        """Write records (their ``to_dict`` rows) or dict rows as CSV; columns default to the
+        union of keys in first-seen order.
+
+        Raises:
+            ValueError: if ``rows`` is empty and no ``columns`` are given.
+        """
+        rows = [r.to_dict() if hasattr(r, "to_dict") else r for r in rows]
+        if columns is None:
+            if not rows:
+                raise ValueError(f"{filename}: no rows and no columns")
+            columns = list(dict.fromkeys(k for row in rows for k in row))
+        path = self.out / filename
+        with path.open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(columns), extrasaction="raise")
+            writer.writeheader()
+            for row in rows:
+                writer.writerow({k: _csv_cell(v) for k, v in row.items()})
+        return path
+
+    def save_figure(self, fig: Figure, filename: str) -> Path:
+        """Save a Matplotlib figure as PNG into the group folder."""
+        path = self.out / filename
+        fig.savefig(path, dpi=120, bbox_inches="tight")
+        return path
+
+    def finished_group(self, name: str, config: Any = None) -> Path | None:
+        """The folder of finished group ``name`` under ``root`` if it can be reused.
+
+        Reusable means: ``done.json`` exists, the run used the same profile, and, when
+        ``config`` is given, the same config. The answer (its ``run_id`` or None) is recorded
+        in ``inputs`` and so in this group's ``done.json``.
+        """
+        folder = self.root / name
+        done = read_done(folder)
+        usable = done is not None and done.get("profile") == self.profile
+        if usable and config is not None:
+            usable = done.get("config") == to_jsonable(config)
+        if done is not None and not usable:
+            self.log(
+                f"{folder} holds a run with another profile or config "
+                f"({done.get('profile')}); not reused"
+            )
+        self.inputs[name] = done["run_id"] if usable else None
+        return folder if usable else None
+
+
+@dataclass(frozen=True)
+class Group:
+    """One experiment group.
+
+    Attributes:
+        name: short name used on the command line, e.g. ``"e1"``.
+        title: heading of its report.
+        run: ``run(ctx) -> Report``; writes its CSV/JSON/PNG files through ``ctx``.
+        configs: profile name -> config for every name in ``gridplan.protocols.PROFILES``.
+        reads: groups whose finished results it reuses when present; they run first.
+    """
+
+    name: str
+    title: str
+    run: Callable[[GroupContext], Report]
+    configs: Mapping[str, Any]
+    reads: tuple[str, ...] = ()
+
+
+def select_groups(registry: Mapping[str, Group], names: Sequence[str] | None) -> list[str]:
+    """Validate ``names`` (None or empty: all) and order them so each group runs after the
+    selected groups it reads; otherwise registry order.
+
+    Raises:
+        ValueError: on unknown names, listing the valid ones.
+    """
+    names = list(registry) if not names else [n.strip().lower() for n in names]
+    unknown = [n for n in names if n not in registry]
+    if unknown:
+        raise ValueError(
+            f"unknown group(s) {', '.join(unknown)}; valid groups: {', '.join(registry)}"
+        )
+    chosen = [n for n in registry if n in names]
+    ordered: list[str] = []
+    while chosen:
+        for n in chosen:
+            if all(r not in chosen or r in ordered for r in registry[n].reads if r != n):
+                ordered.append(n)
+                chosen.remove(n)
+                break
+        else:
+            raise ValueError(f"groups read each other in a cycle: {chosen}")
+    return ordered
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _recover(out: Path, name: str) -> None:
+    """Clean up after a run of group ``name`` that died: remove its temp folders; restore a
+    finished folder that was moved aside for a --force swap but not yet replaced."""
+    final = out / name
+    for path in sorted(out.glob(f".{name}.*-*")):
+        kind, _, pid = path.name.rpartition("-")
+        if not pid.isdigit() or int(pid) == os.getpid() or _pid_alive(int(pid)):
+            continue
+        if kind.endswith(".old") and not final.exists() and read_done(path) is not None:
+            path.rename(final)
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _versions() -> dict:
+    return {
+        "gridplan": getattr(gridplan, "__version__", "unknown"),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+    }
+
+
+def _done_record(
+    group: Group, ctx: GroupContext, report: Report, started: datetime, wall: float
+) -> dict:
+    """The ``done.json`` of a group run that finished."""
+    return {
+        "group": group.name,
+        "title": group.title,
+        "run_id": uuid.uuid4().hex[:12],
+        "profile": ctx.profile,
+        "config": to_jsonable(ctx.config),
+        "device": str(ctx.device),
+        "threads": torch.get_num_threads(),
+        "wall_time_s": round(wall, 2),
+        "started": started.isoformat(timespec="seconds"),
+        "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "inputs": ctx.inputs,
+        "verdict": report.overall(),
+        "verdicts": [to_jsonable(v) for v in report.verdicts],
+        "notes": ctx.notes,
+        "versions": _versions(),
+    }
+
+
+def _install(tmp: Path, final: Path, old: Path) -> None:
+    """Rename the complete ``tmp`` folder to ``final``; a finished ``final`` is moved to
+    ``old`` first and removed only once the new folder is in place."""
+    if not final.exists():
+        tmp.rename(final)
+        return
+    final.rename(old)
+    try:
+        tmp.rename(final)
+    except OSError:
+        old.rename(final)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def run_group(
+    group: Group,
+    out: Path,
+    profile: str,
+    device: torch.device,
+    progress: bool,
+) -> dict:
+    """Run one group into a temp folder and move it into ``out / group.name`` when complete.
+
+    The caller decides whether to skip a finished group; this always recomputes. Returns
+    the ``done.json`` dict. On any exception the temp folder is removed and the previous
+    finished folder, if any, is left as it was.
+    """
+    tmp = out / f".{group.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    config = group.configs[profile]
+    ctx = GroupContext(group.name, profile, config, tmp, out, device, progress)
+    started = datetime.now(timezone.utc)
+    t0 = time.perf_counter()
+    try:
+        report = group.run(ctx)
+        wall = time.perf_counter() - t0
+        footer = (
+            f"*Profile `{profile}`, device `{device}` ({torch.get_num_threads()} CPU threads), "
+            f"wall time {wall:.1f} s; config: "
+            f"`{json.dumps(to_jsonable(config))}`.*"
+        )
+        (tmp / TABLE_FILE).write_text(report.markdown(footer))
+        done = _done_record(group, ctx, report, started, wall)
+        (tmp / DONE_FILE).write_text(
+            json.dumps(to_jsonable(done), indent=2, ensure_ascii=False) + "\n"
+        )
+        _install(tmp, out / group.name, out / f".{group.name}.old-{os.getpid()}")
+        return done
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run_groups(
+    registry: Mapping[str, Group],
+    names: Sequence[str] | None = None,
+    out: str | os.PathLike = "results",
+    profile: str = "full",
+    device: str | torch.device = "cpu",
+    force: bool = False,
+    progress: bool = True,
+    threads: int | None = None,
+) -> dict[str, str]:
+    """Run the selected groups of ``registry`` into ``out``.
+
+    Args:
+        registry: name -> Group (``gridplan.experiments.GROUPS``).
+        names: groups to run (None or empty: all), in any order.
+        out: results root; each group writes ``out/<name>/``.
+        profile: ``"full"`` (paper protocol), ``"quick"`` or ``"tiny"``.
+        device: torch device.
+        force: recompute groups that are already finished.
+        progress: show progress bars.
+        threads: torch CPU threads while the groups run (None: leave torch's setting). The
+            planner's tensor work is memory-bound, and on a busy shared machine several
+            threads spin at barriers: an E1-sized closed loop ran 20x slower with 2 threads
+            than with 1 on 2 loaded cores (same results).
+
+    Returns:
+        name -> ``"ran"``, ``"skipped"`` (finished earlier) or ``"failed"`` (the error and
+        traceback are printed; the other groups still run).
+
+    Raises:
+        ValueError: on unknown groups or profile, an unusable device or ``threads < 1``,
+            before anything runs.
+        KeyboardInterrupt: passed through after the interrupted group's temp folder is removed.
+    """
+    if profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
+    if threads is not None and (
+        isinstance(threads, bool) or int(threads) != threads or threads < 1
+    ):
+        raise ValueError(f"threads must be an integer >= 1, got {threads!r}")
+    order = select_groups(registry, names)
+    try:
+        device = torch.device(device)
+        torch.empty(0, device=device)
+    except (RuntimeError, AssertionError) as err:
+        raise ValueError(f"device {str(device)!r} is not usable: {err}") from err
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    previous_threads = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(int(threads))
+    try:
+        return _run_all(registry, order, out, profile, device, force, progress)
+    finally:
+        torch.set_num_threads(previous_threads)
+
+
+def _run_all(
+    registry: Mapping[str, Group],
+    order: list[str],
+    out: Path,
+    profile: str,
+    device: torch.device,
+    force: bool,
+    progress: bool,
+) -> dict[str, str]:
+    status: dict[str, str] = {}
+    for name in tqdm(order, desc="groups", disable=not progress):
+        group = registry[name]
+        _recover(out, name)
+        final = out / name
+        done = read_done(final)
+        if done is not None and not force:
+            status[name] = "skipped"
+            _say_skipped(out, group, done, profile)
+            continue
+        if final.exists() and done is None:
+            status[name] = "failed"
+            tqdm.write(
+                f"[{name}] {final} exists but holds no {DONE_FILE} (not a finished group); "
+                "move it away or pass --force to replace it",
+                file=sys.stderr,
+            )
+            continue
+        try:
+            done = run_group(group, out, profile, device, progress)
+        except Exception:
+            status[name] = "failed"
+            tqdm.write(f"[{name}] failed:\n{traceback.format_exc()}", file=sys.stderr)
+            continue
+        status[name] = "ran"
+        tqdm.write(
+            f"[{name}] done in {done['wall_time_s']:.1f} s -> {final}: {done['verdict']}",
+            file=sys.stderr,
+        )
+    return status
+
+
+def _say_skipped(out: Path, group: Group, done: dict, profile: str) -> None:
+    msg = f"[{group.name}] finished earlier ({done.get('profile')} profile, "
+    msg += f"{done.get('wall_time_s')} s); skipped, --force recomputes"
+    if done.get("profile") != profile:
+        msg += f" (NOTE: asked for the {profile!r} profile)"
+    recorded = done.get("inputs", {})
+    for r in group.reads:
+        if r not in recorded:
+            continue
+        current = read_done(out / r)
+        now = current.get("run_id") if current else None
+        if now != recorded[r]:
+            msg += f"; its input {r} has changed since (rerun with --only {group.name} --force)"
+    tqdm.write(msg, file=sys.stderr)
