@@ -213,6 +213,10 @@ class _Run:
     train_steps: list[tuple[int, float]] = field(default_factory=list)
 
     @property
+    def task(self) -> tasks.Task:
+        return tasks.get(self.config["data"]["task"])
+
+    @property
     def trainer_cfg(self) -> dict:
         return self.config["trainer"]
 
@@ -390,7 +394,7 @@ class MemberStack(pl.LightningModule):
             return
         self.dim_weight = (
             torch.stack(
-                [dimension_weights(r.config["variant"], r.config["data"]["task"]) for r in order]
+                [dimension_weights(r.config["variant"], r.task) for r in order]
             )
             .unsqueeze(1)
             .to(device)
@@ -580,7 +584,7 @@ class MemberStack(pl.LightningModule):
         by_windows: dict[tuple, list[int]] = {}
         for pos, i in enumerate(order):
             run = self.runs[i]
-            by_windows.setdefault((run.windows_key, run.config["data"]["task"]), []).append(pos)
+            by_windows.setdefault((run.windows_key, run.task), []).append(pos)
         for (wkey, task), positions in by_windows.items():
             windows = self._windows_on_device(wkey)
             model = StackWorldModel(self.cohorts[0], self._params(), positions)
@@ -596,10 +600,10 @@ class MemberStack(pl.LightningModule):
         return self._windows[key]
 
 
-def _score(model, windows, task: str):
+def _score(model, windows, task: tasks.Task):
     """``prediction_metrics`` of every setting of ``model``, drawn as ``score_windows`` draws."""
     gen = torch.Generator(device=windows.start.device).manual_seed(0)
-    return prediction_metrics(model, windows, task=tasks.get(task), generator=gen)
+    return prediction_metrics(model, windows, task=task, generator=gen)
 
 
 class StackWorldModel(WorldModel):
@@ -720,7 +724,7 @@ class MemberRuns(pl.Callback):
         every = int(t["figures_every_n_epochs"])
         epoch = run.epochs - 1
         if scored is not None and (epoch % every == 0 or run.epochs >= int(t["max_epochs"])):
-            log_figures(run.logger.experiment, scored, step, "val", run.config["data"]["task"])
+            log_figures(run.logger.experiment, scored, step, "val", run.task)
 
     def finish(self, run: _Run) -> None:
         """Write ``run``'s checkpoints, score its best one and write ``metrics.json``."""
@@ -728,7 +732,7 @@ class MemberRuns(pl.Callback):
         ckpt_dir = Path(run.member.run_dir) / "checkpoints"
         best_path = write_checkpoint(run, run.best, ckpt_dir / "best.ckpt")
         last_path = write_checkpoint(run, run.last, ckpt_dir / "last.ckpt")
-        task = run.config["data"]["task"]
+        task = run.task
         scored = score_windows(load_world_model(best_path), run.data.windows, task)
         metrics: dict[str, Any] = metric_scalars(scored, "best")
         if run.logger is not None:

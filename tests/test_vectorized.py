@@ -25,7 +25,7 @@ from gridplan.vectorized import (
     member_init,
     train_group,
 )
-from train.train import new_run_dir, train
+from gridplan.runs import new_run_dir, train
 
 
 def _without(tmp, keys: tuple[str, ...], *extra: str) -> list[str]:
