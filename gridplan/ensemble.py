@@ -263,7 +263,7 @@ def load_ensemble(
     """
     model = load_world_model(path, device)
     if sampling is None:
-        sampling = model.metadata.get("config", {}).get("model", {}).get("sampling", "mean")
+        sampling = getattr(model, "sampling", "mean")
     return EnsembleWorldModel(model.net, model.metadata, sampling)
 
 

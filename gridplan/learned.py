@@ -241,7 +241,8 @@ def load_world_model(path: str | os.PathLike, device: torch.device | str = "cpu"
         device: where the network lives.
 
     Returns:
-        LearnedWorldModel in eval mode.
+        LearnedWorldModel in eval mode; for a checkpoint of ``K > 1`` members a
+        ``gridplan.ensemble.EnsembleWorldModel`` (sampling as the run's ``model.sampling``).
 
     Raises:
         FileNotFoundError: if ``path`` does not exist.
@@ -280,4 +281,11 @@ def load_world_model(path: str | os.PathLike, device: torch.device | str = "cpu"
             f"{str(err).splitlines()[0]}"
         ) from err
     meta = {**meta, "path": path}
+    if net.members > 1:
+        # An ensemble plans as its run was configured (members' mean or trajectory sampling)
+        # and exposes member predictions and its disagreement (gridplan.ensemble).
+        from gridplan.ensemble import EnsembleWorldModel
+
+        sampling = meta.get("config", {}).get("model", {}).get("sampling", "mean")
+        return EnsembleWorldModel(net, meta, sampling).to(device)
     return LearnedWorldModel(net, meta).to(device)

@@ -57,17 +57,20 @@ from torch import nn
 from gridplan import tasks
 from gridplan.config import run_name, to_yaml, validate
 from gridplan.constants import STATE_DIM
-from gridplan.learned import MLPDynamics, load_world_model
+from gridplan.learned import MLPDynamics
 from gridplan.metrics import prediction_metrics
 from gridplan.models import WorldModel
 from gridplan.training import (
     TransitionDataModule,
     WorldModelModule,
+    adamw,
     dashboard_layout,
     dimension_weights,
+    figures_due,
     log_figures,
+    lr_factor,
     metric_scalars,
-    score_windows,
+    score_best,
 )
 
 #: Config keys that must agree across a group (the shape of the stacked network and where
@@ -82,21 +85,6 @@ GROUP_KEYS = (
 )
 #: Validation rows per member evaluated in one batched forward pass.
 VAL_CHUNK = 1024
-
-
-def lr_factor(epoch: int, epochs: int) -> float:
-    """Cosine decay of the learning rate to 5% of the peak over ``epochs`` (the schedule of
-    ``gridplan.training.WorldModelModule``): late epochs refine positions below the one-cell
-    decision resolution instead of bouncing around it."""
-    epochs = max(1, int(epochs))
-    return 0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * min(epoch, epochs) / epochs))
-
-
-def fused_adamw(device: torch.device | str) -> bool | None:
-    """``fused`` argument of ``torch.optim.AdamW`` on ``device``: the fused kernel (one pass
-    per tensor; 9x faster than the default per-tensor loop for a 5-member stack on CPU,
-    same update within float rounding) where torch has it, else torch's default."""
-    return True if torch.device(device).type in ("cpu", "cuda") else None
 
 
 def _draw_seed(stream: torch.Generator) -> int:
@@ -477,7 +465,7 @@ class MemberStack(pl.LightningModule):
             {"params": list(net.parameters()), "lr": lr, "weight_decay": wd}
             for net, (lr, wd, _) in zip(self.cohorts, self.cohort_hparams, strict=True)
         ]
-        opt = torch.optim.AdamW(groups, fused=fused_adamw(self.device))
+        opt = adamw(groups, groups[0]["lr"], groups[0]["weight_decay"], self.device)
         lambdas = [(lambda e, n=epochs: lr_factor(e, n)) for (_, _, epochs) in self.cohort_hparams]
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambdas)
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "epoch"}}
@@ -711,8 +699,6 @@ class MemberRuns(pl.Callback):
 
     @staticmethod
     def _log_epoch(run: _Run, metrics: dict, train_loss: float, scored) -> None:
-        if run.logger is None:
-            return
         step = run.global_step
         for s, value in run.train_steps:
             run.logger.log_metrics({"train/loss_step": value}, s)
@@ -720,10 +706,7 @@ class MemberRuns(pl.Callback):
         run.logger.log_metrics(
             {**metrics, "train/loss_epoch": train_loss, "epoch": run.epochs - 1}, step
         )
-        t = run.trainer_cfg
-        every = int(t["figures_every_n_epochs"])
-        epoch = run.epochs - 1
-        if scored is not None and (epoch % every == 0 or run.epochs >= int(t["max_epochs"])):
+        if scored is not None and figures_due(run.trainer_cfg, run.epochs - 1):
             log_figures(run.logger.experiment, scored, step, "val", run.task)
 
     def finish(self, run: _Run) -> None:
@@ -732,14 +715,12 @@ class MemberRuns(pl.Callback):
         ckpt_dir = Path(run.member.run_dir) / "checkpoints"
         best_path = write_checkpoint(run, run.best, ckpt_dir / "best.ckpt")
         last_path = write_checkpoint(run, run.last, ckpt_dir / "last.ckpt")
-        task = run.task
-        scored = score_windows(load_world_model(best_path), run.data.windows, task)
-        metrics: dict[str, Any] = metric_scalars(scored, "best")
-        if run.logger is not None:
-            run.logger.log_metrics(metrics, run.global_step)
-            log_figures(run.logger.experiment, scored, run.global_step, "best", task)
-            run.logger.finalize("success")
         t = run.trainer_cfg
+        figures = int(t["figures_every_n_epochs"]) > 0
+        writer = run.logger.experiment
+        step = run.global_step
+        metrics = score_best(best_path, run.data.windows, run.task, writer, step, figures)
+        run.logger.finalize("success")
         metrics.update(
             epochs=run.epochs,
             best_score=float(run.best.score),
@@ -790,9 +771,7 @@ def write_checkpoint(run: _Run, snap: _Snapshot, path: Path) -> Path:
         for p, w in zip(params, snap.weights, strict=True):
             p.copy_(w)
     m, t = run.config["model"], run.config["trainer"]
-    opt = torch.optim.AdamW(
-        params, lr=m["lr"], weight_decay=m["weight_decay"], fused=fused_adamw("cpu")
-    )
+    opt = adamw(params, m["lr"], m["weight_decay"], "cpu")
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda e: lr_factor(e, t["max_epochs"]))
     for p, moments in zip(params, snap.moments, strict=True):
         if moments:

@@ -170,3 +170,32 @@ def test_assembling_needs_two_members_of_one_architecture(small_ensemble, tmp_pa
     paths, _ = small_ensemble
     with pytest.raises(ValueError, match=">= 2 member"):
         assemble(paths[:1], {}, tmp_path / "x.ckpt")
+
+
+def test_an_ensemble_run_writes_one_stacked_checkpoint_and_its_uncertainty(tmp_path):
+    import json
+
+    from gridplan.runs import train
+
+    overrides = [o for o in debug_overrides(tmp_path) if not o.startswith("model.")]
+    cfg = compose(
+        [
+            *overrides,
+            "model=ensemble5",
+            "model.hidden=[32,32]",
+            "model.members=2",
+            "model.sampling=ts",
+        ]
+    )
+    metrics, artifacts = train(cfg)
+    model = load_world_model(artifacts["best_checkpoint"])
+    assert isinstance(model, EnsembleWorldModel)
+    assert (model.members, model.sampling) == (2, "ts")
+    summary = json.loads(open(artifacts["metrics"]).read())
+    assert len(summary["members"]) == 2
+    assert summary["uncertainty"]["n_windows"] == 16
+    assert -1 <= metrics["uncertainty_spearman"] <= 1
+    members = json.loads(artifacts["members"])
+    assert [p.rsplit("/", 1)[1] for p in members] == ["member0", "member1"]
+    seeds = [m["seed"] for m in model.metadata["ensemble"]["members"]]
+    assert seeds == [member_seed(0, 0), member_seed(0, 1)]

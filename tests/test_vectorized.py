@@ -14,18 +14,17 @@ from torch.utils.data import BatchSampler, DataLoader, RandomSampler, TensorData
 
 from gridplan.config import compose
 from gridplan.learned import MLPDynamics, load_world_model
-from gridplan.training import WorldModelModule
+from gridplan.runs import new_run_dir, train
+from gridplan.training import WorldModelModule, lr_factor
 from gridplan.vectorized import (
     GroupProgress,
     Member,
     MemberStack,
     epoch_order,
     group_key,
-    lr_factor,
     member_init,
     train_group,
 )
-from gridplan.runs import new_run_dir, train
 
 
 def _without(tmp, keys: tuple[str, ...], *extra: str) -> list[str]:
@@ -300,3 +299,40 @@ def test_a_stacked_forward_equals_each_members_own():
     out = stacked(state, action)
     for k, net in enumerate(nets):
         torch.testing.assert_close(out[k], net(state[k], action[k])[0])
+
+
+def _weights(path) -> list[torch.Tensor]:
+    return list(load_world_model(path).net.parameters())
+
+
+def test_train_all_vectorized_in_two_workers_equals_one_after_another(tmp_path):
+    """A sweep of four runs: as two groups in two worker processes, and with
+    ``train.vectorize=false`` (each run by ``train``), the same checkpoints come out."""
+    from gridplan.runs import train_all
+
+    base = [*debug_overrides(tmp_path), "trainer.figures_every_n_epochs=0"]
+    seeds = (0, 1, 2, 3)
+    vec = train_all(
+        [compose([*base, f"seed={s}", "train.workers=2"]) for s in seeds], progress=False
+    )
+    seq = train_all([compose([*base, f"seed={s}", "train.vectorize=false"]) for s in seeds])
+    groups = sorted(p.name for p in (tmp_path / "runs" / "groups" / "version_0").iterdir())
+    assert groups == ["group1.1", "group1.2"]
+    for (m_v, a_v), (m_s, a_s) in zip(vec, seq, strict=True):
+        assert a_v["run_dir"] != a_s["run_dir"]
+        assert m_v["epochs"] == m_s["epochs"]
+        for p, q in zip(
+            _weights(a_v["best_checkpoint"]), _weights(a_s["best_checkpoint"]), strict=True
+        ):
+            torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+
+
+def test_figures_every_zero_draws_no_images(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    cfg = compose([*debug_overrides(tmp_path), "trainer.figures_every_n_epochs=0"])
+    result = train_group([Member(cfg, tmp_path / "m")], progress=False)
+    events = EventAccumulator(result.runs[0][1]["tensorboard"], size_guidance={"images": 0})
+    events.Reload()
+    assert events.Tags()["images"] == []
+    assert "val/loss" in events.Tags()["scalars"] and "best/E_tot" in events.Tags()["scalars"]
