@@ -40,6 +40,7 @@ from gridplan.training import (
     TransitionDataModule,
     WorldModelModule,
     held_out_windows,
+    keep_freed_memory,
     score_best,
 )
 from gridplan.vectorized import GroupResult, Member, deal, group_key, train_groups
@@ -110,6 +111,7 @@ def train(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, str]]:
     validate(cfg)
     if int(cfg.model.members) > 1:
         return train_all([cfg])[0]
+    keep_freed_memory()
     resolved = OmegaConf.to_container(cfg, resolve=True)
     pl.seed_everything(resolved["seed"], workers=True, verbose=False)
     run_dir, version = new_run_dir(resolved["out_dir"], run_name(cfg))

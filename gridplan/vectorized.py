@@ -67,6 +67,7 @@ from gridplan.training import (
     dashboard_layout,
     dimension_weights,
     figures_due,
+    keep_freed_memory,
     log_figures,
     lr_factor,
     metric_scalars,
@@ -917,6 +918,7 @@ def train_group(
             one is an ensemble (``model.members > 1``), or ``members`` is empty.
     """
     start = time.perf_counter()
+    keep_freed_memory()
     runs, buffers = _prepare(members)
     for run in runs:
         run_dir = Path(run.member.run_dir)
