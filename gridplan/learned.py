@@ -172,8 +172,11 @@ class LearnedWorldModel(WorldModel):
         """Working memory of one ``predict`` row, in bytes (``gridplan.scorers``): each
         member's pre- and post-activation float32 of every hidden layer, its output and
         delta, plus the input encoding (one-hot int64 and float32, centred state, their
-        concatenation: at most 24 bytes per input width)."""
-        per_member = 8 * sum(self.net.hidden) + 8 * STATE_DIM
+        concatenation: at most 24 bytes per input width). Several members also keep their
+        stacked predictions and the copies the mean over them makes (about 28 bytes per
+        state dimension and member instead of 8, measured)."""
+        per_output = 8 if self.members == 1 else 28
+        per_member = 8 * sum(self.net.hidden) + per_output * STATE_DIM
         return self.members * per_member + 24 * (STATE_DIM + N_ACTIONS)
 
     def to(self, device: torch.device | str) -> LearnedWorldModel:
