@@ -4,6 +4,7 @@ Examples::
 
     python -m eval --model oracle
     python -m eval --model noise --sigma-r 0.35 --sigma-i 0.1 --json results/noise.json
+    python -m eval --model noise --sigma-r 0.35 --sigma-i 0.1 --reading paper
     python -m eval --model oracle --task B --depth 2 --seeds 5 --episodes 40
     python -m eval --ckpt runs/uniform-balanced-20k-seed0/version_0/checkpoints/best.ckpt
     python -m eval --ckpt 'runs/*/version_*/checkpoints/best.ckpt'    # several, one by one
@@ -35,10 +36,11 @@ import torch
 from eval import ladder
 from eval.ladder import BUILTIN_MODELS
 from eval.report import format_table, write_json
-from gridplan import tasks
+from gridplan import readings, tasks
 from gridplan.evaluation import model_report
 from gridplan.plugins import is_plugin_target
 from gridplan.protocols import CONTROLLED, LEARNED, Protocol
+from gridplan.run_status import STATUS_FILE, read_status
 from gridplan.threads import configure_threads, describe
 
 #: Options that set a ``gridplan.protocols.Protocol`` field of the same name; unset ones
@@ -105,6 +107,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=unset,
         help=f"episodes per seed (default: {CONTROLLED.episodes}; --ckpt: {LEARNED.episodes})",
     )
+    p.add_argument(
+        "--reading",
+        choices=readings.names(),
+        default=readings.PROJECT.name,
+        help="how the built-in models read the paper's ambiguous choices (gridplan.readings)",
+    )
     p.add_argument("--task", choices=tasks.names(), default="A")
     p.add_argument(
         "--horizon",
@@ -129,6 +137,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="overwrite an existing --json file")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     ladder.add_arguments(p)
+    p.add_argument(
+        "--allow-incomplete",
+        action="store_true",
+        help="evaluate checkpoints of runs whose status.json is not 'complete'",
+    )
     return p
 
 
@@ -149,6 +162,8 @@ def fill_defaults(args: argparse.Namespace) -> None:
                 f"--model {args.model!r} is neither a built-in model ({', '.join(BUILTIN_MODELS)})"
                 " nor a plug-in factory pkg.module:factory / path/file.py:factory"
             )
+    elif args.reading != readings.PROJECT.name:
+        raise ValueError("--reading applies to the built-in models (--model), not to --ckpt")
     learned = args.ckpt or any(spec.split(",")[0].endswith(".ckpt") for spec in (compare or ()))
     given = {name: getattr(args, name) for name in PROTOCOL_OPTIONS if hasattr(args, name)}
     if "seeds" in given:
@@ -169,6 +184,24 @@ def expand_checkpoints(patterns: list[str]) -> list[Path]:
             raise ValueError(f"--ckpt {pattern!r} matches no file")
         paths += [p for p in found if p not in paths]
     return [Path(p) for p in paths]
+
+
+def check_complete(ckpt: Path) -> None:
+    """Refuse a checkpoint whose run folder (``<run>/checkpoints/*.ckpt``) records a status
+    other than ``complete`` (``gridplan.run_status``); folders without a status pass.
+
+    Raises:
+        ValueError: naming the run's status and ``--allow-incomplete``.
+    """
+    if ckpt.parent.name != "checkpoints":
+        return
+    record = read_status(ckpt.parent.parent)
+    if record is not None and record["status"] != "complete":
+        raise ValueError(
+            f"{ckpt} belongs to a run that is {record['status']} ({ckpt.parent.parent}/"
+            f"{STATUS_FILE}); resume it (python -m train resume={ckpt.parent.parent}) or pass "
+            "--allow-incomplete to evaluate it anyway"
+        )
 
 
 def checkpoint_json_path(ckpt: Path, task: str = "A", protocol: Protocol = LEARNED) -> Path:
@@ -236,6 +269,9 @@ def _evaluate_checkpoints(args: argparse.Namespace) -> None:
     from gridplan.training import log_report
 
     paths = expand_checkpoints(args.ckpt)
+    if not args.allow_incomplete:
+        for path in paths:
+            check_complete(path)
     if args.json and len(paths) > 1:
         raise ValueError(
             f"--json names one file but {len(paths)} checkpoints were given; without --json "

@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 
 from eval.report import format_table
-from gridplan import tasks
+from gridplan import readings, tasks
 from gridplan.card import card_paths, write_card
 from gridplan.ladder.compare import compare
 from gridplan.ladder.evaluate import PROTOCOLS, LadderProtocol, check_levels, evaluate
@@ -112,8 +112,9 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.=-]+", "_", text).strip("_") or "model"
 
 
-def builtin(name: str, options: dict) -> tuple[object, dict]:
-    """A built-in model and its description from ``sigma_r``/``sigma_i`` options.
+def builtin(name: str, options: dict, reading=readings.PROJECT) -> tuple[object, dict]:
+    """A built-in model and its description from ``sigma_r``/``sigma_i`` options, under
+    ``reading`` (``gridplan.readings``; the description names it unless it is the default).
 
     Raises:
         ValueError: on unknown options, or sigmas given to the oracle.
@@ -122,12 +123,14 @@ def builtin(name: str, options: dict) -> tuple[object, dict]:
     if unknown:
         raise ValueError(f"{name} takes only sigma_r and sigma_i, got {sorted(unknown)}")
     sigma_r, sigma_i = float(options.get("sigma_r", 0.0)), float(options.get("sigma_i", 0.0))
+    shown = {} if reading.name == readings.PROJECT.name else {"reading": reading.name}
     if name == "oracle":
         if sigma_r or sigma_i:
             raise ValueError("sigma_r/sigma_i apply to the noise model, not the oracle")
-        return OracleModel(), {"name": "oracle", "sigma_r": 0.0, "sigma_i": 0.0}
-    info = {"name": "noise", "sigma_r": sigma_r, "sigma_i": sigma_i}
-    return NoiseModel.controlled(sigma_r, sigma_i), info
+        info = {"name": "oracle", "sigma_r": 0.0, "sigma_i": 0.0, **shown}
+        return OracleModel(reading), info
+    info = {"name": "noise", "sigma_r": sigma_r, "sigma_i": sigma_i, **shown}
+    return NoiseModel.controlled(sigma_r, sigma_i, reading=reading), info
 
 
 def plugin(target: str, options: dict, task, device) -> tuple[object, dict]:
@@ -174,11 +177,14 @@ def command_line_model(args: argparse.Namespace) -> tuple[object, dict]:
     Raises:
         ValueError: on ``--model-arg`` for a built-in model, or as ``builtin``/``plugin``.
     """
+    reading = readings.get(args.reading)
     if is_plugin_target(args.model):
+        if reading.name != readings.PROJECT.name:
+            raise ValueError("--reading applies to the built-in models, not to a plug-in")
         return plugin(args.model, parse_args(args.model_arg), tasks.get(args.task), args.device)
     if args.model_arg:
         raise ValueError("--model-arg applies to a plug-in factory, not a built-in model")
-    return builtin(args.model, {"sigma_r": args.sigma_r, "sigma_i": args.sigma_i})
+    return builtin(args.model, {"sigma_r": args.sigma_r, "sigma_i": args.sigma_i}, reading)
 
 
 def default_json(info: dict) -> Path:

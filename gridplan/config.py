@@ -1,31 +1,41 @@
-"""Typed training configuration and its composition from ``configs/`` (``docs/DESIGN.md``).
+"""Typed training configuration, composed by Hydra from ``configs/`` (``docs/DESIGN.md``).
 
-The schema is a tree of dataclasses turned into a structured OmegaConf config, so unknown
-keys and ill-typed values are rejected. ``compose`` builds one config the way
-``python -m train`` reads its arguments::
+The schema is a tree of dataclasses stored in Hydra's ``ConfigStore`` as ``gridplan_schema``
+and named first in the defaults list of ``configs/config.yaml``, so every group file and
+override merges into a typed, struct-mode config: unknown keys and ill-typed values are
+rejected. ``python -m train`` composes through ``hydra.main``; ``compose`` builds the same
+config through Hydra's Compose API for library callers and tests::
 
-    configs/config.yaml          defaults list: one choice per group, plus top-level values
+    configs/config.yaml              defaults list: one choice per group, plus top-level values
     configs/<group>/<choice>.yaml    merged into cfg.<group>  (groups: variant data model trainer)
-    configs/experiment/<name>.yaml   optional preset: its own defaults list and any overrides
-    key=value                    dotted overrides of any key, e.g. trainer.max_epochs=50
+    configs/experiment/<name>.yaml   optional preset (``@package _global_``): group choices and
+                                     any values
+    key=value                        dotted overrides of any key, e.g. trainer.max_epochs=50
 
-Precedence, lowest first: ``config.yaml`` defaults, the experiment's defaults, group choices
-on the command line; then group files, the experiment's values, dotted overrides. A value with
-top-level commas is a sweep (``seed=0,1,2``); ``expand_sweeps`` turns a command line into one
-override list per run (the cartesian product, in command-line order).
+Precedence is Hydra's: the primary config's defaults, then the experiment's ``override``
+entries, then command-line choices; values merge in defaults-list order, the experiment's over
+``config.yaml``'s, and dotted overrides last. A value with top-level commas is a sweep
+(``seed=0,1,2``), run with Hydra's multirun (``python -m train -m ...``); ``expand_sweeps``
+lists the runs of a sweep so all of them can be checked before the first one starts.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import torch
-import yaml
-from omegaconf import II, DictConfig, OmegaConf
+from hydra import compose as hydra_compose
+from hydra import initialize_config_dir
+from hydra.core.config_store import ConfigStore
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Override
+from hydra.errors import HydraException
+from omegaconf import II, DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from gridplan import tasks
@@ -87,8 +97,15 @@ class ModelConfig:
     name: str = "mlp"
     hidden: list[int] = field(default_factory=lambda: [256, 256])
     activation: str = "silu"
-    #: Ensemble members K (planning uses their mean; K > 1 is the uncertainty seam).
+    #: Ensemble members K: K > 1 trains K networks as one vectorized group and stacks them
+    #: into one checkpoint (``gridplan.ensemble``).
     members: int = 1
+    #: Each ensemble member trains on its own bootstrap resample of the training split
+    #: (False: on the split itself; members still differ by seed).
+    bootstrap: bool = True
+    #: How an ensemble plans: ``mean`` of the members, or ``ts`` (one drawn member per
+    #: imagined rollout, trajectory sampling).
+    sampling: str = "mean"
     predict_delta: bool = True
     lr: float = 3e-3
     weight_decay: float = 0.0
@@ -108,11 +125,24 @@ class TrainerConfig:
     patience: int = 20
     #: Cap on training batches per epoch (None: all), for tiny debug runs.
     limit_train_batches: int | None = None
-    #: Profile bar chart and per-step heatmap images every this many epochs (and the best).
+    #: Profile bar chart and per-step heatmap images every this many epochs (and the best);
+    #: 0 draws none.
     figures_every_n_epochs: int = 5
     deterministic: bool = True
     progress_bar: bool = True
     log_every_n_steps: int = 10
+
+
+@dataclass
+class TrainConfig:
+    """How ``python -m train`` runs several runs (a sweep, or an ensemble's members)."""
+
+    #: Runs that share an architecture train as one vectorized group
+    #: (``gridplan.vectorized``); False trains them one after another.
+    vectorize: bool = True
+    #: Worker processes for vectorized groups (one thread each); the runs are dealt into
+    #: this many groups.
+    workers: int = 1
 
 
 @dataclass
@@ -123,6 +153,7 @@ class Config:
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
     #: Preset applied from ``configs/experiment/`` (recorded for reference).
     experiment: str | None = None
     seed: int = 0
@@ -132,6 +163,11 @@ class Config:
     name: str | None = None
     #: torch CPU threads of the run (None: ``gridplan.threads.default_threads``).
     threads: int | None = None
+
+
+#: Name of the schema node in Hydra's ConfigStore (first entry of ``config.yaml``'s defaults).
+SCHEMA_NAME = "gridplan_schema"
+ConfigStore.instance().store(name=SCHEMA_NAME, node=Config)
 
 
 def schema() -> DictConfig:
@@ -145,92 +181,51 @@ def choices(group: str, config_dir: Path | str | None = None) -> list[str]:
     return sorted(p.stem for p in folder.glob("*.yaml"))
 
 
-def split_top_level(value: str) -> list[str]:
-    """Split ``value`` at commas outside brackets and quotes (``[1,2],[3,4]`` -> 2 parts)."""
-    parts, depth, quote, start = [], 0, "", 0
-    for i, ch in enumerate(value):
-        if quote:
-            quote = "" if ch == quote else quote
-        elif ch in "'\"":
-            quote = ch
-        elif ch in "[{(":
-            depth += 1
-        elif ch in "]})":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(value[start:i])
-            start = i + 1
-    parts.append(value[start:])
-    return parts
+def parse_overrides(args: Iterable[str]) -> list[Override]:
+    """Command-line overrides read with Hydra's override grammar.
+
+    Raises:
+        ValueError: on an argument Hydra cannot read (it names the argument).
+    """
+    parser = OverridesParser.create()
+    parsed = []
+    for arg in args:
+        try:
+            parsed += parser.parse_overrides([arg])
+        except HydraException as err:
+            raise ValueError(
+                f"cannot read argument {arg!r} (expected key=value): {_first_line(err)}"
+            ) from err
+    return parsed
 
 
-def _split_arg(arg: str) -> tuple[str, str]:
-    key, sep, value = arg.partition("=")
-    key = key.strip()
-    if not sep or not key:
-        raise ValueError(f"argument {arg!r} is not of the form key=value")
-    return key, value.strip()
-
-
-def expand_sweeps(args: list[str]) -> list[list[str]]:
-    """One override list per run: a ``key=a,b,c`` argument multiplies the runs.
+def expand_sweeps(args: Sequence[str]) -> list[list[str]]:
+    """One override list per run of a multirun sweep (the cartesian product, in command-line
+    order, as Hydra's basic sweeper orders it).
 
     Example: ``["seed=0,1", "variant=uniform,rel_only"]`` -> 4 lists, seed-major.
 
     Raises:
-        ValueError: on an argument that is not ``key=value`` or has an empty sweep entry.
+        ValueError: on an argument that is not ``key=value``.
     """
     options = []
-    for arg in args:
-        key, value = _split_arg(arg)
-        values = split_top_level(value)
-        if len(values) > 1 and any(not v.strip() for v in values):
-            raise ValueError(f"sweep {arg!r} has an empty value")
-        options.append([f"{key}={v.strip()}" for v in values])
+    for override in parse_overrides(args):
+        key = override.get_key_element()
+        if override.is_sweep_override():
+            options.append([f"{key}={v}" for v in override.sweep_string_iterator()])
+        else:
+            options.append([override.input_line])
     return [list(combo) for combo in itertools.product(*options)]
 
 
-def _read_yaml(path: Path) -> dict:
-    try:
-        with open(path) as fh:
-            content = yaml.safe_load(fh)
-    except yaml.YAMLError as err:
-        raise ValueError(f"config file {path} is not valid YAML: {err}") from err
-    if content is None:
-        return {}
-    if not isinstance(content, dict):
-        raise ValueError(f"config file {path} must hold a mapping, got {type(content).__name__}")
-    return content
-
-
-def _defaults(content: dict, path: Path) -> dict[str, str | None]:
-    """Group choices from a Hydra-style ``defaults: [ {group: choice}, ... ]`` list."""
-    out: dict[str, str | None] = {}
-    for item in content.pop("defaults", None) or []:
-        if not isinstance(item, dict) or len(item) != 1:
-            raise ValueError(f"{path}: each defaults entry must be one 'group: choice', got {item}")
-        ((group, choice),) = item.items()
-        if group not in (*GROUPS, EXPERIMENT):
-            raise ValueError(
-                f"{path}: unknown config group {group!r} in defaults; valid groups are "
-                f"{', '.join((*GROUPS, EXPERIMENT))}"
-            )
-        out[group] = None if choice is None else str(choice)
-    return out
-
-
-def _group_file(group: str, choice: str, config_dir: Path) -> Path:
-    valid = choices(group, config_dir)
-    if choice not in valid:
-        raise ValueError(
-            f"unknown {group} {choice!r}; valid choices: {', '.join(valid) or '(none found)'}"
-        )
-    return config_dir / group / f"{choice}.yaml"
+def _first_line(err: BaseException) -> str:
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    return lines[0] if lines else type(err).__name__
 
 
 def _check_key(base: DictConfig, dotted: str) -> None:
     """Raise a ValueError listing the valid keys if ``dotted`` is not in the schema."""
-    node: Any = base
+    node = base
     walked = []
     for part in dotted.split("."):
         if not isinstance(node, DictConfig) or part not in node:
@@ -244,31 +239,65 @@ def _check_key(base: DictConfig, dotted: str) -> None:
         node = node[part]
 
 
-def _merge(base: DictConfig, update: dict | DictConfig, source: str) -> DictConfig:
-    try:
-        return OmegaConf.merge(base, update)
-    except OmegaConfBaseException as err:
-        raise ValueError(f"{source}: {str(err).splitlines()[0]}") from err
+def check_overrides(args: Sequence[str], config_dir: Path | str | None = None) -> None:
+    """Check one run's overrides against the groups and the schema before Hydra composes.
+
+    Hydra would reject the same arguments; this names the valid choices and keys.
+    ``hydra/...`` and ``hydra.*`` arguments are Hydra's own and pass through.
+
+    Raises:
+        ValueError: on a sweep, a key given twice, an unknown group choice or key.
+    """
+    base = schema()
+    seen: set[str] = set()
+    for override in parse_overrides(args):
+        key = override.key_or_group
+        if override.is_sweep_override():
+            raise ValueError(
+                f"{override.input_line!r} is a sweep; run sweeps with Hydra's multirun: "
+                f"python -m train -m {' '.join(args)}"
+            )
+        if key in seen:
+            raise ValueError(f"config key {key!r} is given twice")
+        seen.add(key)
+        if key == "hydra" or key.startswith(("hydra/", "hydra.")):
+            continue
+        if key in (*GROUPS, EXPERIMENT):
+            value = override.value()
+            valid = choices(key, config_dir)
+            if value is not None and str(value) not in valid:
+                raise ValueError(
+                    f"unknown {key} {value!r}; valid choices: {', '.join(valid) or '(none found)'}"
+                )
+        elif not override.is_delete():
+            _check_key(base, key)
 
 
-def _flatten(content: dict, prefix: str = "") -> list[str]:
-    keys = []
-    for key, value in content.items():
-        dotted = f"{prefix}{key}"
-        if isinstance(value, dict) and value:
-            keys += _flatten(value, dotted + ".")
-        else:
-            keys.append(dotted)
-    return keys
+def finish(cfg: DictConfig, picked: Mapping[str, str | None]) -> DictConfig:
+    """Record the group choices Hydra made (``hydra.runtime.choices``) as ``<group>.name``
+    and ``experiment``, drop Hydra's own node, and ``validate``; returns ``cfg``.
+
+    Raises:
+        ValueError: if a group has no choice or the config fails ``validate``.
+    """
+    with open_dict(cfg):
+        cfg.pop("hydra", None)
+    for group in GROUPS:
+        if picked.get(group) is None:
+            raise ValueError(f"no choice for config group {group!r}; add one to config.yaml")
+        cfg[group].name = picked[group]
+    cfg.experiment = picked.get(EXPERIMENT)
+    return validate(cfg)
 
 
-def compose(overrides: list[str] | tuple[str, ...] = (), config_dir: Path | str | None = None):
-    """Compose and validate one run's config.
+def compose(overrides: Sequence[str] = (), config_dir: Path | str | None = None) -> DictConfig:
+    """Compose and validate one run's config with Hydra's Compose API.
 
     Args:
         overrides: ``group=choice`` selections (``variant=rel_only``, ``data=12k``,
             ``experiment=NAME``) and dotted ``key=value`` overrides (``data.policy=random``,
-            ``model.hidden=[128,128]``). No sweeps: see ``expand_sweeps``.
+            ``model.hidden=[128,128]``), in Hydra's override grammar. No sweeps: see
+            ``expand_sweeps``.
         config_dir: folder with ``config.yaml`` and the group folders (default: the
             repository's ``configs/``).
 
@@ -277,58 +306,27 @@ def compose(overrides: list[str] | tuple[str, ...] = (), config_dir: Path | str 
 
     Raises:
         ValueError: on an unknown group choice or key (listing the valid ones), a value of
-            the wrong type, a repeated key, or a value that fails ``validate``.
+            the wrong type, a repeated key, a sweep, or a value that fails ``validate``.
     """
-    config_dir = Path(config_dir or DEFAULT_CONFIG_DIR)
-    root = config_dir / "config.yaml"
-    if not root.is_file():
+    config_dir = Path(config_dir or DEFAULT_CONFIG_DIR).resolve()
+    if not (config_dir / "config.yaml").is_file():
         raise ValueError(f"no config.yaml in config folder {config_dir}")
-    base = schema()
-    top = _read_yaml(root)
-    selected = _defaults(top, root)
-    cli_groups: dict[str, str] = {}
-    dotted: list[tuple[str, str]] = []
-    seen: set[str] = set()
-    for arg in overrides:
-        key, value = _split_arg(arg)
-        if key in seen:
-            raise ValueError(f"config key {key!r} is given twice")
-        seen.add(key)
-        if len(split_top_level(value)) > 1:
-            raise ValueError(f"{arg!r} is a sweep; expand it with expand_sweeps first")
-        if key in (*GROUPS, EXPERIMENT):
-            cli_groups[key] = value
-        else:
-            _check_key(base, key)
-            dotted.append((key, value))
-    experiment = cli_groups.get(EXPERIMENT, selected.get(EXPERIMENT))
-    body: dict = {}
-    if experiment not in (None, "null", ""):
-        path = _group_file(EXPERIMENT, experiment, config_dir)
-        body = _read_yaml(path)
-        for group, choice in _defaults(body, path).items():
-            if group != EXPERIMENT:
-                selected[group] = choice
-        for key in _flatten(body):
-            _check_key(base, key)
-    else:
-        experiment = None
-    selected.update((g, c) for g, c in cli_groups.items() if g != EXPERIMENT)
-    cfg = _merge(base, top, str(root))
-    for group in GROUPS:
-        choice = selected.get(group)
-        if choice is None:
-            raise ValueError(f"no choice for config group {group!r}; add one to {root}")
-        path = _group_file(group, choice, config_dir)
-        content = _read_yaml(path)
-        for key in _flatten(content):
-            _check_key(base[group], key)
-        cfg = _merge(cfg, {group: {"name": choice, **content}}, str(path))
-    cfg = _merge(cfg, {**body, EXPERIMENT: experiment}, f"experiment {experiment}")
-    for key, value in dotted:
-        cfg = _merge(cfg, OmegaConf.from_dotlist([f"{key}={value}"]), f"override {key}={value}")
-    validate(cfg)
-    return cfg
+    check_overrides(overrides, config_dir)
+    # A Hydra app (python -m train) holds the global Hydra; compose beside it, then hand it back.
+    held = GlobalHydra.instance().hydra
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(str(config_dir), version_base="1.3", job_name="train"):
+            cfg = hydra_compose("config", list(overrides), return_hydra_config=True)
+            picked = dict(cfg.hydra.runtime.choices)
+    except (HydraException, OmegaConfBaseException) as err:
+        cause = f": {_first_line(err.__cause__)}" if err.__cause__ else ""
+        raise ValueError(f"{_first_line(err)}{cause}") from err
+    finally:
+        GlobalHydra.instance().clear()
+        if held is not None:
+            GlobalHydra.instance().initialize(held)
+    return finish(cfg, picked)
 
 
 def _require(ok: bool, message: str) -> None:
@@ -394,7 +392,17 @@ def validate(cfg: DictConfig) -> DictConfig:
         t["monitor"] in MONITORS,
         f"unknown trainer.monitor {t['monitor']!r}; valid: {', '.join(MONITORS)}",
     )
-    for key in ("max_epochs", "min_epochs", "patience", "figures_every_n_epochs"):
+    _require(
+        m["sampling"] in ("mean", "ts"),
+        f"unknown model.sampling {m['sampling']!r}; valid: mean, ts",
+    )
+    _require(
+        t["figures_every_n_epochs"] >= 0,
+        f"trainer.figures_every_n_epochs must be >= 0 (0: no images), got "
+        f"{t['figures_every_n_epochs']}",
+    )
+    _require(c["train"]["workers"] >= 1, f"train.workers must be >= 1, got {c['train']['workers']}")
+    for key in ("max_epochs", "min_epochs", "patience"):
         _require(t[key] >= 1, f"trainer.{key} must be >= 1, got {t[key]}")
     _require(
         t["limit_train_batches"] is None or t["limit_train_batches"] >= 1,

@@ -36,6 +36,7 @@ import torch
 
 from gridplan.constants import N_ACTIONS, STATE_DIM, STATE_LAYOUT_VERSION
 from gridplan.env import check_state, reset, transition
+from gridplan.files import write_atomic
 from gridplan.tasks import TASK_A, Task, check
 
 BEHAVIOUR_POLICIES = ("random", "balanced")
@@ -225,8 +226,9 @@ class TransitionDataset:
     def save(self, path: str | os.PathLike, overwrite: bool = False) -> Path:
         """Write the dataset with ``torch.save``: a dict ``{"schema", "tensors", "meta_json"}``.
 
-        The file is written to a temporary name and renamed, so a failed write never leaves a
-        half-written dataset behind. Parent folders are created.
+        The file is written to a unique temporary name and renamed (``gridplan.files``), so
+        a failed write never leaves a half-written dataset behind and parallel jobs writing
+        the same dataset never tear it. Parent folders are created.
 
         Args:
             path: target file (conventionally ``*.pt``).
@@ -247,10 +249,7 @@ class TransitionDataset:
             "tensors": {k: v.detach().cpu() for k, v in self.tensors().items()},
             "meta_json": json.dumps(self.meta, sort_keys=True),
         }
-        tmp = path.with_name(path.name + ".tmp")
-        torch.save(payload, tmp)
-        os.replace(tmp, path)
-        return path
+        return write_atomic(path, lambda tmp: torch.save(payload, tmp))
 
     @classmethod
     def load(cls, path: str | os.PathLike, device: torch.device | str = "cpu") -> TransitionDataset:

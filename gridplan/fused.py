@@ -22,6 +22,21 @@ and randomness (``docs/PERFORMANCE.md``):
   decisions: comparisons write 0/1 floats, ``where`` becomes ``lerp`` with a 0/1 weight, and a
   step is 30-50 in-place tensor ops with no indexing, no bool tensors and no host syncs.
 
+Readings (``gridplan.readings``). The scorer honours every switch that can change a leaf
+score. The flags' noise scale comes with ``sigma``. A carried dim is held twice, as the
+belief (normalized units, one more buffer per row) and as the cell or bit read from it:
+under ``transition="belief"`` the agent's and key's sub-cell offsets ride through the move;
+under ``flags="carried"`` the carrying and door beliefs are kept unless their event sets
+them to exactly 1; under ``bits="carried"`` in a task that reads ``c1`` its noisy value is
+kept. The noise goes to the belief, ``clamp`` clamps it as ``NoiseModel.predict`` clamps
+its predictions, and the cell or bit is re-read from it every step. With clean cells and
+thresholded bits, clamping cannot change a rounded cell or a 0.5 threshold, so there it is
+a no-op. ``distractors`` never reaches a leaf score. Under ``tree="shared-prefix"`` the noise
+is drawn once per tree node, ``randn(K_n, E, 4^(t+1))`` at step ``t``, and every leaf under
+a node gets that node's draw (leaf ``l`` the draw of its prefix ``l // 4^(D-1-t)``): the
+leaves under a node share the noise of their common path, as ``gridplan.tree.TreeScorer``
+rolls them through ``predict``, with ``4 + 16 + ... + 4^D`` draws per dim and episode.
+
 Draw units and memory. Noise is drawn per *draw unit* of ``UNIT_ROWS`` leaf rows (whole
 episodes), all ``D`` steps at once, as ``randn(D, K_n, E_u, L)`` on the contiguous span of
 relevant dims whose sigma is non-zero in some setting; a unit whose settings are all
@@ -41,7 +56,16 @@ from collections.abc import Iterator
 
 import torch
 
-from gridplan.constants import CARRYING, CELL_SCALE, DOOR_CELL, GRID_SIZE, MOVES, WALL_X
+from gridplan.constants import (
+    CARRYING,
+    CELL_SCALE,
+    DOOR_CELL,
+    GRID_SIZE,
+    MOVES,
+    N_ACTIONS,
+    WALL_X,
+)
+from gridplan.readings import PROJECT, Reading, check
 from gridplan.scorers import (
     DEFAULT_MAX_MEMORY,
     LeafScorer,
@@ -59,7 +83,8 @@ UNIT_ROWS = {"cpu": 2**17, "cuda": 2**22}
 #: Float32 buffers of one chunk row: K <= 7 state dims, 2 targets, 3 temporaries, score, alive
 #: (one temporary takes the V* gather).
 BUFFERS_PER_ROW = 14
-#: Working memory of one leaf row of a chunk: the float32 buffers plus an int64 V* index.
+#: Working memory of one leaf row of a chunk: the float32 buffers plus an int64 V* index
+#: (a reading that carries beliefs adds one float32 per carried dim).
 FUSED_BYTES_PER_ROW = BUFFERS_PER_ROW * 4 + 8
 
 
@@ -68,6 +93,17 @@ def _at_least(buffer: torch.Tensor, numel: int) -> torch.Tensor:
     if buffer.numel() >= numel:
         return buffer
     return torch.empty(numel, dtype=buffer.dtype, device=buffer.device)
+
+
+def _runs(dims: list[int]) -> list[tuple[int, int]]:
+    """Maximal runs ``[lo, hi)`` of consecutive integers in the ascending list ``dims``."""
+    runs: list[tuple[int, int]] = []
+    for d in dims:
+        if runs and runs[-1][1] == d:
+            runs[-1] = (runs[-1][0], d + 1)
+        else:
+            runs.append((d, d + 1))
+    return runs
 
 
 def unit_rows(device: torch.device | str) -> int:
@@ -86,8 +122,10 @@ class FusedNoiseScorer(LeafScorer):
         device: where the V* table and the buffers live.
         max_memory: bytes for one unit's noise plus one chunk's buffers.
         max_rows: optional hard cap on leaf rows per chunk (overrides ``max_memory``).
+        reading: the model's reading (the module docstring says how each switch is honoured).
 
     Raises:
+        TypeError: if ``reading`` is not a ``Reading``.
         ValueError: if one episode's buffers, noise and action tables exceed ``max_memory``
             (``gridplan.scorers.check_depth``).
     """
@@ -101,7 +139,9 @@ class FusedNoiseScorer(LeafScorer):
         device: torch.device | str = "cpu",
         max_memory: int = DEFAULT_MAX_MEMORY,
         max_rows: int | None = None,
+        reading: Reading = PROJECT,
     ) -> None:
+        self.reading = check(reading)
         self.task = task
         self.depth = depth
         self.rho = rho
@@ -123,8 +163,19 @@ class FusedNoiseScorer(LeafScorer):
         #: ``(D, L)`` x and y displacement of every leaf's step-``t`` action.
         moves = MOVES.to(self.device).float()[action_sequences(depth, self.device).T]
         self.dx, self.dy = (m.contiguous() for m in moves.unbind(dim=2))
+        #: Beliefs carried beside the cells: agent and key positions, and the rolled ``c1``.
+        self.belief = reading.transition == "belief"
+        carried = list(range(CARRYING)) if self.belief else []
+        if reading.flags == "carried":
+            carried += [CARRYING, CARRYING + 1]
+        if reading.bits == "carried" and task.reads_c1:
+            carried.append(self.n_dims - 1)
+        #: Indices into ``dims`` of the carried beliefs, in buffer order (ascending).
+        self.carried = carried
+        self.n_buffers = BUFFERS_PER_ROW + len(carried)
+        self.bytes_per_row = FUSED_BYTES_PER_ROW + 4 * (self.n_buffers - BUFFERS_PER_ROW)
         self.max_memory = max_memory
-        self.max_rows = max_rows or max(1, max_memory // 2 // FUSED_BYTES_PER_ROW)
+        self.max_rows = max_rows or max(1, max_memory // 2 // self.bytes_per_row)
         self._work = torch.empty(0, device=self.device)
         self._index = torch.empty(0, dtype=torch.long, device=self.device)
         self._noise = torch.empty(0, device=self.device)
@@ -173,7 +224,15 @@ class FusedNoiseScorer(LeafScorer):
             return None
         shape = (self.depth, self.hi - self.lo, settings.shape[0], self.n_leaves)
         self._noise = _at_least(self._noise, math.prod(shape))
-        z = torch.randn(shape, generator=generator, out=self._noise[: math.prod(shape)].view(shape))
+        z = self._noise[: math.prod(shape)].view(shape)
+        if self.reading.tree == "independent":
+            torch.randn(shape, generator=generator, out=z)
+        else:
+            k, e = shape[1:3]
+            for t in range(self.depth):
+                nodes = N_ACTIONS ** (t + 1)
+                draw = torch.randn((k, e, nodes, 1), generator=generator, device=self.device)
+                z[t].view(k, e, nodes, -1).copy_(draw.expand(-1, -1, -1, self.n_leaves // nodes))
         scale = self.scales[settings.to(self.device)].T.unsqueeze(2)
         z.mul_(scale)
         if self.rho is not None:
@@ -195,19 +254,32 @@ class FusedNoiseScorer(LeafScorer):
         """
         e = root.shape[0]
         rows = e * self.n_leaves
-        self._work = _at_least(self._work, BUFFERS_PER_ROW * rows)
+        self._work = _at_least(self._work, self.n_buffers * rows)
         self._index = _at_least(self._index, rows)
-        work = self._work[: BUFFERS_PER_ROW * rows].view(BUFFERS_PER_ROW, e, self.n_leaves)
+        work = self._work[: self.n_buffers * rows].view(self.n_buffers, e, self.n_leaves)
         state = work[: self.n_dims]
         ax, ay, kx, ky, carry, door = state[:6]
         nx, ny, t1, t2, t3, score, alive = work[7:14]
+        #: Four consecutive temporaries (nx, ny, t1, t2), free before and after the move.
+        spare = work[7:11]
+        beliefs = work[14:] if self.n_buffers > BUFFERS_PER_ROW else None
         positions, flags = self.dims[:CARRYING], self.dims[CARRYING:]
         cells = torch.round(root[:, positions] * CELL_SCALE).clamp_(0, GRID_SIZE - 1)
         bits = (root[:, flags] > 0.5).to(root.dtype)
         state.copy_(torch.cat([cells, bits], dim=1).T.unsqueeze(2).expand_as(state))
+        carry_belief = door_belief = None
+        if beliefs is not None:
+            columns = [self.dims[k] for k in self.carried]
+            beliefs.copy_(root[:, columns].T.unsqueeze(2).expand_as(beliefs))
+            if CARRYING in self.carried:
+                k = self.carried.index(CARRYING)
+                carry_belief, door_belief = beliefs[k], beliefs[k + 1]
         score.zero_()
         alive.fill_(1.0)
         for t in range(self.depth):
+            if self.belief:
+                # The sub-cell offset, belief - cell / 7, rides through the move.
+                beliefs[:CARRYING].sub_(torch.div(state[:CARRYING], CELL_SCALE, out=spare))
             # Agent, door and key (gridplan.env.relevant_step): a target off the grid clamps
             # back onto the agent's own cell; in the wall column only the open door admits.
             # t1..t3 are 0/1 masks: t3 target in the wall column, t1 target is the door cell,
@@ -219,17 +291,30 @@ class FusedNoiseScorer(LeafScorer):
             torch.mul(t1, door, out=t2)
             t1.sub_(t2).mul_(carry)
             door.add_(t1)
+            if door_belief is not None:
+                # A carried flag becomes exactly 1 where its event fires (0/1 weight).
+                door_belief.addcmul_(door_belief, t1, value=-1.0).add_(t1)
             torch.sub(t2, t3, out=t3).add_(1.0)
             ax.lerp_(nx, t3)
             ay.lerp_(ny, t3)
             # Picking up: the agent ends on the key; a carried key follows the agent.
             torch.eq(ax, kx, out=t1)
             torch.eq(ay, ky, out=t2)
-            torch.maximum(carry, t1.mul_(t2), out=carry)
+            t1.mul_(t2)
+            if carry_belief is not None:
+                torch.mul(carry, -1.0, out=t2).add_(1.0).mul_(t1)
+                carry_belief.addcmul_(carry_belief, t2, value=-1.0).add_(t2)
+            torch.maximum(carry, t1, out=carry)
             kx.lerp_(ax, carry)
             ky.lerp_(ay, carry)
-            if noise is not None:
-                self._add_noise(state, noise[t])
+            if self.belief:
+                beliefs[:CARRYING].add_(torch.div(state[:CARRYING], CELL_SCALE, out=spare))
+            step_noise = None if noise is None else noise[t]
+            if beliefs is None:
+                if step_noise is not None:
+                    self._add_noise(state, step_noise)
+            else:
+                self._add_noise_to_beliefs(state, beliefs, step_noise)
             self._score_arrival(t, state, score, alive, t1, t2, t3)
         index = self._index[:rows]
         index.copy_(self._value_index(state, t1).view(-1))
@@ -239,14 +324,42 @@ class FusedNoiseScorer(LeafScorer):
 
     def _add_noise(self, state: torch.Tensor, noise: torch.Tensor) -> None:
         """Add one step's noise to dims ``[lo, hi)`` and re-read them as the next step would."""
-        split = min(max(CARRYING, self.lo), self.hi)
-        if split > self.lo:
-            pos = state[self.lo : split]
-            pos.div_(CELL_SCALE).add_(noise[: split - self.lo]).mul_(CELL_SCALE)
+        self._add_noise_span(state, noise, self.lo, self.hi)
+
+    @staticmethod
+    def _add_noise_span(state: torch.Tensor, noise: torch.Tensor, lo: int, hi: int) -> None:
+        """Add ``noise`` ``(hi - lo, E, L)`` to the clean cells and bits of dims ``[lo, hi)``
+        and re-read them: positions through rounded, clamped cells, flags at 0.5."""
+        split = min(max(CARRYING, lo), hi)
+        if split > lo:
+            pos = state[lo:split]
+            pos.div_(CELL_SCALE).add_(noise[: split - lo]).mul_(CELL_SCALE)
             pos.round_().clamp_(0, GRID_SIZE - 1)
-        if self.hi > split:
-            flags = state[split : self.hi]
-            torch.gt(flags.add_(noise[split - self.lo :]), 0.5, out=flags)
+        if hi > split:
+            flags = state[split:hi]
+            torch.gt(flags.add_(noise[split - lo :]), 0.5, out=flags)
+
+    def _add_noise_to_beliefs(
+        self, state: torch.Tensor, beliefs: torch.Tensor, noise: torch.Tensor | None
+    ) -> None:
+        """``_add_noise`` for a reading that carries beliefs: noise on a carried dim goes to
+        its belief, clamped to ``[0, 1]`` under ``clamp``, and the cell or bit is re-read
+        from it (every step, noisy or not, as ``predict``'s next step reads it)."""
+        if noise is not None:
+            for k, d in enumerate(self.carried):
+                if self.lo <= d < self.hi:
+                    beliefs[k].add_(noise[d - self.lo])
+            clean = [d for d in range(self.lo, self.hi) if d not in self.carried]
+            for lo, hi in _runs(clean):
+                self._add_noise_span(state, noise[lo - self.lo : hi - self.lo], lo, hi)
+        if self.reading.clamp:
+            beliefs.clamp_(0.0, 1.0)
+        for k, d in enumerate(self.carried):
+            if d < CARRYING:
+                torch.mul(beliefs[k], CELL_SCALE, out=state[d]).round_()
+                state[d].clamp_(0, GRID_SIZE - 1)
+            else:
+                torch.gt(beliefs[k], 0.5, out=state[d])
 
     def _c1(self, state: torch.Tensor) -> torch.Tensor | None:
         """The rolled ``c1`` flag (last relevant dim) where the goal swaps on it, else None."""

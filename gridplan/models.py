@@ -10,6 +10,13 @@ decision-relevant dims only. A subclass of ``NoiseModel`` is scored through its 
 unless it declares ``leaf_scorer`` itself, so changing ``predict`` never leaves a stale fast
 path behind.
 
+Every model of the family, the oracle included, follows a ``Reading`` (``gridplan.readings``)
+of the choices §4.2 leaves open: whether predictions are clamped, whether the transition
+outputs clean cells or carries the belief's sub-cell offset, whether ``c1``/``c2`` are
+thresholded or carried noisy, the flags' noise scale and whether the distractors are sampled
+or predicted at their expected position. The default, ``PROJECT``, is what this repository
+started from.
+
 Several noise settings can share one batch: a model built from ``M`` settings treats the
 ``N`` rows as ``M`` equal contiguous blocks, block ``m`` belonging to setting ``m``. The
 planner and the metrics keep rows of one episode or window inside its block, so a batch laid
@@ -23,11 +30,41 @@ from collections.abc import Sequence
 
 import torch
 
-from gridplan.constants import CELL_SCALE, STATE_DIM
-from gridplan.env import check_action, check_state, transition
+from gridplan.constants import (
+    AGENT_X,
+    AGENT_Y,
+    C1,
+    C2,
+    CARRYING,
+    CELL_SCALE,
+    D1_X,
+    D1_Y,
+    DISTRACTOR_MOVES,
+    DOOR_OPEN,
+    FLAG_DIMS,
+    GRID_SIZE,
+    KEY_X,
+    KEY_Y,
+    STATE_DIM,
+)
+from gridplan.env import (
+    check_action,
+    check_state,
+    encode,
+    relevant_step,
+    to_cell,
+    to_flag,
+    transition,
+)
 from gridplan.fused import FusedNoiseScorer
+from gridplan.readings import PROJECT, Reading, check
 from gridplan.scorers import DEFAULT_MAX_MEMORY, GenericScorer, LeafScorer
 from gridplan.tasks import TASK_A, Task
+
+#: Position dims the ``belief`` transition moves from the belief (``d2`` is redrawn instead).
+MOVING_DIMS = (AGENT_X, AGENT_Y, KEY_X, KEY_Y, D1_X, D1_Y)
+#: Expected cell of ``d2``, redrawn uniformly over the grid: the grid's centre.
+D2_EXPECTED_CELL = (GRID_SIZE - 1) / 2
 
 
 class WorldModel(abc.ABC):
@@ -78,10 +115,80 @@ class WorldModel(abc.ABC):
         return GenericScorer(self, task, depth, device, max_memory, max_rows)
 
 
-def _sigma_block(sigma_r, sigma_i, dims: tuple[int, ...]) -> torch.Tensor:
-    """``(M, 12)`` per-dimension noise scales (normalized units) from sigma_r (grid cells) on
-    ``dims`` and sigma_i (normalized units) on the others, each a float or a length-M
-    sequence."""
+def _expected_distractor_step(
+    state: torch.Tensor, action: torch.Tensor
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """The true transition with ``d1`` and ``d2`` at their expected next position: the mean
+    of the five clipped walk moves from ``d1``'s cell, and the grid's centre for ``d2``. Draws
+    nothing. Returns the next state and the ``pickup`` / ``door_opened`` events."""
+    agent = to_cell(state[:, AGENT_X : AGENT_Y + 1])
+    key = to_cell(state[:, KEY_X : KEY_Y + 1])
+    flags = to_flag(state[:, CARRYING : C2 + 1])
+    rel = relevant_step(agent, key, flags[:, 0], flags[:, 1], action)
+    d1 = to_cell(state[:, D1_X : D1_Y + 1]).unsqueeze(1) + DISTRACTOR_MOVES.to(state.device)
+    d1 = d1.clamp_(0, GRID_SIZE - 1).float().mean(dim=1)
+    d2 = torch.full_like(d1, D2_EXPECTED_CELL)
+    c1, c2 = flags[:, C1 - CARRYING], flags[:, C2 - CARRYING]
+    nxt = encode(rel.agent, rel.key, rel.carrying, rel.door_open, c1, ~c2, d1, d2)
+    return nxt, {"pickup": rel.pickup, "door_opened": rel.door_opened}
+
+
+def imagined_transition(
+    state: torch.Tensor,
+    action: torch.Tensor,
+    generator: torch.Generator,
+    reading: Reading = PROJECT,
+) -> torch.Tensor:
+    """The true transition as ``reading`` applies it to a belief state, before any noise.
+
+    ``PROJECT`` is ``gridplan.env.transition`` exactly (same draws). ``distractors="expected"``
+    draws nothing; ``transition="belief"`` adds the belief's sub-cell offset,
+    ``state - cell / 7``, to the next clean position of agent, key and ``d1``;
+    ``bits="carried"`` passes ``c1`` through and outputs ``1 - c2``, unthresholded;
+    ``flags="carried"`` passes the carrying and door flags through unless a pickup or a door
+    opening (read from the rounded belief) sets them to 1.
+
+    Args:
+        state: ``(N, 12)`` float belief states (not validated).
+        action: ``(N,)`` long in ``0..3``.
+        generator: the distractor draws of a ``sampled`` reading.
+        reading: the choices of §4.2 (``gridplan.readings``).
+
+    Returns:
+        ``(N, 12)`` float next states, not clamped.
+    """
+    if reading.distractors == "sampled":
+        nxt, _, _, events = transition(state, action, generator)
+    else:
+        nxt, events = _expected_distractor_step(state, action)
+    if reading.transition == "belief":
+        moving = list(MOVING_DIMS)
+        cells = to_cell(state[:, moving]).to(state.dtype) / CELL_SCALE
+        nxt[:, moving] = nxt[:, moving] + (state[:, moving] - cells)
+    if reading.bits == "carried":
+        nxt[:, C1] = state[:, C1]
+        nxt[:, C2] = 1.0 - state[:, C2]
+    if reading.flags == "carried":
+        for dim, event in ((CARRYING, "pickup"), (DOOR_OPEN, "door_opened")):
+            nxt[:, dim] = torch.where(events[event], nxt[:, dim], state[:, dim])
+    return nxt
+
+
+def unit_flags(noise_dims: tuple[int, ...], reading: Reading = PROJECT) -> list[int]:
+    """The flags of ``noise_dims`` whose noise is ``sigma_r`` itself rather than
+    ``sigma_r / 7`` (all of them under ``flag_noise="sigma_r"``, none otherwise)."""
+    if reading.flag_noise == "sigma_r/7":
+        return []
+    return [d for d in noise_dims if d in FLAG_DIMS]
+
+
+def _sigma_block(
+    sigma_r, sigma_i, dims: tuple[int, ...], reading: Reading = PROJECT
+) -> torch.Tensor:
+    """``(M, 12)`` per-dimension noise scales (normalized units) from sigma_r (grid cells:
+    ``sigma_r / 7``; ``sigma_r`` on ``unit_flags``) on ``dims`` and sigma_i (normalized units)
+    on the others, each a float or a length-M sequence."""
+    check(reading)
     sr = torch.as_tensor(sigma_r, dtype=torch.float32).reshape(-1)
     si = torch.as_tensor(sigma_i, dtype=torch.float32).reshape(-1)
     if sr.numel() != si.numel():
@@ -95,6 +202,7 @@ def _sigma_block(sigma_r, sigma_i, dims: tuple[int, ...]) -> torch.Tensor:
             )
     sigma = si.unsqueeze(1).repeat(1, STATE_DIM)
     sigma[:, list(dims)] = (sr / CELL_SCALE).unsqueeze(1)
+    sigma[:, unit_flags(dims, reading)] = sr.unsqueeze(1)
     return sigma
 
 
@@ -114,23 +222,31 @@ def check_sigma(sigma: torch.Tensor) -> torch.Tensor:
 
 class NoiseModel(WorldModel):
     """The controlled family (paper §4.2): the true transition applied to the belief state,
-    then independent Gaussian noise, clamped to ``[0, 1]``. Noise compounds because the next
-    imagined step reads the noisy state through rounded cells and thresholded flags.
+    then independent Gaussian noise. Noise compounds because the next imagined step reads the
+    noisy state through rounded cells and thresholded flags (and, under a reading that carries
+    the belief, through its carried offsets and bits).
 
     Args:
         sigma: ``(M, 12)`` or ``(12,)`` per-dimension noise std, normalized units.
             Use ``NoiseModel.controlled`` for the paper's ``M(sigma_r, sigma_i)``.
         noise_dims: the dims ``settings`` reports as ``sigma_r`` (the rest as ``sigma_i``).
+        reading: the choices of §4.2 (``gridplan.readings``; default ``PROJECT``: clean cells,
+            thresholded bits, sampled distractors, predictions clamped to ``[0, 1]``).
 
     Raises:
         ValueError: if ``sigma`` is negative, non-finite or of the wrong shape.
+        TypeError: if ``reading`` is not a ``Reading``.
     """
 
     def __init__(
-        self, sigma: torch.Tensor, noise_dims: tuple[int, ...] = TASK_A.noise_relevant_dims
+        self,
+        sigma: torch.Tensor,
+        noise_dims: tuple[int, ...] = TASK_A.noise_relevant_dims,
+        reading: Reading = PROJECT,
     ) -> None:
         self.sigma = check_sigma(sigma)
         self.noise_dims = tuple(noise_dims)
+        self.reading = check(reading)
         self.n_settings = self.sigma.shape[0]
         self._deterministic = bool((self.sigma == 0).all())
 
@@ -141,34 +257,39 @@ class NoiseModel(WorldModel):
             cls.leaf_scorer = WorldModel.leaf_scorer
 
     @classmethod
-    def controlled(cls, sigma_r, sigma_i, task: Task = TASK_A) -> NoiseModel:
+    def controlled(
+        cls, sigma_r, sigma_i, task: Task = TASK_A, reading: Reading = PROJECT
+    ) -> NoiseModel:
         """``M(sigma_r, sigma_i)``: ``sigma_r`` in grid cells on ``task.noise_relevant_dims``
-        (the paper's dims 0-5 in every task), ``sigma_i`` in normalized units on the others.
+        (the paper's dims 0-5 in every task; on their flags ``sigma_r`` itself under
+        ``reading.flag_noise="sigma_r"``), ``sigma_i`` in normalized units on the others.
         Floats or length-M sequences.
 
         Raises:
             ValueError: if any sigma is negative or not finite, or the lengths differ.
         """
         dims = task.noise_relevant_dims
-        return cls(_sigma_block(sigma_r, sigma_i, dims), noise_dims=dims)
+        return cls(_sigma_block(sigma_r, sigma_i, dims, reading), dims, reading)
 
     def leaf_scorer(self, task, depth, device="cpu", max_memory=DEFAULT_MAX_MEMORY, max_rows=None):
-        """``FusedNoiseScorer`` with this model's sigma (see ``WorldModel.leaf_scorer``)."""
-        return FusedNoiseScorer(self.sigma, None, task, depth, device, max_memory, max_rows)
+        """``FusedNoiseScorer`` with this model's sigma and reading (see
+        ``WorldModel.leaf_scorer``)."""
+        return FusedNoiseScorer(
+            self.sigma, None, task, depth, device, max_memory, max_rows, self.reading
+        )
 
     def settings(self) -> list[dict]:
         """One dict per setting, for reports: ``sigma_r`` (cells) on ``noise_dims`` and
         ``sigma_i`` on the others where each is uniform, else the whole ``sigma``."""
+        per_cell = torch.full((STATE_DIM,), CELL_SCALE, dtype=torch.float64)
+        per_cell[unit_flags(self.noise_dims, self.reading)] = 1.0
         out = []
-        for row in self.sigma:
-            rel = row[list(self.noise_dims)]
+        for row in self.sigma.cpu().double():
+            rel = row[list(self.noise_dims)] * per_cell[list(self.noise_dims)]
             irr = row[[d for d in range(STATE_DIM) if d not in self.noise_dims]]
             item = {"sigma": [round(float(v), 6) for v in row]}
-            if (rel == rel[0]).all() and (irr == irr[0]).all():
-                item = {
-                    "sigma_r": round(float(rel[0]) * CELL_SCALE, 6),
-                    "sigma_i": round(float(irr[0]), 6),
-                }
+            if torch.allclose(rel, rel[0].expand_as(rel)) and (irr == irr[0]).all():
+                item = {"sigma_r": round(float(rel[0]), 6), "sigma_i": round(float(irr[0]), 6)}
             out.append(item)
         return out
 
@@ -191,23 +312,33 @@ class NoiseModel(WorldModel):
         )
         return (z * scales).reshape(n, STATE_DIM)
 
+    def _finish(self, nxt: torch.Tensor) -> torch.Tensor:
+        """A noisy prediction as the reading returns it: clamped to ``[0, 1]`` or not."""
+        return nxt.clamp_(0.0, 1.0) if self.reading.clamp else nxt
+
     def predict(self, state, action, generator):
         """Validated imagined step; Raises ValueError on a malformed state or action."""
         check_state(state)
         check_action(action, state.shape[0])
-        nxt = transition(state, action.long(), generator)[0]
-        if self._deterministic:
-            return nxt
-        return (nxt + self.noise(state.shape[0], generator)).clamp_(0.0, 1.0)
+        nxt = imagined_transition(state, action.long(), generator, self.reading)
+        if not self._deterministic:
+            nxt = nxt + self.noise(state.shape[0], generator)
+        return self._finish(nxt)
 
 
 class OracleModel(NoiseModel):
-    """The true transition (stochastic distractors included): ``M(0, 0)``."""
+    """The true transition, ``M(0, 0)``: distractors sampled as the environment draws them,
+    or, under ``reading.distractors="expected"``, predicted at their expected position.
+
+    Args:
+        reading: as in ``NoiseModel`` (only ``distractors``, ``transition``, ``bits`` and
+            ``clamp`` act on a noise-free model).
+    """
 
     leaf_scorer = NoiseModel.leaf_scorer
 
-    def __init__(self) -> None:
-        super().__init__(torch.zeros(1, STATE_DIM))
+    def __init__(self, reading: Reading = PROJECT) -> None:
+        super().__init__(torch.zeros(1, STATE_DIM), reading=reading)
 
 
 class AR1NoiseModel(NoiseModel):
@@ -220,6 +351,7 @@ class AR1NoiseModel(NoiseModel):
         sigma: ``(M, 12)`` or ``(12,)`` noise std, normalized units.
         rho: correlation in ``[0, 1)``.
         noise_dims: as in ``NoiseModel``.
+        reading: as in ``NoiseModel``.
 
     Raises:
         ValueError: on bad ``sigma`` or ``rho`` outside ``[0, 1)``.
@@ -230,23 +362,33 @@ class AR1NoiseModel(NoiseModel):
         sigma: torch.Tensor,
         rho: float = 0.8,
         noise_dims: tuple[int, ...] = TASK_A.noise_relevant_dims,
+        reading: Reading = PROJECT,
     ) -> None:
-        super().__init__(sigma, noise_dims)
+        super().__init__(sigma, noise_dims, reading)
         if not 0.0 <= rho < 1.0:
             raise ValueError(f"rho must lie in [0, 1), got {rho}")
         self.rho = float(rho)
         self._state: torch.Tensor | None = None
 
     @classmethod
-    def controlled(cls, sigma_r, sigma_i, rho: float = 0.8, task: Task = TASK_A) -> AR1NoiseModel:
+    def controlled(
+        cls,
+        sigma_r,
+        sigma_i,
+        rho: float = 0.8,
+        task: Task = TASK_A,
+        reading: Reading = PROJECT,
+    ) -> AR1NoiseModel:
         """AR(1) version of ``M(sigma_r, sigma_i)``; units and dims as in
         ``NoiseModel.controlled``."""
         dims = task.noise_relevant_dims
-        return cls(_sigma_block(sigma_r, sigma_i, dims), rho, noise_dims=dims)
+        return cls(_sigma_block(sigma_r, sigma_i, dims, reading), rho, dims, reading)
 
     def leaf_scorer(self, task, depth, device="cpu", max_memory=DEFAULT_MAX_MEMORY, max_rows=None):
-        """``FusedNoiseScorer`` with this model's sigma and ``rho``."""
-        return FusedNoiseScorer(self.sigma, self.rho, task, depth, device, max_memory, max_rows)
+        """``FusedNoiseScorer`` with this model's sigma, ``rho`` and reading."""
+        return FusedNoiseScorer(
+            self.sigma, self.rho, task, depth, device, max_memory, max_rows, self.reading
+        )
 
     def start_rollout(self, batch, generator):
         self._state = None
@@ -254,20 +396,24 @@ class AR1NoiseModel(NoiseModel):
     def predict(self, state, action, generator):
         check_state(state)
         check_action(action, state.shape[0])
-        nxt = transition(state, action.long(), generator)[0]
+        nxt = imagined_transition(state, action.long(), generator, self.reading)
         fresh = self.noise(state.shape[0], generator)
         if self._state is None or self._state.shape[0] != state.shape[0]:
             self._state = fresh
         else:
             self._state = self.rho * self._state + (1.0 - self.rho**2) ** 0.5 * fresh
-        return (nxt + self._state).clamp_(0.0, 1.0)
+        return self._finish(nxt + self._state)
 
 
 def noise_grid(
-    sigma_r: Sequence[float], sigma_i: Sequence[float], task: Task = TASK_A
+    sigma_r: Sequence[float],
+    sigma_i: Sequence[float],
+    task: Task = TASK_A,
+    reading: Reading = PROJECT,
 ) -> NoiseModel:
     """All ``len(sigma_r) * len(sigma_i)`` settings of ``M(sigma_r, sigma_i)`` as one model,
-    ``sigma_r``-major (the paper's 8x6 grid, §5.1); dims as in ``NoiseModel.controlled``."""
+    ``sigma_r``-major (the paper's 8x6 grid, §5.1); dims and reading as in
+    ``NoiseModel.controlled``."""
     sr = [r for r in sigma_r for _ in sigma_i]
     si = [i for _ in sigma_r for i in sigma_i]
-    return NoiseModel.controlled(sr, si, task)
+    return NoiseModel.controlled(sr, si, task, reading)

@@ -6,11 +6,14 @@ Examples::
     python scripts/reproduce.py --quick            # reduced seeds x episodes: minutes on 2 cores
     python scripts/reproduce.py --only e1,e5 --out results/ --device cuda
     python scripts/reproduce.py --only e2 --force  # recompute a finished group
+    python scripts/reproduce.py --only e1,e2,e5,e6 --reading paper   # -> results/paper/...
 
 Each group writes ``<out>/<group>/`` (CSV + JSON of every number, ``table.md`` with the paper's
 values beside ours and a verdict, PNG figures, ``done.json`` last). Finished groups are skipped
-unless ``--force``. See ``gridplan/experiments`` and, for the profiles' protocols,
-``gridplan/protocols.py``.
+unless ``--force``. ``--reading NAME`` runs the controlled models and the planner under another
+reading of the paper's ambiguous choices (``gridplan/readings.py``) into ``<out>/<NAME>/``,
+never over the default's results; the learned models of e3 are shared by every reading. See
+``gridplan/experiments`` and, for the profiles' protocols, ``gridplan/protocols.py``.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from gridplan.threads import set_wait_policy  # noqa: E402
 
 set_wait_policy()  # before torch is imported: OpenMP reads it once (gridplan.threads)
 
+from gridplan import readings  # noqa: E402
 from gridplan.experiments import GROUPS, PROFILES, run_groups  # noqa: E402
 from gridplan.threads import configure_threads, describe  # noqa: E402
 
@@ -64,6 +68,13 @@ def build_parser() -> argparse.ArgumentParser:
         "OMP_WAIT_POLICY is set, so more threads do not spin on a busy machine)",
     )
     p.add_argument("--out", default="results", help="results root folder")
+    p.add_argument(
+        "--reading",
+        choices=readings.names(),
+        default=readings.PROJECT.name,
+        help="reading of the paper's ambiguous choices (gridplan.readings); any but the "
+        "default writes under <out>/<reading>/",
+    )
     p.add_argument("--force", action="store_true", help="recompute groups already finished")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.add_argument("--list", action="store_true", help="list the groups and exit")
@@ -98,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
             force=args.force,
             progress=not args.no_progress,
             threads=threads,
+            reading=readings.get(args.reading),
         )
     except ValueError as err:
         parser.exit(2, f"error: {err}\n")

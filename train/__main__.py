@@ -1,73 +1,178 @@
-"""``python -m train``: train learned world models from ``configs/`` (paper §5.4).
+"""``python -m train``: train learned world models from ``configs/``, composed by Hydra
+(paper §5.4).
 
 Examples::
 
     python -m train                                   # uniform loss, 20k balanced transitions
     python -m train variant=event_weighted data=12k
     python -m train data=12k data.policy=random trainer.max_epochs=50 seed=3
-    python -m train seed=0,1,2,3,4 variant=uniform,rel_only   # a sweep: 10 runs, one by one
+    python -m train -m seed=0,1,2,3,4 variant=uniform,rel_only   # a sweep: 10 runs
+    python -m train -m seed=0,1,2,3 hydra/launcher=joblib hydra.launcher.n_jobs=2
     python -m train experiment=random_12k out_dir=/tmp/runs
+    python -m train resume=runs/uniform-balanced-20k-seed0/version_0
     python -m train threads=1                         # torch CPU threads (default: the machine's)
 
 Groups: variant, data, model, trainer (and experiment presets); any key can be overridden
-with a dotted path. Each run prints its resolved config (also saved as ``config.yaml`` in the
-run folder) and ends with a line ``checkpoint: PATH`` naming its best checkpoint, so the last
-line of the output can be handed to ``python -m eval --ckpt``.
+with a dotted path; ``--help`` lists them all. Every run of a command line (every point of a
+``-m`` sweep) is composed and checked before the first one starts, so a bad argument trains
+nothing and makes no folder. Each run prints its resolved config (also saved as
+``config.yaml`` in the run folder, beside Hydra's ``.hydra/`` record) and ends with a line
+``checkpoint: PATH`` naming its best checkpoint, so the last line of the output can be handed
+to ``python -m eval --ckpt``. A sweep given without ``-m`` (``seed=0,1``) runs as ``-m``.
+``resume=<run folder>`` continues an interrupted run from its ``last.ckpt`` and takes no
+other argument.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+from pathlib import Path
 
 from gridplan.threads import set_wait_policy
 
 set_wait_policy()  # before torch is imported: OpenMP reads it once (gridplan.threads)
 
-from gridplan.config import compose, expand_sweeps, to_yaml  # noqa: E402
+import hydra  # noqa: E402
+from hydra.core.hydra_config import HydraConfig  # noqa: E402
+from omegaconf import DictConfig, OmegaConf  # noqa: E402
+
+from gridplan.config import (  # noqa: E402
+    DEFAULT_CONFIG_DIR,
+    compose,
+    expand_sweeps,
+    finish,
+    parse_overrides,
+    run_name,
+    to_yaml,
+)
+from gridplan.run_status import requeued_run  # noqa: E402
 from gridplan.threads import check_threads, configure_threads, describe  # noqa: E402
 
-USAGE = __doc__
+#: Exit status of a run stopped by SIGTERM or SIGINT (128 + SIGTERM), so it never looks done.
+INTERRUPTED = 143
+#: Flags that only print (help, the composed config) and train nothing.
+_PRINT_ONLY = ("-h", "--help", "--hydra-help", "-c", "--cfg", "-i", "--info")
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if any(a in ("-h", "--help") for a in args):
-        print(USAGE)
-        return 0
-    try:
-        runs = [compose(overrides) for overrides in expand_sweeps(args)]
-        for cfg in runs:
-            check_threads(cfg.threads)
-    except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    from lightning.pytorch.utilities.exceptions import SIGTERMException
+    args = list(sys.argv[1:] if argv is None else argv)
+    resume = [a for a in args if a.startswith("resume=")]
+    if resume:
+        return _resume(args, resume[0].split("=", 1)[1])
+    flags = [a for a in args if a.startswith("-")]
+    if not any(f in _PRINT_ONLY for f in flags):
+        try:
+            multirun = bool({"-m", "--multirun"} & set(flags))
+            if not multirun and _has_sweep(args):
+                note = f"note: a sweep runs as: python -m train -m {' '.join(args)}"
+                print(note, file=sys.stderr)
+                args, multirun = ["-m", *args], True
+            _check_all(args, multirun)
+        except ValueError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+    return _hydra(args)
 
-    from gridplan.runs import train
 
+def _has_sweep(args: list[str]) -> bool:
+    """Whether an override sweeps (``seed=0,1``): such a command line runs as ``-m``."""
+    return any(o.is_sweep_override() for o in parse_overrides(a for a in args if a[:1] != "-"))
+
+
+def _check_all(args: list[str], multirun: bool) -> None:
+    """Compose every run of the command line (the sweep points of ``-m``) before any starts.
+
+    Raises:
+        ValueError: on the first bad argument, naming it.
+    """
+    overrides = [a for a in args if not a.startswith("-")]
+    runs = expand_sweeps(overrides) if multirun else [overrides]
+    for run in runs:
+        check_threads(compose(run).threads)
+
+
+def _hydra(args: list[str]) -> int:
+    """Run the Hydra app on ``args`` (Hydra reads ``sys.argv``); returns the exit status."""
+    saved = sys.argv
+    sys.argv = [saved[0] if saved else "train", *args]
     try:
-        _run_all(runs, train)
-    except SIGTERMException:
-        # Lightning's SIGTERM exception is a SystemExit without a code (exit status 0); a
-        # preempted run must not look like a finished one.
-        print("error: training was terminated (SIGTERM); no checkpoint line", file=sys.stderr)
-        return 143
+        _app()
+    except SystemExit as exit_:
+        return exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+    finally:
+        sys.argv = saved
     return 0
 
 
-def _run_all(runs, train) -> None:
-    for i, cfg in enumerate(runs, 1):
-        header = f"run {i}/{len(runs)}" if len(runs) > 1 else "run"
-        print(f"=== {header}: resolved config ===\n{to_yaml(cfg)}", flush=True)
-        print(describe(configure_threads(cfg.threads)), flush=True)
-        metrics, artifacts = train(cfg)
-        print(
-            f"run folder: {artifacts['run_dir']}\n"
-            f"epochs {metrics['epochs']}  {metrics['monitor']} {metrics['best_score']:.5f}  "
-            f"E_tot {metrics['best/E_tot']:.4f}  DRPE_graded {metrics['best/DRPE_graded']:.4f}  "
-            f"DRPE_binary {metrics['best/DRPE_binary']:.4f}  ({metrics['train_seconds']:.0f} s)"
-        )
-        print(f"checkpoint: {artifacts['best_checkpoint']}", flush=True)
+@hydra.main(version_base="1.3", config_path=str(DEFAULT_CONFIG_DIR), config_name="config")
+def _app(cfg: DictConfig) -> None:
+    hc = HydraConfig.get()
+    cfg = finish(cfg, hc.runtime.choices)
+    threads = cfg.threads
+    if threads is None and hc.runtime.choices.get("hydra/launcher") not in (None, "basic"):
+        # Parallel jobs share the machine's cores: one torch thread each unless told otherwise.
+        threads = int(os.environ.get("OMP_NUM_THREADS", "1"))
+    print(describe(configure_threads(threads)), flush=True)
+    record = {
+        ".hydra/config.yaml": OmegaConf.to_yaml(cfg),
+        ".hydra/overrides.yaml": OmegaConf.to_yaml(hc.overrides.task),
+        ".hydra/hydra.yaml": OmegaConf.to_yaml(hc),
+    }
+    header = f"run {hc.job.num}" if hc.mode.name == "MULTIRUN" else "run"
+    previous = requeued_run(Path(cfg.out_dir) / run_name(cfg))
+    if previous is not None:  # SLURM requeued this job: continue the run it left
+        _run(cfg, f"{header} (requeued, resuming {previous})", resume=previous)
+    else:
+        _run(cfg, header, record)
+
+
+def _run(cfg: DictConfig, header: str, record: dict[str, str] | None = None, resume=None) -> None:
+    """Train (or resume) one run and print its summary; SIGTERM/SIGINT exit with
+    ``INTERRUPTED``."""
+    from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+    from gridplan import runs
+
+    print(f"=== {header}: resolved config ===\n{to_yaml(cfg)}", flush=True)
+    try:
+        if resume is None:
+            metrics, artifacts = runs.train(cfg, record=record)
+        else:
+            metrics, artifacts = runs.resume(resume)
+    except ValueError as err:  # a config its data cannot satisfy (no run folder is left)
+        print(f"error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except (SIGTERMException, KeyboardInterrupt):
+        # Lightning's SIGTERM exception is a SystemExit without a code (exit status 0); a
+        # preempted run must not look like a finished one.
+        print("error: training was interrupted; no checkpoint line", file=sys.stderr)
+        raise SystemExit(INTERRUPTED) from None
+    print(
+        f"run folder: {artifacts['run_dir']}\n"
+        f"epochs {metrics['epochs']}  {metrics['monitor']} {metrics['best_score']:.5f}  "
+        f"E_tot {metrics['best/E_tot']:.4f}  DRPE_graded {metrics['best/DRPE_graded']:.4f}  "
+        f"DRPE_binary {metrics['best/DRPE_binary']:.4f}  ({metrics['train_seconds']:.0f} s)"
+    )
+    print(f"checkpoint: {artifacts['best_checkpoint']}", flush=True)
+
+
+def _resume(args: list[str], run_dir: str) -> int:
+    from gridplan import runs
+
+    if len(args) != 1:
+        print(f"error: resume= takes no other argument, got {args}", file=sys.stderr)
+        return 2
+    try:
+        cfg = runs.resumable_config(run_dir)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    try:
+        _run(cfg, f"resume {run_dir}", resume=run_dir)
+    except SystemExit as exit_:
+        return int(exit_.code or 0)
+    return 0
 
 
 if __name__ == "__main__":

@@ -196,7 +196,7 @@ def sweep_pool(ctx: GroupContext) -> tuple[Pool, str, float | None]:
         own; None when computed here).
     """
     cfg = settings.E2[ctx.profile]
-    model = noise_grid(cfg.sweep_sigma_r, cfg.sweep_sigma_i)
+    model = noise_grid(cfg.sweep_sigma_r, cfg.sweep_sigma_i, reading=ctx.reading)
     metrics = prediction_metrics(model, standard_windows(ctx, cfg.protocol), TASK_A)
     sweep, source = relevance_sweep(ctx)
     planned = {r.name: r for r in sweep}

@@ -27,7 +27,7 @@ def controlled_pool(
     ctx: GroupContext, sigma_r: Sequence[float], sigma_i: Sequence[float], protocol: Protocol
 ) -> list[ControlledRecord]:
     """Prediction metrics and closed-loop success of every ``(σR, σI)`` setting, σR-major."""
-    model = noise_grid(sigma_r, sigma_i)
+    model = noise_grid(sigma_r, sigma_i, reading=ctx.reading)
     windows = standard_windows(ctx, protocol)
     metrics = prediction_metrics(model, windows, TASK_A)
     summaries, _ = closed_loop(ctx, model, TASK_A, protocol)

@@ -1,5 +1,11 @@
-"""The markdown report of a group (``table.md``): verdicts first, then tables, text and
-figures; and the cell formats its tables share (paper style: ``0.97 ± 0.01``, ρ with CI)."""
+"""The markdown report of a group (``table.md``): verdicts first, then the sanity checks,
+tables, text and figures; and the cell formats its tables share (paper style:
+``0.97 ± 0.01``, ρ with CI).
+
+A verdict scores an effect the paper states, which our laboratory could fail to show. A
+claim that holds by construction here (irrelevant noise never reaches a leaf score, so its
+DRPE is 0, its imagined agent never moves, and a row of fixed σR plans alike; a table has
+all its rows) is a *sanity check*: listed, never counted as a reproduced effect."""
 
 from __future__ import annotations
 
@@ -89,6 +95,28 @@ class Verdict:
         return f"- **{self.label}** — {self.claim}. {self.detail}"
 
 
+@dataclass
+class SanityCheck:
+    """A claim that holds by construction in this laboratory (see the module docstring).
+
+    Attributes:
+        claim: what is checked, with its source.
+        holds: whether it held in this run (False points at a bug, not at the paper).
+        why: why it holds by construction.
+        detail: the numbers.
+    """
+
+    claim: str
+    holds: bool
+    why: str
+    detail: str
+
+    def line(self) -> str:
+        """One markdown bullet."""
+        word = "holds" if self.holds else "FAILS"
+        return f"- **{word}** — {self.claim}. {self.detail}. By construction: {self.why}."
+
+
 class Report:
     """The markdown report (``table.md``) of one group: verdicts first, then tables.
 
@@ -99,6 +127,7 @@ class Report:
     def __init__(self, title: str) -> None:
         self.title = title
         self.verdicts: list[Verdict] = []
+        self.sanity_checks: list[SanityCheck] = []
         self.blocks: list[str] = []
 
     def verdict(self, claim: str, reproduced: bool | None, detail: str) -> Verdict:
@@ -106,6 +135,12 @@ class Report:
         v = Verdict(claim, None if reproduced is None else bool(reproduced), detail)
         self.verdicts.append(v)
         return v
+
+    def sanity(self, claim: str, holds: bool, why: str, detail: str) -> SanityCheck:
+        """Add a sanity check (not counted by ``overall``)."""
+        check = SanityCheck(claim, bool(holds), why, detail)
+        self.sanity_checks.append(check)
+        return check
 
     def table(self, title: str, headers: Sequence[str], rows, note: str = "") -> None:
         """Add a titled markdown table and an optional note below it."""
@@ -143,6 +178,9 @@ class Report:
         parts = [f"# {self.title}", self.overall()]
         if self.verdicts:
             parts.append("\n".join(v.line() for v in self.verdicts))
+        if self.sanity_checks:
+            lines = "\n".join(c.line() for c in self.sanity_checks)
+            parts.append(f"Sanity checks (hold by construction; not counted):\n\n{lines}")
         parts.extend(self.blocks)
         if footer:
             parts.append(footer)

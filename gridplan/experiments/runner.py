@@ -17,6 +17,11 @@ A group is one function ``run(ctx: GroupContext) -> Report`` plus its config per
 
 Every group folder holds ``results.json`` (every number), CSVs, ``table.md`` (ours beside the
 paper's, with verdicts), PNG figures and ``done.json``.
+
+Readings (``gridplan.readings``): a run under a reading other than ``project`` writes its
+groups under ``<out>/<reading>/`` so they never replace the default's; a group that no
+reading switch can change (``Group.reading_free``: the learned models of e3) keeps one folder,
+``<out>/<group>``, shared by every reading.
 """
 
 from __future__ import annotations
@@ -44,6 +49,8 @@ import gridplan
 from gridplan.jsonio import dumps, to_jsonable
 from gridplan.progress import bar
 from gridplan.protocols import PROFILES
+from gridplan.readings import PROJECT, Reading
+from gridplan.readings import check as check_reading
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -88,6 +95,9 @@ class GroupContext:
         progress: show tqdm bars.
         inputs: finished groups read so far, name -> their ``run_id`` (None: not available).
         notes: messages shown during the run and kept in ``done.json``.
+        reading: the choices of §4.2 the controlled models and the planner follow.
+        folders: group name -> the folder of its results under this run's reading (default
+            ``root / name``); a reading-free group's folder is shared by every reading.
     """
 
     name: str
@@ -99,6 +109,8 @@ class GroupContext:
     progress: bool = True
     inputs: dict[str, str | None] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    reading: Reading = PROJECT
+    folders: Mapping[str, Path] = field(default_factory=dict)
 
     def log(self, message: str) -> None:
         """Show a message without breaking progress bars, and keep it for ``done.json``."""
@@ -149,13 +161,16 @@ class GroupContext:
     def finished_group(self, name: str, config: Any = None) -> Path | None:
         """The folder of finished group ``name`` under ``root`` if it can be reused.
 
-        Reusable means: ``done.json`` exists, the run used the same profile, and, when
-        ``config`` is given, the same config. The answer (its ``run_id`` or None) is recorded
-        in ``inputs`` and so in this group's ``done.json``.
+        Reusable means: ``done.json`` exists, the run used the same profile and reading (a
+        reading-free group's records none), and, when ``config`` is given, the same config.
+        The answer (its ``run_id`` or None) is recorded in ``inputs`` and so in this group's
+        ``done.json``.
         """
-        folder = self.root / name
+        folder = self.folders.get(name, self.root / name)
         done = read_done(folder)
         usable = done is not None and done.get("profile") == self.profile
+        if usable and done.get("reading") is not None:
+            usable = done["reading"] == reading_record(self.reading)
         if usable and config is not None:
             usable = done.get("config") == to_jsonable(config)
         if done is not None and not usable:
@@ -177,6 +192,8 @@ class Group:
         run: ``run(ctx) -> Report``; writes its CSV/JSON/PNG files through ``ctx``.
         configs: profile name -> config for every name in ``gridplan.protocols.PROFILES``.
         reads: groups whose finished results it reuses when present; they run first.
+        reading_free: no reading switch can change its results (it builds no controlled
+            model), so one folder serves every reading.
     """
 
     name: str
@@ -184,6 +201,28 @@ class Group:
     run: Callable[[GroupContext], Report]
     configs: Mapping[str, Any]
     reads: tuple[str, ...] = ()
+    reading_free: bool = False
+
+
+def reading_record(reading: Reading) -> dict:
+    """How ``done.json`` records a reading: its name and switch values."""
+    return {"name": reading.name, **reading.switches()}
+
+
+def reading_root(out: str | os.PathLike, reading: Reading = PROJECT) -> Path:
+    """The results root of ``reading``'s groups: ``out`` for ``project``, else
+    ``out/<reading name>``."""
+    out = Path(out)
+    return out if reading.name == PROJECT.name else out / reading.name
+
+
+def group_folders(
+    registry: Mapping[str, Group], out: str | os.PathLike, reading: Reading = PROJECT
+) -> dict[str, Path]:
+    """Group name -> its folder under ``reading`` (``reading_root``; ``out`` for a
+    reading-free group)."""
+    root = reading_root(out, reading)
+    return {n: (Path(out) if g.reading_free else root) / n for n, g in registry.items()}
 
 
 def select_groups(registry: Mapping[str, Group], names: Sequence[str] | None) -> list[str]:
@@ -253,6 +292,7 @@ def _done_record(
         "title": group.title,
         "run_id": uuid.uuid4().hex[:12],
         "profile": ctx.profile,
+        "reading": None if group.reading_free else reading_record(ctx.reading),
         "config": to_jsonable(ctx.config),
         "device": str(ctx.device),
         "threads": torch.get_num_threads(),
@@ -262,6 +302,7 @@ def _done_record(
         "inputs": ctx.inputs,
         "verdict": report.overall(),
         "verdicts": [to_jsonable(v) for v in report.verdicts],
+        "sanity_checks": [to_jsonable(c) for c in report.sanity_checks],
         "notes": ctx.notes,
         "versions": _versions(),
     }
@@ -288,26 +329,35 @@ def run_group(
     profile: str,
     device: torch.device,
     progress: bool,
+    reading: Reading = PROJECT,
+    folders: Mapping[str, Path] | None = None,
 ) -> dict:
     """Run one group into a temp folder and move it into ``out / group.name`` when complete.
 
-    The caller decides whether to skip a finished group; this always recomputes. Returns
-    the ``done.json`` dict. On any exception the temp folder is removed and the previous
-    finished folder, if any, is left as it was.
+    ``out`` is the group's results root under ``reading``; ``folders`` says where the other
+    groups' results live (default: beside it). The caller decides whether to skip a
+    finished group; this always recomputes. Returns the ``done.json`` dict. On any exception
+    the temp folder is removed and the previous finished folder, if any, is left as it was.
     """
     tmp = out / f".{group.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     config = group.configs[profile]
-    ctx = GroupContext(group.name, profile, config, tmp, out, device, progress)
+    ctx = GroupContext(
+        group.name, profile, config, tmp, out, device, progress, reading=reading,
+        folders=dict(folders or {}),
+    )
     started = datetime.now(timezone.utc)
     t0 = time.perf_counter()
     try:
         report = group.run(ctx)
         wall = time.perf_counter() - t0
+        shown = "" if reading.name == PROJECT.name or group.reading_free else (
+            f"reading `{reading.name}`, "
+        )
         footer = (
-            f"*Profile `{profile}`, device `{device}` ({torch.get_num_threads()} CPU threads), "
-            f"wall time {wall:.1f} s; config: "
+            f"*Profile `{profile}`, {shown}device `{device}` ({torch.get_num_threads()} CPU "
+            f"threads), wall time {wall:.1f} s; config: "
             f"`{dumps(config)}`.*"
         )
         (tmp / TABLE_FILE).write_text(report.markdown(footer))
@@ -329,13 +379,15 @@ def run_groups(
     force: bool = False,
     progress: bool = True,
     threads: int | None = None,
+    reading: Reading = PROJECT,
 ) -> dict[str, str]:
     """Run the selected groups of ``registry`` into ``out``.
 
     Args:
         registry: name -> Group (``gridplan.experiments.GROUPS``).
         names: groups to run (None or empty: all), in any order.
-        out: results root; each group writes ``out/<name>/``.
+        out: results root; each group writes ``out/<name>/`` (``out/<reading>/<name>/``
+            under a reading other than ``project``, see ``group_folders``).
         profile: ``"full"`` (paper protocol), ``"quick"`` or ``"tiny"``.
         device: torch device.
         force: recompute groups that are already finished.
@@ -344,6 +396,8 @@ def run_groups(
             planner's tensor work is memory-bound, and on a busy shared machine several
             threads spin at barriers: an E1-sized closed loop ran 20x slower with 2 threads
             than with 1 on 2 loaded cores (same results).
+        reading: the choices of §4.2 every controlled model and planner follows
+            (``gridplan.readings``).
 
     Returns:
         name -> ``"ran"``, ``"skipped"`` (finished earlier) or ``"failed"`` (the error and
@@ -352,8 +406,10 @@ def run_groups(
     Raises:
         ValueError: on unknown groups or profile, an unusable device or ``threads < 1``,
             before anything runs.
+        TypeError: if ``reading`` is not a ``Reading``.
         KeyboardInterrupt: passed through after the interrupted group's temp folder is removed.
     """
+    check_reading(reading)
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
     if threads is not None and (
@@ -366,13 +422,14 @@ def run_groups(
         torch.empty(0, device=device)
     except (RuntimeError, AssertionError) as err:
         raise ValueError(f"device {str(device)!r} is not usable: {err}") from err
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    folders = group_folders(registry, out, reading)
+    for name in order:
+        folders[name].parent.mkdir(parents=True, exist_ok=True)
     previous_threads = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(int(threads))
     try:
-        return _run_all(registry, order, out, profile, device, force, progress)
+        return _run_all(registry, order, folders, profile, device, force, progress, reading)
     finally:
         torch.set_num_threads(previous_threads)
 
@@ -380,21 +437,23 @@ def run_groups(
 def _run_all(
     registry: Mapping[str, Group],
     order: list[str],
-    out: Path,
+    folders: Mapping[str, Path],
     profile: str,
     device: torch.device,
     force: bool,
     progress: bool,
+    reading: Reading,
 ) -> dict[str, str]:
     status: dict[str, str] = {}
     for name in bar(order, "groups", enabled=progress):
         group = registry[name]
+        final = folders[name]
+        out = final.parent
         _recover(out, name)
-        final = out / name
         done = read_done(final)
         if done is not None and not force:
             status[name] = "skipped"
-            _say_skipped(out, group, done, profile)
+            _say_skipped(folders, group, done, profile)
             continue
         if final.exists() and done is None:
             status[name] = "failed"
@@ -405,7 +464,7 @@ def _run_all(
             )
             continue
         try:
-            done = run_group(group, out, profile, device, progress)
+            done = run_group(group, out, profile, device, progress, reading, folders)
         except Exception:
             status[name] = "failed"
             tqdm.write(f"[{name}] failed:\n{traceback.format_exc()}", file=sys.stderr)
@@ -418,7 +477,7 @@ def _run_all(
     return status
 
 
-def _say_skipped(out: Path, group: Group, done: dict, profile: str) -> None:
+def _say_skipped(folders: Mapping[str, Path], group: Group, done: dict, profile: str) -> None:
     msg = f"[{group.name}] finished earlier ({done.get('profile')} profile, "
     msg += f"{done.get('wall_time_s')} s); skipped, --force recomputes"
     if done.get("profile") != profile:
@@ -427,7 +486,7 @@ def _say_skipped(out: Path, group: Group, done: dict, profile: str) -> None:
     for r in group.reads:
         if r not in recorded:
             continue
-        current = read_done(out / r)
+        current = read_done(folders[r])
         now = current.get("run_id") if current else None
         if now != recorded[r]:
             msg += f"; its input {r} has changed since (rerun with --only {group.name} --force)"

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from helpers_learned import debug_overrides
 
-from gridplan.config import compose, expand_sweeps, run_name, split_top_level
+from gridplan.config import compose, expand_sweeps, run_name
 from gridplan.learned import load_world_model
 from train.__main__ import main
 
@@ -65,7 +65,7 @@ def test_experiment_preset_sets_groups_and_values_and_the_command_line_wins():
         ("trainer.monitor=val/acc", "unknown trainer.monitor 'val/acc'; valid: val/loss"),
         ("variant.irrelevant_weight=-1", "variant.irrelevant_weight must be a finite number"),
         ("data.budget=lots", "budget must be a transition count"),
-        ("seed", "is not of the form key=value"),
+        ("seed", "cannot read argument 'seed' \\(expected key=value\\)"),
         ("seed=-1", "seed must lie in 0..2"),
         ("trainer.accelerator=tpu9", "unknown trainer.accelerator 'tpu9'; valid: auto, cpu"),
     ],
@@ -80,8 +80,8 @@ def test_a_key_given_twice_is_an_error():
         compose(["seed=1", "seed=2"])
 
 
-def test_compose_refuses_an_unexpanded_sweep():
-    with pytest.raises(ValueError, match="is a sweep"):
+def test_compose_refuses_a_sweep_and_shows_the_multirun_form():
+    with pytest.raises(ValueError, match="is a sweep; .*python -m train -m seed=0,1"):
         compose(["seed=0,1"])
 
 
@@ -96,8 +96,11 @@ def test_sweeps_expand_to_the_cartesian_product_in_command_line_order():
 
 
 def test_commas_inside_brackets_do_not_split_a_value():
-    assert split_top_level("[1,2],[3,4]") == ["[1,2]", "[3,4]"]
     assert expand_sweeps(["model.hidden=[8,8]"]) == [["model.hidden=[8,8]"]]
+    assert expand_sweeps(["model.hidden=[1,2],[3,4]"]) == [
+        ["model.hidden=[1,2]"],
+        ["model.hidden=[3,4]"],
+    ]
 
 
 def test_run_names_spell_variant_policy_budget_and_seed():
@@ -109,8 +112,11 @@ def test_run_names_spell_variant_policy_budget_and_seed():
 
 
 def test_cli_sweep_runs_one_after_another_and_ends_with_the_last_checkpoint(tmp_path, capsys):
+    # Today's sweep syntax without -m runs as Hydra's multirun.
     assert main([*debug_overrides(tmp_path), "seed=0,1"]) == 0
-    lines = capsys.readouterr().out.strip().splitlines()
+    captured = capsys.readouterr()
+    assert "note: a sweep runs as: python -m train -m trainer=debug" in captured.err
+    lines = captured.out.strip().splitlines()
     checkpoints = [line.split(": ", 1)[1] for line in lines if line.startswith("checkpoint: ")]
     assert len(checkpoints) == 2
     assert lines[-1] == f"checkpoint: {checkpoints[1]}"
@@ -118,7 +124,18 @@ def test_cli_sweep_runs_one_after_another_and_ends_with_the_last_checkpoint(tmp_
     assert any(line.startswith("  policy: balanced") for line in lines)  # resolved config
     for path in checkpoints:
         assert load_world_model(path).metadata["config"]["trainer"]["name"] == "debug"
-        assert (Path(path).parents[1] / "config.yaml").is_file()
+        run_dir = Path(path).parents[1]
+        assert (run_dir / "config.yaml").is_file()
+        assert "seed=" in (run_dir / ".hydra" / "overrides.yaml").read_text()
+    # Hydra keeps its sweep record under out_dir and writes nothing in the working directory.
+    assert len(list((tmp_path / "runs" / "_sweeps").glob("*/multirun.yaml"))) == 1
+    assert not Path("outputs").exists() and not Path("multirun").exists()
+
+
+def test_cli_checks_every_point_of_a_sweep_before_training(tmp_path, capsys):
+    assert main(["-m", *debug_overrides(tmp_path), "variant=uniform,heavy"]) == 2
+    assert "unknown variant 'heavy'" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
 
 
 def test_cli_reports_a_bad_argument_and_trains_nothing(tmp_path, capsys):
@@ -128,9 +145,13 @@ def test_cli_reports_a_bad_argument_and_trains_nothing(tmp_path, capsys):
     assert not (tmp_path / "runs").exists()
 
 
-def test_cli_help_shows_an_example_command(capsys):
+def test_cli_help_lists_the_groups_their_choices_and_the_keys(capsys):
     assert main(["--help"]) == 0
-    assert "python -m train variant=event_weighted data=12k" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "python -m train variant=event_weighted data=12k" in out
+    assert "variant: anti_weighted, event_weighted, rel_heavy, rel_only, uniform" in out
+    assert "experiment: random_12k" in out
+    assert "max_epochs: 100" in out and "budget: 20k" in out
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,7 @@ from gridplan.experiments.report import Report
 from gridplan.experiments.runner import Group, read_done, run_groups, select_groups, to_jsonable
 from gridplan.protocols import PROFILES
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 #: A pid above the kernel's maximum (2**22), so no process can have it.
 DEAD_PID = 2**22 + 17
 ALL_SETTINGS = {g: getattr(settings, g.upper()) for g in GROUPS}
@@ -135,7 +135,10 @@ def test_done_json_records_profile_config_wall_time_and_verdicts(tiny_root):
     assert done["config"] == to_jsonable(settings.E1["tiny"])
     assert done["wall_time_s"] > 0
     assert done["verdict"].startswith("**Verdict: ")
-    assert len(done["verdicts"]) == 3
+    assert len(done["verdicts"]) == 6
+    assert [c["claim"] for c in done["sanity_checks"]] == [
+        "Along a row of fixed σR success is statistically constant (§5.1)"
+    ]
 
 
 def test_e2_reuses_finished_e1_and_says_the_learned_pool_is_missing(tiny_root, tmp_path):

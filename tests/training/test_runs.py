@@ -1,0 +1,283 @@
+"""Run folders that say what they are, resume from ``last.ckpt``, safe concurrent writers,
+TensorBoard hparams and the Hydra launchers."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from helpers_learned import debug_overrides, tiny_config
+from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+from gridplan import runs
+from gridplan.files import write_text_atomic
+from gridplan.run_status import read_status, write_status
+from train.__main__ import INTERRUPTED, main
+
+ROOT = Path(__file__).resolve().parents[2]
+#: Four epochs that early stopping cannot end, so an interrupted run has epochs left.
+LONGER = ["trainer.max_epochs=4", "trainer.patience=10"]
+
+
+def _eval(*args: str) -> int:
+    from eval.cli import main as eval_main
+
+    tiny = ["--seeds", "1", "--episodes", "2", "--eval-windows", "8", "--no-progress"]
+    return eval_main([*args, *tiny])
+
+
+class _SigtermAfter(Callback):
+    """Sends this process SIGTERM when epoch ``n`` (1-based) has ended, as a scheduler would."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def on_train_epoch_end(self, trainer, pl_module) -> None:
+        if trainer.current_epoch + 1 == self.n:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+@pytest.fixture
+def sigterm_after_second_epoch(monkeypatch):
+    """Every trainer ``gridplan.runs`` builds gets SIGTERM after its second epoch."""
+    build = runs._trainer
+
+    monkeypatch.setattr(
+        runs, "_trainer", lambda *a, **k: _with_callback(build(*a, **k), _SigtermAfter(2))
+    )
+
+
+def test_a_finished_run_is_complete_with_hparams_and_config_text(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    metrics, artifacts = runs.train(tiny_config(tmp_path, "seed=2"))
+    run_dir = Path(artifacts["run_dir"])
+    status = read_status(run_dir)
+    assert status["status"] == "complete" and status["epochs"] == metrics["epochs"] == 2
+    assert artifacts["status"] == str(run_dir / "status.json")
+    events = EventAccumulator(str(run_dir), size_guidance={"tensors": 0})
+    events.Reload()
+    tags = events.Tags()
+    assert {"hp/E_tot", "hp/DRPE_graded", "hp/DRPE_binary", "hp/best_score"} <= set(
+        tags["scalars"]
+    )
+    assert events.Scalars("hp/E_tot")[-1].value == pytest.approx(metrics["best/E_tot"])
+    assert "config/text_summary" in tags["tensors"]
+    text = events.Tensors("config/text_summary")[0].tensor_proto.string_val[0].decode()
+    assert "    seed: 2" in text
+    assert runs.hparams(json.loads(json.dumps(_resolved(tmp_path, "seed=2")))) == {
+        "variant": "uniform",
+        "budget": "600",
+        "policy": "balanced",
+        "task": "A",
+        "seed": 2,
+        "members": 1,
+        "hidden": "[32, 32]",
+        "lr": 0.003,
+        "monitor": "val/loss",
+        "experiment": "None",
+    }
+
+
+def _resolved(tmp_path: Path, *overrides: str) -> dict:
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(tiny_config(tmp_path, *overrides), resolve=True)
+
+
+def test_a_run_whose_data_cannot_be_made_fails_before_any_folder(tmp_path, capsys):
+    tiny = [a for a in debug_overrides(tmp_path) if not a.startswith("data.budget=")]
+    assert main([*tiny, "data.budget=1"]) == 2
+    assert "error: cannot split 1 episode(s) into train and validation" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_sigterm_marks_the_run_interrupted_and_eval_refuses_it(
+    tmp_path, sigterm_after_second_epoch, capsys
+):
+    assert main([*debug_overrides(tmp_path), *LONGER]) == INTERRUPTED
+    (run_dir,) = (tmp_path / "runs").glob("*/version_0")
+    status = read_status(run_dir)
+    assert (status["status"], status["signal"]) == ("interrupted", "SIGTERMException")
+    assert "no checkpoint line" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        _eval("--ckpt", str(run_dir / "checkpoints" / "last.ckpt"))
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "belongs to a run that is interrupted" in err and "--allow-incomplete" in err
+    assert _eval("--ckpt", str(run_dir / "checkpoints" / "last.ckpt"), "--allow-incomplete") == 0
+
+
+def test_resume_after_sigterm_ends_where_the_uninterrupted_run_ends(tmp_path, monkeypatch, capsys):
+    whole, _ = runs.train(tiny_config(tmp_path / "whole", *LONGER))
+    build = runs._trainer
+    monkeypatch.setattr(
+        runs,
+        "_trainer",
+        lambda *a, **k: _with_callback(build(*a, **k), _SigtermAfter(2)),
+    )
+    with pytest.raises(SIGTERMException):
+        runs.train(tiny_config(tmp_path / "cut", *LONGER))
+    monkeypatch.setattr(runs, "_trainer", build)
+    (run_dir,) = (tmp_path / "cut" / "runs").glob("*/version_0")
+    assert read_status(run_dir)["status"] == "interrupted"
+    assert main([f"resume={run_dir}"]) == 0
+    out = capsys.readouterr().out
+    assert out.strip().splitlines()[-1] == f"checkpoint: {run_dir / 'checkpoints' / 'best.ckpt'}"
+    assert read_status(run_dir)["status"] == "complete"
+    resumed = json.loads((run_dir / "metrics.json").read_text())["metrics"]
+    assert resumed["epochs"] == whole["epochs"] == 4
+    for key in ("best/E_tot", "best/DRPE_graded", "best/DRPE_binary", "best_score"):
+        assert resumed[key] == pytest.approx(whole[key], rel=1e-5, abs=1e-7), key
+    assert main([f"resume={run_dir}"]) == 2
+    assert "already complete" in capsys.readouterr().err
+
+
+def _with_callback(trainer, callback):
+    trainer.callbacks.append(callback)
+    return trainer
+
+
+def test_a_requeued_slurm_job_resumes_the_run_it_left(tmp_path, monkeypatch, capsys):
+    for var in ("SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_RESTART_COUNT"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("SLURM_JOB_ID", "4242")
+    build = runs._trainer
+    monkeypatch.setattr(
+        runs, "_trainer", lambda *a, **k: _with_callback(build(*a, **k), _SigtermAfter(2))
+    )
+    args = [*debug_overrides(tmp_path), *LONGER]
+    assert main(args) == INTERRUPTED
+    monkeypatch.setattr(runs, "_trainer", build)
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")  # what SLURM sets on a requeued job
+    assert main(args) == 0
+    assert "(requeued, resuming " in capsys.readouterr().out
+    (parent,) = (tmp_path / "runs").glob("uniform-*")
+    assert [p.name for p in parent.iterdir()] == ["version_0"]
+    status = read_status(parent / "version_0")
+    assert (status["status"], status["job"], status["epochs"]) == ("complete", "4242", 4)
+
+
+def test_resume_refuses_a_folder_that_is_not_a_run(tmp_path, capsys):
+    assert main([f"resume={tmp_path}"]) == 2
+    assert "is not a run folder (no config.yaml)" in capsys.readouterr().err
+    assert main([f"resume={tmp_path}", "seed=1"]) == 2
+    assert "resume= takes no other argument" in capsys.readouterr().err
+
+
+def test_status_records_are_checked(tmp_path):
+    assert read_status(tmp_path) is None
+    write_status(tmp_path, "running")
+    assert read_status(tmp_path)["pid"] == os.getpid()
+    with pytest.raises(ValueError, match="unknown run status 'done'"):
+        write_status(tmp_path, "done")
+    (tmp_path / "status.json").write_text('{"status": "odd"}')
+    with pytest.raises(ValueError, match="holds no run status"):
+        read_status(tmp_path)
+
+
+def test_atomic_writes_leave_no_temporary_file_and_keep_the_old_one_on_error(tmp_path):
+    from gridplan.files import write_atomic
+
+    path = write_text_atomic(tmp_path / "a" / "f.txt", "one")
+    assert path.read_text() == "one"
+
+    def broken(tmp: Path) -> None:
+        tmp.write_text("half")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        write_atomic(path, broken)
+    assert path.read_text() == "one"
+    assert [p.name for p in path.parent.iterdir()] == ["f.txt"]
+
+
+_COLLECT = """
+import sys
+from gridplan.tasks import TASK_A
+from gridplan.training import cached_dataset
+print(cached_dataset("balanced", 3000, 5, TASK_A, sys.argv[1]).fingerprint())
+"""
+
+
+def test_four_processes_asking_for_one_dataset_write_one_identical_cache_file(tmp_path):
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _COLLECT, str(tmp_path)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for _ in range(4)
+    ]
+    outputs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, [err for _, err in outputs]
+    prints = {out.strip() for out, _ in outputs}
+    assert len(prints) == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["A-balanced-3000-seed5.pt"]
+    from gridplan.data import TransitionDataset
+
+    assert TransitionDataset.load(tmp_path / "A-balanced-3000-seed5.pt").fingerprint() in prints
+
+
+def _train_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "train", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+
+
+@pytest.mark.slow
+def test_four_concurrent_train_processes_share_one_cache_file(tmp_path):
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "train", *debug_overrides(tmp_path), f"name=job{i}"],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(4)
+    ]
+    errors = [p.communicate(timeout=900)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, errors
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == ["A-balanced-600-seed0.pt"]
+    for i in range(4):
+        assert read_status(tmp_path / "runs" / f"job{i}" / "version_0")["status"] == "complete"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("launcher", ["joblib", "submitit_local"])
+def test_a_launcher_sweep_makes_complete_evaluable_runs(tmp_path, launcher):
+    start = time.perf_counter()
+    done = _train_cli(
+        "-m", *debug_overrides(tmp_path), "seed=0,1", f"hydra/launcher={launcher}", cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_dirs = sorted((tmp_path / "runs").glob("*-seed*/version_0"))
+    assert [d.parent.name for d in run_dirs] == [
+        "uniform-balanced-600-seed0",
+        "uniform-balanced-600-seed1",
+    ]
+    for run_dir in run_dirs:
+        assert read_status(run_dir)["status"] == "complete"
+        assert (run_dir / ".hydra" / "overrides.yaml").is_file()
+        assert _eval("--ckpt", str(run_dir / "checkpoints" / "best.ckpt")) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "runs"]
+    print(f"{launcher}: {time.perf_counter() - start:.1f} s")
