@@ -97,8 +97,15 @@ class ModelConfig:
     name: str = "mlp"
     hidden: list[int] = field(default_factory=lambda: [256, 256])
     activation: str = "silu"
-    #: Ensemble members K (planning uses their mean; K > 1 is the uncertainty seam).
+    #: Ensemble members K: K > 1 trains K networks as one vectorized group and stacks them
+    #: into one checkpoint (``gridplan.ensemble``).
     members: int = 1
+    #: Each ensemble member trains on its own bootstrap resample of the training split
+    #: (False: on the split itself; members still differ by seed).
+    bootstrap: bool = True
+    #: How an ensemble plans: ``mean`` of the members, or ``ts`` (one drawn member per
+    #: imagined rollout, trajectory sampling).
+    sampling: str = "mean"
     predict_delta: bool = True
     lr: float = 3e-3
     weight_decay: float = 0.0
@@ -118,11 +125,24 @@ class TrainerConfig:
     patience: int = 20
     #: Cap on training batches per epoch (None: all), for tiny debug runs.
     limit_train_batches: int | None = None
-    #: Profile bar chart and per-step heatmap images every this many epochs (and the best).
+    #: Profile bar chart and per-step heatmap images every this many epochs (and the best);
+    #: 0 draws none.
     figures_every_n_epochs: int = 5
     deterministic: bool = True
     progress_bar: bool = True
     log_every_n_steps: int = 10
+
+
+@dataclass
+class TrainConfig:
+    """How ``python -m train`` runs several runs (a sweep, or an ensemble's members)."""
+
+    #: Runs that share an architecture train as one vectorized group
+    #: (``gridplan.vectorized``); False trains them one after another.
+    vectorize: bool = True
+    #: Worker processes for vectorized groups (one thread each); the runs are dealt into
+    #: this many groups.
+    workers: int = 1
 
 
 @dataclass
@@ -133,6 +153,7 @@ class Config:
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
     #: Preset applied from ``configs/experiment/`` (recorded for reference).
     experiment: str | None = None
     seed: int = 0
@@ -371,7 +392,17 @@ def validate(cfg: DictConfig) -> DictConfig:
         t["monitor"] in MONITORS,
         f"unknown trainer.monitor {t['monitor']!r}; valid: {', '.join(MONITORS)}",
     )
-    for key in ("max_epochs", "min_epochs", "patience", "figures_every_n_epochs"):
+    _require(
+        m["sampling"] in ("mean", "ts"),
+        f"unknown model.sampling {m['sampling']!r}; valid: mean, ts",
+    )
+    _require(
+        t["figures_every_n_epochs"] >= 0,
+        f"trainer.figures_every_n_epochs must be >= 0 (0: no images), got "
+        f"{t['figures_every_n_epochs']}",
+    )
+    _require(c["train"]["workers"] >= 1, f"train.workers must be >= 1, got {c['train']['workers']}")
+    for key in ("max_epochs", "min_epochs", "patience"):
         _require(t[key] >= 1, f"trainer.{key} must be >= 1, got {t[key]}")
     _require(
         t["limit_train_batches"] is None or t["limit_train_batches"] >= 1,

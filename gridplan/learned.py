@@ -117,18 +117,24 @@ class MLPDynamics(nn.Module):
         """Raw per-member predictions.
 
         Args:
-            state: ``(N, 12)`` float, normalized ``[0, 1]``.
-            action: ``(N,)`` long in ``0..3``.
+            state: ``(N, 12)`` float, normalized ``[0, 1]``, shared by every member; or
+                ``(K', N, 12)``, one batch per member (the vectorized trainer of
+                ``gridplan.vectorized``, where ``K'`` is the number of stacked weights the
+                layers hold at call time).
+            action: ``(N,)`` or ``(K', N)`` long in ``0..3``, matching ``state``.
 
         Returns:
-            ``(K, N, 12)`` predicted next states, not clamped (the training loss needs the
-            gradient outside ``[0, 1]`` too).
+            ``(K, N, 12)`` (or ``(K', N, 12)``) predicted next states, not clamped (the training
+            loss needs the gradient outside ``[0, 1]`` too).
         """
+        if state.dim() == 2:
+            state = state.unsqueeze(0).expand(self.members, -1, -1)
+            action = action.unsqueeze(0).expand(self.members, -1)
         one_hot = nn.functional.one_hot(action.long(), N_ACTIONS).to(state.dtype)
         # Centred inputs: the MLP sees coordinates and flags in [-1, 1].
-        x = torch.cat([2.0 * state - 1.0, one_hot], dim=1)
-        out = self.layers(x.unsqueeze(0).expand(self.members, -1, -1))
-        return state.unsqueeze(0) + out if self.predict_delta else out
+        x = torch.cat([2.0 * state - 1.0, one_hot], dim=-1)
+        out = self.layers(x)
+        return state + out if self.predict_delta else out
 
 
 class LearnedWorldModel(WorldModel):
@@ -166,8 +172,11 @@ class LearnedWorldModel(WorldModel):
         """Working memory of one ``predict`` row, in bytes (``gridplan.scorers``): each
         member's pre- and post-activation float32 of every hidden layer, its output and
         delta, plus the input encoding (one-hot int64 and float32, centred state, their
-        concatenation: at most 24 bytes per input width)."""
-        per_member = 8 * sum(self.net.hidden) + 8 * STATE_DIM
+        concatenation: at most 24 bytes per input width). Several members also keep their
+        stacked predictions and the copies the mean over them makes (about 28 bytes per
+        state dimension and member instead of 8, measured)."""
+        per_output = 8 if self.members == 1 else 28
+        per_member = 8 * sum(self.net.hidden) + per_output * STATE_DIM
         return self.members * per_member + 24 * (STATE_DIM + N_ACTIONS)
 
     def to(self, device: torch.device | str) -> LearnedWorldModel:
@@ -287,7 +296,8 @@ def load_world_model(path: str | os.PathLike, device: torch.device | str = "cpu"
         device: where the network lives.
 
     Returns:
-        LearnedWorldModel in eval mode.
+        LearnedWorldModel in eval mode; for a checkpoint of ``K > 1`` members a
+        ``gridplan.ensemble.EnsembleWorldModel`` (sampling as the run's ``model.sampling``).
 
     Raises:
         FileNotFoundError: if ``path`` does not exist.
@@ -326,4 +336,11 @@ def load_world_model(path: str | os.PathLike, device: torch.device | str = "cpu"
         )
     net.load_state_dict(weights)
     meta = {**meta, "path": path}
+    if net.members > 1:
+        # An ensemble plans as its run was configured (members' mean or trajectory sampling)
+        # and exposes member predictions and its disagreement (gridplan.ensemble).
+        from gridplan.ensemble import EnsembleWorldModel
+
+        sampling = meta.get("config", {}).get("model", {}).get("sampling", "mean")
+        return EnsembleWorldModel(net, meta, sampling).to(device)
     return LearnedWorldModel(net, meta).to(device)

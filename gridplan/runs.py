@@ -1,7 +1,12 @@
-"""One training run of a learned world model: ``train(cfg) -> (metrics, artifacts)``.
+"""Training runs of learned world models: ``train(cfg)`` and ``train_all(cfgs)``.
 
-``python -m train`` and the learned-model experiment groups (E3, E4) both train through
-``train``. Importing this module imports Lightning (seconds); import it where a run starts.
+``train(cfg) -> (metrics, artifacts)`` trains one run with its own Lightning trainer;
+``train_all(cfgs)`` trains many, by default as vectorized groups (``gridplan.vectorized``:
+runs sharing an architecture train as members of one stack, each ending exactly as it would
+alone), one after another with ``train.vectorize=false``. An ensemble (``model.members=K``,
+``gridplan.ensemble``) is always trained through its members. ``python -m train`` and the
+learned-model experiment groups (E3, E4) train through these. Importing this module imports
+Lightning (seconds); import it where a run starts.
 
 The run folder ``<out_dir>/<run name>/version_<N>/`` is created fresh (a new version number
 if earlier runs exist, never reusing one) and holds::
@@ -18,10 +23,15 @@ cannot start leaves nothing behind. ``resume`` continues an interrupted run from
 ``last.ckpt``: weights, optimizer, early-stopping and checkpoint state through Lightning,
 and the random number generators through ``RNGState``, so it ends where the uninterrupted
 run would.
+
+An ensemble's run folder also holds ``members/member<k>/`` (each member's own run folder) and
+``group.json`` when its members trained on their own; its checkpoints stack the members' best
+(and last) networks.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import time
@@ -37,21 +47,20 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
-from gridplan import tasks
+from gridplan import ensemble, tasks
 from gridplan.config import run_name, schema, to_yaml, validate
 from gridplan.files import write_text_atomic
 from gridplan.jsonio import dumps
-from gridplan.learned import load_world_model
 from gridplan.lightning_output import quiet_lightning_chatter, trainer_progress
 from gridplan.run_status import read_status, write_status
-from gridplan.tasks import Task
 from gridplan.training import (
     TransitionDataModule,
     WorldModelModule,
-    log_figures,
-    metric_scalars,
-    score_windows,
+    held_out_windows,
+    keep_freed_memory,
+    score_best,
 )
+from gridplan.vectorized import GroupResult, Member, deal, group_key, train_groups
 
 
 def new_run_dir(out_dir: str | os.PathLike, name: str) -> tuple[Path, int]:
@@ -125,18 +134,6 @@ def _trainer(t: dict, run_dir: Path, logger, best: ModelCheckpoint) -> pl.Traine
     )
 
 
-def _score_best(path: str, windows, task: Task, logger, step: int) -> dict[str, Any]:
-    """Prediction metrics of the best checkpoint on the held-out ``windows``, also logged to
-    TensorBoard under ``best/`` (scalars and both figures)."""
-    scored = score_windows(load_world_model(path), windows, task)
-    metrics: dict[str, Any] = metric_scalars(scored, "best")
-    for name, value in metrics.items():
-        logger.experiment.add_scalar(name, value, step)
-    log_figures(logger.experiment, scored, step, "best", task)
-    logger.experiment.flush()
-    return metrics
-
-
 #: Config keys logged as TensorBoard hparams (HParams tab), with the run's final metrics.
 HPARAMS = {
     "variant": ("variant", "name"),
@@ -182,6 +179,8 @@ def train(
         ``artifacts``: paths of ``run_dir``, ``config``, ``status``, ``best_checkpoint``,
         ``last_checkpoint``, ``metrics`` (JSON) and ``tensorboard`` (the event folder).
 
+    An ensemble config (``model.members > 1``) is trained as ``train_all([cfg])`` does.
+
     Raises:
         ValueError: if the config fails validation or its data cannot be made; no run
             folder exists then.
@@ -189,7 +188,10 @@ def train(
             the folder's status is then ``interrupted`` and ``resume`` continues it.
     """
     validate(cfg)
+    if int(cfg.model.members) > 1:
+        return train_all([cfg])[0]
     quiet_lightning_chatter()
+    keep_freed_memory()
     resolved = OmegaConf.to_container(cfg, resolve=True)
     pl.seed_everything(resolved["seed"], workers=True, verbose=False)
     data = TransitionDataModule(resolved["data"])
@@ -279,7 +281,11 @@ def _fit(
             trainer.fit(module, datamodule=data, ckpt_path=ckpt_path)
         seconds = time.perf_counter() - start
         task = tasks.get(resolved["data"]["task"])
-        metrics = _score_best(best.best_model_path, data.windows, task, logger, trainer.global_step)
+        figures = int(t["figures_every_n_epochs"]) > 0
+        metrics = score_best(
+            best.best_model_path, data.windows, task, logger.experiment, trainer.global_step,
+            figures,
+        )
     except BaseException as err:
         _record_stop(run_dir, err, trainer.current_epoch)
         if isinstance(err, SystemExit) and not isinstance(err, SIGTERMException):
@@ -323,3 +329,169 @@ def _record_stop(run_dir: Path, err: BaseException, epoch: int) -> None:
 def _indented(text: str) -> str:
     """``text`` as a Markdown code block (TensorBoard renders text summaries as Markdown)."""
     return "\n".join("    " + line for line in text.splitlines())
+
+
+def train_all(
+    cfgs: list[DictConfig], progress: bool = True, record_dir: str | os.PathLike | None = None
+) -> list[tuple[dict[str, Any], dict[str, str]]]:
+    """Train every config; ``(metrics, artifacts)`` of each, in order, as ``train`` gives them.
+
+    Runs whose ``train.vectorize`` is true (the default) and whose configs agree on
+    ``gridplan.vectorized.GROUP_KEYS`` train as vectorized groups: dealt into
+    ``train.workers`` groups (of the first such run), trained in that many worker processes.
+    Each member's run folder, checkpoints, ``metrics.json`` and TensorBoard events are those
+    of its run alone. The others train one after another with ``train``. An ensemble's
+    members join the groups (or, with ``train.vectorize=false``, train one after another);
+    then their best and last networks are stacked into the ensemble run's checkpoints
+    (``gridplan.ensemble.assemble``), scored, and ``metrics.json`` adds the members' epochs
+    and scores and the disagreement's relation to rollout error on the run's windows
+    (``gridplan.ensemble.uncertainty_vs_error``).
+
+    Args:
+        cfgs: composed configs (``gridplan.config.compose``).
+        progress: one progress line per group.
+        record_dir: folder of the groups' ``group.json`` records (default
+            ``<out_dir>/groups/version_<N>`` of the first vectorized run).
+
+    Raises:
+        ValueError: if a config fails validation.
+    """
+    for cfg in cfgs:
+        validate(cfg)
+    results: list[tuple[dict, dict] | None] = [None] * len(cfgs)
+    ensembles: dict[int, tuple[Path, list[int]]] = {}
+    members: list[Member] = []
+    owners: list[int | None] = []
+    alone: list[int] = []
+    for i, cfg in enumerate(cfgs):
+        if int(cfg.model.members) > 1:
+            run_dir, _ = new_run_dir(cfg.out_dir, run_name(cfg))
+            slots = []
+            for k, (mcfg, resample) in enumerate(
+                ensemble.member_configs(cfg, bool(cfg.model.bootstrap))
+            ):
+                slots.append(len(members))
+                members.append(Member(mcfg, run_dir / "members" / f"member{k}", resample))
+                owners.append(None)
+            ensembles[i] = (run_dir, slots)
+        elif cfg.train.vectorize:
+            members.append(Member(cfg, new_run_dir(cfg.out_dir, run_name(cfg))[0]))
+            owners.append(i)
+        else:
+            alone.append(i)
+    member_results = _train_members(cfgs, members, ensembles, progress, record_dir)
+    for slot, i in enumerate(owners):
+        if i is not None:
+            results[i] = member_results[slot]
+    for i in alone:
+        results[i] = train(cfgs[i])
+    for i, (run_dir, slots) in ensembles.items():
+        results[i] = _finish_ensemble(cfgs[i], run_dir, [member_results[s] for s in slots])
+    return results
+
+
+def _train_members(cfgs, members, ensembles, progress, record_dir) -> list[tuple[dict, dict]]:
+    """Train ``members``; each one's ``(metrics, artifacts)``, in order."""
+    if not members:
+        return []
+    sequential = {s for i, (_, slots) in ensembles.items() for s in slots}
+    sequential = {s for s in sequential if not members[s].config.train.vectorize}
+    buckets: dict[tuple, list[int]] = {}
+    for slot, m in enumerate(members):
+        if slot not in sequential:
+            key = group_key(OmegaConf.to_container(m.config, resolve=True))
+            buckets.setdefault(key, []).append(slot)
+    groups: list[tuple[str, list[Member]]] = []
+    order: list[list[int]] = []
+    for b, slots in enumerate(buckets.values(), 1):
+        workers = int(members[slots[0]].config.train.workers)
+        for g, part in enumerate(deal(slots, workers), 1):
+            name = f"group{b}" if workers == 1 or len(slots) == 1 else f"group{b}.{g}"
+            groups.append((name, [members[s] for s in part]))
+            order.append(part)
+    for slot in sorted(sequential):
+        groups.append((run_name(members[slot].config), [members[slot]]))
+        order.append([slot])
+    first = members[order[0][0]].config
+    if record_dir is None:
+        record_dir, _ = new_run_dir(first.out_dir, "groups")
+    parallel = [g for g, part in zip(groups, order, strict=True) if part[0] not in sequential]
+    workers = max([int(m.config.train.workers) for _, ms in parallel for m in ms], default=1)
+    done: list[GroupResult] = train_groups(parallel, workers, record_dir, progress)
+    done += train_groups(groups[len(parallel) :], 1, record_dir, progress)
+    out: list[tuple[dict, dict] | None] = [None] * len(members)
+    for part, result in zip(order, done, strict=True):
+        for slot, run in zip(part, result.runs, strict=True):
+            out[slot] = run
+    return out
+
+
+def _finish_ensemble(cfg: DictConfig, run_dir: Path, member_runs) -> tuple[dict, dict]:
+    """Stack an ensemble's trained members into its run folder; score it."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    (run_dir / "config.yaml").write_text(to_yaml(cfg))
+    info = {"bootstrap": bool(cfg.model.bootstrap), "sampling": cfg.model.sampling}
+    ckpts = {}
+    for which in ("best", "last"):
+        paths = [a[f"{which}_checkpoint"] for _, a in member_runs]
+        ckpts[which] = ensemble.assemble(
+            paths, resolved, run_dir / "checkpoints" / f"{which}.ckpt", info
+        )
+    d = resolved["data"]
+    task = tasks.get(d["task"])
+    windows = held_out_windows(
+        d["windows"], d["window_horizon"], d["window_seed"], d["window_policy"], task
+    )
+    model = ensemble.load_ensemble(ckpts["best"])
+    writer = SummaryWriter(log_dir=str(run_dir))
+    figures = int(resolved["trainer"]["figures_every_n_epochs"]) > 0
+    steps = sum(m["global_step"] for m in model.metadata["ensemble"]["members"])
+    try:
+        metrics = score_best(ckpts["best"], windows, task, writer, steps, figures)
+        report = ensemble.uncertainty_vs_error(model, windows)
+        rho = report["spearman"]
+        writer.add_scalar("best/uncertainty_spearman", rho.rho, steps)
+        writer.add_scalar("best/uncertainty_aurc", report["aurc"], steps)
+    finally:
+        writer.close()
+    member_metrics = [m for m, _ in member_runs]
+    metrics.update(
+        epochs=max(m["epochs"] for m in member_metrics),
+        best_score=sum(m["best_score"] for m in member_metrics) / len(member_metrics),
+        monitor=resolved["trainer"]["monitor"],
+        train_seconds=max(m["train_seconds"] for m in member_metrics),
+        uncertainty_spearman=rho.rho,
+        uncertainty_spearman_low=rho.low,
+        uncertainty_spearman_high=rho.high,
+        uncertainty_aurc=report["aurc"],
+    )
+    summary = {
+        "metrics": metrics,
+        "dataset": model.metadata["dataset"],
+        "members": [
+            {k: m[k] for k in ("epochs", "best_score", "best/E_tot", "best/DRPE_graded")}
+            for m in member_metrics
+        ],
+        "uncertainty": {
+            "spearman": rho.to_dict(),
+            "aurc": report["aurc"],
+            "aurc_oracle": report["aurc_oracle"],
+            "mean_error": report["mean_error"],
+            "coverage": report["coverage"].tolist(),
+            "risk": report["risk"].tolist(),
+            "n_windows": report["n_windows"],
+        },
+    }
+    metrics_path = run_dir / "metrics.json"
+    metrics_path.write_text(json.dumps(summary, indent=2))
+    return metrics, {
+        "run_dir": str(run_dir),
+        "config": str(run_dir / "config.yaml"),
+        "best_checkpoint": str(ckpts["best"]),
+        "last_checkpoint": str(ckpts["last"]),
+        "metrics": str(metrics_path),
+        "tensorboard": str(run_dir),
+        "members": json.dumps([a["run_dir"] for _, a in member_runs]),
+    }

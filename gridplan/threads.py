@@ -1,10 +1,11 @@
 """CPU threads of the command lines: a passive OpenMP wait policy and a thread count that
-suits the machine (docs/PERFORMANCE.md, "Threads").
+suits the machine (docs/PERFORMANCE.md §8).
 
 torch's intra-op threads meet at a barrier after every parallel op. With OpenMP's default
 (active) wait policy a thread that arrives first spins there, so when another process holds
 one of the cores, its partner is descheduled and every op waits a scheduler slice: with a
-busy neighbour the planner fell from 24 M to 0.44 M transitions per second on 2 threads.
+busy neighbour the noisy planner fell to 0.4-13 M transitions per second on 2 threads, against
+15 M/s on 1.
 ``OMP_WAIT_POLICY=PASSIVE`` makes waiting threads sleep instead. OpenMP reads the variable
 once, when torch loads it, so the entry points call ``set_wait_policy`` before anything
 imports torch, and ``configure_threads`` after::

@@ -975,7 +975,7 @@ def main(argv: list[str] | None = None) -> int:
     if device.type == "cpu" and busy > 0.5 and torch.get_num_threads() > 1:
         print(
             f"warning: load average {busy} on {info['cpus']} CPUs: other processes compete and "
-            "timings are unreliable (docs/PERFORMANCE.md, Threads; OpenMP waits "
+            "timings are unreliable (docs/PERFORMANCE.md §8; OpenMP waits "
             f"{os.environ.get('OMP_WAIT_POLICY', 'actively')}; --threads 1 degrades least)"
         )
     bandwidth = memory_bandwidth(device)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# One short check of the GPU paths (< 5 minutes on one GPU; docs/PERFORMANCE.md, "GPU check"):
-#   1. the tests that take a device parameter, on cpu and cuda (tests/test_devices.py ...);
+# One short check of the GPU paths (< 5 minutes on one GPU; docs/PERFORMANCE.md §10):
+#   1. the tests that take a device parameter, on cpu and cuda (tests/core/test_devices.py ...);
 #   2. bench_planner.py --device cuda: noise and oracle at D = 4, 6 with up to 100k episodes,
 #      the learned MLP (generic, tree, TorchRL) at D = 4, the tree at D = 4, 6 with 100k;
 #   3. bench_training.py --device cuda, when that script exists;
@@ -45,7 +45,7 @@ skip() {
 if [ "$cuda" = 1 ]; then
     run tests 120 "" env GRIDPLAN_TEST_DEVICES=cpu,cuda "$py" -m pytest tests -q -k cuda -p no:cacheprovider
 else
-    run tests 120 "" env GRIDPLAN_TEST_DEVICES=cpu "$py" -m pytest tests/test_devices.py -q -p no:cacheprovider
+    run tests 120 "" env GRIDPLAN_TEST_DEVICES=cpu "$py" -m pytest tests/core/test_devices.py -q -p no:cacheprovider
 fi
 
 if [ "$cuda" = 1 ]; then

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
 from gridplan.constants import CELL_SCALE, DOOR_CELL, GRID_SIZE, STATE_DIM, WALL_X
 from gridplan.reference import RefState, ref_decode
+
+# The tiers (core/, planning/, evaluation/, training/, experiments/, adapters/) share the
+# helper modules beside this file.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def build_state(

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import time
 import warnings
 from collections.abc import Sequence
@@ -109,8 +110,11 @@ def cpu_threads(ctx: GroupContext):
     return intra_op_threads(1) if ctx.device.type == "cpu" else contextlib.nullcontext()
 
 
-def run_config(ctx: GroupContext, cfg: E3Config, row: LearnedRow, seed: int, out_dir: Path):
-    """The composed training config of one row and seed (``gridplan.config.compose``)."""
+def run_config(
+    ctx: GroupContext, cfg: E3Config, row: LearnedRow, seed: int, out_dir: Path, *extra: str
+):
+    """The composed training config of one row and seed (``gridplan.config.compose``), plus
+    ``extra`` overrides."""
     accelerator = "cpu" if ctx.device.type == "cpu" else "gpu"
     return compose(
         [
@@ -121,6 +125,7 @@ def run_config(ctx: GroupContext, cfg: E3Config, row: LearnedRow, seed: int, out
             f"data.cache_dir={ctx.root / DATA_CACHE}",
             "trainer.progress_bar=false",
             f"trainer.accelerator={accelerator}",
+            *extra,
         ]
     )
 
@@ -153,6 +158,55 @@ def train_run(
     with quiet_lightning(), cpu_threads(ctx):
         run_cfg = run_config(ctx, cfg, row, seed, out_dir)
         metrics, artifacts = runs.train(run_cfg)
+    return _record(row, seed, run_cfg, metrics, artifacts, ctx, time.perf_counter() - t0)
+
+
+def train_runs(
+    ctx: GroupContext, cfg: E3Config, jobs: Sequence[tuple[LearnedRow, int]]
+) -> dict[tuple[str, int], TrainingRun]:
+    """Train every ``(row, seed)`` job as members of vectorized groups
+    (``gridplan.vectorized``); ``(key, seed) -> run record``.
+
+    Each model is its run alone (``gridplan.runs.train``): the same initial weights,
+    minibatch order, epochs, early stopping and checkpoint, up to float rounding. The jobs,
+    in the given order, are dealt into one group per worker process (on CPU one per usable
+    core, at most one per 8 jobs; one thread each), so each group holds a similar mix of
+    rows; a GPU trains one group. The runs draw no dashboard images
+    (``trainer.figures_every_n_epochs=0``: Matplotlib renders, the slowest part of a small
+    run's epoch, and no part of the training protocol). ``train_seconds`` of a record is the
+    time its group took until that model finished; ``wall_seconds`` the group's whole time.
+    The groups' records go to ``<group>/runs/groups/``.
+    """
+    from gridplan import runs
+    from gridplan.config import run_name
+    from gridplan.vectorized import Member, deal, train_groups
+
+    out_dir = ctx.out / RUNS
+    if ctx.device.type == "cpu":
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        workers = max(1, min(cores or 1, len(jobs) // 8))
+    else:
+        workers = 1
+    members, configs = [], []
+    for row, seed in jobs:
+        run_cfg = run_config(ctx, cfg, row, seed, out_dir, "trainer.figures_every_n_epochs=0")
+        members.append(Member(run_cfg, runs.new_run_dir(out_dir, run_name(run_cfg))[0]))
+        configs.append(run_cfg)
+    slots = deal(list(range(len(jobs))), workers)
+    groups = [(f"group{g + 1}", [members[i] for i in part]) for g, part in enumerate(slots)]
+    with quiet_lightning(), cpu_threads(ctx):
+        results = train_groups(groups, workers, out_dir / "groups", progress=ctx.progress)
+    out = {}
+    for part, result in zip(slots, results, strict=True):
+        for i, (metrics, artifacts) in zip(part, result.runs, strict=True):
+            (row, seed), run_cfg = jobs[i], configs[i]
+            out[(row.key, seed)] = _record(
+                row, seed, run_cfg, metrics, artifacts, ctx, result.record["wall_seconds"]
+            )
+    return out
+
+
+def _record(row, seed, run_cfg, metrics, artifacts, ctx, wall) -> TrainingRun:
     meta = load_world_model(artifacts["best_checkpoint"]).metadata
     return TrainingRun(
         key=row.key,
@@ -167,7 +221,7 @@ def train_run(
         lr=run_cfg.model.lr,
         batch_size=run_cfg.data.batch_size,
         train_seconds=metrics["train_seconds"],
-        wall_seconds=round(time.perf_counter() - t0, 2),
+        wall_seconds=round(wall, 2),
         val_E_tot=metrics["best/E_tot"],
         val_DRPE_graded=metrics["best/DRPE_graded"],
         transitions=meta["dataset"]["meta"]["transitions"],

@@ -21,7 +21,7 @@ from gridplan.files import write_text_atomic
 from gridplan.run_status import read_status, write_status
 from train.__main__ import INTERRUPTED, main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 #: Four epochs that early stopping cannot end, so an interrupted run has epochs left.
 LONGER = ["trainer.max_epochs=4", "trainer.patience=10"]
 

@@ -34,7 +34,7 @@ from gridplan.plugins import (
 from gridplan.scorers import GenericScorer
 
 TASK_A = tasks.get("A")
-EXAMPLE = Path(__file__).resolve().parents[1] / "scripts" / "example_model.py"
+EXAMPLE = Path(__file__).resolve().parents[2] / "scripts" / "example_model.py"
 PROTOCOL = LadderProtocol(
     seeds=(0,),
     episodes=4,

@@ -14,7 +14,7 @@ from helpers_learned import module_checkpoint, tiny_module
 
 from eval.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "scripts" / "example_model.py"
 TINY = [
     "--ladder-sizes",
@@ -186,7 +186,8 @@ def test_a_checkpoint_gets_its_ladder_card_beside_its_report_and_run(checkpoints
     # A smoke protocol: the report is named after it, the card after the report.
     name = "best.eval.A-d2-s2x2-w16-h4"
     report = json.loads((ckpt.parent / f"{name}.json").read_text())
-    assert report["ladder"]["uncertainty"]["source"] == "predict_members"
+    # The learned ensemble exposes its own disagreement score, which the ladder prefers.
+    assert report["ladder"]["uncertainty"]["source"] == "uncertainty"
     assert (ckpt.parent / f"{name}.card.md").exists()
     assert "eval/ladder/uncertainty/aurc" in _tags(ckpt.parents[1])
     assert "card:" in capsys.readouterr().out

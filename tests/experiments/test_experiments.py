@@ -29,7 +29,7 @@ from gridplan.experiments.report import Report
 from gridplan.experiments.runner import Group, read_done, run_groups, select_groups, to_jsonable
 from gridplan.protocols import PROFILES
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 #: A pid above the kernel's maximum (2**22), so no process can have it.
 DEAD_PID = 2**22 + 17
 ALL_SETTINGS = {g: getattr(settings, g.upper()) for g in GROUPS}

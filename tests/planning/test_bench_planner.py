@@ -17,7 +17,7 @@ from gridplan.closed_loop import start_states
 
 def load_bench():
     """``scripts/bench_planner.py`` as a module (scripts/ is not a package)."""
-    path = Path(__file__).resolve().parents[1] / "scripts" / "bench_planner.py"
+    path = Path(__file__).resolve().parents[2] / "scripts" / "bench_planner.py"
     spec = importlib.util.spec_from_file_location("bench_planner", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -23,7 +23,7 @@ from gridplan.experiments.runner import (
 )
 from gridplan.protocols import PROFILES
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SMALL = ["--depth", "1", "--seeds", "1", "--episodes", "2", "--eval-windows", "16"]
 SMALL += ["--horizon", "10", "--no-progress"]
 

@@ -16,7 +16,7 @@ import torch
 from gridplan import threads
 from gridplan.config import compose
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_wait_policy_is_set_to_passive_unless_the_user_chose_one():

@@ -291,7 +291,7 @@ def test_a_missing_torchrl_names_the_extra():
 
 def test_the_benchmark_prints_one_row_per_model_and_planner(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(torch, "set_num_threads", lambda n: None)  # leave the session's alone
-    path = Path(__file__).resolve().parents[1] / "scripts" / "bench_torchrl.py"
+    path = Path(__file__).resolve().parents[2] / "scripts" / "bench_torchrl.py"
     spec = importlib.util.spec_from_file_location("bench_torchrl", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)

@@ -1,0 +1,251 @@
+"""Sequential vs vectorized training of the same K world-model runs, side by side.
+
+For each K the same K runs (seeds 0..K-1 of the default 20k balanced uniform run, every
+run exactly ``--epochs`` epochs: ``trainer.min_epochs = max_epochs``, so both sides train
+the same total epochs) are trained twice, each time in a fresh process:
+
+- **sequential**: ``train.vectorize=false``, ``gridplan.runs.train`` one run after another
+  (each with its own Lightning trainer), today's path;
+- **vectorized**: one vectorized group (``gridplan.vectorized``), one process, the same
+  threads.
+
+Both write every run's folder, checkpoints, metrics and TensorBoard scalars; neither draws
+the dashboard images (``trainer.figures_every_n_epochs=0``: Matplotlib renders, the same work
+on both sides). Reported per row: wall time, training transitions per second (epochs x
+training rows, summed over runs, per wall second), peak memory (the process's resident
+high-water mark above its level after imports; on CUDA the peak allocated device memory) and
+the speedup (sequential / vectorized wall time). Then the compute floor: the FLOPs of one
+member's training step and this machine's measured matmul rate on exactly those shapes.
+
+Usage::
+
+    python scripts/bench_training.py                  # K = 1, 5, 10, 20, 5 epochs
+    python scripts/bench_training.py --quick          # K = 1, 5, 2 epochs (a minute or two)
+    python scripts/bench_training.py --json out.json  # rows plus a speedup per K
+    python scripts/bench_training.py --device cuda
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+#: MLP widths of the default model: (input, hidden..., output).
+WIDTHS = (16, 256, 256, 12)
+BATCH = 256
+
+
+def overrides(seed: int, args, out: Path, vectorize: bool) -> list[str]:
+    accelerator = "gpu" if args.device.startswith("cuda") else "cpu"
+    return [
+        f"seed={seed}",
+        f"data.budget={args.budget}",
+        f"trainer.max_epochs={args.epochs}",
+        f"trainer.min_epochs={args.epochs}",
+        "trainer.figures_every_n_epochs=0",
+        "trainer.progress_bar=false",
+        f"trainer.accelerator={accelerator}",
+        f"train.vectorize={str(vectorize).lower()}",
+        f"out_dir={out / 'runs'}",
+        f"data.cache_dir={out / 'cache'}",
+    ]
+
+
+def worker(args) -> dict:
+    """One measurement in this (fresh) process: train K runs one way, report the numbers."""
+    import logging
+    import warnings
+
+    import torch
+
+    from gridplan.config import compose
+    from gridplan.runs import train_all
+
+    warnings.filterwarnings("ignore")
+    for name in ("lightning.pytorch", "lightning.fabric"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    out = Path(args.out)
+    vectorize = args.worker == "vectorized"
+    cfgs = [compose(overrides(s, args, out, vectorize)) for s in range(args.k)]
+    base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    cuda = args.device.startswith("cuda")
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    start, cpu = time.perf_counter(), time.process_time()
+    results = train_all(cfgs, progress=False)
+    wall = time.perf_counter() - start
+    cpu = time.process_time() - cpu
+    epochs = transitions = 0
+    for metrics, artifacts in results:
+        summary = json.loads(Path(artifacts["metrics"]).read_text())
+        epochs += metrics["epochs"]
+        transitions += metrics["epochs"] * summary["dataset"]["train_transitions"]
+    if cuda:
+        peak = torch.cuda.max_memory_allocated() / 2**20
+    else:
+        peak = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base_rss) / 1024
+    return {
+        "mode": args.worker,
+        "K": args.k,
+        "wall_s": round(wall, 2),
+        "cpu_s": round(cpu, 2),
+        "epochs": epochs,
+        "transitions": transitions,
+        "transitions_per_s": round(transitions / wall),
+        "peak_MB": round(peak, 1),
+        "threads": torch.get_num_threads(),
+    }
+
+
+def measure(mode: str, k: int, args, out: Path) -> dict:
+    cmd = [sys.executable, __file__, "--worker", mode, "--k", str(k), "--out", str(out)]
+    cmd += ["--epochs", str(args.epochs), "--budget", args.budget, "--device", args.device]
+    cmd += ["--threads", str(args.threads)]
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+    if done.returncode:
+        raise SystemExit(f"{mode} K={k} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def step_flops(batch: int = BATCH) -> int:
+    """FLOPs of one member's training step: forward ``2 B in out`` per layer, the weight
+    gradients as much again, the input gradients of every layer but the first."""
+    layers = list(zip(WIDTHS[:-1], WIDTHS[1:], strict=True))
+    fwd = sum(2 * batch * i * o for i, o in layers)
+    return fwd + fwd + sum(2 * batch * i * o for i, o in layers[1:])
+
+
+def matmul_floor(k: int, device: str, repeats: int = 20) -> dict:
+    """Measured time of the matmuls of one ``k``-member training step (``torch.bmm`` on its
+    exact shapes: forward, weight and input gradients), best of ``repeats``."""
+    import torch
+
+    shapes = []
+    for i, o in zip(WIDTHS[:-1], WIDTHS[1:], strict=True):
+        shapes.append(((k, BATCH, i), (k, i, o)))  # forward
+        shapes.append(((k, i, BATCH), (k, BATCH, o)))  # weight gradient
+        if i != WIDTHS[0]:
+            shapes.append(((k, BATCH, o), (k, o, i)))  # input gradient
+    ops = [(torch.randn(a, device=device), torch.randn(b, device=device)) for a, b in shapes]
+
+    def run():
+        for a, b in ops:
+            torch.bmm(a, b)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+
+    run()
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - t)
+    flops = k * step_flops()
+    return {"K": k, "seconds_per_step": best, "GFLOP_per_s": flops / best / 1e9}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="K = 1, 5 and 2 epochs")
+    parser.add_argument("--ks", default=None, help="comma-separated K (default 1,5,10,20)")
+    parser.add_argument("--epochs", type=int, default=None, help="epochs per run (default 5)")
+    parser.add_argument("--budget", default="20k", help="transitions per run (default 20k)")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    parser.add_argument("--json", default=None, help="write the rows and speedups here")
+    parser.add_argument("--out", default=None, help="scratch folder (default: a temp dir)")
+    parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--k", type=int, default=1, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.epochs is None:
+        args.epochs = 2 if args.quick else 5
+    if args.worker:
+        print(json.dumps(worker(args)))
+        return 0
+    if args.device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            parser.error("--device cuda but torch sees no CUDA GPU")
+    ks = [int(k) for k in (args.ks or ("1,5" if args.quick else "1,5,10,20")).split(",")]
+    if args.json and Path(args.json).exists():
+        parser.error(f"{args.json} already exists")
+    out = Path(args.out or tempfile.mkdtemp(prefix="bench_training-"))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    load = os.getloadavg()[0]
+    print(f"machine: {cores} cores, load average {load:.2f} at the start; device {args.device}")
+    if load > 0.5 * (cores or 1):
+        print(f"warning: the machine is busy (load {load:.2f}); timings will be noisy")
+    # Collect every dataset once, outside the timings.
+    from gridplan import tasks
+    from gridplan.data import parse_budget
+    from gridplan.training import cached_dataset
+
+    for s in range(max(ks)):
+        cached_dataset("balanced", parse_budget(args.budget), s, tasks.get("A"), out / "cache")
+    rows, speedup = [], {}
+    print("| K | mode | wall s | transitions/s | epochs | peak MB | speedup |")
+    print("| ---: | --- | ---: | ---: | ---: | ---: | ---: |")
+    for k in ks:
+        seq = measure("sequential", k, args, out)
+        vec = measure("vectorized", k, args, out)
+        speedup[k] = round(seq["wall_s"] / vec["wall_s"], 2)
+        for row in (seq, vec):
+            rows.append(row)
+            s = f"{speedup[k]:.2f}x" if row is vec else ""
+            print(
+                f"| {k} | {row['mode']} | {row['wall_s']:.1f} | {row['transitions_per_s']:,} | "
+                f"{row['epochs']} | {row['peak_MB']:.0f} | {s} |",
+                flush=True,
+            )
+    end_load = os.getloadavg()[0]
+    flops = step_flops()
+    floor = matmul_floor(max(ks), args.device)
+    biggest = next(r for r in reversed(rows) if r["mode"] == "vectorized")
+    steps = biggest["transitions"] / BATCH
+    per_step = biggest["wall_s"] / steps
+    print(
+        f"\nfloor: {flops / 1e6:.1f} MFLOP per member step (batch {BATCH}, MLP {WIDTHS}); "
+        f"matmuls of a K={floor['K']} step at {floor['GFLOP_per_s']:.1f} GFLOP/s = "
+        f"{floor['seconds_per_step'] / floor['K'] * 1e3:.2f} ms per member step; vectorized "
+        f"K={biggest['K']} ran {per_step * 1e3:.2f} ms per member step "
+        f"({per_step / (floor['seconds_per_step'] / floor['K']):.1f}x the floor)"
+    )
+    print(f"load average {load:.2f} at the start, {end_load:.2f} at the end")
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "rows": rows,
+                    "speedup": speedup,
+                    "epochs_per_run": args.epochs,
+                    "budget": args.budget,
+                    "device": args.device,
+                    "cores": cores,
+                    "load_start": load,
+                    "load_end": end_load,
+                    "step_MFLOP": flops / 1e6,
+                    "floor": floor,
+                    "vectorized_ms_per_member_step": per_step * 1e3,
+                },
+                indent=2,
+            )
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
