@@ -7,12 +7,20 @@ Examples::
     python scripts/reproduce.py --only e1,e5 --out results/ --device cuda
     python scripts/reproduce.py --only e2 --force  # recompute a finished group
     python scripts/reproduce.py --only e1,e2,e5,e6 --reading paper   # -> results/paper/...
+    python scripts/reproduce.py --launcher joblib --jobs 2   # e3's trainings as 2 Hydra jobs
+    python scripts/reproduce.py --only e3 --launcher slurm --jobs 8 \
+        --launcher-override hydra.launcher.partition=gpu --device cuda
 
 Each group writes ``<out>/<group>/`` (CSV + JSON of every number, ``table.md`` with the paper's
 values beside ours and a verdict, PNG figures, ``done.json`` last). Finished groups are skipped
 unless ``--force``. ``--reading NAME`` runs the controlled models and the planner under another
 reading of the paper's ambiguous choices (``gridplan/readings.py``) into ``<out>/<NAME>/``,
-never over the default's results; the learned models of e3 are shared by every reading. See
+never over the default's results; the learned models of e3 are shared by every reading.
+``--launcher NAME`` sends e3's training groups (one vectorized group per job, ``--jobs`` of
+them) through the Hydra launcher ``python -m train`` uses (``hydra/launcher=NAME``: joblib,
+submitit_local, the SLURM preset ``slurm`` of ``configs/hydra/launcher/``, ...;
+``gridplan/experiments/launch.py``); without it they train in worker processes here. The
+models are the same either way, and finished groups are still skipped. See
 ``gridplan/experiments`` and, for the profiles' protocols, ``gridplan/protocols.py``.
 """
 
@@ -31,6 +39,7 @@ set_wait_policy()  # before torch is imported: OpenMP reads it once (gridplan.th
 
 from gridplan import readings  # noqa: E402
 from gridplan.experiments import GROUPS, PROFILES, run_groups  # noqa: E402
+from gridplan.experiments.launch import Launcher  # noqa: E402
 from gridplan.threads import configure_threads, describe  # noqa: E402
 
 
@@ -75,6 +84,27 @@ def build_parser() -> argparse.ArgumentParser:
         help="reading of the paper's ambiguous choices (gridplan.readings); any but the "
         "default writes under <out>/<reading>/",
     )
+    p.add_argument(
+        "--launcher",
+        metavar="NAME",
+        help="send the training groups to this Hydra launcher, one vectorized group per job "
+        "(a hydra/launcher choice of python -m train: joblib, submitit_local, slurm, ...); "
+        "default: worker processes on this machine",
+    )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        metavar="N",
+        help="training groups (one job each) with --launcher; also joblib's n_jobs "
+        "(default: one per usable core, at most one per 8 runs)",
+    )
+    p.add_argument(
+        "--launcher-override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Hydra override of the launch, e.g. hydra.launcher.partition=gpu (repeatable)",
+    )
     p.add_argument("--force", action="store_true", help="recompute groups already finished")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.add_argument("--list", action="store_true", help="list the groups and exit")
@@ -97,7 +127,12 @@ def main(argv: list[str] | None = None) -> int:
         names = [n.strip() for n in args.only.split(",") if n.strip()]
         if not names:
             parser.error(f"--only names no group; valid groups: {', '.join(GROUPS)}")
+    if args.launcher is None and (args.jobs is not None or args.launcher_override):
+        parser.error("--jobs and --launcher-override need --launcher")
     try:
+        launcher = None
+        if args.launcher is not None:
+            launcher = Launcher(args.launcher, args.jobs, tuple(args.launcher_override))
         threads = configure_threads(args.threads or None)
         print(describe(threads), flush=True)
         status = run_groups(
@@ -110,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
             progress=not args.no_progress,
             threads=threads,
             reading=readings.get(args.reading),
+            launcher=launcher,
         )
     except ValueError as err:
         parser.exit(2, f"error: {err}\n")

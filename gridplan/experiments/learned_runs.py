@@ -171,7 +171,9 @@ def train_runs(
     minibatch order, epochs, early stopping and checkpoint, up to float rounding. The jobs,
     in the given order, are dealt into one group per worker process (on CPU one per usable
     core, at most one per 8 jobs; one thread each), so each group holds a similar mix of
-    rows; a GPU trains one group. The runs draw no dashboard images
+    rows; a GPU trains one group. With ``ctx.launcher`` the groups (``launcher.jobs`` of
+    them, if given) are the jobs of that Hydra launcher instead
+    (``gridplan.experiments.launch``); every model is the same. The runs draw no dashboard images
     (``trainer.figures_every_n_epochs=0``: Matplotlib renders, the slowest part of a small
     run's epoch, and no part of the training protocol). ``train_seconds`` of a record is the
     time its group took until that model finished; ``wall_seconds`` the group's whole time.
@@ -179,10 +181,13 @@ def train_runs(
     """
     from gridplan import runs
     from gridplan.config import run_name
+    from gridplan.experiments.launch import launch_groups
     from gridplan.vectorized import Member, deal, train_groups
 
     out_dir = ctx.out / RUNS
-    if ctx.device.type == "cpu":
+    if ctx.launcher is not None and ctx.launcher.jobs is not None:
+        workers = ctx.launcher.jobs
+    elif ctx.device.type == "cpu":
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
         workers = max(1, min(cores or 1, len(jobs) // 8))
     else:
@@ -194,16 +199,28 @@ def train_runs(
         configs.append(run_cfg)
     slots = deal(list(range(len(jobs))), workers)
     groups = [(f"group{g + 1}", [members[i] for i in part]) for g, part in enumerate(slots)]
-    with quiet_lightning(), cpu_threads(ctx):
-        results = train_groups(groups, workers, out_dir / "groups", progress=ctx.progress)
-    out = {}
+    if ctx.launcher is None:
+        with quiet_lightning(), cpu_threads(ctx):
+            results = train_groups(groups, workers, out_dir / "groups", progress=ctx.progress)
+    else:
+        ctx.log(f"{len(groups)} training group(s) as jobs of hydra/launcher={ctx.launcher.name}")
+        results = launch_groups(
+            groups,
+            ctx.launcher.name,
+            workers,
+            out_dir / "groups",
+            progress=ctx.progress,
+            overrides=ctx.launcher.overrides,
+        )
+    trained = {}
     for part, result in zip(slots, results, strict=True):
-        for i, (metrics, artifacts) in zip(part, result.runs, strict=True):
-            (row, seed), run_cfg = jobs[i], configs[i]
-            out[(row.key, seed)] = _record(
-                row, seed, run_cfg, metrics, artifacts, ctx, result.record["wall_seconds"]
-            )
-    return out
+        for i, run in zip(part, result.runs, strict=True):
+            trained[i] = (*run, ctx, result.record["wall_seconds"])
+    # In the jobs' order, however they were dealt.
+    return {
+        (row.key, seed): _record(row, seed, configs[i], *trained[i])
+        for i, (row, seed) in enumerate(jobs)
+    }
 
 
 def _record(row, seed, run_cfg, metrics, artifacts, ctx, wall) -> TrainingRun:

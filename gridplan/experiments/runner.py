@@ -55,6 +55,7 @@ from gridplan.readings import check as check_reading
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+    from gridplan.experiments.launch import Launcher
     from gridplan.experiments.report import Report
 
 DONE_FILE = "done.json"
@@ -98,6 +99,8 @@ class GroupContext:
         reading: the choices of §4.2 the controlled models and the planner follow.
         folders: group name -> the folder of its results under this run's reading (default
             ``root / name``); a reading-free group's folder is shared by every reading.
+        launcher: the Hydra launcher the group's trainings go through (None: worker
+            processes of this machine, ``gridplan.vectorized.train_groups``).
     """
 
     name: str
@@ -111,6 +114,7 @@ class GroupContext:
     notes: list[str] = field(default_factory=list)
     reading: Reading = PROJECT
     folders: Mapping[str, Path] = field(default_factory=dict)
+    launcher: Launcher | None = None
 
     def log(self, message: str) -> None:
         """Show a message without breaking progress bars, and keep it for ``done.json``."""
@@ -331,6 +335,7 @@ def run_group(
     progress: bool,
     reading: Reading = PROJECT,
     folders: Mapping[str, Path] | None = None,
+    launcher: Launcher | None = None,
 ) -> dict:
     """Run one group into a temp folder and move it into ``out / group.name`` when complete.
 
@@ -345,7 +350,7 @@ def run_group(
     config = group.configs[profile]
     ctx = GroupContext(
         group.name, profile, config, tmp, out, device, progress, reading=reading,
-        folders=dict(folders or {}),
+        folders=dict(folders or {}), launcher=launcher,
     )
     started = datetime.now(timezone.utc)
     t0 = time.perf_counter()
@@ -380,6 +385,7 @@ def run_groups(
     progress: bool = True,
     threads: int | None = None,
     reading: Reading = PROJECT,
+    launcher: Launcher | None = None,
 ) -> dict[str, str]:
     """Run the selected groups of ``registry`` into ``out``.
 
@@ -398,14 +404,17 @@ def run_groups(
             than with 1 on 2 loaded cores (same results).
         reading: the choices of §4.2 every controlled model and planner follows
             (``gridplan.readings``).
+        launcher: send the training groups to this Hydra launcher
+            (``gridplan.experiments.launch``; None: worker processes here). The models are
+            the same either way, so a finished group is reused whatever launched it.
 
     Returns:
         name -> ``"ran"``, ``"skipped"`` (finished earlier) or ``"failed"`` (the error and
         traceback are printed; the other groups still run).
 
     Raises:
-        ValueError: on unknown groups or profile, an unusable device or ``threads < 1``,
-            before anything runs.
+        ValueError: on unknown groups or profile, an unusable device, ``threads < 1`` or an
+            unknown launcher, before anything runs.
         TypeError: if ``reading`` is not a ``Reading``.
         KeyboardInterrupt: passed through after the interrupted group's temp folder is removed.
     """
@@ -417,6 +426,10 @@ def run_groups(
     ):
         raise ValueError(f"threads must be an integer >= 1, got {threads!r}")
     order = select_groups(registry, names)
+    if launcher is not None:
+        from gridplan.experiments.launch import check_launcher
+
+        check_launcher(launcher.name)
     try:
         device = torch.device(device)
         torch.empty(0, device=device)
@@ -429,7 +442,9 @@ def run_groups(
     if threads is not None:
         torch.set_num_threads(int(threads))
     try:
-        return _run_all(registry, order, folders, profile, device, force, progress, reading)
+        return _run_all(
+            registry, order, folders, profile, device, force, progress, reading, launcher
+        )
     finally:
         torch.set_num_threads(previous_threads)
 
@@ -443,6 +458,7 @@ def _run_all(
     force: bool,
     progress: bool,
     reading: Reading,
+    launcher: Launcher | None,
 ) -> dict[str, str]:
     status: dict[str, str] = {}
     for name in bar(order, "groups", enabled=progress):
@@ -464,7 +480,7 @@ def _run_all(
             )
             continue
         try:
-            done = run_group(group, out, profile, device, progress, reading, folders)
+            done = run_group(group, out, profile, device, progress, reading, folders, launcher)
         except Exception:
             status[name] = "failed"
             tqdm.write(f"[{name}] failed:\n{traceback.format_exc()}", file=sys.stderr)
