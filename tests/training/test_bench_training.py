@@ -1,0 +1,77 @@
+"""scripts/bench_training.py: sequential and vectorized training of the same runs side by side,
+the same epochs on both sides, the speedup and the matmul floor per K."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "scripts" / "bench_training.py"
+sys.path.insert(0, str(REPO / "scripts"))
+import bench_training  # noqa: E402
+
+sys.path.pop(0)
+
+
+def _bench(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, str(SCRIPT), "--out", str(tmp_path / "scratch"), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=600)
+
+
+def test_step_flops_count_forward_weight_and_input_gradients():
+    # Layers 16->256, 256->256, 256->12 on 256 rows: forward 2*256*(4096 + 65536 + 3072)
+    # FLOPs, the weight gradients as much, the input gradients of the last two layers.
+    forward = 2 * 256 * (16 * 256 + 256 * 256 + 256 * 12)
+    assert bench_training.step_flops() == 2 * forward + 2 * 256 * (256 * 256 + 256 * 12)
+    assert bench_training.step_flops(1) * 256 == bench_training.step_flops()
+
+
+def test_the_matmul_floor_times_the_shapes_of_one_step():
+    floor = bench_training.matmul_floor(2, "cpu", repeats=2)
+    assert floor["K"] == 2 and floor["seconds_per_step"] > 0
+    flops = 2 * bench_training.step_flops()
+    assert floor["GFLOP_per_s"] == pytest.approx(flops / floor["seconds_per_step"] / 1e9)
+
+
+def test_both_sides_train_the_same_epochs_and_the_json_has_a_speedup_per_k(tmp_path):
+    out = tmp_path / "bench.json"
+    done = _bench(tmp_path, "--ks", "2", "--epochs", "1", "--budget", "600", "--json", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert list(result["speedup"]) == ["2"]
+    for k in (2,):
+        seq, vec = (
+            next(r for r in result["rows"] if r["K"] == k and r["mode"] == mode)
+            for mode in ("sequential", "vectorized")
+        )
+        assert seq["epochs"] == vec["epochs"] == k  # one epoch per run
+        assert seq["transitions"] == vec["transitions"] > 0
+        assert result["speedup"][str(k)] == pytest.approx(seq["wall_s"] / vec["wall_s"], abs=0.01)
+    assert [f["K"] for f in result["floor"]] == [2]
+    assert all(f["distance"] > 0 for f in result["floor"])
+    assert "| 2 | vectorized |" in done.stdout and "x floor" in done.stdout
+    assert _bench(tmp_path, "--json", str(out)).returncode == 2  # never over a result
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA GPU is present")
+def test_device_cuda_without_a_gpu_says_so(tmp_path):
+    done = _bench(tmp_path, "--quick", "--device", "cuda")
+    assert done.returncode == 2
+    assert "--device cuda but torch sees no CUDA GPU" in done.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_device_cuda_measures_both_sides_on_the_gpu(tmp_path):
+    out = tmp_path / "bench.json"
+    done = _bench(tmp_path, "--quick", "--device", "cuda", "--json", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["device"] == "cuda"
+    assert all(r["peak_MB"] > 0 for r in result["rows"])
