@@ -128,6 +128,10 @@ class TrainerConfig:
     #: Profile bar chart and per-step heatmap images every this many epochs (and the best);
     #: 0 draws none.
     figures_every_n_epochs: int = 5
+    #: Held-out window metrics (E_tot, DRPE, profile) logged every this many epochs (and at
+    #: max_epochs); 0 scores only the best checkpoint, at the end. Below 1 per epoch the
+    #: monitor must be val/loss (early stopping needs it every epoch).
+    metrics_every_n_epochs: int = 1
     deterministic: bool = True
     progress_bar: bool = True
     log_every_n_steps: int = 10
@@ -400,6 +404,15 @@ def validate(cfg: DictConfig) -> DictConfig:
         t["figures_every_n_epochs"] >= 0,
         f"trainer.figures_every_n_epochs must be >= 0 (0: no images), got "
         f"{t['figures_every_n_epochs']}",
+    )
+    every = t["metrics_every_n_epochs"]
+    _require(
+        every >= 0, f"trainer.metrics_every_n_epochs must be >= 0 (0: the best only), got {every}"
+    )
+    _require(
+        every == 1 or t["monitor"] == "val/loss",
+        f"trainer.monitor {t['monitor']!r} needs the window metrics every epoch "
+        f"(trainer.metrics_every_n_epochs=1), got {every}",
     )
     _require(c["train"]["workers"] >= 1, f"train.workers must be >= 1, got {c['train']['workers']}")
     for key in ("max_epochs", "min_epochs", "patience"):

@@ -420,6 +420,14 @@ def figures_due(trainer: dict, epoch: int) -> bool:
     return every > 0 and (epoch % every == 0 or epoch + 1 >= int(trainer["max_epochs"]))
 
 
+def metrics_due(trainer: dict, epoch: int) -> bool:
+    """Whether epoch ``epoch`` (0-based) scores the held-out windows: every
+    ``metrics_every_n_epochs`` epochs from the first and at ``max_epochs``; never when it is
+    0 (only the best checkpoint is scored, by ``score_best``)."""
+    every = int(trainer.get("metrics_every_n_epochs", 1))
+    return every > 0 and (epoch % every == 0 or epoch + 1 >= int(trainer["max_epochs"]))
+
+
 def score_best(path, windows, task: Task, writer, step: int, figures: bool) -> dict[str, Any]:
     """Prediction metrics of a run's best checkpoint on its held-out ``windows``
     (``metric_scalars`` under ``best/``), also written to TensorBoard through ``writer`` with
@@ -506,11 +514,11 @@ class WorldModelModule(pl.LightningModule):
         if self.trainer.sanity_checking:
             return
         windows = getattr(self.trainer.datamodule, "windows", None)
-        if windows is None:
+        t = self.hparams["config"]["trainer"]
+        if windows is None or not metrics_due(t, self.current_epoch):
             return
         metrics = score_windows(self.world_model(), windows, self.task)
         self.log_dict(metric_scalars(metrics, "val"))
-        t = self.hparams["config"]["trainer"]
         writer = self._writer()
         if writer is not None and figures_due(t, self.current_epoch):
             log_figures(writer, metrics, self.global_step, "val", self.task)

@@ -71,6 +71,7 @@ from gridplan.training import (
     log_figures,
     lr_factor,
     metric_scalars,
+    metrics_due,
     score_best,
 )
 
@@ -335,7 +336,8 @@ class MemberStack(pl.LightningModule):
             and the same for ``val_``), moved with the module.
 
     After each validation epoch ``epoch_metrics[member index]`` holds the member's
-    ``val/loss`` and the validation metrics of a single run (``metric_scalars``).
+    ``val/loss`` and, in the epochs its ``trainer.metrics_every_n_epochs`` scores, the
+    validation metrics of a single run (``metric_scalars``).
     """
 
     def __init__(self, runs: list[_Run], buffers: dict[str, torch.Tensor]) -> None:
@@ -573,7 +575,8 @@ class MemberStack(pl.LightningModule):
         by_windows: dict[tuple, list[int]] = {}
         for pos, i in enumerate(order):
             run = self.runs[i]
-            by_windows.setdefault((run.windows_key, run.task), []).append(pos)
+            if metrics_due(run.trainer_cfg, run.epochs):
+                by_windows.setdefault((run.windows_key, run.task), []).append(pos)
         for (wkey, task), positions in by_windows.items():
             windows = self._windows_on_device(wkey)
             model = StackWorldModel(self.cohorts[0], self._params(), positions)

@@ -175,7 +175,10 @@ def train_runs(
     them, if given) are the jobs of that Hydra launcher instead
     (``gridplan.experiments.launch``); every model is the same. The runs draw no dashboard images
     (``trainer.figures_every_n_epochs=0``: Matplotlib renders, the slowest part of a small
-    run's epoch, and no part of the training protocol). ``train_seconds`` of a record is the
+    run's epoch) and score the held-out windows only with their best checkpoint
+    (``trainer.metrics_every_n_epochs=0``: a sixth of a group's arithmetic, logged curves
+    only); neither is part of the training protocol, which early-stops and keeps the best
+    checkpoint on ``val/loss`` every epoch. ``train_seconds`` of a record is the
     time its group took until that model finished; ``wall_seconds`` the group's whole time.
     The groups' records go to ``<group>/runs/groups/``.
     """
@@ -194,7 +197,10 @@ def train_runs(
         workers = 1
     members, configs = [], []
     for row, seed in jobs:
-        run_cfg = run_config(ctx, cfg, row, seed, out_dir, "trainer.figures_every_n_epochs=0")
+        run_cfg = run_config(
+            ctx, cfg, row, seed, out_dir,
+            "trainer.figures_every_n_epochs=0", "trainer.metrics_every_n_epochs=0",
+        )
         members.append(Member(run_cfg, runs.new_run_dir(out_dir, run_name(run_cfg))[0]))
         configs.append(run_cfg)
     slots = deal(list(range(len(jobs))), workers)
