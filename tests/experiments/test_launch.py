@@ -47,8 +47,9 @@ def both(tmp_path_factory) -> tuple[Path, Path]:
     return default / "e3", launched / "e3"
 
 
-def test_the_launched_groups_train_the_same_models_as_the_default_path(both):
-    default, launched = both
+def _same_models(default: Path, launched: Path) -> None:
+    """The two e3 folders hold the same runs (epochs, checkpoints, validation metrics) and the
+    same Table 3."""
     a, b = _rows(default / "runs.csv"), _rows(launched / "runs.csv")
     assert [(r["key"], r["seed"], r["epochs"]) for r in a] == [
         (r["key"], r["seed"], r["epochs"]) for r in b
@@ -66,6 +67,19 @@ def test_the_launched_groups_train_the_same_models_as_the_default_path(both):
     for ra, rb in zip(ta, tb, strict=True):
         assert ra["success"] == rb["success"]
         assert float(ra["E_tot"]) == pytest.approx(float(rb["E_tot"]), rel=1e-5)
+
+
+def test_the_launched_groups_train_the_same_models_as_the_default_path(both):
+    _same_models(*both)
+
+
+@pytest.mark.slow
+def test_submitit_local_jobs_train_the_same_models_too(both, tmp_path):
+    default, _ = both
+    args = ("--only", "e3", "--profile", "tiny", "--no-progress", "--out", str(tmp_path))
+    assert _reproduce(*args, "--launcher", "submitit_local", "--jobs", "2") == 0
+    _same_models(default, tmp_path / "e3")
+    assert (tmp_path / "e3" / "runs" / "groups" / ".submitit").is_dir()
 
 
 def test_each_job_trains_one_group_and_leaves_its_record(both):
