@@ -890,7 +890,8 @@ class GroupResult:
             ``train`` returns them.
         record: the group's record (also written as ``group.json`` when a folder is given):
             members with their run folders, epochs, best scores and why they stopped; wall
-            time, group epochs, optimizer steps and member steps.
+            time, this process's CPU time (the wall time of a machine with a free core per
+            group), group epochs, optimizer steps and member steps.
     """
 
     runs: list[tuple[dict, dict]]
@@ -920,7 +921,7 @@ def train_group(
         ValueError: if a config fails validation, the members disagree on ``GROUP_KEYS`` or
             one is an ensemble (``model.members > 1``), or ``members`` is empty.
     """
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     keep_freed_memory()
     runs, buffers = _prepare(members)
     for run in runs:
@@ -984,6 +985,7 @@ def train_group(
         "member_epochs": sum(r.epochs for r in runs),
         "setup_seconds": round(setup_seconds, 2),
         "wall_seconds": round(wall, 2),
+        "cpu_seconds": round(time.process_time() - cpu, 2),
         "device": str(module.device),
         "threads": torch.get_num_threads(),
     }
