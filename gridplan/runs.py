@@ -332,7 +332,10 @@ def _indented(text: str) -> str:
 
 
 def train_all(
-    cfgs: list[DictConfig], progress: bool = True, record_dir: str | os.PathLike | None = None
+    cfgs: list[DictConfig],
+    progress: bool = True,
+    record_dir: str | os.PathLike | None = None,
+    records: list[dict[str, str] | None] | None = None,
 ) -> list[tuple[dict[str, Any], dict[str, str]]]:
     """Train every config; ``(metrics, artifacts)`` of each, in order, as ``train`` gives them.
 
@@ -347,47 +350,94 @@ def train_all(
     and scores and the disagreement's relation to rollout error on the run's windows
     (``gridplan.ensemble.uncertainty_vs_error``).
 
+    Every run folder records its status (``running``, then ``complete``; ``interrupted`` or
+    ``failed`` if training stops). A group whose data cannot be made fails before it trains:
+    the folders reserved for its runs, holding nothing but their status and ``records``, are
+    removed again, so such a run leaves no folder behind, as ``train`` does.
+
     Args:
         cfgs: composed configs (``gridplan.config.compose``).
         progress: one progress line per group.
         record_dir: folder of the groups' ``group.json`` records (default
             ``<out_dir>/groups/version_<N>`` of the first vectorized run).
+        records: per config, more text files for its run folder (``{relative path: text}``,
+            as ``train``'s ``record``), or None.
 
     Raises:
-        ValueError: if a config fails validation.
+        ValueError: if a config fails validation or a run's data cannot be made.
+        SIGTERMException, KeyboardInterrupt: if training is stopped by SIGTERM or SIGINT;
+            the unfinished runs' status is then ``interrupted``.
     """
     for cfg in cfgs:
         validate(cfg)
+    records = list(records) if records is not None else [None] * len(cfgs)
+    if len(records) != len(cfgs):
+        raise ValueError(f"{len(records)} records for {len(cfgs)} configs")
     results: list[tuple[dict, dict] | None] = [None] * len(cfgs)
     ensembles: dict[int, tuple[Path, list[int]]] = {}
     members: list[Member] = []
     owners: list[int | None] = []
     alone: list[int] = []
+    reserved: list[Path] = []
+
+    def reserve(cfg: DictConfig, record: dict[str, str] | None) -> Path:
+        run_dir, _ = new_run_dir(cfg.out_dir, run_name(cfg))
+        reserved.append(run_dir)
+        for name, text in (record or {}).items():
+            write_text_atomic(run_dir / name, text)
+        write_status(run_dir, "running")
+        return run_dir
+
     for i, cfg in enumerate(cfgs):
         if int(cfg.model.members) > 1:
-            run_dir, _ = new_run_dir(cfg.out_dir, run_name(cfg))
+            run_dir = reserve(cfg, records[i])
             slots = []
             for k, (mcfg, resample) in enumerate(
                 ensemble.member_configs(cfg, bool(cfg.model.bootstrap))
             ):
                 slots.append(len(members))
-                members.append(Member(mcfg, run_dir / "members" / f"member{k}", resample))
+                member_dir = run_dir / "members" / f"member{k}"
+                write_status(member_dir, "running")
+                members.append(Member(mcfg, member_dir, resample))
                 owners.append(None)
             ensembles[i] = (run_dir, slots)
         elif cfg.train.vectorize:
-            members.append(Member(cfg, new_run_dir(cfg.out_dir, run_name(cfg))[0]))
+            members.append(Member(cfg, reserve(cfg, records[i])))
             owners.append(i)
         else:
             alone.append(i)
-    member_results = _train_members(cfgs, members, ensembles, progress, record_dir)
+    try:
+        member_results = _train_members(cfgs, members, ensembles, progress, record_dir)
+    except BaseException as err:
+        _stop_members(members, reserved, err)
+        raise
+    for m, (metrics, artifacts) in zip(members, member_results, strict=True):
+        artifacts["status"] = str(write_status(m.run_dir, "complete", epochs=metrics["epochs"]))
     for slot, i in enumerate(owners):
         if i is not None:
             results[i] = member_results[slot]
     for i in alone:
-        results[i] = train(cfgs[i])
+        results[i] = train(cfgs[i], record=records[i])
     for i, (run_dir, slots) in ensembles.items():
         results[i] = _finish_ensemble(cfgs[i], run_dir, [member_results[s] for s in slots])
     return results
+
+
+def _stop_members(members: list[Member], reserved: list[Path], err: BaseException) -> None:
+    """After ``err`` stopped the groups: when the data could not be made (ValueError),
+    remove the reserved folders that no group started (no ``config.yaml`` inside: nothing but
+    status and records); mark every other unfinished run ``interrupted`` or ``failed``."""
+    import shutil
+
+    if isinstance(err, ValueError):
+        for run_dir in reserved:
+            if not any(run_dir.rglob("config.yaml")):
+                shutil.rmtree(run_dir)
+                if not any(run_dir.parent.iterdir()):
+                    run_dir.parent.rmdir()
+    for run_dir in [*reserved, *(Path(m.run_dir) for m in members)]:
+        if run_dir.is_dir() and not (run_dir / "metrics.json").is_file():
+            _record_stop(run_dir, err, epoch=None)
 
 
 def _train_members(cfgs, members, ensembles, progress, record_dir) -> list[tuple[dict, dict]]:
@@ -485,10 +535,12 @@ def _finish_ensemble(cfg: DictConfig, run_dir: Path, member_runs) -> tuple[dict,
         },
     }
     metrics_path = run_dir / "metrics.json"
-    metrics_path.write_text(json.dumps(summary, indent=2))
+    write_text_atomic(metrics_path, json.dumps(summary, indent=2))
+    status = write_status(run_dir, "complete", epochs=metrics["epochs"])
     return metrics, {
         "run_dir": str(run_dir),
         "config": str(run_dir / "config.yaml"),
+        "status": str(status),
         "best_checkpoint": str(ckpts["best"]),
         "last_checkpoint": str(ckpts["last"]),
         "metrics": str(metrics_path),

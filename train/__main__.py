@@ -48,6 +48,7 @@ from gridplan.config import (  # noqa: E402
 )
 from gridplan.run_status import requeued_run  # noqa: E402
 from gridplan.threads import check_threads, configure_threads, describe  # noqa: E402
+from train.sweep import group_file, read_group  # noqa: E402
 
 #: Exit status of a run stopped by SIGTERM or SIGINT (128 + SIGTERM), so it never looks done.
 INTERRUPTED = 143
@@ -114,6 +115,10 @@ def _app(cfg: DictConfig) -> None:
         # Parallel jobs share the machine's cores: one torch thread each unless told otherwise.
         threads = int(os.environ.get("OMP_NUM_THREADS", "1"))
     print(describe(configure_threads(threads)), flush=True)
+    group = group_file()
+    if group is not None:  # a job of vectorized sweep points (train.sweep)
+        _run_group(group)
+        return
     record = {
         ".hydra/config.yaml": OmegaConf.to_yaml(cfg),
         ".hydra/overrides.yaml": OmegaConf.to_yaml(hc.overrides.task),
@@ -148,6 +153,38 @@ def _run(cfg: DictConfig, header: str, record: dict[str, str] | None = None, res
         # preempted run must not look like a finished one.
         print("error: training was interrupted; no checkpoint line", file=sys.stderr)
         raise SystemExit(INTERRUPTED) from None
+    _summary(metrics, artifacts)
+
+
+def _run_group(path: Path) -> None:
+    """Train the sweep points of a group file as vectorized groups (``train.sweep``) and print
+    each one's summary and ``checkpoint:`` line, in sweep order."""
+    from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+    from gridplan import runs
+    from gridplan.lightning_output import quiet_lightning_chatter
+
+    quiet_lightning_chatter()
+    try:
+        points = read_group(path)
+        for num, cfg, _ in points:
+            print(f"=== run {num}: resolved config ===\n{to_yaml(cfg)}", flush=True)
+        nums = ", ".join(str(num) for num, _, _ in points)
+        print(f"training runs {nums} as vectorized groups", flush=True)
+        results = runs.train_all([c for _, c, _ in points], records=[r for _, _, r in points])
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except (SIGTERMException, KeyboardInterrupt):
+        print("error: training was interrupted; no checkpoint line", file=sys.stderr)
+        raise SystemExit(INTERRUPTED) from None
+    for (num, _, _), (metrics, artifacts) in zip(points, results, strict=True):
+        print(f"=== run {num} ===")
+        _summary(metrics, artifacts)
+
+
+def _summary(metrics: dict, artifacts: dict) -> None:
+    """A run's folder, best scores and ``checkpoint: PATH`` line."""
     print(
         f"run folder: {artifacts['run_dir']}\n"
         f"epochs {metrics['epochs']}  {metrics['monitor']} {metrics['best_score']:.5f}  "
