@@ -407,7 +407,7 @@ def train_all(
         else:
             alone.append(i)
     try:
-        member_results = _train_members(cfgs, members, ensembles, progress, record_dir)
+        member_results = _train_members(members, ensembles, progress, record_dir, reserved)
     except BaseException as err:
         _stop_members(members, reserved, err)
         raise
@@ -425,23 +425,25 @@ def train_all(
 
 def _stop_members(members: list[Member], reserved: list[Path], err: BaseException) -> None:
     """After ``err`` stopped the groups: when the data could not be made (ValueError),
-    remove the reserved folders that no group started (no ``config.yaml`` inside: nothing but
-    status and records); mark every other unfinished run ``interrupted`` or ``failed``."""
+    remove the reserved folders that no group started (no ``config.yaml`` or ``group.json``
+    inside: nothing but status and records); mark every other unfinished run ``interrupted``
+    or ``failed``."""
     import shutil
 
     if isinstance(err, ValueError):
         for run_dir in reserved:
-            if not any(run_dir.rglob("config.yaml")):
+            if not any(run_dir.rglob("config.yaml")) and not any(run_dir.rglob("group.json")):
                 shutil.rmtree(run_dir)
                 if not any(run_dir.parent.iterdir()):
                     run_dir.parent.rmdir()
     for run_dir in [*reserved, *(Path(m.run_dir) for m in members)]:
-        if run_dir.is_dir() and not (run_dir / "metrics.json").is_file():
+        if (run_dir / "status.json").is_file() and not (run_dir / "metrics.json").is_file():
             _record_stop(run_dir, err, epoch=None)
 
 
-def _train_members(cfgs, members, ensembles, progress, record_dir) -> list[tuple[dict, dict]]:
-    """Train ``members``; each one's ``(metrics, artifacts)``, in order."""
+def _train_members(members, ensembles, progress, record_dir, reserved) -> list[tuple[dict, dict]]:
+    """Train ``members``; each one's ``(metrics, artifacts)``, in order. A record folder made
+    here is added to ``reserved``."""
     if not members:
         return []
     sequential = {s for i, (_, slots) in ensembles.items() for s in slots}
@@ -465,6 +467,7 @@ def _train_members(cfgs, members, ensembles, progress, record_dir) -> list[tuple
     first = members[order[0][0]].config
     if record_dir is None:
         record_dir, _ = new_run_dir(first.out_dir, "groups")
+        reserved.append(record_dir)
     parallel = [g for g, part in zip(groups, order, strict=True) if part[0] not in sequential]
     workers = max([int(m.config.train.workers) for _, ms in parallel for m in ms], default=1)
     done: list[GroupResult] = train_groups(parallel, workers, record_dir, progress)
@@ -500,10 +503,10 @@ def _finish_ensemble(cfg: DictConfig, run_dir: Path, member_runs) -> tuple[dict,
     steps = sum(m["global_step"] for m in model.metadata["ensemble"]["members"])
     try:
         metrics = score_best(ckpts["best"], windows, task, writer, steps, figures)
-        report = ensemble.uncertainty_vs_error(model, windows)
-        rho = report["spearman"]
+        quality = ensemble.uncertainty_vs_error(model, windows)
+        rho = quality.spearman
         writer.add_scalar("best/uncertainty_spearman", rho.rho, steps)
-        writer.add_scalar("best/uncertainty_aurc", report["aurc"], steps)
+        writer.add_scalar("best/uncertainty_aurc", quality.aurc, steps)
     finally:
         writer.close()
     member_metrics = [m for m, _ in member_runs]
@@ -515,7 +518,7 @@ def _finish_ensemble(cfg: DictConfig, run_dir: Path, member_runs) -> tuple[dict,
         uncertainty_spearman=rho.rho,
         uncertainty_spearman_low=rho.low,
         uncertainty_spearman_high=rho.high,
-        uncertainty_aurc=report["aurc"],
+        uncertainty_aurc=quality.aurc,
     )
     summary = {
         "metrics": metrics,
@@ -524,15 +527,7 @@ def _finish_ensemble(cfg: DictConfig, run_dir: Path, member_runs) -> tuple[dict,
             {k: m[k] for k in ("epochs", "best_score", "best/E_tot", "best/DRPE_graded")}
             for m in member_metrics
         ],
-        "uncertainty": {
-            "spearman": rho.to_dict(),
-            "aurc": report["aurc"],
-            "aurc_oracle": report["aurc_oracle"],
-            "mean_error": report["mean_error"],
-            "coverage": report["coverage"].tolist(),
-            "risk": report["risk"].tolist(),
-            "n_windows": report["n_windows"],
-        },
+        "uncertainty": quality.to_dict(),
     }
     metrics_path = run_dir / "metrics.json"
     write_text_atomic(metrics_path, json.dumps(summary, indent=2))

@@ -41,7 +41,8 @@ def point_config(point: DictConfig) -> DictConfig:
         ValueError: if the config fails validation.
     """
     choices = dict(point.hydra.runtime.choices)
-    cfg = OmegaConf.merge(schema(), OmegaConf.masked_copy(point, [k for k in point if k != "hydra"]))
+    own = OmegaConf.masked_copy(point, [k for k in point if k != "hydra"])
+    cfg = OmegaConf.merge(schema(), own)
     return finish(cfg, choices)
 
 
@@ -84,9 +85,10 @@ def plan(points: list[DictConfig], jobs: int | None, sweep_dir: Path) -> list[li
             for j, share in enumerate(deal(bucket, jobs)):
                 parts[j] += share
     parts = [p for p in parts if p]
+    first = len(out)
     for j, group in enumerate(parts):
         path = write_text_atomic(
-            Path(sweep_dir) / "groups" / f"job{len(out) + j}.yaml",
+            Path(sweep_dir) / "groups" / f"job{first + j}.yaml",
             OmegaConf.to_yaml({"points": [OmegaConf.to_container(p) for p in group]}),
         )
         env = f"++hydra.job.env_set.{GROUP_ENV}={_quoted(str(path))}"
