@@ -432,7 +432,8 @@ def _stop_members(members: list[Member], reserved: list[Path], err: BaseExceptio
 
     if isinstance(err, ValueError):
         for run_dir in reserved:
-            if not any(run_dir.rglob("config.yaml")) and not any(run_dir.rglob("group.json")):
+            started = [run_dir / "config.yaml", *run_dir.glob("members/*/config.yaml")]
+            if not any(p.is_file() for p in started) and not any(run_dir.glob("*/group.json")):
                 shutil.rmtree(run_dir)
                 if not any(run_dir.parent.iterdir()):
                     run_dir.parent.rmdir()
