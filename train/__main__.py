@@ -6,8 +6,9 @@ Examples::
     python -m train                                   # uniform loss, 20k balanced transitions
     python -m train variant=event_weighted data=12k
     python -m train data=12k data.policy=random trainer.max_epochs=50 seed=3
-    python -m train -m seed=0,1,2,3,4 variant=uniform,rel_only   # a sweep: 10 runs
-    python -m train -m seed=0,1,2,3 hydra/launcher=joblib hydra.launcher.n_jobs=2
+    python -m train -m seed=0,1,2,3,4 variant=uniform,rel_only   # a sweep: 10 runs, one group
+    python -m train -m seed=0,1,2,3,4 train.vectorize=false      # 5 runs, one after another
+    python -m train -m seed=0,1,2,3 hydra/launcher=joblib hydra.launcher.n_jobs=2   # 2 groups
     python -m train experiment=random_12k out_dir=/tmp/runs
     python -m train resume=runs/uniform-balanced-20k-seed0/version_0
     python -m train threads=1                         # torch CPU threads (default: the machine's)
@@ -19,6 +20,9 @@ nothing and makes no folder. Each run prints its resolved config (also saved as
 ``config.yaml`` in the run folder, beside Hydra's ``.hydra/`` record) and ends with a line
 ``checkpoint: PATH`` naming its best checkpoint, so the last line of the output can be handed
 to ``python -m eval --ckpt``. A sweep given without ``-m`` (``seed=0,1``) runs as ``-m``.
+A sweep's points that share an architecture train as vectorized groups, one launcher job per
+group (the sweeper ``hydra/sweeper=gridplan``, ``train.sweep``); ``train.vectorize=false``
+makes a point one job trained alone.
 ``resume=<run folder>`` continues an interrupted run from its ``last.ckpt`` and takes no
 other argument.
 """
