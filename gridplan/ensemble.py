@@ -272,7 +272,7 @@ def load_ensemble(
 
 
 @torch.no_grad()
-def rollout_uncertainty(model: EnsembleWorldModel, windows) -> tuple[torch.Tensor, torch.Tensor]:
+def rollout_uncertainty(model: LearnedWorldModel, windows) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-window disagreement and error of the members' mean open-loop rollout.
 
     From each window's start, under its logged actions, the members' mean is rolled ``H``
@@ -281,7 +281,8 @@ def rollout_uncertainty(model: EnsembleWorldModel, windows) -> tuple[torch.Tenso
     action.
 
     Args:
-        model: an ensemble (``K >= 2`` members for a non-zero disagreement).
+        model: a learned model of ``K`` members (``K >= 2`` for a non-zero disagreement), e.g.
+            an ``EnsembleWorldModel`` or ``load_world_model`` of an ensemble checkpoint.
         windows: held-out ``EvalWindows`` (``W`` windows of ``H`` steps).
 
     Returns:
@@ -294,7 +295,7 @@ def rollout_uncertainty(model: EnsembleWorldModel, windows) -> tuple[torch.Tenso
     disagreement, preds = [], []
     for t in range(windows.horizon):
         action = windows.actions[:, t].long()
-        members = model.member_predictions(state, action)
+        members = model.predict_members(state, action)
         disagreement.append(members.var(dim=0, unbiased=False).mean(dim=-1))
         state = members.mean(dim=0)
         preds.append(state)
@@ -304,7 +305,7 @@ def rollout_uncertainty(model: EnsembleWorldModel, windows) -> tuple[torch.Tenso
 
 
 def uncertainty_vs_error(
-    model: EnsembleWorldModel, windows, n_resamples: int = 2000, seed: int = 0
+    model: LearnedWorldModel, windows, n_resamples: int = 2000, seed: int = 0
 ):
     """How well the ensemble's disagreement predicts its rollout error on ``windows``.
 
