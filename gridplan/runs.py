@@ -426,8 +426,8 @@ def train_all(
 def _stop_members(members: list[Member], reserved: list[Path], err: BaseException) -> None:
     """After ``err`` stopped the groups: when the data could not be made (ValueError),
     remove the reserved folders that no group started (no ``config.yaml`` or ``group.json``
-    inside: nothing but status and records); mark every other unfinished run ``interrupted``
-    or ``failed``."""
+    inside: nothing but status and records); mark the members that finished ``complete`` and
+    every other run ``interrupted`` or ``failed``."""
     import shutil
 
     if isinstance(err, ValueError):
@@ -438,7 +438,12 @@ def _stop_members(members: list[Member], reserved: list[Path], err: BaseExceptio
                 if not any(run_dir.parent.iterdir()):
                     run_dir.parent.rmdir()
     for run_dir in [*reserved, *(Path(m.run_dir) for m in members)]:
-        if (run_dir / "status.json").is_file() and not (run_dir / "metrics.json").is_file():
+        if not (run_dir / "status.json").is_file():
+            continue
+        if (run_dir / "metrics.json").is_file():  # a member of a group that finished
+            epochs = json.loads((run_dir / "metrics.json").read_text())["metrics"]["epochs"]
+            write_status(run_dir, "complete", epochs=epochs)
+        else:
             _record_stop(run_dir, err, epoch=None)
 
 

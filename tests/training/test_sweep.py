@@ -120,3 +120,25 @@ def test_joblib_sends_one_group_per_job(tmp_path):
     assert seeds == [[0, 2], [1]]
     for run_dir in (tmp_path / "runs").glob("uniform-*/version_0"):
         assert read_status(run_dir)["status"] == "complete"
+
+
+def test_an_interrupted_group_marks_its_runs_interrupted_and_keeps_their_folders(
+    tmp_path, monkeypatch
+):
+    from gridplan import runs
+    from gridplan.config import compose
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runs, "train_groups", stopped)
+    cfgs = [compose([*debug_overrides(tmp_path), f"seed={s}"]) for s in (0, 1)]
+    record = {".hydra/overrides.yaml": "- seed=0\n"}
+    with pytest.raises(KeyboardInterrupt):
+        runs.train_all(cfgs, records=[record, None])
+    run_dirs = sorted((tmp_path / "runs").glob("uniform-*/version_0"))
+    assert [d.parent.name[-5:] for d in run_dirs] == ["seed0", "seed1"]
+    for run_dir in run_dirs:
+        status = read_status(run_dir)
+        assert (status["status"], status["signal"]) == ("interrupted", "KeyboardInterrupt")
+    assert (run_dirs[0] / ".hydra" / "overrides.yaml").read_text() == "- seed=0\n"
