@@ -58,7 +58,8 @@ def plan(points: list[DictConfig], jobs: int | None, sweep_dir: Path) -> list[li
         points: every point of the sweep as its job composes it (``hydra`` node included,
             ``hydra.job.num`` its index).
         jobs: jobs the vectorizable points are dealt into, or None: one per bucket.
-        sweep_dir: the sweep folder; group files go to ``<sweep_dir>/groups/``.
+        sweep_dir: the sweep folder; group files go to ``<sweep_dir>/groups/`` and jobs name
+            them by absolute path (a job may start in another folder).
 
     Returns:
         One override list per job.
@@ -88,7 +89,7 @@ def plan(points: list[DictConfig], jobs: int | None, sweep_dir: Path) -> list[li
     first = len(out)
     for j, group in enumerate(parts):
         path = write_text_atomic(
-            Path(sweep_dir) / "groups" / f"job{first + j}.yaml",
+            Path(sweep_dir).resolve() / "groups" / f"job{first + j}.yaml",
             OmegaConf.to_yaml({"points": [OmegaConf.to_container(p) for p in group]}),
         )
         env = f"++hydra.job.env_set.{GROUP_ENV}={_quoted(str(path))}"
