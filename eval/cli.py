@@ -8,6 +8,7 @@ Examples::
     python -m eval --model oracle --task B --depth 2 --seeds 5 --episodes 40
     python -m eval --ckpt runs/uniform-balanced-20k-seed0/version_0/checkpoints/best.ckpt
     python -m eval --ckpt 'runs/*/version_*/checkpoints/best.ckpt'    # several, one by one
+    python -m eval --ckpt runs/uniform-balanced-20k-seed0/version_1 --card  # a run folder
     python -m eval --model scripts/example_model.py:make --card      # a plug-in, every level
     python -m eval --model noise --sigma-r 0.35 --levels L4,L7 --json noisy.json
     python -m eval --compare oracle noise,sigma_r=0.35,sigma_i=0.1   # paired, same draws
@@ -84,7 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=unset,
         metavar="PATH",
-        help="checkpoint of python -m train; repeat it or give a quoted glob for several",
+        help="checkpoint of python -m train (or its run folder: checkpoints/best.ckpt); "
+        "repeat it or give a quoted glob for several",
     )
     p.add_argument("--sigma-r", type=_sigma, default=0.0, help="relevant noise, grid cells")
     p.add_argument("--sigma-i", type=_sigma, default=0.0, help="irrelevant noise, normalized")
@@ -175,17 +177,25 @@ def fill_defaults(args: argparse.Namespace) -> None:
 
 
 def expand_checkpoints(patterns: list[str]) -> list[Path]:
-    """Checkpoint paths from ``--ckpt`` values: globs expanded (sorted), duplicates dropped.
+    """Checkpoint paths from ``--ckpt`` values: globs expanded (sorted), a run folder read as
+    its ``checkpoints/best.ckpt``, duplicates dropped.
 
     Raises:
-        ValueError: if a glob matches nothing.
+        ValueError: if a glob matches nothing, or a folder has no ``checkpoints/best.ckpt``.
     """
     paths: list[str] = []
     for pattern in patterns:
         found = sorted(glob.glob(pattern, recursive=True)) if glob.has_magic(pattern) else [pattern]
         if not found:
             raise ValueError(f"--ckpt {pattern!r} matches no file")
-        paths += [p for p in found if p not in paths]
+        for path in found:
+            if Path(path).is_dir():
+                best = Path(path) / "checkpoints" / "best.ckpt"
+                if not best.is_file():
+                    raise ValueError(f"--ckpt {path} is a folder without checkpoints/best.ckpt")
+                path = str(best)
+            if path not in paths:
+                paths.append(path)
     return [Path(p) for p in paths]
 
 
@@ -267,6 +277,26 @@ def _report(model, info: dict, args: argparse.Namespace) -> dict:
     )
 
 
+def _ensemble_uncertainty(model, args: argparse.Namespace) -> dict:
+    """An ensemble's disagreement against its rollout error on the report's held-out windows
+    (``gridplan.ensemble.uncertainty_vs_error``: Spearman with a seeded bootstrap 95% CI,
+    AURC), printed; the card (``--card``) adds the ladder's risk–coverage figure."""
+    from gridplan.data import eval_windows
+    from gridplan.ensemble import uncertainty_vs_error
+
+    p = args.protocol
+    windows = eval_windows(p.n_windows, p.horizon, task=tasks.get(args.task), device=args.device)
+    quality = uncertainty_vs_error(model, windows)
+    rho = quality.spearman
+    print(
+        f"uncertainty of the {model.members} members on {quality.n} held-out windows: "
+        f"Spearman(disagreement, rollout error) {rho.rho:.3f} [{rho.low:.3f}, {rho.high:.3f}], "
+        f"AURC {quality.aurc:.5f} (optimal {quality.aurc_optimal:.5f}, random "
+        f"{quality.aurc_random:.5f}); --card draws the risk-coverage curve"
+    )
+    return quality.to_dict()
+
+
 def _evaluate_checkpoints(args: argparse.Namespace) -> None:
     from gridplan.learned import load_world_model
     from gridplan.training import log_report
@@ -298,6 +328,8 @@ def _evaluate_checkpoints(args: argparse.Namespace) -> None:
             continue
         report = _report(model, info, args)
         print(format_table(report))
+        if getattr(model, "members", 1) >= 2:
+            report["uncertainty"] = _ensemble_uncertainty(model, args)
         write_json(report, out, overwrite=args.force)
         log_report(log_dir, report, step, "eval", tasks.get(args.task))
         print(f"json: {out}\ntensorboard: {log_dir} (eval/)", flush=True)

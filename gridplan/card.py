@@ -340,9 +340,14 @@ def _risk_figure(report: dict) -> Figure | None:
     cov, risk = zip(*unc["curve"], strict=True)
     ax.plot(cov, risk, "-o", markersize=2, label=f"model (AURC {unc['aurc']:.4f})")
     ax.axhline(unc["aurc_random"], color="0.6", linestyle="--", label="uninformative score")
+    ax.plot([], [], " ", label=f"optimal AURC {unc['aurc_optimal']:.4f}")
     ax.set_xlabel("coverage (fraction of most certain rollouts kept)")
     ax.set_ylabel("mean rollout error (IPE)")
-    ax.set_title(f"risk-coverage ({unc['source']})")
+    rho = unc["spearman"]
+    title = f"risk-coverage ({unc['source']})"
+    if rho["rho"] is not None and rho["low"] is not None:
+        title += f"\nSpearman(u, error) {rho['rho']:.2f} [{rho['low']:.2f}, {rho['high']:.2f}]"
+    ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7)
     return fig
 

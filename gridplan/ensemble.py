@@ -21,8 +21,8 @@ on its own validation loss. The members' best checkpoints are stacked into one c
 It exposes ``member_predictions(state, action) -> (K, N, 12)`` and the disagreement score
 ``uncertainty(state, action) -> (N,)``: the across-member variance of the predicted next
 state, averaged over the 12 dimensions. ``uncertainty_vs_error`` relates it to the
-ensemble's open-loop rollout error on held-out windows (Spearman with a bootstrap CI, the
-risk–coverage curve and its area, AURC).
+ensemble's open-loop rollout error on held-out windows (Spearman with a seeded bootstrap CI,
+the risk–coverage curve and its area, AURC: ``gridplan.ladder.uncertainty``).
 """
 
 from __future__ import annotations
@@ -43,7 +43,6 @@ from gridplan.learned import (
     MLPDynamics,
     load_world_model,
 )
-from gridplan.stats import spearman_ci
 
 #: Planning modes of an ensemble.
 SAMPLING = ("mean", "ts")
@@ -273,7 +272,7 @@ def load_ensemble(
 
 
 @torch.no_grad()
-def rollout_uncertainty(model: EnsembleWorldModel, windows) -> tuple[torch.Tensor, torch.Tensor]:
+def rollout_uncertainty(model: LearnedWorldModel, windows) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-window disagreement and error of the members' mean open-loop rollout.
 
     From each window's start, under its logged actions, the members' mean is rolled ``H``
@@ -282,7 +281,8 @@ def rollout_uncertainty(model: EnsembleWorldModel, windows) -> tuple[torch.Tenso
     action.
 
     Args:
-        model: an ensemble (``K >= 2`` members for a non-zero disagreement).
+        model: a learned model of ``K`` members (``K >= 2`` for a non-zero disagreement), e.g.
+            an ``EnsembleWorldModel`` or ``load_world_model`` of an ensemble checkpoint.
         windows: held-out ``EvalWindows`` (``W`` windows of ``H`` steps).
 
     Returns:
@@ -295,7 +295,7 @@ def rollout_uncertainty(model: EnsembleWorldModel, windows) -> tuple[torch.Tenso
     disagreement, preds = [], []
     for t in range(windows.horizon):
         action = windows.actions[:, t].long()
-        members = model.member_predictions(state, action)
+        members = model.predict_members(state, action)
         disagreement.append(members.var(dim=0, unbiased=False).mean(dim=-1))
         state = members.mean(dim=0)
         preds.append(state)
@@ -304,40 +304,26 @@ def rollout_uncertainty(model: EnsembleWorldModel, windows) -> tuple[torch.Tenso
     return torch.stack(disagreement, dim=1).mean(dim=1), error
 
 
-def risk_coverage(uncertainty: torch.Tensor, error: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
-    """The risk–coverage curve: keep the ``i`` least uncertain windows (``i = 1..W``, ties
-    in window order); coverage ``i / W``, risk the mean error of the kept windows.
-
-    Returns:
-        ``(coverage, risk)``, each ``(W,)``.
-    """
-    order = torch.argsort(uncertainty.cpu(), stable=True)
-    err = error.cpu()[order].double().numpy()
-    n = np.arange(1, len(err) + 1)
-    return n / len(err), np.cumsum(err) / n
-
-
-def uncertainty_vs_error(model: EnsembleWorldModel, windows, n_resamples: int = 2000) -> dict:
+def uncertainty_vs_error(
+    model: LearnedWorldModel, windows, n_resamples: int = 2000, seed: int = 0
+):
     """How well the ensemble's disagreement predicts its rollout error on ``windows``.
 
+    The per-window disagreement and error of ``rollout_uncertainty`` scored by
+    ``gridplan.ladder.uncertainty.uncertainty_quality``: Spearman ρ with a seeded percentile
+    bootstrap 95% CI over windows (``n_resamples`` resamples of ``seed``), the risk–coverage
+    curve, its area AURC, the optimal AURC (windows ordered by their true error) and the
+    random one (the mean error).
+
     Returns:
-        ``spearman`` (``SpearmanResult``: ρ of disagreement with error over windows and its
-        bootstrap 95% CI), ``coverage`` and ``risk`` (``risk_coverage``), ``aurc`` (area under
-        that curve, the mean risk over coverages), ``aurc_oracle`` (windows ordered by their
-        true error: the best any score can do) and ``mean_error`` (the AURC of a score that
-        carries no information), plus ``n_windows``.
+        ``UncertaintyQuality`` (``source`` ``"predict_members"``, ``n`` the windows).
+
+    Raises:
+        ValueError: on fewer than 3 windows.
     """
+    from gridplan.ladder.uncertainty import uncertainty_quality
+
     disagreement, error = rollout_uncertainty(model, windows)
-    coverage, risk = risk_coverage(disagreement, error)
-    _, oracle = risk_coverage(error, error)
-    return {
-        "spearman": spearman_ci(
-            disagreement.cpu().numpy(), error.cpu().numpy(), n_resamples=n_resamples
-        ),
-        "coverage": coverage,
-        "risk": risk,
-        "aurc": float(risk.mean()),
-        "aurc_oracle": float(oracle.mean()),
-        "mean_error": float(error.mean()),
-        "n_windows": len(windows),
-    }
+    return uncertainty_quality(
+        disagreement.cpu().numpy(), error.cpu().numpy(), "predict_members", n_resamples, seed
+    )

@@ -332,7 +332,10 @@ def _indented(text: str) -> str:
 
 
 def train_all(
-    cfgs: list[DictConfig], progress: bool = True, record_dir: str | os.PathLike | None = None
+    cfgs: list[DictConfig],
+    progress: bool = True,
+    record_dir: str | os.PathLike | None = None,
+    records: list[dict[str, str] | None] | None = None,
 ) -> list[tuple[dict[str, Any], dict[str, str]]]:
     """Train every config; ``(metrics, artifacts)`` of each, in order, as ``train`` gives them.
 
@@ -347,51 +350,106 @@ def train_all(
     and scores and the disagreement's relation to rollout error on the run's windows
     (``gridplan.ensemble.uncertainty_vs_error``).
 
+    Every run folder records its status (``running``, then ``complete``; ``interrupted`` or
+    ``failed`` if training stops). A group whose data cannot be made fails before it trains:
+    the folders reserved for its runs, holding nothing but their status and ``records``, are
+    removed again, so such a run leaves no folder behind, as ``train`` does.
+
     Args:
         cfgs: composed configs (``gridplan.config.compose``).
         progress: one progress line per group.
         record_dir: folder of the groups' ``group.json`` records (default
             ``<out_dir>/groups/version_<N>`` of the first vectorized run).
+        records: per config, more text files for its run folder (``{relative path: text}``,
+            as ``train``'s ``record``), or None.
 
     Raises:
-        ValueError: if a config fails validation.
+        ValueError: if a config fails validation or a run's data cannot be made.
+        SIGTERMException, KeyboardInterrupt: if training is stopped by SIGTERM or SIGINT;
+            the unfinished runs' status is then ``interrupted``.
     """
     for cfg in cfgs:
         validate(cfg)
+    records = list(records) if records is not None else [None] * len(cfgs)
+    if len(records) != len(cfgs):
+        raise ValueError(f"{len(records)} records for {len(cfgs)} configs")
     results: list[tuple[dict, dict] | None] = [None] * len(cfgs)
     ensembles: dict[int, tuple[Path, list[int]]] = {}
     members: list[Member] = []
     owners: list[int | None] = []
     alone: list[int] = []
+    reserved: list[Path] = []
+
+    def reserve(cfg: DictConfig, record: dict[str, str] | None) -> Path:
+        run_dir, _ = new_run_dir(cfg.out_dir, run_name(cfg))
+        reserved.append(run_dir)
+        for name, text in (record or {}).items():
+            write_text_atomic(run_dir / name, text)
+        write_status(run_dir, "running")
+        return run_dir
+
     for i, cfg in enumerate(cfgs):
         if int(cfg.model.members) > 1:
-            run_dir, _ = new_run_dir(cfg.out_dir, run_name(cfg))
+            run_dir = reserve(cfg, records[i])
             slots = []
             for k, (mcfg, resample) in enumerate(
                 ensemble.member_configs(cfg, bool(cfg.model.bootstrap))
             ):
                 slots.append(len(members))
-                members.append(Member(mcfg, run_dir / "members" / f"member{k}", resample))
+                member_dir = run_dir / "members" / f"member{k}"
+                write_status(member_dir, "running")
+                members.append(Member(mcfg, member_dir, resample))
                 owners.append(None)
             ensembles[i] = (run_dir, slots)
         elif cfg.train.vectorize:
-            members.append(Member(cfg, new_run_dir(cfg.out_dir, run_name(cfg))[0]))
+            members.append(Member(cfg, reserve(cfg, records[i])))
             owners.append(i)
         else:
             alone.append(i)
-    member_results = _train_members(cfgs, members, ensembles, progress, record_dir)
+    try:
+        member_results = _train_members(members, ensembles, progress, record_dir, reserved)
+    except BaseException as err:
+        _stop_members(members, reserved, err)
+        raise
+    for m, (metrics, artifacts) in zip(members, member_results, strict=True):
+        artifacts["status"] = str(write_status(m.run_dir, "complete", epochs=metrics["epochs"]))
     for slot, i in enumerate(owners):
         if i is not None:
             results[i] = member_results[slot]
     for i in alone:
-        results[i] = train(cfgs[i])
+        results[i] = train(cfgs[i], record=records[i])
     for i, (run_dir, slots) in ensembles.items():
         results[i] = _finish_ensemble(cfgs[i], run_dir, [member_results[s] for s in slots])
     return results
 
 
-def _train_members(cfgs, members, ensembles, progress, record_dir) -> list[tuple[dict, dict]]:
-    """Train ``members``; each one's ``(metrics, artifacts)``, in order."""
+def _stop_members(members: list[Member], reserved: list[Path], err: BaseException) -> None:
+    """After ``err`` stopped the groups: when the data could not be made (ValueError),
+    remove the reserved folders that no group started (no ``config.yaml`` or ``group.json``
+    inside: nothing but status and records); mark the members that finished ``complete`` and
+    every other run ``interrupted`` or ``failed``."""
+    import shutil
+
+    if isinstance(err, ValueError):
+        for run_dir in reserved:
+            started = [run_dir / "config.yaml", *run_dir.glob("members/*/config.yaml")]
+            if not any(p.is_file() for p in started) and not any(run_dir.glob("*/group.json")):
+                shutil.rmtree(run_dir)
+                if not any(run_dir.parent.iterdir()):
+                    run_dir.parent.rmdir()
+    for run_dir in [*reserved, *(Path(m.run_dir) for m in members)]:
+        if not (run_dir / "status.json").is_file():
+            continue
+        if (run_dir / "metrics.json").is_file():  # a member of a group that finished
+            epochs = json.loads((run_dir / "metrics.json").read_text())["metrics"]["epochs"]
+            write_status(run_dir, "complete", epochs=epochs)
+        else:
+            _record_stop(run_dir, err, epoch=None)
+
+
+def _train_members(members, ensembles, progress, record_dir, reserved) -> list[tuple[dict, dict]]:
+    """Train ``members``; each one's ``(metrics, artifacts)``, in order. A record folder made
+    here is added to ``reserved``."""
     if not members:
         return []
     sequential = {s for i, (_, slots) in ensembles.items() for s in slots}
@@ -415,6 +473,7 @@ def _train_members(cfgs, members, ensembles, progress, record_dir) -> list[tuple
     first = members[order[0][0]].config
     if record_dir is None:
         record_dir, _ = new_run_dir(first.out_dir, "groups")
+        reserved.append(record_dir)
     parallel = [g for g, part in zip(groups, order, strict=True) if part[0] not in sequential]
     workers = max([int(m.config.train.workers) for _, ms in parallel for m in ms], default=1)
     done: list[GroupResult] = train_groups(parallel, workers, record_dir, progress)
@@ -450,10 +509,10 @@ def _finish_ensemble(cfg: DictConfig, run_dir: Path, member_runs) -> tuple[dict,
     steps = sum(m["global_step"] for m in model.metadata["ensemble"]["members"])
     try:
         metrics = score_best(ckpts["best"], windows, task, writer, steps, figures)
-        report = ensemble.uncertainty_vs_error(model, windows)
-        rho = report["spearman"]
+        quality = ensemble.uncertainty_vs_error(model, windows)
+        rho = quality.spearman
         writer.add_scalar("best/uncertainty_spearman", rho.rho, steps)
-        writer.add_scalar("best/uncertainty_aurc", report["aurc"], steps)
+        writer.add_scalar("best/uncertainty_aurc", quality.aurc, steps)
     finally:
         writer.close()
     member_metrics = [m for m, _ in member_runs]
@@ -465,7 +524,7 @@ def _finish_ensemble(cfg: DictConfig, run_dir: Path, member_runs) -> tuple[dict,
         uncertainty_spearman=rho.rho,
         uncertainty_spearman_low=rho.low,
         uncertainty_spearman_high=rho.high,
-        uncertainty_aurc=report["aurc"],
+        uncertainty_aurc=quality.aurc,
     )
     summary = {
         "metrics": metrics,
@@ -474,21 +533,15 @@ def _finish_ensemble(cfg: DictConfig, run_dir: Path, member_runs) -> tuple[dict,
             {k: m[k] for k in ("epochs", "best_score", "best/E_tot", "best/DRPE_graded")}
             for m in member_metrics
         ],
-        "uncertainty": {
-            "spearman": rho.to_dict(),
-            "aurc": report["aurc"],
-            "aurc_oracle": report["aurc_oracle"],
-            "mean_error": report["mean_error"],
-            "coverage": report["coverage"].tolist(),
-            "risk": report["risk"].tolist(),
-            "n_windows": report["n_windows"],
-        },
+        "uncertainty": quality.to_dict(),
     }
     metrics_path = run_dir / "metrics.json"
-    metrics_path.write_text(json.dumps(summary, indent=2))
+    write_text_atomic(metrics_path, json.dumps(summary, indent=2))
+    status = write_status(run_dir, "complete", epochs=metrics["epochs"])
     return metrics, {
         "run_dir": str(run_dir),
         "config": str(run_dir / "config.yaml"),
+        "status": str(status),
         "best_checkpoint": str(ckpts["best"]),
         "last_checkpoint": str(ckpts["last"]),
         "metrics": str(metrics_path),

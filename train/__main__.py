@@ -6,8 +6,9 @@ Examples::
     python -m train                                   # uniform loss, 20k balanced transitions
     python -m train variant=event_weighted data=12k
     python -m train data=12k data.policy=random trainer.max_epochs=50 seed=3
-    python -m train -m seed=0,1,2,3,4 variant=uniform,rel_only   # a sweep: 10 runs
-    python -m train -m seed=0,1,2,3 hydra/launcher=joblib hydra.launcher.n_jobs=2
+    python -m train -m seed=0,1,2,3,4 variant=uniform,rel_only   # a sweep: 10 runs, one group
+    python -m train -m seed=0,1,2,3,4 train.vectorize=false      # 5 runs, one after another
+    python -m train -m seed=0,1,2,3 hydra/launcher=joblib hydra.launcher.n_jobs=2   # 2 groups
     python -m train experiment=random_12k out_dir=/tmp/runs
     python -m train resume=runs/uniform-balanced-20k-seed0/version_0
     python -m train threads=1                         # torch CPU threads (default: the machine's)
@@ -19,6 +20,9 @@ nothing and makes no folder. Each run prints its resolved config (also saved as
 ``config.yaml`` in the run folder, beside Hydra's ``.hydra/`` record) and ends with a line
 ``checkpoint: PATH`` naming its best checkpoint, so the last line of the output can be handed
 to ``python -m eval --ckpt``. A sweep given without ``-m`` (``seed=0,1``) runs as ``-m``.
+A sweep's points that share an architecture train as vectorized groups, one launcher job per
+group (the sweeper ``hydra/sweeper=gridplan``, ``train.sweep``); ``train.vectorize=false``
+makes a point one job trained alone.
 ``resume=<run folder>`` continues an interrupted run from its ``last.ckpt`` and takes no
 other argument.
 """
@@ -48,6 +52,7 @@ from gridplan.config import (  # noqa: E402
 )
 from gridplan.run_status import requeued_run  # noqa: E402
 from gridplan.threads import check_threads, configure_threads, describe  # noqa: E402
+from train.sweep import group_file, read_group  # noqa: E402
 
 #: Exit status of a run stopped by SIGTERM or SIGINT (128 + SIGTERM), so it never looks done.
 INTERRUPTED = 143
@@ -114,6 +119,10 @@ def _app(cfg: DictConfig) -> None:
         # Parallel jobs share the machine's cores: one torch thread each unless told otherwise.
         threads = int(os.environ.get("OMP_NUM_THREADS", "1"))
     print(describe(configure_threads(threads)), flush=True)
+    group = group_file()
+    if group is not None:  # a job of vectorized sweep points (train.sweep)
+        _run_group(group)
+        return
     record = {
         ".hydra/config.yaml": OmegaConf.to_yaml(cfg),
         ".hydra/overrides.yaml": OmegaConf.to_yaml(hc.overrides.task),
@@ -148,6 +157,38 @@ def _run(cfg: DictConfig, header: str, record: dict[str, str] | None = None, res
         # preempted run must not look like a finished one.
         print("error: training was interrupted; no checkpoint line", file=sys.stderr)
         raise SystemExit(INTERRUPTED) from None
+    _summary(metrics, artifacts)
+
+
+def _run_group(path: Path) -> None:
+    """Train the sweep points of a group file as vectorized groups (``train.sweep``) and print
+    each one's summary and ``checkpoint:`` line, in sweep order."""
+    from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+    from gridplan import runs
+    from gridplan.lightning_output import quiet_lightning_chatter
+
+    quiet_lightning_chatter()
+    try:
+        points = read_group(path)
+        for num, cfg, _ in points:
+            print(f"=== run {num}: resolved config ===\n{to_yaml(cfg)}", flush=True)
+        nums = ", ".join(str(num) for num, _, _ in points)
+        print(f"training runs {nums} as vectorized groups", flush=True)
+        results = runs.train_all([c for _, c, _ in points], records=[r for _, _, r in points])
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except (SIGTERMException, KeyboardInterrupt):
+        print("error: training was interrupted; no checkpoint line", file=sys.stderr)
+        raise SystemExit(INTERRUPTED) from None
+    for (num, _, _), (metrics, artifacts) in zip(points, results, strict=True):
+        print(f"=== run {num} ===")
+        _summary(metrics, artifacts)
+
+
+def _summary(metrics: dict, artifacts: dict) -> None:
+    """A run's folder, best scores and ``checkpoint: PATH`` line."""
     print(
         f"run folder: {artifacts['run_dir']}\n"
         f"epochs {metrics['epochs']}  {metrics['monitor']} {metrics['best_score']:.5f}  "

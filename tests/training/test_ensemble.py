@@ -18,7 +18,6 @@ from gridplan.ensemble import (
     load_ensemble,
     member_configs,
     member_seed,
-    risk_coverage,
     rollout_uncertainty,
     uncertainty_vs_error,
 )
@@ -97,14 +96,6 @@ def test_disagreement_is_the_members_variance_averaged_over_dims():
     assert torch.equal(agree.uncertainty(state, action), torch.zeros(3))
 
 
-def test_risk_coverage_of_a_hand_example():
-    unc = torch.tensor([0.3, 0.1, 0.2, 0.4])
-    err = torch.tensor([3.0, 1.0, 2.0, 10.0])
-    coverage, risk = risk_coverage(unc, err)
-    assert coverage.tolist() == [0.25, 0.5, 0.75, 1.0]
-    assert risk.tolist() == pytest.approx([1.0, 1.5, 2.0, 4.0])
-
-
 def test_rollout_disagreement_and_error_of_a_drifting_ensemble():
     """Members drift by 0, 0.02 and 0.04 per step on agent_x: the mean drifts 0.02 per step;
     the spread is the same at every state, so disagreement is the variance of the drifts."""
@@ -157,13 +148,22 @@ def test_an_ensemble_plans_with_either_mode(small_ensemble):
         assert results.success.shape == (3,)
 
 
-def test_uncertainty_vs_error_reports_spearman_and_aurc(small_ensemble):
+def test_uncertainty_vs_error_reports_a_seeded_spearman_ci_and_aurc(small_ensemble):
+    from scipy.stats import spearmanr
+
     _, path = small_ensemble
-    report = uncertainty_vs_error(load_ensemble(path), eval_windows(32), n_resamples=50)
-    assert report["n_windows"] == 32
-    assert -1 <= report["spearman"].rho <= 1
-    assert report["aurc_oracle"] <= report["aurc"] + 1e-12
-    assert report["risk"][-1] == pytest.approx(report["mean_error"])
+    model, windows = load_ensemble(path), eval_windows(32)
+    quality = uncertainty_vs_error(model, windows, n_resamples=200, seed=3)
+    disagreement, error = rollout_uncertainty(model, windows)
+    assert quality.n == 32 and quality.source == "predict_members"
+    rho = quality.spearman
+    assert rho.rho == pytest.approx(spearmanr(disagreement.numpy(), error.numpy()).statistic)
+    assert rho.low <= rho.rho <= rho.high
+    assert uncertainty_vs_error(model, windows, n_resamples=200, seed=3) == quality
+    assert uncertainty_vs_error(model, windows, n_resamples=200, seed=4).spearman != rho
+    assert quality.aurc_optimal <= quality.aurc + 1e-12
+    assert quality.curve[-1] == pytest.approx((1.0, float(error.double().mean())))
+    assert quality.aurc_random == pytest.approx(float(error.double().mean()))
 
 
 def test_assembling_needs_two_members_of_one_architecture(small_ensemble, tmp_path):
@@ -193,7 +193,8 @@ def test_an_ensemble_run_writes_one_stacked_checkpoint_and_its_uncertainty(tmp_p
     assert (model.members, model.sampling) == (2, "ts")
     summary = json.loads(open(artifacts["metrics"]).read())
     assert len(summary["members"]) == 2
-    assert summary["uncertainty"]["n_windows"] == 16
+    assert summary["uncertainty"]["n"] == 16
+    assert summary["uncertainty"]["spearman"]["low"] <= metrics["uncertainty_spearman"]
     assert -1 <= metrics["uncertainty_spearman"] <= 1
     members = json.loads(artifacts["members"])
     assert [p.rsplit("/", 1)[1] for p in members] == ["member0", "member1"]

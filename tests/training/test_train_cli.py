@@ -112,10 +112,12 @@ def test_run_names_spell_variant_policy_budget_and_seed():
 
 
 def test_cli_sweep_runs_one_after_another_and_ends_with_the_last_checkpoint(tmp_path, capsys):
-    # Today's sweep syntax without -m runs as Hydra's multirun.
-    assert main([*debug_overrides(tmp_path), "seed=0,1"]) == 0
+    # Today's sweep syntax without -m runs as Hydra's multirun; train.vectorize=false runs
+    # its points one after another (tests/training/test_sweep.py: the vectorized default).
+    assert main([*debug_overrides(tmp_path), "seed=0,1", "train.vectorize=false"]) == 0
     captured = capsys.readouterr()
     assert "note: a sweep runs as: python -m train -m trainer=debug" in captured.err
+    assert "as vectorized groups" not in captured.out
     lines = captured.out.strip().splitlines()
     checkpoints = [line.split(": ", 1)[1] for line in lines if line.startswith("checkpoint: ")]
     assert len(checkpoints) == 2
