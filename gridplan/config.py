@@ -73,7 +73,7 @@ class DataConfig:
     name: str = "20k"
     #: Transition budget, e.g. ``12k`` or ``12000`` (``gridplan.data.parse_budget``).
     budget: str = "20k"
-    #: Behaviour policy: ``random`` or ``balanced`` (``gridplan.data.BEHAVIOUR_POLICIES``).
+    #: Behaviour policy: ``random``, ``balanced`` or ``expert`` (``gridplan.data.BEHAVIOUR_POLICIES``).
     policy: str = "balanced"
     task: str = "A"
     #: Seed of the collected data; follows the run's seed unless set.
