@@ -211,8 +211,9 @@ class E7Config(GroupConfig):
     Attributes:
         zoo: the zoo the table is sorted on.
         replication: the independently seeded zoo evaluated at the end.
-        depths: planner depths of the closed loops; the first is the ladder's and the
-            meta-evaluation's (paper §5.4: 2), the second the grid's (§5.1: 4).
+        depths: planner depths of the closed loops: the ladder's and the meta-evaluation's
+            (the profile's learned protocol, paper §5.4: 2), then E1's grid's (its controlled
+            protocol, §5.1: 4), which the grid and pooled columns use.
         episodes: closed-loop episodes per evaluation seed.
         n_windows: held-out windows of the prediction metrics (E1's, so grid and zoo share
             them); horizon: their ``H``.
@@ -278,12 +279,13 @@ _LADDER = {
 
 def _e7(profile: str) -> E7Config:
     p = PROFILES[profile]
+    depths = (p.learned.depth, p.controlled.depth)
     if p is TINY:
         zoo, rep = load_zoo("tiny"), load_zoo("tiny_replication")
         return E7Config(
             zoo=zoo,
             replication=rep,
-            depths=(1, 2),
+            depths=depths,
             episodes=2,
             n_windows=p.controlled.n_windows,
             ladder_sizes=_LADDER["tiny"],

@@ -446,10 +446,10 @@ def _panels(n: int, cols: int = 6, width: float = 2.6, height: float = 2.2):
     cols = max(1, min(cols, n))
     rows = -(-n // cols)
     fig = new_figure(width * cols, height * rows)
-    axes = fig.subplots(rows, cols, squeeze=False).flat
-    for ax in list(axes)[n:]:
+    axes = list(fig.subplots(rows, cols, squeeze=False).flat)
+    for ax in axes[n:]:
         ax.set_visible(False)
-    return fig, list(axes)[:n]
+    return fig, axes[:n]
 
 
 def _log_if_positive(ax, values) -> None:
