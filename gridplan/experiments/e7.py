@@ -66,7 +66,7 @@ from gridplan.experiments.pools import controlled_grid
 from gridplan.experiments.records import Record
 from gridplan.experiments.report import Report, fmt, fmt_rho, fmt_se
 from gridplan.experiments.runner import GroupContext
-from gridplan.experiments.settings import FULL, QUICK, TINY, GroupConfig
+from gridplan.experiments.settings import QUICK, TINY, GroupConfig
 from gridplan.ladder.evaluate import LadderProtocol, check_levels
 from gridplan.learned import load_world_model
 from gridplan.metrics import prediction_metrics
@@ -85,6 +85,9 @@ SPAN_HIGH = 0.9
 #: As in e3: a metric does not "rank" the learned models while its ρ stays above this
 #: (paper §5.2: +0.43 for E_tot and DRPE).
 MAX_RANKING_RHO = -0.5
+#: A metric defined on fewer models (the uncertainty scores: ensembles only) is listed but
+#: not ranked: a Spearman ρ over a handful of points says nothing.
+MIN_MODELS = 10
 #: The paper's learned-pool ρ, printed beside ours (§5.2).
 PAPER_RHO = {
     "E_tot": paper.TABLE_1["learned"]["E_tot"],
@@ -214,7 +217,8 @@ class E7Config(GroupConfig):
         depths: planner depths of the closed loops: the ladder's and the meta-evaluation's
             (the profile's learned protocol, paper §5.4: 2), then E1's grid's (its controlled
             protocol, §5.1: 4), which the grid and pooled columns use.
-        episodes: closed-loop episodes per evaluation seed.
+        episodes: closed-loop episodes per evaluation seed at the first depth.
+        deep_episodes: the same at the second depth (its tree is 4^2 times larger).
         n_windows: held-out windows of the prediction metrics (E1's, so grid and zoo share
             them); horizon: their ``H``.
         ladder_sizes: the ladder's own sizes (``LadderProtocol`` fields).
@@ -228,6 +232,7 @@ class E7Config(GroupConfig):
     replication: Zoo
     depths: tuple[int, int] = (2, 4)
     episodes: int
+    deep_episodes: int
     n_windows: int
     horizon: int = 10
     ladder_sizes: tuple[tuple[str, int], ...]
@@ -250,7 +255,7 @@ _LADDER = {
     "full": (
         ("n_windows", 256),
         ("branch_states", 128),
-        ("anchor_starts", 64),
+        ("anchor_starts", 32),
         ("anchor_rollouts", 4),
         ("probe_questions", 64),
         ("xgap_states", 128),
@@ -287,6 +292,7 @@ def _e7(profile: str) -> E7Config:
             replication=rep,
             depths=depths,
             episodes=2,
+            deep_episodes=2,
             n_windows=p.controlled.n_windows,
             ladder_sizes=_LADDER["tiny"],
             n_resamples=p.n_resamples,
@@ -297,16 +303,19 @@ def _e7(profile: str) -> E7Config:
         return E7Config(
             zoo=zoo,
             replication=rep,
+            depths=depths,
             episodes=10,
+            deep_episodes=5,
             n_windows=p.controlled.n_windows,
             ladder_sizes=_LADDER["quick"],
             n_resamples=p.n_resamples,
         )
-    assert p is FULL
     return E7Config(
         zoo=zoo,
         replication=rep,
+        depths=depths,
         episodes=20,
+        deep_episodes=10,
         n_windows=p.controlled.n_windows,
         ladder_sizes=_LADDER["full"],
         n_resamples=p.n_resamples,
@@ -404,19 +413,27 @@ class ZooRecord(Record):
         return {**row, **self.metrics}
 
 
+def plans_deterministically(model) -> bool:
+    """Whether ``model``'s ``predict`` is a fixed function of state and action: declared
+    deterministic, or an ensemble planning with its members' mean (which declares itself
+    stochastic only because its other mode, trajectory sampling, is)."""
+    return is_deterministic(model) or getattr(model, "sampling", None) == "mean"
+
+
 class DeterministicStack(WorldModel):
-    """Deterministic one-setting models in one batch (``ModelStack``), declared
-    deterministic, so the planner scores them with the shared-prefix tree: one prediction
-    per tree node, the scores of independent leaves bit for bit (``gridplan.tree``).
+    """One-setting models that plan deterministically (``plans_deterministically``) in one
+    batch (``ModelStack``), declared deterministic, so the planner scores them with the
+    shared-prefix tree: one prediction per tree node, the scores of independent leaves bit
+    for bit (``gridplan.tree``).
 
     Raises:
-        ValueError: if a model is not deterministic, or as ``ModelStack``.
+        ValueError: if a model does not plan deterministically, or as ``ModelStack``.
     """
 
     deterministic = True
 
     def __init__(self, models: Sequence) -> None:
-        bad = [k for k, m in enumerate(models) if not is_deterministic(m)]
+        bad = [k for k, m in enumerate(models) if not plans_deterministically(m)]
         if bad:
             raise ValueError(f"models {bad} are not deterministic")
         self.stack = ModelStack(models)
@@ -455,11 +472,12 @@ def train_zoo(ctx: GroupContext, cfg: E7Config, zoo: Zoo) -> tuple[dict, float]:
 
 
 def _deep_success(ctx: GroupContext, cfg: E7Config, zoo: Zoo, models: list) -> list:
-    """Closed-loop summaries at the second depth, deterministic models in one shared-prefix
-    batch and the others in one independent-leaf batch (``cfg.depths[1]``)."""
-    protocol = cfg.closed_loop(zoo, cfg.depths[1])
+    """Closed-loop summaries at the second depth (``cfg.depths[1]``, ``cfg.deep_episodes``
+    per evaluation seed), deterministic models in one shared-prefix batch and the others in
+    one independent-leaf batch."""
+    protocol = cfg.closed_loop(zoo, cfg.depths[1]).replace(episodes=cfg.deep_episodes)
     out: list = [None] * len(models)
-    det = [k for k, m in enumerate(models) if is_deterministic(m)]
+    det = [k for k, m in enumerate(models) if plans_deterministically(m)]
     rest = [k for k in range(len(models)) if k not in det]
     for idx, make in ((det, DeterministicStack), (rest, ModelStack)):
         if idx:
@@ -592,9 +610,14 @@ class MetaRow(Record):
     pooled: dict | None
 
     @property
-    def sort_key(self) -> float:
-        rho = (self.zoo or {}).get("rho")
-        return -abs(rho) if rho is not None else 1.0
+    def sort_key(self) -> tuple[int, float]:
+        """``|ρ|`` on the zoo, descending; metrics on fewer than ``MIN_MODELS`` models, then
+        undefined ones, last."""
+        zoo = self.zoo or {}
+        rho = zoo.get("rho")
+        if rho is None:
+            return (2, 0.0)
+        return (0 if zoo["n"] >= MIN_MODELS else 1, -abs(rho))
 
 
 def _ranked(records: Sequence, key: str, col: str, groups: bool, n_resamples: int) -> dict | None:
@@ -716,7 +739,8 @@ def meta_report(report: Report, rows: Sequence[MetaRow], cfg: E7Config) -> None:
             "paper (learned pool)",
         ],
         cells,
-        f"Every model of the zoo is one unit (n = configurations x training seeds). Brackets: "
+        f"Every model of the zoo is one unit (n = configurations x training seeds); metrics "
+        f"defined on fewer than {MIN_MODELS} models come last. Brackets: "
         f"seeded percentile bootstrap 95% CIs ({cfg.n_resamples} resamples) resampling models, "
         "then resampling training seeds within each configuration. A negative ρ means the "
         "metric falls as success rises (right for an error; agreement, PRA and policy-ranking "
@@ -762,7 +786,8 @@ def zoo_report(report: Report, zoo_rows: list[dict], rep_rows: list[dict], cfg: 
         ],
         cells,
         f"Means over {len(z.seeds)} training seed(s) (SE over their success rates); each model "
-        f"plays {len(z.eval_seeds)} closed-loop seed(s) x {cfg.episodes} episodes. E_tot and "
+        f"plays {len(z.eval_seeds)} closed-loop seed(s) x {cfg.episodes} episodes at depth "
+        f"{d2}, x {cfg.deep_episodes} at depth {d4}. E_tot and "
         f"DRPE on E1's {cfg.n_windows} held-out H = {cfg.horizon} windows. Every model and "
         "metric: `zoo.csv`.",
     )
@@ -774,8 +799,10 @@ def _rho(row: MetaRow | None, part: str = "zoo") -> float:
 
 
 def _ranks(d: dict | None) -> bool:
-    """The CI over models excludes zero."""
-    return d is not None and d.get("low") is not None and (d["low"] > 0 or d["high"] < 0)
+    """Defined on at least ``MIN_MODELS`` models, and the CI over models excludes zero."""
+    if d is None or d.get("low") is None or d["n"] < MIN_MODELS:
+        return False
+    return d["low"] > 0 or d["high"] < 0
 
 
 def verdicts(report: Report, cfg: E7Config, rows: list[MetaRow], zoo_rows, rep_rows) -> None:
@@ -838,7 +865,10 @@ def ranking_text(report: Report, rows: list[MetaRow]) -> None:
     """Which metrics rank the zoo and which do not, in plain words, from the table."""
     ranking = [r for r in rows if _ranks(r.zoo)]
     both = [r for r in ranking if _ranks(r.replication)]
-    not_ranking = [r for r in rows if r.zoo is not None and not _ranks(r.zoo)]
+    not_ranking = [
+        r for r in rows if r.zoo is not None and r.zoo["n"] >= MIN_MODELS and not _ranks(r.zoo)
+    ]
+    few = [r for r in rows if r.zoo is not None and r.zoo["n"] < MIN_MODELS]
     lines = [
         "**Metrics that rank the zoo** (CI over models excludes 0): "
         + (", ".join(f"{r.label} ({fmt(_rho(r), 2)})" for r in ranking) or "none")
@@ -850,6 +880,12 @@ def ranking_text(report: Report, rows: list[MetaRow]) -> None:
         + (", ".join(f"{r.label} ({fmt(_rho(r), 2)})" for r in not_ranking) or "none")
         + ".",
     ]
+    if few:
+        lines.append(
+            f"**Defined on fewer than {MIN_MODELS} models, not ranked:** "
+            + ", ".join(f"{r.label} (n = {r.zoo['n']})" for r in few)
+            + "."
+        )
     report.text("\n\n".join(lines))
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from omegaconf import OmegaConf
 from scipy.stats import spearmanr
 
 from gridplan.bootstrap import spearman_of_counts
@@ -62,9 +63,11 @@ def test_a_models_override_replaces_the_common_one_and_every_model_composes():
     zoo = load_zoo("default")
     small = next(m for m in zoo.models if m.key == "small_20k")
     assert [o for o in small.settings if o.startswith("model.hidden=")] == ["model.hidden=[16,16]"]
+    raw = OmegaConf.load(e7.ZOO_DIR / "default.yaml").models
     for m in zoo.models:
         cfg = compose(m.overrides())
-        assert cfg.trainer.patience == 5
+        sets_patience = any(o.startswith("trainer.patience=") for o in raw[m.key].overrides)
+        assert cfg.data.windows == 128 and (cfg.trainer.patience == 5 or sets_patience)
     assert compose(small.overrides()).model.hidden == [16, 16]
 
 
@@ -212,7 +215,6 @@ def _csv(path: Path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
-@pytest.mark.slow
 def test_a_tiny_zoo_runs_end_to_end(tmp_path):
     status = run_groups(GROUPS, ["e7", "e1"], tmp_path, "tiny", progress=False)
     assert status == {"e1": "ran", "e7": "ran"}
