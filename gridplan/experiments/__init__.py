@@ -44,7 +44,7 @@ GROUPS: dict[str, Group] = {
     "e5": Group("e5", "Task B: c1 vs c2 noise", e5.run, settings.E5),
     "e6": Group("e6", "Depth, horizon, fans, AR(1) noise, VPE", e6.run, settings.E6, ("e1",)),
     "e7": Group(
-        "e7", "Learned-model zoo: which metric ranks learned models", e7.run, e7.CONFIGS, ("e1",)
+        "e7", "Learned-model zoo: which metric ranks learned models", e7.run, settings.E7, ("e1",)
     ),
 }
 

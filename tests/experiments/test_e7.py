@@ -14,17 +14,17 @@ from scipy.stats import spearmanr
 
 from gridplan.bootstrap import spearman_of_counts
 from gridplan.config import compose
-from gridplan.experiments import GROUPS, e7
+from gridplan.experiments import GROUPS, settings
 from gridplan.experiments.e7 import (
     METRICS,
     DeterministicStack,
     ZooRecord,
-    load_zoo,
     meta_table,
     rank_metric,
     within_group_counts,
 )
 from gridplan.experiments.runner import read_done, run_groups
+from gridplan.experiments.settings import load_zoo
 from gridplan.models import NoiseModel
 
 
@@ -63,7 +63,7 @@ def test_a_models_override_replaces_the_common_one_and_every_model_composes():
     zoo = load_zoo("default")
     small = next(m for m in zoo.models if m.key == "small_20k")
     assert [o for o in small.settings if o.startswith("model.hidden=")] == ["model.hidden=[16,16]"]
-    raw = OmegaConf.load(e7.ZOO_DIR / "default.yaml").models
+    raw = OmegaConf.load(settings.ZOO_DIR / "default.yaml").models
     for m in zoo.models:
         cfg = compose(m.overrides())
         sets_patience = any(o.startswith("trainer.patience=") for o in raw[m.key].overrides)
@@ -221,7 +221,7 @@ def test_a_tiny_zoo_runs_end_to_end(tmp_path):
     folder = tmp_path / "e7"
     done = read_done(folder)
     assert done["inputs"]["e1"] == read_done(tmp_path / "e1")["run_id"]
-    cfg = e7.CONFIGS["tiny"]
+    cfg = settings.E7["tiny"]
     n = len(cfg.zoo.jobs())
     rows = _csv(folder / "zoo.csv")
     assert len(rows) == n + len(cfg.replication.jobs())
