@@ -465,6 +465,11 @@ def _rho_cell(d: dict | None, seeds: bool = False) -> str:
     return text
 
 
+def _signed(cell: str) -> str:
+    """A paper value with its sign, as §5.2 writes it (``+0.43``)."""
+    return cell if cell.startswith(("-", "+")) else f"+{cell}"
+
+
 def _n(d: dict | None) -> str:
     return "—" if d is None else str(d["n"])
 
@@ -484,7 +489,7 @@ def meta_report(report: Report, rows: Sequence[MetaRow], cfg: E7Config) -> None:
                 _rho_cell(r.zoo_deep),
                 f"{_rho_cell(r.grid)} (n {_n(r.grid)})" if r.grid else "—",
                 f"{_rho_cell(r.pooled)} (n {_n(r.pooled)})" if r.pooled else "—",
-                ref.cell() if ref else "—",
+                _signed(ref.cell()) if ref else "—",
             ]
         )
     d2, d4 = cfg.depths

@@ -236,7 +236,7 @@ def test_a_tiny_zoo_runs_end_to_end(tmp_path):
     results = json.loads((folder / "results.json").read_text())
     assert results["grid_source"] == "e1"
     table = (folder / "table.md").read_text()
-    assert "+0.43" in table or "0.43" in table
+    assert "| +0.43 |" in table
     for png in ("fig_zoo_scatter.png", "fig_pool_scatter.png"):
         assert (folder / png).stat().st_size > 0
     # Finished: skipped unless forced.
