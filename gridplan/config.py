@@ -54,7 +54,8 @@ DEFAULT_CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 class VariantConfig:
     """Loss variant (paper Table 3) as weights of a per-dimension weighted MSE.
 
-    A transition's loss is ``sample_weight * sum_d dim_weight_d * err_d^2 / 12`` with
+    A transition's loss is ``sample_weight * sum_d dim_weight_d * err_d^2 / 12`` (averaged over
+    the ``rollout_horizon`` open-loop steps from it) with
     ``dim_weight`` = ``relevant_weight`` on the task's relevant dims and ``irrelevant_weight``
     elsewhere, and ``sample_weight`` = ``event_weight`` on key-pickup or door-opening
     transitions, 1 otherwise.
@@ -64,6 +65,11 @@ class VariantConfig:
     relevant_weight: float = 1.0
     irrelevant_weight: float = 1.0
     event_weight: float = 1.0
+    #: Steps ``H`` of the open-loop rollout loss: from each sampled transition the model
+    #: predicts the next ``H`` logged steps of its episode from its own clamped predictions,
+    #: and the loss averages the ``H`` weighted step errors (``gridplan.training.rollout_mse``);
+    #: 1 is the one-step loss.
+    rollout_horizon: int = 1
 
 
 @dataclass
@@ -73,7 +79,8 @@ class DataConfig:
     name: str = "20k"
     #: Transition budget, e.g. ``12k`` or ``12000`` (``gridplan.data.parse_budget``).
     budget: str = "20k"
-    #: Behaviour policy: ``random`` or ``balanced`` (``gridplan.data.BEHAVIOUR_POLICIES``).
+    #: Behaviour policy: ``random``, ``balanced`` or ``expert``
+    #: (``gridplan.data.BEHAVIOUR_POLICIES``).
     policy: str = "balanced"
     task: str = "A"
     #: Seed of the collected data; follows the run's seed unless set.
@@ -365,6 +372,10 @@ def validate(cfg: DictConfig) -> DictConfig:
     _require(
         v["relevant_weight"] + v["irrelevant_weight"] > 0,
         "variant.relevant_weight and variant.irrelevant_weight cannot both be 0",
+    )
+    _require(
+        v["rollout_horizon"] >= 1,
+        f"variant.rollout_horizon must be >= 1, got {v['rollout_horizon']}",
     )
     parse_budget(d["budget"])
     for key in ("policy", "window_policy"):

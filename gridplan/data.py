@@ -13,6 +13,10 @@ environment, batched over ``COLLECT_ENVS`` parallel episodes and seeded by one e
   (``task.value_table().q_values``, ties broken at random) otherwise. The low-epsilon episodes
   pick up the key and open the door almost every time; the high-epsilon ones cover the state
   space around those paths.
+- ``expert``: the exact optimal policy alone (greedy on ``Q*``, ties broken at random, no
+  exploration): the transitions of the oracle planner. Every episode picks up the key, opens
+  the door and reaches the goal along a shortest path, so the data hold no state off the
+  optimal paths (the policy-shift case of a narrow behaviour policy).
 
 Episodes end at a goal or hazard (``terminated``) or are truncated after ``task.horizon``
 steps (60 in the paper's tasks), and the slot restarts from a fresh ``reset``. Files store
@@ -39,9 +43,11 @@ from gridplan.env import check_state, reset, transition
 from gridplan.files import write_atomic
 from gridplan.tasks import TASK_A, Task, check
 
-BEHAVIOUR_POLICIES = ("random", "balanced")
+BEHAVIOUR_POLICIES = ("random", "balanced", "expert")
 #: Per-episode exploration rates of the ``balanced`` mixture, drawn uniformly at each reset.
 BALANCED_EPSILONS = (0.1, 0.3, 0.5, 1.0)
+#: The ``expert`` policy's exploration rate: none.
+EXPERT_EPSILONS = (0.0,)
 #: Parallel episodes used by ``collect`` (fewer when the budget is smaller).
 COLLECT_ENVS = 128
 #: Schema tag written into every saved dataset file.
@@ -93,6 +99,8 @@ def check_policy(policy: str) -> str:
 def _policy_meta(policy: str) -> dict:
     if policy == "random":
         return {"mixture": "uniform actions"}
+    if policy == "expert":
+        return {"mixture": "greedy on exact Q*, random tie-breaks, no exploration"}
     return {
         "mixture": "per-episode epsilon-greedy on exact Q*, random tie-breaks",
         "epsilons": list(BALANCED_EPSILONS),
@@ -104,15 +112,16 @@ class _Behaviour:
 
     def __init__(self, policy: str, task: Task, device: torch.device) -> None:
         self.policy = check_policy(policy)
-        self.table = task.value_table(device) if policy == "balanced" else None
-        self.epsilons = torch.tensor(BALANCED_EPSILONS, device=device)
+        self.table = task.value_table(device) if policy != "random" else None
+        rates = EXPERT_EPSILONS if policy == "expert" else BALANCED_EPSILONS
+        self.epsilons = torch.tensor(rates, device=device)
 
     def draw_eps(self, batch: int, generator: torch.Generator) -> torch.Tensor:
         """``(batch,)`` exploration rates for fresh episodes (1 for ``random``)."""
         if self.table is None:
             return torch.ones(batch, device=generator.device)
         idx = torch.randint(
-            0, len(BALANCED_EPSILONS), (batch,), generator=generator, device=generator.device
+            0, len(self.epsilons), (batch,), generator=generator, device=generator.device
         )
         return self.epsilons[idx]
 
@@ -365,7 +374,7 @@ def collect(
     logged may cut episodes short.
 
     Args:
-        policy: ``"random"`` or ``"balanced"`` (see the module docstring).
+        policy: ``"random"``, ``"balanced"`` or ``"expert"`` (see the module docstring).
         transitions: budget ``N >= 1``.
         seed: generator seed.
         task: rewards, terminations, horizon and the ``balanced`` policy's Q*.

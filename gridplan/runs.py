@@ -194,7 +194,7 @@ def train(
     keep_freed_memory()
     resolved = OmegaConf.to_container(cfg, resolve=True)
     pl.seed_everything(resolved["seed"], workers=True, verbose=False)
-    data = TransitionDataModule(resolved["data"])
+    data = TransitionDataModule(resolved["data"], resolved["variant"]["rollout_horizon"])
     data.setup()
     run_dir, version = new_run_dir(resolved["out_dir"], run_name(cfg))
     write_text_atomic(run_dir / "config.yaml", to_yaml(cfg))
@@ -241,7 +241,7 @@ def resume(run_dir: str | os.PathLike) -> tuple[dict[str, Any], dict[str, str]]:
     cfg = resumable_config(run_dir)
     resolved = OmegaConf.to_container(cfg, resolve=True)
     pl.seed_everything(resolved["seed"], workers=True, verbose=False)
-    data = TransitionDataModule(resolved["data"])
+    data = TransitionDataModule(resolved["data"], resolved["variant"]["rollout_horizon"])
     data.setup()
     last = run_dir / "checkpoints" / "last.ckpt"
     return _fit(cfg, data, run_dir, int(run_dir.name[8:]), ckpt_path=last)

@@ -5,7 +5,9 @@
   held-out open-loop ``EvalWindows`` that validation scores.
 - ``WorldModelModule``: the ``MLPDynamics`` network and the weighted-MSE loss. The five loss
   variants of paper Table 3 are one loss with different weights (``VariantConfig``), never
-  copies of the module. Each validation epoch logs ``val/loss`` and, on the held-out windows,
+  copies of the module; the multi-step variant (``variant.rollout_horizon = H > 1``) scores
+  ``H``-step open-loop rollouts over consecutive logged steps (``rollout_mse``). Each
+  validation epoch logs ``val/loss`` and, on the held-out windows,
   ``val/E_tot``, ``val/DRPE_binary``, ``val/DRPE_graded``, ``val/err_dim/<dim>`` (12 scalars,
   also one multi-line chart in TensorBoard's custom-scalars tab), ``val/event/<name>`` and
   two images: the per-dimension profile ordered by relevance and the ``(H, 12)`` per-step
@@ -100,6 +102,89 @@ def weighted_mse(
     return (sq * dim_weights * sample_weight.unsqueeze(1)).mean()
 
 
+def next_rows(episode: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """Row of the logged step that follows each row in its episode: ``(N,)`` long, -1 where
+    the episode's logged steps end.
+
+    Args:
+        episode: ``(N,)`` long episode ids, rows ordered by episode then step (as
+            ``gridplan.data.collect`` and ``TransitionDataset.subset`` keep them).
+        t: ``(N,)`` long step index within the episode.
+    """
+    n = episode.shape[0]
+    follows = (episode[1:] == episode[:-1]) & (t[1:] == t[:-1] + 1)
+    out = torch.full((n,), -1, dtype=torch.long, device=episode.device)
+    out[:-1] = torch.where(follows, torch.arange(1, n, device=episode.device), -1)
+    return out
+
+
+def rollout_rows(links: torch.Tensor, rows: torch.Tensor, horizon: int):
+    """The rows of ``horizon`` consecutive logged steps from each of ``rows``.
+
+    Args:
+        links: ``(N,)`` long, ``next_rows`` of the buffer ``rows`` index.
+        rows: any shape ``(...)`` long, the first step of each rollout.
+        horizon: ``H >= 1``.
+
+    Returns:
+        ``(steps, valid)``, each ``(..., H)``: step ``k``'s row (after the episode's last
+        logged step, the last row again) and whether the episode still runs at step ``k``.
+    """
+    cur, ok = rows, torch.ones_like(rows, dtype=torch.bool)
+    steps, valid = [cur], [ok]
+    for _ in range(horizon - 1):
+        nxt = links[cur]
+        ok = ok & (nxt >= 0)
+        cur = torch.where(ok, nxt, cur)
+        steps.append(cur)
+        valid.append(ok)
+    return torch.stack(steps, dim=-1), torch.stack(valid, dim=-1)
+
+
+def rollout_mse(
+    net,
+    pred: torch.Tensor,
+    target: torch.Tensor,
+    sample_weight: torch.Tensor,
+    actions: torch.Tensor,
+    targets: torch.Tensor,
+    events: torch.Tensor,
+    valid: torch.Tensor,
+    dim_weights: torch.Tensor,
+    event_weight: float,
+) -> torch.Tensor:
+    """``H``-step open-loop rollout loss over consecutive logged steps.
+
+    From each transition the network predicts step 1 (``pred``), then steps ``2..H`` from
+    its own predictions clamped to ``[0, 1]`` (as planning feeds them back) under the logged
+    actions. The loss is the mean over the ``H`` steps of ``weighted_mse`` of each step,
+    with the step's event weight; steps past the episode's last logged step weigh 0 (a
+    transition near an episode end counts fewer steps, over the same ``H``). ``H = 1`` is
+    ``weighted_mse``.
+
+    Args:
+        net: ``MLPDynamics`` (``(K, N, 12), (K, N) -> (K, N, 12)``).
+        pred: ``(K, N, 12)`` raw step-1 predictions; ``target (N, 12)``, ``sample_weight
+            (N,)`` of step 1 as for ``weighted_mse``.
+        actions: ``(N, H - 1)`` logged actions of steps ``2..H``.
+        targets: ``(N, H - 1, 12)`` true states after them.
+        events: ``(N, H - 1)`` bool, key pickup or door opening at those steps.
+        valid: ``(N, H - 1)`` bool, the episode still runs at those steps.
+        dim_weights: ``(12,)``; event_weight: the sample weight of an event step.
+
+    Returns:
+        Scalar tensor.
+    """
+    h = actions.shape[1] + 1
+    total = weighted_mse(pred, target, dim_weights, sample_weight)
+    for j in range(h - 1):
+        step_action = actions[:, j].unsqueeze(0).expand(pred.shape[0], -1)
+        pred = net(pred.clamp(0.0, 1.0), step_action)
+        weight = torch.where(events[:, j], float(event_weight), 1.0) * valid[:, j]
+        total = total + weighted_mse(pred, targets[:, j], dim_weights, weight)
+    return total / h
+
+
 # ---------------------------------------------------------------------------------------
 # Data
 
@@ -160,14 +245,18 @@ class TransitionDataModule(pl.LightningDataModule):
         data: the ``data`` section of a resolved config (``gridplan.config.DataConfig``
             fields: budget, policy, task, seed, val_fraction, batch_size, cache_dir,
             windows, window_horizon, window_seed, window_policy).
+        rollout_horizon: ``H`` of the loss (``variant.rollout_horizon``); above 1 every
+            batch also carries the next ``H - 1`` logged steps of each transition
+            (``rollout_mse``'s ``actions, targets, events, valid``).
 
     After ``setup()``: ``dataset`` (all transitions), ``train_set`` / ``val_set``
     (``TransitionDataset``) and ``windows`` (``EvalWindows``).
     """
 
-    def __init__(self, data: dict) -> None:
+    def __init__(self, data: dict, rollout_horizon: int = 1) -> None:
         super().__init__()
         self.cfg = dict(data)
+        self.rollout_horizon = int(rollout_horizon)
         self.dataset: TransitionDataset | None = None
         self.train_set: TransitionDataset | None = None
         self.val_set: TransitionDataset | None = None
@@ -206,9 +295,15 @@ class TransitionDataModule(pl.LightningDataModule):
             "windows": dict(self.windows.meta),
         }
 
-    @staticmethod
-    def _tensors(part: TransitionDataset) -> _Tensors:
-        return _Tensors(part.states, part.actions, part.next_states, part.pickup, part.door_opened)
+    def _tensors(self, part: TransitionDataset) -> _Tensors:
+        one_step = (part.states, part.actions, part.next_states, part.pickup, part.door_opened)
+        if self.rollout_horizon == 1:
+            return _Tensors(*one_step)
+        links = next_rows(part.episode, part.t)
+        steps, valid = rollout_rows(links, torch.arange(len(part)), self.rollout_horizon)
+        later, valid = steps[:, 1:], valid[:, 1:]
+        events = part.pickup[later] | part.door_opened[later]
+        return _Tensors(*one_step, part.actions[later], part.next_states[later], events, valid)
 
     def _loader(self, part: TransitionDataset, shuffle: bool) -> DataLoader:
         tensors = self._tensors(part)
@@ -468,6 +563,7 @@ class WorldModelModule(pl.LightningModule):
         self.task = tasks.get(config["data"]["task"])
         self.register_buffer("dim_weights", dimension_weights(config["variant"], self.task))
         self.event_weight = float(config["variant"]["event_weight"])
+        self.rollout_horizon = int(config["variant"].get("rollout_horizon", 1))
 
     def world_model(self) -> LearnedWorldModel:
         """The network behind the ``WorldModel`` interface (shares parameters)."""
@@ -486,11 +582,17 @@ class WorldModelModule(pl.LightningModule):
         }
 
     def loss(self, batch) -> torch.Tensor:
-        """Weighted MSE of a batch ``(states, actions, next_states, pickup, door_opened)``."""
-        state, action, target, pickup, door = batch
+        """Weighted MSE of a batch ``(states, actions, next_states, pickup, door_opened)``;
+        with ``rollout_horizon > 1`` the batch carries the later steps too and the loss is
+        ``rollout_mse``."""
+        state, action, target, pickup, door, *later = batch
         pred = self.net(state, action)
         weights = sample_weights(pickup, door, self.event_weight)
-        return weighted_mse(pred, target, self.dim_weights, weights)
+        if not later:
+            return weighted_mse(pred, target, self.dim_weights, weights)
+        return rollout_mse(
+            self.net, pred, target, weights, *later, self.dim_weights, self.event_weight
+        )
 
     def training_step(self, batch, batch_idx):
         loss = self.loss(batch)

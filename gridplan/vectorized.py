@@ -72,6 +72,7 @@ from gridplan.training import (
     lr_factor,
     metric_scalars,
     metrics_due,
+    next_rows,
     score_best,
 )
 
@@ -211,6 +212,11 @@ class _Run:
         return self.config["trainer"]
 
     @property
+    def horizon(self) -> int:
+        """``H`` of the member's loss (``variant.rollout_horizon``)."""
+        return int(self.config["variant"].get("rollout_horizon", 1))
+
+    @property
     def cohort_key(self) -> tuple:
         m, t = self.config["model"], self.config["trainer"]
         return (-self.steps, float(m["lr"]), float(m["weight_decay"]), int(t["max_epochs"]))
@@ -262,6 +268,9 @@ def _prepare(members: Sequence[Member]) -> tuple[list[_Run], dict[str, torch.Ten
                 for name in ("states", "actions", "next_states"):
                     fields[part].setdefault(name, []).append(getattr(ds, name))
                 fields[part].setdefault("event", []).append(ds.pickup | ds.door_opened)
+                links = next_rows(ds.episode, ds.t)
+                links = torch.where(links >= 0, links + sizes[part], -1)
+                fields[part].setdefault("next", []).append(links)
             offsets[dkey] = (sizes["train"], sizes["val"])
             sizes["train"] += len(dm.train_set)
             sizes["val"] += len(dm.val_set)
@@ -379,6 +388,8 @@ class MemberStack(pl.LightningModule):
         """Per-position loss weights of the members in stack order."""
         order = [self.runs[i] for i in self.order]
         device = self.train_states.device
+        self.horizons = [r.horizon for r in order]
+        self.horizon = torch.tensor(self.horizons, dtype=torch.float32, device=device)
         if not order:
             self.dim_weight = torch.zeros(0, 1, STATE_DIM, device=device)
             self.event_weight = torch.zeros(0, 1, device=device)
@@ -403,15 +414,18 @@ class MemberStack(pl.LightningModule):
         named = [dict(n.named_parameters()) for n in nets]
         return {name: torch.cat([p[name] for p in named]) for name in named[0]}
 
+    def _template(self) -> MLPDynamics:
+        """A network of the members' architecture (its own weights unused)."""
+        return next(
+            c for c, members in zip(self.cohorts, self.cohort_members, strict=True) if members
+        )
+
     def forward(
         self, state: torch.Tensor, action: torch.Tensor, cohorts: int | None = None
     ) -> torch.Tensor:
         """Per-member predictions ``(K', N, 12)`` of the first ``cohorts`` cohorts' members on
         their own inputs ``state (K', N, 12)``, ``action (K', N)`` (raw, unclamped)."""
-        template = next(
-            c for c, members in zip(self.cohorts, self.cohort_members, strict=True) if members
-        )
-        return torch.func.functional_call(template, self._params(cohorts), (state, action))
+        return torch.func.functional_call(self._template(), self._params(cohorts), (state, action))
 
     def member_position(self, index: int) -> tuple[int, int]:
         """``(cohort, row)`` of member ``index`` in the stack."""
@@ -509,15 +523,42 @@ class MemberStack(pl.LightningModule):
         return _Steps(batches)
 
     def _loss(self, prefix: str, rows: torch.Tensor, weight: torch.Tensor, cohorts=None):
-        """Per-member weighted squared error sums ``(K',)`` of one step (not normalized)."""
+        """Per-member weighted squared error sums ``(K',)`` of one step (not normalized),
+        summed over the ``H`` open-loop steps of members with a rollout loss
+        (``gridplan.training.rollout_mse``)."""
         k = rows.shape[0]
         state = getattr(self, f"{prefix}_states")[rows]
         action = getattr(self, f"{prefix}_actions")[rows]
+        pred = self(state, action, cohorts)
+        total = self._step_error(prefix, rows, weight, pred, slice(0, k))
+        rollout = [j for j in range(k) if self.horizons[j] > 1]
+        if not rollout:
+            return total
+        # Only the members with a rollout loss roll on: the others' steps would be wasted.
+        index = torch.tensor(rollout, device=rows.device)
+        params = {n: p.index_select(0, index) for n, p in self._params(cohorts).items()}
+        links = getattr(self, f"{prefix}_next")
+        cur, ok = rows[index], weight[index] > 0
+        pred = pred[index]
+        extra = torch.zeros_like(total[index])
+        for step in range(1, max(self.horizons[j] for j in rollout)):
+            nxt = links[cur]
+            ok = ok & (nxt >= 0) & (self.horizon[index] > step).unsqueeze(1)
+            cur = torch.where(ok, nxt, cur)
+            step_action = getattr(self, f"{prefix}_actions")[cur]
+            pred = torch.func.functional_call(
+                self._template(), params, (pred.clamp(0.0, 1.0), step_action)
+            )
+            extra = extra + self._step_error(prefix, cur, ok.float(), pred, index)
+        return total.index_add(0, index, extra)
+
+    def _step_error(self, prefix, rows, weight, pred, members) -> torch.Tensor:
+        """Per-member weighted squared error sums of predictions ``pred`` of ``rows``;
+        ``members`` picks the members' loss weights (a slice or an index tensor)."""
         target = getattr(self, f"{prefix}_next_states")[rows]
         event = getattr(self, f"{prefix}_event")[rows]
-        sample = torch.where(event, self.event_weight[:k], 1.0) * weight
-        pred = self(state, action, cohorts)
-        sq = (pred - target).square() * self.dim_weight[:k]
+        sample = torch.where(event, self.event_weight[members], 1.0) * weight
+        sq = (pred - target).square() * self.dim_weight[members]
         return (sq.sum(-1) * sample).sum(-1)
 
     def on_train_epoch_start(self) -> None:
@@ -527,8 +568,8 @@ class MemberStack(pl.LightningModule):
 
     def training_step(self, batch, batch_idx):
         per_member = self._loss("train", batch["rows"], batch["weight"], batch["cohorts"])
-        loss = per_member / batch["denom"]
-        k = loss.shape[0]
+        k = per_member.shape[0]
+        loss = per_member / (batch["denom"] * self.horizon[:k])
         with torch.no_grad():
             rows = batch["denom"] / STATE_DIM
             self._train_sum[:k] += loss.detach() * rows
@@ -567,7 +608,8 @@ class MemberStack(pl.LightningModule):
     def on_validation_epoch_end(self) -> None:
         order = self.order
         n_val = torch.tensor(
-            [STATE_DIM * len(self.runs[i].val_rows) for i in order], device=self._val_sum.device
+            [STATE_DIM * len(self.runs[i].val_rows) * self.runs[i].horizon for i in order],
+            device=self._val_sum.device,
         )
         val_loss = (self._val_sum / n_val).tolist()
         self.epoch_metrics = {i: {"val/loss": v} for i, v in zip(order, val_loss, strict=True)}

@@ -59,7 +59,8 @@ def group_section(name: str, folder: Path, figures: Path) -> tuple[str, dict]:
 
 
 def wall_time_note(results: Path, finished: list[str]) -> str:
-    """How the wall times were spent, from the groups' ``done.json`` and e3's training log."""
+    """How the wall times were spent, from the groups' ``done.json`` and the training logs of
+    e3 and e7."""
     done = [json.loads((results / n / "done.json").read_text()) for n in finished]
     threads = sorted({d.get("threads") for d in done} - {None})
     note = f"Wall times: every group ran with {' or '.join(map(str, threads))} torch thread(s)."
@@ -69,6 +70,14 @@ def wall_time_note(results: Path, finished: list[str]) -> str:
         note += (
             f" E3 is almost all training: {len(res['runs'])} Lightning runs, "
             f"{res['train_wall_seconds']:.0f} s of training in all."
+        )
+    e7 = results / "e7" / "results.json"
+    if "e7" in finished and e7.exists():
+        res = json.loads(e7.read_text())
+        seconds = res["train_wall_seconds"]
+        note += (
+            f" E7 trains {len(res['zoo'])} + {len(res['replication'])} models (zoo and "
+            f"replication zoo) in {' + '.join(f'{s:.0f}' for s in seconds.values())} s."
         )
     return note + "\n\n"
 

@@ -437,3 +437,83 @@ def fans_figure(fans: Mapping, rows: Sequence, depth: int):
         ax.legend(loc="upper left", fontsize=7)
     fig.suptitle("Imagination fans (Fig. 7)")
     return fig
+
+
+# --------------------------------------------------------------------------- E7
+
+
+def _panels(n: int, cols: int = 6, width: float = 2.6, height: float = 2.2):
+    cols = max(1, min(cols, n))
+    rows = -(-n // cols)
+    fig = new_figure(width * cols, height * rows)
+    axes = list(fig.subplots(rows, cols, squeeze=False).flat)
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    return fig, axes[:n]
+
+
+def _log_if_positive(ax, values) -> None:
+    values = np.asarray([v for v in values if v is not None], dtype=float)
+    if values.size and (values > 0).all() and values.max() > 20 * values.min():
+        ax.set_xscale("log")
+
+
+def zoo_scatter_figure(
+    zoo: Sequence, replication: Sequence, metrics: Sequence[str], labels: Mapping, depth: int
+):
+    """E7: one panel per metric, its value against depth-``depth`` success, one point per
+    model (filled: the zoo, open: the replication zoo; one colour per configuration)."""
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab20"]
+    keys = list(dict.fromkeys(r.key for r in [*zoo, *replication]))
+    fig, axes = _panels(len(metrics))
+    for ax, metric in zip(axes, metrics, strict=True):
+        for records, filled in ((zoo, True), (replication, False)):
+            pts = [
+                (r.metrics[metric], r.success, cmap(keys.index(r.key) % 20))
+                for r in records
+                if r.metrics.get(metric) is not None
+            ]
+            if not pts:
+                continue
+            x, y, c = zip(*pts, strict=True)
+            ax.scatter(
+                x,
+                y,
+                s=12,
+                facecolors=list(c) if filled else "none",
+                edgecolors=list(c),
+                linewidths=0.7,
+            )
+        _log_if_positive(ax, [r.metrics.get(metric) for r in [*zoo, *replication]])
+        ax.set_title(labels.get(metric, metric), fontsize=7)
+        ax.tick_params(labelsize=6)
+        ax.set_ylim(-0.05, 1.05)
+    fig.supylabel(f"closed-loop success (depth {depth})", fontsize=8)
+    return fig
+
+
+def pool_scatter_figure(
+    grid: Sequence, zoo: Sequence, metrics: Sequence[str], labels: Mapping, depth: int
+):
+    """E7: E1's controlled grid (grey crosses) beside the zoo's models (dots), each metric
+    against depth-``depth`` success."""
+    fig, axes = _panels(len(metrics), cols=len(metrics), width=3.4, height=3.0)
+    for ax, metric in zip(axes, metrics, strict=True):
+        gx = [getattr(r, metric) for r in grid]
+        ax.scatter(gx, [r.success for r in grid], marker="x", color="0.5", s=16, label="grid")
+        zx = [
+            (r.metrics.get(metric), r.success_deep)
+            for r in zoo
+            if r.metrics.get(metric) is not None
+        ]
+        if zx:
+            x, y = zip(*zx, strict=True)
+            ax.scatter(x, y, color="tab:blue", s=12, label="zoo")
+        _log_if_positive(ax, [*gx, *(p[0] for p in zx)])
+        ax.set_xlabel(labels.get(metric, metric))
+        ax.set_ylim(-0.05, 1.05)
+    axes[0].set_ylabel(f"closed-loop success (depth {depth})")
+    axes[0].legend(fontsize=7)
+    return fig

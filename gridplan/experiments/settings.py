@@ -1,7 +1,8 @@
 """Settings of every experiment group, per reproduction profile (paper §5).
 
 One public place for what groups share: the E1 grid that e2, e4 and e6 reuse, E2's
-relevance sweep that e4 reuses, E3's training rows and overrides that e4 trains with. Each
+relevance sweep that e4 reuses, E3's training rows and overrides that e4 trains with, E7's
+learned-model zoos (read from ``configs/zoo/``). Each
 ``E<n>`` maps a profile name (``gridplan.protocols.PROFILES``) to that group's config; the
 closed-loop and window counts come from the profile's protocols (``gridplan.protocols``),
 and a group that deviates from them says so here with ``Protocol.replace``.
@@ -14,9 +15,16 @@ record keeps the form of earlier runs and their finished groups are still reused
 from __future__ import annotations
 
 import dataclasses
+import os
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
+from omegaconf import OmegaConf
+
+from gridplan.config import DEFAULT_CONFIG_DIR
+from gridplan.ladder.evaluate import LadderProtocol
 from gridplan.protocols import PROFILES, Profile, Protocol
 from gridplan.relevance_estimation import FVIConfig
 from gridplan.stats import ISO_TOLERANCE
@@ -378,6 +386,232 @@ def _e6(p: Profile) -> E6Config:
     )
 
 
+# --------------------------------------------------------------------------- E7: the zoo
+
+#: The zoo definitions of E7: ``configs/zoo/<name>.yaml``.
+ZOO_DIR = DEFAULT_CONFIG_DIR / "zoo"
+
+
+@dataclass(frozen=True)
+class ZooModel:
+    """One configuration of a zoo.
+
+    Attributes:
+        key: its name in every table, e.g. ``"rel_only_20k"``.
+        name: display name.
+        settings: its ``python -m train`` overrides (the zoo's common ones merged in).
+    """
+
+    key: str
+    name: str
+    settings: tuple[str, ...]
+
+    def overrides(self) -> list[str]:
+        """``gridplan.config.compose`` overrides of this configuration."""
+        return list(self.settings)
+
+
+@dataclass(frozen=True)
+class Zoo:
+    """A zoo: its configurations, training seeds and closed-loop seeds (``load_zoo``)."""
+
+    name: str
+    models: tuple[ZooModel, ...]
+    seeds: tuple[int, ...]
+    eval_seeds: tuple[int, ...]
+
+    def jobs(self) -> list[tuple[ZooModel, int]]:
+        """Every ``(configuration, training seed)``, seed-major."""
+        return [(m, s) for s in self.seeds for m in self.models]
+
+    def reduced(self, seeds: int | None, eval_seeds: int | None, max_epochs: int | None) -> Zoo:
+        """The first ``seeds`` training and ``eval_seeds`` closed-loop seeds (None: all), and
+        every configuration's ``trainer.max_epochs`` capped at ``max_epochs`` (reduced
+        profiles)."""
+        models = self.models
+        if max_epochs is not None:
+            models = tuple(
+                ZooModel(
+                    m.key,
+                    m.name,
+                    _merge(m.settings, (f"trainer.max_epochs={_cap(m, max_epochs)}",)),
+                )
+                for m in models
+            )
+        return Zoo(self.name, models, self.seeds[:seeds], self.eval_seeds[:eval_seeds])
+
+
+def _key(override: str) -> str:
+    return override.split("=", 1)[0].strip()
+
+
+def _merge(*lists: Sequence[str]) -> tuple[str, ...]:
+    """Overrides of several lists, a later one replacing an earlier one of the same key
+    (``compose`` refuses a key given twice), in first-seen order."""
+    out: dict[str, str] = {}
+    for overrides in lists:
+        for o in overrides:
+            out[_key(str(o))] = str(o)
+    return tuple(out.values())
+
+
+def _cap(model: ZooModel, cap: int) -> int:
+    set_to = [int(o.split("=", 1)[1]) for o in model.settings if _key(o) == "trainer.max_epochs"]
+    return min([cap, *set_to])
+
+
+def load_zoo(name: str, folder: str | os.PathLike | None = None) -> Zoo:
+    """The zoo of ``<folder>/<name>.yaml`` (default folder ``configs/zoo``).
+
+    The file holds ``seeds`` (training seeds), ``eval_seeds`` (closed-loop seeds),
+    ``common`` (overrides of every model) and ``models`` (key -> ``name``, ``overrides``); or
+    ``base: <zoo>`` to take another zoo's ``common`` and ``models`` and set its own seeds.
+
+    Raises:
+        ValueError: if the file is missing, names no model or no seed, or a model lacks
+            ``overrides``.
+    """
+    folder = Path(folder or ZOO_DIR)
+    path = folder / f"{name}.yaml"
+    if not path.is_file():
+        valid = sorted(p.stem for p in folder.glob("*.yaml"))
+        raise ValueError(f"no zoo {name!r} in {folder}; valid zoos: {', '.join(valid)}")
+    raw = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    base = raw.pop("base", None)
+    if base is not None:
+        parent = load_zoo(base, folder)
+        seeds = tuple(raw.get("seeds", parent.seeds))
+        eval_seeds = tuple(raw.get("eval_seeds", parent.eval_seeds))
+        return Zoo(name, parent.models, seeds, eval_seeds)
+    entries = raw.get("models") or {}
+    if not entries:
+        raise ValueError(f"zoo {name!r} ({path}) names no model")
+    models = []
+    for key, entry in entries.items():
+        if not isinstance(entry, dict) or "overrides" not in entry:
+            raise ValueError(f"zoo {name!r}: model {key!r} needs a list of overrides")
+        settings = _merge(raw.get("common", []), entry["overrides"])
+        models.append(ZooModel(str(key), str(entry.get("name", key)), settings))
+    seeds, eval_seeds = tuple(raw.get("seeds", ())), tuple(raw.get("eval_seeds", ()))
+    if not seeds or not eval_seeds:
+        raise ValueError(f"zoo {name!r} ({path}) needs seeds and eval_seeds")
+    return Zoo(name, tuple(models), seeds, eval_seeds)
+
+
+@dataclass(frozen=True, kw_only=True)
+class E7Config(GroupConfig):
+    """E7 settings.
+
+    Attributes:
+        zoo: the zoo the table is sorted on.
+        replication: the independently seeded zoo evaluated at the end.
+        depths: planner depths of the closed loops: the ladder's and the meta-evaluation's
+            (the profile's learned protocol, paper §5.4: 2), then E1's grid's (its controlled
+            protocol, §5.1: 4), which the grid and pooled columns use.
+        episodes: closed-loop episodes per evaluation seed at the first depth.
+        deep_episodes: the same at the second depth (its tree is 4^2 times larger).
+        n_windows: held-out windows of the prediction metrics (E1's, so grid and zoo share
+            them); horizon: their ``H``.
+        ladder_sizes: the ladder's own sizes (``LadderProtocol`` fields).
+        n_resamples: bootstrap resamples of every meta-evaluation CI.
+        train_overrides: extra overrides of every training run (``learned_runs.run_config``).
+    """
+
+    recorded: ClassVar[tuple[str, ...]] = ()
+
+    zoo: Zoo
+    replication: Zoo
+    depths: tuple[int, int] = (2, 4)
+    episodes: int
+    deep_episodes: int
+    n_windows: int
+    horizon: int = 10
+    ladder_sizes: tuple[tuple[str, int], ...]
+    n_resamples: int
+    train_overrides: tuple[str, ...] = ()
+
+    def closed_loop(self, zoo: Zoo, depth: int) -> Protocol:
+        """The closed loop of ``zoo``'s models at ``depth``."""
+        return Protocol(depth, zoo.eval_seeds, self.episodes, self.n_windows, self.horizon)
+
+    def ladder(self, zoo: Zoo) -> LadderProtocol:
+        """The ladder protocol of ``zoo``'s models (its closed loop at the first depth)."""
+        sizes = dict(self.ladder_sizes)
+        windows = sizes.pop("n_windows")
+        loop = Protocol(self.depths[0], zoo.eval_seeds, self.episodes, windows, self.horizon)
+        return LadderProtocol.of(loop, **sizes)
+
+
+_LADDER = {
+    "full": (
+        ("n_windows", 256),
+        ("branch_states", 128),
+        ("anchor_starts", 32),
+        ("anchor_rollouts", 4),
+        ("probe_questions", 64),
+        ("xgap_states", 128),
+        ("n_resamples", 200),
+    ),
+    "quick": (
+        ("n_windows", 128),
+        ("branch_states", 64),
+        ("anchor_starts", 32),
+        ("anchor_rollouts", 2),
+        ("probe_questions", 32),
+        ("xgap_states", 64),
+        ("n_resamples", 100),
+    ),
+    "tiny": (
+        ("n_windows", 32),
+        ("branch_states", 16),
+        ("anchor_starts", 8),
+        ("anchor_rollouts", 2),
+        ("probe_questions", 8),
+        ("xgap_states", 16),
+        ("n_resamples", 50),
+    ),
+}
+
+
+def _e7(p: Profile) -> E7Config:
+    depths = (p.learned.depth, p.controlled.depth)
+    if p is TINY:
+        zoo, rep = load_zoo("tiny"), load_zoo("tiny_replication")
+        return E7Config(
+            zoo=zoo,
+            replication=rep,
+            depths=depths,
+            episodes=2,
+            deep_episodes=2,
+            n_windows=p.controlled.n_windows,
+            ladder_sizes=_LADDER["tiny"],
+            n_resamples=p.n_resamples,
+        )
+    zoo, rep = load_zoo("default"), load_zoo("replication")
+    if p is QUICK:
+        zoo, rep = (z.reduced(seeds=1, eval_seeds=1, max_epochs=5) for z in (zoo, rep))
+        return E7Config(
+            zoo=zoo,
+            replication=rep,
+            depths=depths,
+            episodes=10,
+            deep_episodes=5,
+            n_windows=p.controlled.n_windows,
+            ladder_sizes=_LADDER["quick"],
+            n_resamples=p.n_resamples,
+        )
+    return E7Config(
+        zoo=zoo,
+        replication=rep,
+        depths=depths,
+        episodes=20,
+        deep_episodes=10,
+        n_windows=p.controlled.n_windows,
+        ladder_sizes=_LADDER["full"],
+        n_resamples=p.n_resamples,
+    )
+
+
 def _per_profile(make) -> dict:
     return {name: make(p) for name, p in PROFILES.items()}
 
@@ -388,3 +622,4 @@ E3: dict[str, E3Config] = _per_profile(_e3)
 E4: dict[str, E4Config] = _per_profile(_e4)
 E5: dict[str, E5Config] = _per_profile(_e5)
 E6: dict[str, E6Config] = _per_profile(_e6)
+E7: dict[str, E7Config] = _per_profile(_e7)

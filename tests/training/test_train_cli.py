@@ -54,7 +54,7 @@ def test_experiment_preset_sets_groups_and_values_and_the_command_line_wins():
         (
             "variant=heavy",
             "unknown variant 'heavy'; valid choices: anti_weighted, event_weighted, "
-            "rel_heavy, rel_only, uniform",
+            "rel_heavy, rel_only, rollout, uniform",
         ),
         ("data=8k", "unknown data '8k'; valid choices: 12k, 20k, 4k"),
         ("experiment=nope", "unknown experiment 'nope'; valid choices: random_12k"),
@@ -151,7 +151,7 @@ def test_cli_help_lists_the_groups_their_choices_and_the_keys(capsys):
     assert main(["--help"]) == 0
     out = capsys.readouterr().out
     assert "python -m train variant=event_weighted data=12k" in out
-    assert "variant: anti_weighted, event_weighted, rel_heavy, rel_only, uniform" in out
+    assert "variant: anti_weighted, event_weighted, rel_heavy, rel_only, rollout, uniform" in out
     assert "experiment: random_12k" in out
     assert "max_epochs: 100" in out and "budget: 20k" in out
 
