@@ -86,27 +86,44 @@ def is_deterministic(model) -> bool:
 
 
 class _OutputBytes(TorchDispatchMode):
-    """Sums the bytes of every tensor the ops inside it produce (views excluded)."""
+    """Bytes of distinct memory that the ops inside it produce or write (views excluded):
+    the union of their outputs' spans, so a buffer written in place many times counts once.
+    Every output is kept alive until the mode exits, so no address is reused by a later
+    tensor and fresh tensors never overlap."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.bytes = 0
+        self.spans: list[tuple[int, int]] = []
+        self.keep: list[torch.Tensor] = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         if not func.is_view:
-            tensors = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
-            self.bytes += sum(t.numel() * t.element_size() for t in tensors)
+            for t in tree_flatten(out)[0]:
+                if isinstance(t, torch.Tensor) and t.numel():
+                    extent = 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
+                    self.spans.append((t.data_ptr(), t.data_ptr() + extent * t.element_size()))
+                    self.keep.append(t)
         return out
+
+    @property
+    def bytes(self) -> int:
+        total, reach = 0, None
+        for lo, hi in sorted(self.spans):
+            if reach is None or lo >= reach:
+                total, reach = total + hi - lo, hi
+            elif hi > reach:
+                total, reach = total + hi - reach, hi
+        return total
 
 
 def measured_bytes_per_row(model, device: torch.device | str = "cpu") -> int:
     """Working memory of one row of ``model.predict``, measured once on a probe batch.
 
-    Runs ``predict`` on ``PROBE_ROWS`` fixed random states and counts the bytes of every
-    tensor its ops produce (an upper bound of what is live at once: nothing is freed early),
-    so the number depends only on the model's code and shapes, never on timing or on the
-    allocator. Only for deterministic models (a probe would advance a stochastic one).
+    Runs ``predict`` on ``PROBE_ROWS`` fixed random states and counts the bytes of distinct
+    memory its ops produce or write (an upper bound of what is live at once: nothing is freed
+    early; a buffer the model reuses in place counts once), so the number depends only on the
+    model's code and shapes, never on timing or on the allocator. Only for deterministic models (a probe would advance a stochastic one).
 
     Raises:
         ValueError: if the model is not declared deterministic.
