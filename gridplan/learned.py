@@ -110,6 +110,7 @@ class MLPDynamics(nn.Module):
             layers += [EnsembleLinear(self.members, w_in, w_out), ACTIVATIONS[activation]()]
         layers.append(EnsembleLinear(self.members, widths[-1], STATE_DIM))
         self.layers = nn.Sequential(*layers)
+        self._flat: list[torch.Tensor] = []
 
     def architecture(self) -> dict[str, Any]:
         """Constructor arguments, as stored in checkpoints."""
@@ -151,13 +152,20 @@ class MLPDynamics(nn.Module):
 
     def _workspace(self, shapes: list[tuple[int, ...]], like: torch.Tensor) -> list[torch.Tensor]:
         """Contiguous buffers of ``shapes`` on ``like``'s device and dtype, carved from flat
-        storage the network keeps while one call needs at most ``WORKSPACE_BYTES``."""
+        storage the network keeps while one call needs at most ``WORKSPACE_BYTES`` (one
+        forward pass at a time: the buffers are shared by every call). Buffers made under
+        ``torch.inference_mode`` (Lightning's validation) are replaced outside it, where
+        in-place writes to them are not allowed."""
         sizes = [math.prod(shape) for shape in shapes]
         if sum(sizes) * like.element_size() > WORKSPACE_BYTES:
             return [like.new_empty(shape) for shape in shapes]
-        flat = getattr(self, "_flat", None)
-        if flat is None or len(flat) != len(sizes) or flat[0].device != like.device or (
-            flat[0].dtype != like.dtype or any(f.numel() < n for f, n in zip(flat, sizes))
+        flat = self._flat
+        if (
+            len(flat) != len(sizes)
+            or flat[0].device != like.device
+            or flat[0].dtype != like.dtype
+            or (flat[0].is_inference() and not torch.is_inference_mode_enabled())
+            or any(f.numel() < n for f, n in zip(flat, sizes, strict=True))
         ):
             flat = [like.new_empty(n) for n in sizes]
             self._flat = flat

@@ -101,8 +101,9 @@ class _OutputBytes(TorchDispatchMode):
         if not func.is_view:
             for t in tree_flatten(out)[0]:
                 if isinstance(t, torch.Tensor) and t.numel():
-                    extent = 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
-                    self.spans.append((t.data_ptr(), t.data_ptr() + extent * t.element_size()))
+                    steps = zip(t.shape, t.stride(), strict=True)
+                    extent = (1 + sum((n - 1) * st for n, st in steps)) * t.element_size()
+                    self.spans.append((t.data_ptr(), t.data_ptr() + extent))
                     self.keep.append(t)
         return out
 
@@ -123,7 +124,8 @@ def measured_bytes_per_row(model, device: torch.device | str = "cpu") -> int:
     Runs ``predict`` on ``PROBE_ROWS`` fixed random states and counts the bytes of distinct
     memory its ops produce or write (an upper bound of what is live at once: nothing is freed
     early; a buffer the model reuses in place counts once), so the number depends only on the
-    model's code and shapes, never on timing or on the allocator. Only for deterministic models (a probe would advance a stochastic one).
+    model's code and shapes, never on timing or on the allocator. Only for deterministic
+    models (a probe would advance a stochastic one).
 
     Raises:
         ValueError: if the model is not declared deterministic.
