@@ -59,11 +59,12 @@ DEFAULT_MAX_MEMORY = 2 * 1024**3
 #: copies plus score and flags (a model's own activations come on top).
 GENERIC_BYTES_PER_ROW = 6 * STATE_DIM * 4 + 3 * 8 + 16
 #: Working memory that one ``predict`` call of a deterministic model should fill: the
-#: 16-256-256-12 SiLU MLP (2.2 kB per row in its reused buffers) then runs 1,653-row calls,
-#: at the top of its measured rate on this CPU (1 thread: 0.32-0.40 M rows/s at 1,024-2,048
-#: rows, 0.31 M/s at 4,096-8,192, 0.19 M/s at 65,536 where the buffers are no longer kept;
-#: ``scripts/bench_planner.py --call-sweep``, docs/PERFORMANCE.md §7).
-CACHE_BYTES = 4 * 2**20
+#: 16-256-256-12 SiLU MLP (2.2 kB per row in its reused buffers) then runs 3,307-row calls, on
+#: the flat top of its measured rate on this CPU (1 thread: 0.31-0.40 M rows/s from 1,024 to
+#: 8,192 rows, 0.19 M/s at 65,536 where its buffers are no longer kept; 1.6 k- and 3.3 k-row
+#: calls plan equally fast within the noise; ``scripts/bench_planner.py --call-sweep``,
+#: docs/PERFORMANCE.md §7).
+CACHE_BYTES = 8 * 2**20
 #: Fewest rows per split ``predict`` call: below this a call's fixed op overhead dominates.
 MIN_CALL_ROWS = 256
 #: Rows of the probe batch that ``measured_bytes_per_row`` runs through ``predict``.
