@@ -36,6 +36,13 @@ CHECKPOINT_KEY = "gridplan"
 #: Prefix of the network's parameters in the LightningModule's state dict.
 STATE_DICT_PREFIX = "net."
 ACTIVATIONS = {"relu": nn.ReLU, "silu": nn.SiLU, "tanh": nn.Tanh, "gelu": nn.GELU}
+#: Largest working memory of one gradient-free forward pass kept for reuse by the network
+#: (larger calls allocate afresh and keep nothing): 64 MiB, ~14,000 rows of the
+#: 16-256-256-12 MLP, well above the planner's cache-sized calls (``gridplan.scorers``).
+WORKSPACE_BYTES = 64 * 2**20
+#: Fewest rows for which the output layer runs transposed (``MLPDynamics._infer``): below it
+#: MKL picks small-matrix kernels that sum in another order (2-11 rows differ in the last bit).
+TRANSPOSED_MIN_ROWS = 64
 
 
 class EnsembleLinear(nn.Module):
@@ -103,6 +110,7 @@ class MLPDynamics(nn.Module):
             layers += [EnsembleLinear(self.members, w_in, w_out), ACTIVATIONS[activation]()]
         layers.append(EnsembleLinear(self.members, widths[-1], STATE_DIM))
         self.layers = nn.Sequential(*layers)
+        self._flat: list[torch.Tensor] = []
 
     def architecture(self) -> dict[str, Any]:
         """Constructor arguments, as stored in checkpoints."""
@@ -116,6 +124,10 @@ class MLPDynamics(nn.Module):
     def forward(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """Raw per-member predictions.
 
+        With gradients disabled (planning, evaluation) the same operations run into buffers
+        the network owns and reuses across calls (``_infer``): bit-identical results without
+        fresh activations per call.
+
         Args:
             state: ``(N, 12)`` float, normalized ``[0, 1]``, shared by every member; or
                 ``(K', N, 12)``, one batch per member (the vectorized trainer of
@@ -127,6 +139,8 @@ class MLPDynamics(nn.Module):
             ``(K, N, 12)`` (or ``(K', N, 12)``) predicted next states, not clamped (the training
             loss needs the gradient outside ``[0, 1]`` too).
         """
+        if not torch.is_grad_enabled():
+            return self._infer(state, action)
         if state.dim() == 2:
             state = state.unsqueeze(0).expand(self.members, -1, -1)
             action = action.unsqueeze(0).expand(self.members, -1)
@@ -135,6 +149,76 @@ class MLPDynamics(nn.Module):
         x = torch.cat([2.0 * state - 1.0, one_hot], dim=-1)
         out = self.layers(x)
         return state + out if self.predict_delta else out
+
+    def _workspace(self, shapes: list[tuple[int, ...]], like: torch.Tensor) -> list[torch.Tensor]:
+        """Contiguous buffers of ``shapes`` on ``like``'s device and dtype, carved from flat
+        storage the network keeps while one call needs at most ``WORKSPACE_BYTES`` (one
+        forward pass at a time: the buffers are shared by every call). Buffers made under
+        ``torch.inference_mode`` (Lightning's validation) are replaced outside it, where
+        in-place writes to them are not allowed."""
+        sizes = [math.prod(shape) for shape in shapes]
+        if sum(sizes) * like.element_size() > WORKSPACE_BYTES:
+            return [like.new_empty(shape) for shape in shapes]
+        flat = self._flat
+        if (
+            len(flat) != len(sizes)
+            or flat[0].device != like.device
+            or flat[0].dtype != like.dtype
+            or (flat[0].is_inference() and not torch.is_inference_mode_enabled())
+            or any(f.numel() < n for f, n in zip(flat, sizes, strict=True))
+        ):
+            flat = [like.new_empty(n) for n in sizes]
+            self._flat = flat
+        return [f[:n].view(shape) for f, n, shape in zip(flat, sizes, shapes, strict=True)]
+
+    def _infer(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """``forward`` without autograd, bit-identical: the input encoding written in place,
+        each hidden layer's ``baddbmm`` into an owned buffer and its activation applied in
+        place. The output layer runs transposed, ``out^T = W^T h^T + b^T``: the same sums in
+        the same order, and MKL's sgemm runs a 12-row output ~1.7x faster than a 12-column
+        one (docs/PERFORMANCE.md §7)."""
+        batch = state.shape[:-1]
+        *hidden, last = [layer for layer in self.layers if isinstance(layer, EnsembleLinear)]
+        stacks, n = last.weight.shape[0], batch[-1]
+        rows = (1, *batch) if state.dim() == 2 else batch
+        shapes = [(*rows, STATE_DIM + N_ACTIONS)]
+        shapes += [(stacks, n, layer.weight.shape[2]) for layer in hidden]
+        transposed = n >= TRANSPOSED_MIN_ROWS
+        width = last.weight.shape[2]
+        shapes.append((stacks, width, n) if transposed else (stacks, n, width))
+        x, *outs = self._workspace(shapes, state)
+        torch.mul(state, 2.0, out=x[..., :STATE_DIM].view(*batch, STATE_DIM)).sub_(1.0)
+        hot = x[..., STATE_DIM:].view(*batch, N_ACTIONS)
+        hot.zero_().scatter_(-1, action.long().unsqueeze(-1), 1.0)
+        h = x.expand(stacks, -1, -1)
+        buffers = iter(outs)
+        for layer in self.layers:
+            if layer is last and transposed:
+                h = torch.baddbmm(
+                    layer.bias.transpose(1, 2),
+                    layer.weight.transpose(1, 2),
+                    h.transpose(1, 2),
+                    out=next(buffers),
+                ).transpose(1, 2)
+            elif isinstance(layer, EnsembleLinear):
+                h = torch.baddbmm(layer.bias, h, layer.weight, out=next(buffers))
+            else:
+                h = _activate_(layer, h)
+        if not self.predict_delta:
+            return h.contiguous()
+        out = state.new_empty(stacks, n, STATE_DIM)
+        return torch.add(state, h, out=out)
+
+
+def _activate_(layer: nn.Module, h: torch.Tensor) -> torch.Tensor:
+    """``layer(h)`` written into ``h`` where the activation has an in-place form."""
+    if isinstance(layer, nn.SiLU):
+        return nn.functional.silu(h, inplace=True)
+    if isinstance(layer, nn.ReLU):
+        return h.relu_()
+    if isinstance(layer, nn.Tanh):
+        return h.tanh_()
+    return layer(h)
 
 
 class LearnedWorldModel(WorldModel):
@@ -169,15 +253,13 @@ class LearnedWorldModel(WorldModel):
 
     @property
     def bytes_per_row(self) -> int:
-        """Working memory of one ``predict`` row, in bytes (``gridplan.scorers``): each
-        member's pre- and post-activation float32 of every hidden layer, its output and
-        delta, plus the input encoding (one-hot int64 and float32, centred state, their
-        concatenation: at most 24 bytes per input width). Several members also keep their
-        stacked predictions and the copies the mean over them makes (about 28 bytes per
-        state dimension and member instead of 8, measured)."""
-        per_output = 8 if self.members == 1 else 28
-        per_member = 8 * sum(self.net.hidden) + per_output * STATE_DIM
-        return self.members * per_member + 24 * (STATE_DIM + N_ACTIONS)
+        """Working memory of one ``predict`` row, in bytes (``gridplan.scorers``): the
+        network's reused buffers (``MLPDynamics._infer``: the float32 input encoding, each
+        member's float32 activations of every layer) and each member's delta-added output;
+        several members add the mean over them."""
+        per_member = 4 * (sum(self.net.hidden) + 2 * STATE_DIM)
+        mean = 4 * STATE_DIM if self.members > 1 else 0
+        return self.members * per_member + 4 * (STATE_DIM + N_ACTIONS) + mean
 
     def to(self, device: torch.device | str) -> LearnedWorldModel:
         """Move the network to ``device``; returns ``self``."""
@@ -227,7 +309,9 @@ class LearnedWorldModel(WorldModel):
         """
         self._check(state, action)
         device = self.device
-        out = self.net(state.to(device, torch.float32), action.to(device)).mean(dim=0)
+        out = self.net(state.to(device, torch.float32), action.to(device))
+        # The mean of one member is that member, exactly: no reduction pass for K = 1.
+        out = out[0] if out.shape[0] == 1 else out.mean(dim=0)
         return out.clamp_(0.0, 1.0).to(state.device, state.dtype)
 
 

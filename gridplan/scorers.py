@@ -59,10 +59,11 @@ DEFAULT_MAX_MEMORY = 2 * 1024**3
 #: copies plus score and flags (a model's own activations come on top).
 GENERIC_BYTES_PER_ROW = 6 * STATE_DIM * 4 + 3 * 8 + 16
 #: Working memory that one ``predict`` call of a deterministic model should fill: the
-#: 16-256-256-12 SiLU MLP (4.6 kB per row) then runs 1,710-row calls, at the top of its
-#: measured rate on this CPU (1 thread: 0.34-0.43 M rows/s at 1,024-4,096 rows, 0.16-0.17 M/s
-#: at 65,536; ``scripts/bench_planner.py --call-sweep``, docs/PERFORMANCE.md §7). Larger calls
-#: spill the activations out of the caches.
+#: 16-256-256-12 SiLU MLP (2.2 kB per row in its reused buffers) then runs 3,307-row calls, on
+#: the flat top of its measured rate on this CPU (1 thread: 0.31-0.40 M rows/s from 1,024 to
+#: 8,192 rows, 0.19 M/s at 65,536 where its buffers are no longer kept; 1.6 k- and 3.3 k-row
+#: calls plan equally fast within the noise; ``scripts/bench_planner.py --call-sweep``,
+#: docs/PERFORMANCE.md §7).
 CACHE_BYTES = 8 * 2**20
 #: Fewest rows per split ``predict`` call: below this a call's fixed op overhead dominates.
 MIN_CALL_ROWS = 256
@@ -86,27 +87,46 @@ def is_deterministic(model) -> bool:
 
 
 class _OutputBytes(TorchDispatchMode):
-    """Sums the bytes of every tensor the ops inside it produce (views excluded)."""
+    """Bytes of distinct memory that the ops inside it produce or write (views excluded):
+    the union of their outputs' spans, so a buffer written in place many times counts once.
+    Every output is kept alive until the mode exits, so no address is reused by a later
+    tensor and fresh tensors never overlap."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.bytes = 0
+        self.spans: list[tuple[int, int]] = []
+        self.keep: list[torch.Tensor] = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         if not func.is_view:
-            tensors = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
-            self.bytes += sum(t.numel() * t.element_size() for t in tensors)
+            for t in tree_flatten(out)[0]:
+                if isinstance(t, torch.Tensor) and t.numel():
+                    steps = zip(t.shape, t.stride(), strict=True)
+                    extent = (1 + sum((n - 1) * st for n, st in steps)) * t.element_size()
+                    self.spans.append((t.data_ptr(), t.data_ptr() + extent))
+                    self.keep.append(t)
         return out
+
+    @property
+    def bytes(self) -> int:
+        total, reach = 0, None
+        for lo, hi in sorted(self.spans):
+            if reach is None or lo >= reach:
+                total, reach = total + hi - lo, hi
+            elif hi > reach:
+                total, reach = total + hi - reach, hi
+        return total
 
 
 def measured_bytes_per_row(model, device: torch.device | str = "cpu") -> int:
     """Working memory of one row of ``model.predict``, measured once on a probe batch.
 
-    Runs ``predict`` on ``PROBE_ROWS`` fixed random states and counts the bytes of every
-    tensor its ops produce (an upper bound of what is live at once: nothing is freed early),
-    so the number depends only on the model's code and shapes, never on timing or on the
-    allocator. Only for deterministic models (a probe would advance a stochastic one).
+    Runs ``predict`` on ``PROBE_ROWS`` fixed random states and counts the bytes of distinct
+    memory its ops produce or write (an upper bound of what is live at once: nothing is freed
+    early; a buffer the model reuses in place counts once), so the number depends only on the
+    model's code and shapes, never on timing or on the allocator. Only for deterministic
+    models (a probe would advance a stochastic one).
 
     Raises:
         ValueError: if the model is not declared deterministic.

@@ -6,6 +6,7 @@ import pytest
 import torch
 from helpers_learned import module_checkpoint, probe_batch, tiny_module, zero_last_layer
 
+from gridplan import learned
 from gridplan.constants import STATE_LAYOUT_VERSION
 from gridplan.learned import LearnedWorldModel, MLPDynamics, load_world_model
 from gridplan.models import WorldModel
@@ -47,6 +48,42 @@ def test_ensemble_predict_is_the_clamped_mean_of_its_members():
     assert not torch.allclose(raw[0], raw[1])
     assert torch.allclose(model.predict(state, action), raw.mean(0).clamp(0, 1))
     assert torch.allclose(model.predict_members(state, action), raw.clamp(0, 1))
+
+
+@pytest.mark.parametrize("activation", ["silu", "relu", "tanh", "gelu"])
+@pytest.mark.parametrize("members", [1, 3])
+@pytest.mark.parametrize("delta", [True, False])
+def test_the_gradient_free_forward_is_bit_identical_to_the_autograd_one(
+    activation, members, delta, monkeypatch
+):
+    monkeypatch.setattr(learned, "WORKSPACE_BYTES", 2**20)
+    torch.manual_seed(0)
+    net = MLPDynamics((48, 32), members=members, activation=activation, predict_delta=delta)
+    gen = torch.Generator().manual_seed(1)
+    # Every row count from 1 to 70 (both sides of the transposed output layer's threshold),
+    # larger calls, and calls larger than the kept workspace; each twice (buffers reused).
+    for rows in [*range(1, 71), 257, 1710, 3307, 20_000]:
+        state = torch.rand(rows, 12, generator=gen) * 1.4 - 0.2
+        action = torch.randint(0, 4, (rows,), generator=gen)
+        expected = net(state, action).detach()
+        with torch.no_grad():
+            first, again = net(state, action), net(state, action)
+        assert first.is_contiguous() and torch.equal(first, expected), rows
+        assert torch.equal(again, expected), rows
+        stacked = torch.rand(members, rows, 12, generator=gen)
+        moves = torch.randint(0, 4, (members, rows), generator=gen)
+        expected = net(stacked, moves).detach()
+        with torch.no_grad():
+            assert torch.equal(net(stacked, moves), expected), (rows, "one batch per member")
+
+
+def test_a_workspace_made_under_inference_mode_is_replaced_outside_it():
+    model = LearnedWorldModel(MLPDynamics((32, 32)))
+    state, action = torch.rand(100, 12), torch.randint(0, 4, (100,))
+    with torch.inference_mode():
+        inside = model.predict(state, action)
+    outside = model.predict(state, action)
+    assert torch.equal(inside, outside) and not outside.is_inference()
 
 
 def test_the_action_changes_the_prediction():
