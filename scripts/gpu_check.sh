@@ -3,7 +3,7 @@
 #   1. the tests that take a device parameter, on cpu and cuda (tests/core/test_devices.py ...);
 #   2. bench_planner.py --device cuda: noise and oracle at D = 4, 6 with up to 100k episodes,
 #      the learned MLP (generic, tree, TorchRL) at D = 4, the tree at D = 4, 6 with 100k;
-#   3. bench_training.py --device cuda, when that script exists;
+#   3. bench_training.py --quick --device cuda (K = 1, 5);
 #   4. reproduce.py --quick --device cuda.
 # Writes every log and JSON under $GPU_CHECK_OUT (default gpu_check/) and one summary,
 # $GPU_CHECK_OUT/summary.json. Without a CUDA device the GPU steps are recorded as skipped and
@@ -61,11 +61,9 @@ else
     skip bench_planner_tree "no CUDA device"
 fi
 
-if [ ! -f scripts/bench_training.py ]; then
-    skip bench_training "scripts/bench_training.py does not exist"
-elif [ "$cuda" = 1 ]; then
-    run bench_training 60 "$out/bench_training.json" "$py" scripts/bench_training.py \
-        --device cuda --json "$out/bench_training.json"
+if [ "$cuda" = 1 ]; then
+    run bench_training 90 "$out/bench_training.json" "$py" scripts/bench_training.py \
+        --quick --device cuda --json "$out/bench_training.json"
 else
     skip bench_training "no CUDA device"
 fi
