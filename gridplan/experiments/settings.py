@@ -573,41 +573,26 @@ _LADDER = {
 }
 
 
+#: Closed-loop episodes per model of E7: (at the learned depth, at the controlled depth).
+_E7_EPISODES = {"full": (20, 10), "quick": (10, 5), "tiny": (2, 2)}
+
+
 def _e7(p: Profile) -> E7Config:
-    depths = (p.learned.depth, p.controlled.depth)
     if p is TINY:
         zoo, rep = load_zoo("tiny"), load_zoo("tiny_replication")
-        return E7Config(
-            zoo=zoo,
-            replication=rep,
-            depths=depths,
-            episodes=2,
-            deep_episodes=2,
-            n_windows=p.controlled.n_windows,
-            ladder_sizes=_LADDER["tiny"],
-            n_resamples=p.n_resamples,
-        )
-    zoo, rep = load_zoo("default"), load_zoo("replication")
+    else:
+        zoo, rep = load_zoo("default"), load_zoo("replication")
     if p is QUICK:
         zoo, rep = (z.reduced(seeds=1, eval_seeds=1, max_epochs=5) for z in (zoo, rep))
-        return E7Config(
-            zoo=zoo,
-            replication=rep,
-            depths=depths,
-            episodes=10,
-            deep_episodes=5,
-            n_windows=p.controlled.n_windows,
-            ladder_sizes=_LADDER["quick"],
-            n_resamples=p.n_resamples,
-        )
+    episodes, deep_episodes = _E7_EPISODES[p.name]
     return E7Config(
         zoo=zoo,
         replication=rep,
-        depths=depths,
-        episodes=20,
-        deep_episodes=10,
+        depths=(p.learned.depth, p.controlled.depth),
+        episodes=episodes,
+        deep_episodes=deep_episodes,
         n_windows=p.controlled.n_windows,
-        ladder_sizes=_LADDER["full"],
+        ladder_sizes=_LADDER[p.name],
         n_resamples=p.n_resamples,
     )
 
