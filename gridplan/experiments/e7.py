@@ -37,13 +37,16 @@ it gives. Writes ``zoo.csv`` (every model of both zoos, every metric), ``configu
 from __future__ import annotations
 
 import math
+import multiprocessing
 import os
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import torch
 
 from gridplan import evaluate as ladder_evaluate
 from gridplan.bootstrap import percentile_interval, spearman_of_counts
@@ -250,6 +253,28 @@ def _deep_success(ctx: GroupContext, cfg: E7Config, zoo: Zoo, models: list) -> l
     return out
 
 
+def _ladder_report(job: tuple) -> Any:
+    model, depth, ladder, device = job
+    torch.set_num_threads(1)
+    levels = [lv for lv in check_levels(None, model) if lv != "L1"]
+    return ladder_evaluate(model, TASK_A, depth, ladder, levels, device)
+
+
+def _ladder_reports(ctx: GroupContext, zoo: Zoo, models: list, depth: int, ladder) -> list:
+    """The ladder report of every model, in ``models`` order. On CPU the models are dealt to
+    one worker process per core (one thread each); every metric draws from its own seeded
+    generator, so the reports equal those of one process."""
+    jobs = [(m, depth, ladder, ctx.device) for m in models]
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    workers = min(cores or 1, len(models)) if ctx.device.type == "cpu" else 1
+    desc = f"ladder ({zoo.name})"
+    if workers <= 1:
+        return [_ladder_report(job) for job in ctx.bar(jobs, desc)]
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method)) as pool:
+        return list(ctx.bar(pool.map(_ladder_report, jobs), desc, total=len(jobs)))
+
+
 def evaluate_zoo(ctx: GroupContext, cfg: E7Config, zoo: Zoo, trained: dict) -> list[ZooRecord]:
     """Every metric and both closed loops of every model of ``zoo`` (``Zoo.jobs`` order)."""
     jobs = zoo.jobs()
@@ -259,12 +284,7 @@ def evaluate_zoo(ctx: GroupContext, cfg: E7Config, zoo: Zoo, trained: dict) -> l
     with cpu_threads(ctx):
         metrics = prediction_metrics(ModelStack(models), windows, TASK_A)
         deep = _deep_success(ctx, cfg, zoo, models)
-        reports = []
-        for model in ctx.bar(models, f"ladder ({zoo.name})"):
-            levels = [lv for lv in check_levels(None, model) if lv != "L1"]
-            reports.append(
-                ladder_evaluate(model, TASK_A, cfg.depths[0], ladder, levels, ctx.device)
-            )
+        reports = _ladder_reports(ctx, zoo, models, cfg.depths[0], ladder)
     records = []
     for (model, seed), pm, summary, report in zip(jobs, metrics, deep, reports, strict=True):
         pm_dict, loop = pm.to_dict(), report.closed_loop
