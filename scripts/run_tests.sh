@@ -5,5 +5,5 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 bash scripts/setup.sh
-.venv/bin/ruff check gridplan train eval scripts tests
+.venv/bin/ruff check gridplan train eval scripts tests hydra_plugins
 exec .venv/bin/python -m pytest "$@"
