@@ -41,6 +41,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from gridplan.threads import available_cpus  # noqa: E402
+
 #: MLP widths of the default model: (input, hidden..., output).
 WIDTHS = (16, 256, 256, 12)
 BATCH = 256
@@ -184,10 +186,10 @@ def main(argv=None) -> int:
     if args.json and Path(args.json).exists():
         parser.error(f"{args.json} already exists")
     out = Path(args.out or tempfile.mkdtemp(prefix="bench_training-"))
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cores = available_cpus()
     load = os.getloadavg()[0]
     print(f"machine: {cores} cores, load average {load:.2f} at the start; device {args.device}")
-    if load > 0.5 * (cores or 1):
+    if load > 0.5 * (cores):
         print(f"warning: the machine is busy (load {load:.2f}); timings will be noisy")
     # Collect every dataset once, outside the timings.
     from gridplan import tasks

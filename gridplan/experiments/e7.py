@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import math
 import multiprocessing
-import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -74,6 +73,7 @@ from gridplan.models import WorldModel
 from gridplan.scorers import is_deterministic
 from gridplan.stats import SpearmanResult, mean_se, spearman_ci
 from gridplan.tasks import TASK_A
+from gridplan.threads import available_cpus
 
 #: The zoo "spans" success when its configurations' depth-2 success reaches at most this ...
 SPAN_LOW = 0.1
@@ -220,8 +220,7 @@ def train_zoo(ctx: GroupContext, cfg: E7Config, zoo: Zoo) -> tuple[dict, float]:
     from gridplan import runs
 
     out = ctx.out / RUNS / zoo.name
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    workers = max(1, min(cores or 1, len(zoo.jobs()) // 8)) if ctx.device.type == "cpu" else 1
+    workers = max(1, min(available_cpus(), len(zoo.jobs()) // 8)) if ctx.device.type == "cpu" else 1
     extra = ("trainer.figures_every_n_epochs=0", f"train.workers={workers}")
     jobs = zoo.jobs()
     configs = [run_config(ctx, cfg, model, seed, out, *extra) for model, seed in jobs]
@@ -265,8 +264,7 @@ def _ladder_reports(ctx: GroupContext, zoo: Zoo, models: list, depth: int, ladde
     one worker process per core (one thread each); every metric draws from its own seeded
     generator, so the reports equal those of one process."""
     jobs = [(m, depth, ladder, ctx.device) for m in models]
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    workers = min(cores or 1, len(models)) if ctx.device.type == "cpu" else 1
+    workers = min(available_cpus(), len(models)) if ctx.device.type == "cpu" else 1
     desc = f"ladder ({zoo.name})"
     if workers <= 1:
         return [_ladder_report(job) for job in ctx.bar(jobs, desc)]

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import time
 import warnings
 from collections.abc import Sequence
@@ -34,6 +33,7 @@ from gridplan.experiments.settings import E3Config, LearnedRow
 from gridplan.learned import load_world_model
 from gridplan.models import WorldModel
 from gridplan.relevance_estimation import intra_op_threads
+from gridplan.threads import available_cpus
 
 #: Shared dataset cache under the results root.
 DATA_CACHE = "data_cache"
@@ -191,8 +191,7 @@ def train_runs(
     if ctx.launcher is not None and ctx.launcher.jobs is not None:
         workers = ctx.launcher.jobs
     elif ctx.device.type == "cpu":
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-        workers = max(1, min(cores or 1, len(jobs) // 8))
+        workers = max(1, min(available_cpus(), len(jobs) // 8))
     else:
         workers = 1
     members, configs = [], []
