@@ -152,8 +152,9 @@ class TrainConfig:
     #: (``gridplan.vectorized``); False trains them one after another.
     vectorize: bool = True
     #: Worker processes for vectorized groups (one thread each); the runs are dealt into
-    #: this many groups.
-    workers: int = 1
+    #: this many groups. None: one per CPU core the process may use, at most one per run
+    #: (``gridplan.vectorized.auto_workers``; 1 on a GPU).
+    workers: int | None = None
 
 
 @dataclass
@@ -425,7 +426,8 @@ def validate(cfg: DictConfig) -> DictConfig:
         f"trainer.monitor {t['monitor']!r} needs the window metrics every epoch "
         f"(trainer.metrics_every_n_epochs=1), got {every}",
     )
-    _require(c["train"]["workers"] >= 1, f"train.workers must be >= 1, got {c['train']['workers']}")
+    workers = c["train"]["workers"]
+    _require(workers is None or workers >= 1, f"train.workers must be >= 1 or null, got {workers}")
     for key in ("max_epochs", "min_epochs", "patience"):
         _require(t[key] >= 1, f"trainer.{key} must be >= 1, got {t[key]}")
     _require(

@@ -60,7 +60,14 @@ from gridplan.training import (
     keep_freed_memory,
     score_best,
 )
-from gridplan.vectorized import GroupResult, Member, deal, group_key, train_groups
+from gridplan.vectorized import (
+    GroupResult,
+    Member,
+    auto_workers,
+    deal,
+    group_key,
+    train_groups,
+)
 
 
 def new_run_dir(out_dir: str | os.PathLike, name: str) -> tuple[Path, int]:
@@ -461,10 +468,12 @@ def _train_members(members, ensembles, progress, record_dir, reserved) -> list[t
             buckets.setdefault(key, []).append(slot)
     groups: list[tuple[str, list[Member]]] = []
     order: list[list[int]] = []
+    workers = 1
     for b, slots in enumerate(buckets.values(), 1):
-        workers = int(members[slots[0]].config.train.workers)
-        for g, part in enumerate(deal(slots, workers), 1):
-            name = f"group{b}" if workers == 1 or len(slots) == 1 else f"group{b}.{g}"
+        parts = auto_workers(members[slots[0]].config, len(slots))
+        workers = max(workers, parts)
+        for g, part in enumerate(deal(slots, parts), 1):
+            name = f"group{b}" if parts == 1 else f"group{b}.{g}"
             groups.append((name, [members[s] for s in part]))
             order.append(part)
     for slot in sorted(sequential):
@@ -475,7 +484,6 @@ def _train_members(members, ensembles, progress, record_dir, reserved) -> list[t
         record_dir, _ = new_run_dir(first.out_dir, "groups")
         reserved.append(record_dir)
     parallel = [g for g, part in zip(groups, order, strict=True) if part[0] not in sequential]
-    workers = max([int(m.config.train.workers) for _, ms in parallel for m in ms], default=1)
     done: list[GroupResult] = train_groups(parallel, workers, record_dir, progress)
     done += train_groups(groups[len(parallel) :], 1, record_dir, progress)
     out: list[tuple[dict, dict] | None] = [None] * len(members)

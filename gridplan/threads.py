@@ -92,6 +92,26 @@ def default_threads() -> int:
     return max(1, min(torch.get_num_threads(), available_cpus()))
 
 
+def training_threads(requested: int | None = None) -> int:
+    """Intra-op threads of a training process: ``requested``, else ``OMP_NUM_THREADS``, else 1.
+
+    One thread by default: a 256-row step of the paper's MLP gains nothing from a second
+    thread, and with the passive wait policy two threads trained 1.8x slower than one
+    (docs/PERFORMANCE.md §12). A vectorized sweep takes the cores as worker processes
+    instead (``gridplan.vectorized.auto_workers``).
+
+    Raises:
+        ValueError: if ``requested`` or ``OMP_NUM_THREADS`` is not an integer >= 1.
+    """
+    if requested is not None:
+        return check_threads(requested)
+    value = os.environ.get("OMP_NUM_THREADS", "1")
+    try:
+        return check_threads(int(value))
+    except ValueError:
+        raise ValueError(f"OMP_NUM_THREADS must be an integer >= 1, got {value!r}") from None
+
+
 def check_threads(requested: int | None) -> int | None:
     """``requested`` if it is ``None`` or an integer >= 1.
 

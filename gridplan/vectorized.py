@@ -60,6 +60,7 @@ from gridplan.constants import STATE_DIM
 from gridplan.learned import MLPDynamics
 from gridplan.metrics import prediction_metrics
 from gridplan.models import WorldModel
+from gridplan.threads import available_cpus
 from gridplan.training import (
     TransitionDataModule,
     WorldModelModule,
@@ -373,6 +374,10 @@ class MemberStack(pl.LightningModule):
             self.cohort_steps.append(-key[0])
             self.cohort_hparams.append(key[1:])
         self._refresh_weights()
+        # One stacked step is a few batched matmuls; Lightning's automatic-optimization
+        # closure around it cost as much as a 5-member step's optimizer work
+        # (docs/PERFORMANCE.md §12), so the step drives AdamW itself.
+        self.automatic_optimization = False
         self.epoch_metrics: dict[int, dict[str, float]] = {}
         self.epoch_scores: dict[int, Any] = {}
         self._windows: dict[str, Any] = {}
@@ -567,15 +572,25 @@ class MemberStack(pl.LightningModule):
         self._step_losses: list[tuple[int, torch.Tensor]] = []
 
     def training_step(self, batch, batch_idx):
+        """One AdamW step of every member training at ``batch_idx`` (members that sit the
+        step out get no gradient, so AdamW leaves them untouched)."""
+        optimizer = self.optimizers()
         per_member = self._loss("train", batch["rows"], batch["weight"], batch["cohorts"])
         k = per_member.shape[0]
         loss = per_member / (batch["denom"] * self.horizon[:k])
+        optimizer.zero_grad(set_to_none=True)
+        self.manual_backward(loss.sum())
+        optimizer.step()
         with torch.no_grad():
             rows = batch["denom"] / STATE_DIM
             self._train_sum[:k] += loss.detach() * rows
             self._train_rows[:k] += rows
             self._step_losses.append((batch_idx, loss.detach()))
-        return loss.sum()
+
+    def on_train_epoch_end(self) -> None:
+        """The cosine schedule's epoch step, after ``MemberRuns`` has read this epoch's rates
+        (where Lightning steps an epoch-interval scheduler for a single run)."""
+        self.lr_schedulers().step()
 
     def val_dataloader(self):
         """Validation chunks: ``rows (K, C)`` into the validation buffer, ``weight (K, C)``."""
@@ -1036,6 +1051,26 @@ def train_group(
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "group.json").write_text(json.dumps(record, indent=2))
     return GroupResult([r.result for r in runs], record)
+
+
+def auto_workers(config: DictConfig, runs: int) -> int:
+    """Worker processes for ``runs`` runs that share ``config``'s ``GROUP_KEYS``.
+
+    ``train.workers`` if set; otherwise, on CPU, one per core this process may use
+    (``gridplan.threads.available_cpus``): a worker process with one intra-op thread per
+    core trains a group faster than one process with a thread per core, whose threads meet
+    at a barrier after every op of a small step (docs/PERFORMANCE.md §12); on a GPU (or MPS), 1.
+    Never more than ``runs``.
+    """
+    workers = config.train.workers
+    if workers is None:
+        accelerator = str(config.trainer.accelerator)
+        if accelerator == "auto":
+            device = torch.cuda.is_available() or torch.backends.mps.is_available()
+        else:
+            device = accelerator != "cpu"
+        workers = 1 if device else available_cpus()
+    return max(1, min(int(workers), int(runs)))
 
 
 def deal(items: Sequence, parts: int) -> list[list]:

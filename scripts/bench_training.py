@@ -5,9 +5,15 @@ run exactly ``--epochs`` epochs: ``trainer.min_epochs = max_epochs``, so both si
 the same total epochs) are trained twice, each time in a fresh process:
 
 - **sequential**: ``train.vectorize=false``, ``gridplan.runs.train`` one run after another
-  (each with its own Lightning trainer), today's path;
-- **vectorized**: one vectorized group (``gridplan.vectorized``), one process, the same
-  threads.
+  (each with its own Lightning trainer) in one process;
+- **vectorized**: what ``python -m train -m seed=...`` does by default: vectorized groups
+  (``gridplan.vectorized``), one worker process per core (``train.workers`` unset; at most
+  one per run); ``--workers 1`` trains them as one stack in one process.
+
+Both sides run the threads a training process gets (``gridplan.threads.training_threads``:
+one per process unless ``--threads`` says otherwise) and the passive OpenMP wait policy of
+``python -m train``; ``--repeats N`` runs each side N times, interleaved, and reports the
+median.
 
 Both write every run's folder, checkpoints, metrics and TensorBoard scalars; neither draws
 the dashboard images (``trainer.figures_every_n_epochs=0``: Matplotlib renders, the same work
@@ -22,6 +28,8 @@ Usage::
     python scripts/bench_training.py                  # K = 1, 5, 10, 20, 5 epochs
     python scripts/bench_training.py --quick          # K = 1, 5, 2 epochs (a minute or two)
     python scripts/bench_training.py --json out.json  # rows plus a speedup per K
+    python scripts/bench_training.py --repeats 3        # medians of 3 interleaved runs
+    python scripts/bench_training.py --workers 1        # the vectorized side as one stack
     python scripts/bench_training.py --device cuda
 """
 
@@ -41,7 +49,14 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from gridplan.threads import available_cpus  # noqa: E402
+from gridplan.threads import (  # noqa: E402
+    available_cpus,
+    configure_threads,
+    set_wait_policy,
+    training_threads,
+)
+
+set_wait_policy()  # as ``python -m train`` does, before torch is imported (gridplan.threads)
 
 #: MLP widths of the default model: (input, hidden..., output).
 WIDTHS = (16, 256, 256, 12)
@@ -59,6 +74,7 @@ def overrides(seed: int, args, out: Path, vectorize: bool) -> list[str]:
         "trainer.progress_bar=false",
         f"trainer.accelerator={accelerator}",
         f"train.vectorize={str(vectorize).lower()}",
+        f"train.workers={args.workers or 'null'}",
         f"out_dir={out / 'runs'}",
         f"data.cache_dir={out / 'cache'}",
     ]
@@ -73,23 +89,24 @@ def worker(args) -> dict:
 
     from gridplan.config import compose
     from gridplan.runs import train_all
+    from gridplan.vectorized import auto_workers
 
     warnings.filterwarnings("ignore")
     for name in ("lightning.pytorch", "lightning.fabric"):
         logging.getLogger(name).setLevel(logging.ERROR)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    configure_threads(training_threads(args.threads or None))
     out = Path(args.out)
     vectorize = args.worker == "vectorized"
     cfgs = [compose(overrides(s, args, out, vectorize)) for s in range(args.k)]
+    processes = auto_workers(cfgs[0], args.k) if vectorize else 1
     base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     cuda = args.device.startswith("cuda")
     if cuda:
         torch.cuda.reset_peak_memory_stats()
-    start, cpu = time.perf_counter(), time.process_time()
+    start, cpu = time.perf_counter(), cpu_seconds()
     results = train_all(cfgs, progress=False)
     wall = time.perf_counter() - start
-    cpu = time.process_time() - cpu
+    cpu = cpu_seconds() - cpu
     epochs = transitions = 0
     for metrics, artifacts in results:
         summary = json.loads(Path(artifacts["metrics"]).read_text())
@@ -97,8 +114,9 @@ def worker(args) -> dict:
         transitions += metrics["epochs"] * summary["dataset"]["train_transitions"]
     if cuda:
         peak = torch.cuda.max_memory_allocated() / 2**20
-    else:
-        peak = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base_rss) / 1024
+    else:  # the largest process: this one, or a worker (forked: it starts at this one's level)
+        rss = max(resource.getrusage(who).ru_maxrss for who in (SELF, CHILDREN))
+        peak = (rss - base_rss) / 1024
     return {
         "mode": args.worker,
         "K": args.k,
@@ -109,17 +127,45 @@ def worker(args) -> dict:
         "transitions_per_s": round(transitions / wall),
         "peak_MB": round(peak, 1),
         "threads": torch.get_num_threads(),
+        "processes": processes,
     }
+
+
+SELF, CHILDREN = resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process and its finished worker processes."""
+    return sum(
+        u.ru_utime + u.ru_stime for u in (resource.getrusage(who) for who in (SELF, CHILDREN))
+    )
 
 
 def measure(mode: str, k: int, args, out: Path) -> dict:
     cmd = [sys.executable, __file__, "--worker", mode, "--k", str(k), "--out", str(out)]
     cmd += ["--epochs", str(args.epochs), "--budget", args.budget, "--device", args.device]
-    cmd += ["--threads", str(args.threads)]
+    cmd += ["--threads", str(args.threads), "--workers", str(args.workers)]
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
     if done.returncode:
         raise SystemExit(f"{mode} K={k} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def measure_pair(k: int, args, out: Path) -> tuple[dict, dict]:
+    """Both sides of one K, ``--repeats`` times, interleaved (sequential, vectorized,
+    sequential, ...), so that a slow spell of a shared machine falls on both; each side's
+    row is its median-time run, with every run's wall time in ``walls_s``."""
+    runs: dict[str, list[dict]] = {"sequential": [], "vectorized": []}
+    for _ in range(args.repeats):
+        for mode in runs:
+            runs[mode].append(measure(mode, k, args, out))
+    rows = []
+    for measured in runs.values():
+        measured.sort(key=lambda r: r["wall_s"])
+        row = dict(measured[len(measured) // 2])
+        row["walls_s"] = [r["wall_s"] for r in measured]
+        rows.append(row)
+    return rows[0], rows[1]
 
 
 def step_flops(batch: int = BATCH) -> int:
@@ -166,7 +212,15 @@ def main(argv=None) -> int:
     parser.add_argument("--epochs", type=int, default=None, help="epochs per run (default 5)")
     parser.add_argument("--budget", default="20k", help="transitions per run (default 20k)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    parser.add_argument(
+        "--threads", type=int, default=0, help="torch threads (0: as train picks, 1 per process)"
+    )
+    parser.add_argument(
+        "--workers", type=int, default=0, help="vectorized worker processes (0: as train picks)"
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=1, help="runs per side and K, interleaved; the median"
+    )
     parser.add_argument("--json", default=None, help="write the rows and speedups here")
     parser.add_argument("--out", default=None, help="scratch folder (default: a temp dir)")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
@@ -174,6 +228,10 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.epochs is None:
         args.epochs = 2 if args.quick else 5
+    for name in ("repeats", "threads", "workers"):
+        low = 1 if name == "repeats" else 0
+        if getattr(args, name) < low:
+            parser.error(f"--{name} must be >= {low}, got {getattr(args, name)}")
     if args.worker:
         print(json.dumps(worker(args)))
         return 0
@@ -199,34 +257,40 @@ def main(argv=None) -> int:
     for s in range(max(ks)):
         cached_dataset("balanced", parse_budget(args.budget), s, tasks.get("A"), out / "cache")
     rows, speedup = [], {}
-    print("| K | mode | wall s | transitions/s | epochs | peak MB | speedup |")
-    print("| ---: | --- | ---: | ---: | ---: | ---: | ---: |")
+    print("| K | mode | procs x threads | wall s | transitions/s | epochs | peak MB | speedup |")
+    print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for k in ks:
-        seq = measure("sequential", k, args, out)
-        vec = measure("vectorized", k, args, out)
+        seq, vec = measure_pair(k, args, out)
         speedup[k] = round(seq["wall_s"] / vec["wall_s"], 2)
         for row in (seq, vec):
             rows.append(row)
             s = f"{speedup[k]:.2f}x" if row is vec else ""
             print(
-                f"| {k} | {row['mode']} | {row['wall_s']:.1f} | {row['transitions_per_s']:,} | "
+                f"| {k} | {row['mode']} | {row['processes']} x {row['threads']} | "
+                f"{row['wall_s']:.1f} | {row['transitions_per_s']:,} | "
                 f"{row['epochs']} | {row['peak_MB']:.0f} | {s} |",
                 flush=True,
             )
     end_load = os.getloadavg()[0]
     flops = step_flops()
+    threads = configure_threads(training_threads(args.threads or None))
     print(
         f"\nfloor: {flops / 1e6:.1f} MFLOP per member step (forward + backward, batch {BATCH}, "
-        f"MLP {WIDTHS}); the matmuls of one K-member step timed alone on {args.device}"
+        f"MLP {WIDTHS}); the matmuls of one K-member step timed alone on {args.device}, "
+        f"{threads} thread(s) as each training process has; vectorized: the group's wall time "
+        "x its processes x threads, per member step"
     )
-    print("| K | matmul GFLOP/s | floor ms per member step | vectorized ms per member step | "
-          "x floor |")
+    print(
+        "| K | matmul GFLOP/s | floor ms per member step | vectorized core-ms per member step | "
+        "x floor |"
+    )
     print("| ---: | ---: | ---: | ---: | ---: |")
     floors = []
     for k in ks:
         floor = matmul_floor(k, args.device)
         vec = next(r for r in rows if r["mode"] == "vectorized" and r["K"] == k)
-        per_step = vec["wall_s"] / (vec["transitions"] / BATCH)
+        cores_used = vec["processes"] * (1 if args.device.startswith("cuda") else vec["threads"])
+        per_step = vec["wall_s"] * cores_used / (vec["transitions"] / BATCH)
         floor_step = floor["seconds_per_step"] / k
         floor.update(
             floor_ms_per_member_step=floor_step * 1e3,

@@ -11,7 +11,7 @@ Examples::
     python -m train -m seed=0,1,2,3 hydra/launcher=joblib hydra.launcher.n_jobs=2   # 2 groups
     python -m train experiment=random_12k out_dir=/tmp/runs
     python -m train resume=runs/uniform-balanced-20k-seed0/version_0
-    python -m train threads=1                         # torch CPU threads (default: the machine's)
+    python -m train threads=2                         # torch CPU threads (default: 1 per process)
 
 Groups: variant, data, model, trainer (and experiment presets); any key can be overridden
 with a dotted path; ``--help`` lists them all. Every run of a command line (every point of a
@@ -29,7 +29,6 @@ other argument.
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -51,7 +50,12 @@ from gridplan.config import (  # noqa: E402
     to_yaml,
 )
 from gridplan.run_status import requeued_run  # noqa: E402
-from gridplan.threads import check_threads, configure_threads, describe  # noqa: E402
+from gridplan.threads import (  # noqa: E402
+    check_threads,
+    configure_threads,
+    describe,
+    training_threads,
+)
 from train.sweep import group_file, read_group  # noqa: E402
 
 #: Exit status of a run stopped by SIGTERM or SIGINT (128 + SIGTERM), so it never looks done.
@@ -114,14 +118,11 @@ def _hydra(args: list[str]) -> int:
 def _app(cfg: DictConfig) -> None:
     hc = HydraConfig.get()
     cfg = finish(cfg, hc.runtime.choices)
-    threads = cfg.threads
-    if threads is None and hc.runtime.choices.get("hydra/launcher") not in (None, "basic"):
-        # Parallel jobs share the machine's cores: one torch thread each unless told otherwise.
-        threads = int(os.environ.get("OMP_NUM_THREADS", "1"))
-    print(describe(configure_threads(threads)), flush=True)
+    print(describe(configure_threads(training_threads(cfg.threads))), flush=True)
     group = group_file()
     if group is not None:  # a job of vectorized sweep points (train.sweep)
-        _run_group(group)
+        launched = hc.runtime.choices.get("hydra/launcher") not in (None, "basic")
+        _run_group(group, launched)
         return
     record = {
         ".hydra/config.yaml": OmegaConf.to_yaml(cfg),
@@ -160,9 +161,11 @@ def _run(cfg: DictConfig, header: str, record: dict[str, str] | None = None, res
     _summary(metrics, artifacts)
 
 
-def _run_group(path: Path) -> None:
+def _run_group(path: Path, launched: bool) -> None:
     """Train the sweep points of a group file as vectorized groups (``train.sweep``) and print
-    each one's summary and ``checkpoint:`` line, in sweep order."""
+    each one's summary and ``checkpoint:`` line, in sweep order. A job of a parallel
+    launcher (``launched``) trains in its own process only, unless ``train.workers`` is set:
+    the launcher's jobs already share the cores."""
     from lightning.pytorch.utilities.exceptions import SIGTERMException
 
     from gridplan import runs
@@ -171,6 +174,10 @@ def _run_group(path: Path) -> None:
     quiet_lightning_chatter()
     try:
         points = read_group(path)
+        if launched:
+            for _, cfg, _ in points:
+                if cfg.train.workers is None:
+                    cfg.train.workers = 1
         for num, cfg, _ in points:
             print(f"=== run {num}: resolved config ===\n{to_yaml(cfg)}", flush=True)
         nums = ", ".join(str(num) for num, _, _ in points)

@@ -18,6 +18,7 @@ from omegaconf import OmegaConf, open_dict
 
 from gridplan.config import DEFAULT_CONFIG_DIR
 from gridplan.run_status import read_status
+from gridplan.threads import available_cpus
 from train.__main__ import main
 from train.sweep import GROUP_ENV, plan, read_group
 
@@ -34,16 +35,18 @@ def _final(checkpoint: str) -> dict:
     return json.loads((run_dir / "metrics.json").read_text())["metrics"]
 
 
-def test_a_seed_sweep_trains_as_one_group_and_each_member_equals_its_run_alone(tmp_path, capsys):
+def test_a_seed_sweep_trains_as_groups_and_each_member_equals_its_run_alone(tmp_path, capsys):
     assert main(["-m", *debug_overrides(tmp_path / "vec"), "seed=0,1,2"]) == 0
     out = capsys.readouterr().out
     assert "training runs 0, 1, 2 as vectorized groups" in out
     grouped = _checkpoints(out)
     assert [Path(c).parents[1].parent.name[-5:] for c in grouped] == ["seed0", "seed1", "seed2"]
     assert out.strip().splitlines()[-1] == f"checkpoint: {grouped[-1]}"
-    (record,) = (tmp_path / "vec" / "runs" / "groups").glob("version_*/*/group.json")
-    members = json.loads(record.read_text())["members"]
-    assert [m["seed"] for m in members] == [0, 1, 2]
+    # One group per worker process, one worker per core (train.workers unset).
+    records = sorted((tmp_path / "vec" / "runs" / "groups").glob("version_*/*/group.json"))
+    assert len(records) == min(3, available_cpus())
+    groups = [[m["seed"] for m in json.loads(r.read_text())["members"]] for r in records]
+    assert sorted(s for seeds in groups for s in seeds) == [0, 1, 2]
     for k, ckpt in enumerate(grouped):
         run_dir = Path(ckpt).parents[1]
         assert read_status(run_dir)["status"] == "complete"
