@@ -52,6 +52,8 @@ EXPERT_EPSILONS = (0.0,)
 COLLECT_ENVS = 128
 #: Schema tag written into every saved dataset file.
 DATASET_SCHEMA = "gridplan.transitions/1"
+#: Schema tag of a saved ``EvalWindows`` file.
+WINDOWS_SCHEMA = "gridplan.windows/1"
 
 _STATE_FIELDS = ("states", "next_states")
 _FLOAT_FIELDS = ("rewards",)
@@ -512,6 +514,49 @@ class EvalWindows:
             if getattr(self, name).dtype != torch.bool:
                 raise ValueError(f"windows.{name} must be bool")
         return self
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the windows with ``torch.save`` (``{"schema", "tensors", "meta_json"}``),
+        atomically (``gridplan.files``); returns ``path``."""
+        payload = {
+            "schema": WINDOWS_SCHEMA,
+            "tensors": {
+                f.name: getattr(self, f.name).detach().cpu()
+                for f in dataclasses.fields(self)
+                if f.name != "meta"
+            },
+            "meta_json": json.dumps(self.meta, sort_keys=True),
+        }
+        return write_atomic(path, lambda tmp: torch.save(payload, tmp))
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> EvalWindows:
+        """Read windows written by ``save``, checked (``check``), on CPU.
+
+        Raises:
+            FileNotFoundError: if ``path`` does not exist.
+            ValueError: naming the problem if the file is not a gridplan windows file
+                (unreadable, wrong schema tag, bad fields, another state layout).
+        """
+        path = Path(path)
+        if not path.exists():
+            raise FileNotFoundError(f"windows file {path} does not exist")
+        try:
+            payload = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as err:  # torch raises several unrelated types for a corrupt file
+            raise ValueError(f"{path} is not a readable gridplan windows file: {err}") from err
+        if not isinstance(payload, dict) or payload.get("schema") != WINDOWS_SCHEMA:
+            raise ValueError(f"{path} is not a gridplan windows file ({WINDOWS_SCHEMA})")
+        try:
+            windows = cls(**payload["tensors"], meta=json.loads(payload["meta_json"]))
+        except (KeyError, TypeError, json.JSONDecodeError) as err:
+            raise ValueError(f"{path} has malformed windows: {err}") from err
+        layout = windows.meta.get("layout_version")
+        if layout != STATE_LAYOUT_VERSION:
+            raise ValueError(
+                f"{path} holds state layout {layout}, this gridplan uses {STATE_LAYOUT_VERSION}"
+            )
+        return windows.check()
 
     def to(self, device: torch.device | str) -> EvalWindows:
         """A copy with every tensor on ``device``."""

@@ -509,7 +509,12 @@ def _finish_ensemble(cfg: DictConfig, run_dir: Path, member_runs) -> tuple[dict,
     d = resolved["data"]
     task = tasks.get(d["task"])
     windows = held_out_windows(
-        d["windows"], d["window_horizon"], d["window_seed"], d["window_policy"], task
+        d["windows"],
+        d["window_horizon"],
+        d["window_seed"],
+        d["window_policy"],
+        task,
+        d["cache_dir"],
     )
     model = ensemble.load_ensemble(ckpts["best"])
     writer = SummaryWriter(log_dir=str(run_dir))

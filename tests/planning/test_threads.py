@@ -43,6 +43,19 @@ def test_configure_threads_sets_torch_and_defaults_to_what_the_machine_allows():
         torch.set_num_threads(before)
 
 
+def test_a_training_process_takes_one_thread_unless_told_otherwise(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert threads.training_threads() == 1
+    assert threads.training_threads(3) == 3
+    monkeypatch.setenv("OMP_NUM_THREADS", "4")
+    assert threads.training_threads() == 4 and threads.training_threads(2) == 2
+    monkeypatch.setenv("OMP_NUM_THREADS", "many")
+    with pytest.raises(ValueError, match="OMP_NUM_THREADS must be an integer >= 1, got 'many'"):
+        threads.training_threads()
+    with pytest.raises(ValueError, match="threads must be an integer >= 1, got 0"):
+        threads.training_threads(0)
+
+
 @pytest.mark.parametrize("bad", [0, -2, 1.5, True, "2"])
 def test_configure_threads_rejects_what_is_not_a_positive_integer(bad):
     with pytest.raises(ValueError, match=f"threads must be an integer >= 1, got {bad!r}"):

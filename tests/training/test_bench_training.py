@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from gridplan.threads import available_cpus, training_threads
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "bench_training.py"
 sys.path.insert(0, str(REPO / "scripts"))
@@ -51,6 +53,9 @@ def test_both_sides_train_the_same_epochs_and_the_json_has_a_speedup_per_k(tmp_p
             for mode in ("sequential", "vectorized")
         )
         assert seq["epochs"] == vec["epochs"] == k  # one epoch per run
+        # One process one thread vs a worker process per core (as python -m train picks).
+        assert (seq["processes"], seq["threads"]) == (1, training_threads())
+        assert vec["processes"] == min(k, available_cpus())
         assert seq["transitions"] == vec["transitions"] > 0
         assert result["speedup"][str(k)] == pytest.approx(seq["wall_s"] / vec["wall_s"], abs=0.01)
     assert [f["K"] for f in result["floor"]] == [2]

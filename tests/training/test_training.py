@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -10,9 +11,10 @@ from helpers_learned import probe_batch, tiny_config, tiny_module
 from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from gridplan import training
 from gridplan.closed_loop import evaluate
 from gridplan.constants import DIM_NAMES, STATE_LAYOUT_VERSION
-from gridplan.data import collect
+from gridplan.data import EvalWindows, collect, eval_windows
 from gridplan.learned import load_world_model
 from gridplan.metrics import prediction_metrics
 from gridplan.runs import new_run_dir, train
@@ -22,6 +24,7 @@ from gridplan.training import (
     cache_path,
     cached_dataset,
     dimension_weights,
+    held_out_windows,
     relevance_order,
     sample_weights,
     weighted_mse,
@@ -111,6 +114,42 @@ def test_a_corrupt_cache_file_is_collected_again(tmp_path):
     path.write_text("garbage")
     data = cached_dataset("random", 200, 1, TASK_A, tmp_path)
     assert data.fingerprint() == collect("random", 200, 1).fingerprint()
+
+
+def _same_windows(a, b) -> bool:
+    fields = ("start", "actions", "targets", "pickup", "door_opened", "prev")
+    return all(torch.equal(getattr(a, f), getattr(b, f)) for f in fields) and a.meta == b.meta
+
+
+def test_held_out_windows_are_kept_on_disk_and_read_back_by_a_new_process(tmp_path, monkeypatch):
+    monkeypatch.setattr(training, "_WINDOWS", {})
+    made = held_out_windows(12, 3, 77, "balanced", TASK_A, tmp_path)
+    (path,) = tmp_path.glob("*.pt")
+    assert path.name == "A-windows-balanced-12x3-seed77.pt"
+    assert _same_windows(made, eval_windows(12, horizon=3, seed=77, policy="balanced"))
+    monkeypatch.setattr(training, "_WINDOWS", {})  # as a fresh process sees it
+    stamp = path.stat().st_mtime_ns
+    read = held_out_windows(12, 3, 77, "balanced", TASK_A, tmp_path)
+    assert read is not made and _same_windows(read, made)
+    assert path.stat().st_mtime_ns == stamp
+
+
+@pytest.mark.parametrize("damage", ["garbage", "other settings", "other layout"])
+def test_an_unusable_windows_file_is_reported_and_made_again(tmp_path, monkeypatch, caplog, damage):
+    monkeypatch.setattr(training, "_WINDOWS", {})
+    want = eval_windows(12, horizon=3, seed=77, policy="balanced")
+    path = tmp_path / "A-windows-balanced-12x3-seed77.pt"
+    if damage == "garbage":
+        path.write_text("garbage")
+    else:
+        meta = {"seed": 5} if damage == "other settings" else {"layout_version": -1}
+        dataclasses.replace(want, meta={**want.meta, **meta}).save(path)
+    with caplog.at_level("WARNING", logger="gridplan.training"):
+        got = held_out_windows(12, 3, 77, "balanced", TASK_A, tmp_path)
+    reported = "do not match" if damage == "other settings" else "are unusable"
+    assert f"cached windows {path} {reported}" in caplog.text
+    assert _same_windows(got, want)
+    assert _same_windows(EvalWindows.load(path), want)  # the file was made again
 
 
 def test_data_module_splits_by_episode_and_builds_windows(tmp_path):

@@ -20,6 +20,7 @@ from gridplan.vectorized import (
     GroupProgress,
     Member,
     MemberStack,
+    auto_workers,
     epoch_order,
     group_key,
     member_init,
@@ -336,3 +337,17 @@ def test_figures_every_zero_draws_no_images(tmp_path):
     events.Reload()
     assert events.Tags()["images"] == []
     assert "val/loss" in events.Tags()["scalars"] and "best/E_tot" in events.Tags()["scalars"]
+
+
+def test_groups_take_one_worker_per_core_at_most_one_per_run(monkeypatch):
+    import gridplan.vectorized as vectorized
+
+    monkeypatch.setattr(vectorized, "available_cpus", lambda: 4)
+    cpu = compose(["trainer.accelerator=cpu"])
+    assert [auto_workers(cpu, runs) for runs in (1, 3, 5, 40)] == [1, 3, 4, 4]
+    cpu.train.workers = 2
+    assert [auto_workers(cpu, runs) for runs in (1, 5)] == [1, 2]
+    on_gpu = OmegaConf.merge(compose([]), {"trainer": {"accelerator": "gpu"}})
+    assert auto_workers(on_gpu, 5) == 1  # one process drives the device
+    with pytest.raises(ValueError, match="train.workers must be >= 1 or null, got 0"):
+        compose(["train.workers=0"])
