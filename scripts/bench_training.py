@@ -21,7 +21,9 @@ on both sides). Reported per row: wall time, training transitions per second (ep
 training rows, summed over runs, per wall second), peak memory (the process's resident
 high-water mark above its level after imports; on CUDA the peak allocated device memory) and
 the speedup (sequential / vectorized wall time). Then the compute floor: the FLOPs of one
-member's training step and this machine's measured matmul rate on exactly those shapes.
+member's training step and this machine's measured matmul rate on exactly those shapes, and
+the bare step: one stacked training step (forward, loss, backward, AdamW) with no Lightning,
+data loading or validation around it.
 
 Usage::
 
@@ -154,18 +156,21 @@ def measure(mode: str, k: int, args, out: Path) -> dict:
 def measure_pair(k: int, args, out: Path) -> tuple[dict, dict]:
     """Both sides of one K, ``--repeats`` times, interleaved (sequential, vectorized,
     sequential, ...), so that a slow spell of a shared machine falls on both; each side's
-    row is its median-time run, with every run's wall time in ``walls_s``."""
+    row is its median-time run, with every run's wall time in run order in ``walls_s``
+    (the vectorized row also gets ``pair_speedups``, run ``i`` over run ``i``)."""
     runs: dict[str, list[dict]] = {"sequential": [], "vectorized": []}
     for _ in range(args.repeats):
         for mode in runs:
             runs[mode].append(measure(mode, k, args, out))
     rows = []
     for measured in runs.values():
-        measured.sort(key=lambda r: r["wall_s"])
-        row = dict(measured[len(measured) // 2])
+        row = dict(sorted(measured, key=lambda r: r["wall_s"])[len(measured) // 2])
         row["walls_s"] = [r["wall_s"] for r in measured]
         rows.append(row)
-    return rows[0], rows[1]
+    seq, vec = rows
+    pairs = zip(seq["walls_s"], vec["walls_s"], strict=True)
+    vec["pair_speedups"] = [round(a / b, 2) for a, b in pairs]
+    return seq, vec
 
 
 def step_flops(batch: int = BATCH) -> int:
@@ -174,6 +179,41 @@ def step_flops(batch: int = BATCH) -> int:
     layers = list(zip(WIDTHS[:-1], WIDTHS[1:], strict=True))
     fwd = sum(2 * batch * i * o for i, o in layers)
     return fwd + fwd + sum(2 * batch * i * o for i, o in layers[1:])
+
+
+def bare_step(k: int, device: str, repeats: int = 30) -> float:
+    """Median seconds of one ``k``-member training step with no framework around it: the
+    stacked ``MLPDynamics`` forward on ``(k, 256)`` rows gathered from a 20k buffer, the
+    squared error, backward and one fused AdamW step (``gridplan.training.adamw``)."""
+    import torch
+
+    from gridplan.learned import MLPDynamics
+    from gridplan.training import adamw
+
+    gen = torch.Generator().manual_seed(0)
+    net = MLPDynamics(list(WIDTHS[1:-1]), k).to(device)
+    opt = adamw(list(net.parameters()), 1e-3, 1e-4, device)
+    states = torch.rand(20_000, WIDTHS[-1], generator=gen).to(device)
+    actions = torch.randint(0, 4, (20_000,), generator=gen).to(device)
+    rows = torch.randint(0, 20_000, (k, BATCH), generator=gen).to(device)
+
+    def step():
+        pred = net(states[rows], actions[rows])
+        loss = (pred - states[rows]).square().sum()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+
+    for _ in range(5):
+        step()
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t)
+    return sorted(times)[len(times) // 2]
 
 
 def matmul_floor(k: int, device: str, repeats: int = 20) -> dict:
@@ -265,6 +305,8 @@ def main(argv=None) -> int:
         for row in (seq, vec):
             rows.append(row)
             s = f"{speedup[k]:.2f}x" if row is vec else ""
+            if row is vec and args.repeats > 1:  # the range of run i over run i
+                s += f" ({min(vec['pair_speedups']):.2f}-{max(vec['pair_speedups']):.2f})"
             print(
                 f"| {k} | {row['mode']} | {row['processes']} x {row['threads']} | "
                 f"{row['wall_s']:.1f} | {row['transitions_per_s']:,} | "
@@ -281,10 +323,10 @@ def main(argv=None) -> int:
         "x its processes x threads, per member step"
     )
     print(
-        "| K | matmul GFLOP/s | floor ms per member step | vectorized core-ms per member step | "
-        "x floor |"
+        "| K | matmul GFLOP/s | floor ms per member step | bare step ms per member | "
+        "vectorized core-ms per member step | x floor |"
     )
-    print("| ---: | ---: | ---: | ---: | ---: |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: |")
     floors = []
     for k in ks:
         floor = matmul_floor(k, args.device)
@@ -294,12 +336,14 @@ def main(argv=None) -> int:
         floor_step = floor["seconds_per_step"] / k
         floor.update(
             floor_ms_per_member_step=floor_step * 1e3,
+            bare_step_ms_per_member=bare_step(k, args.device) / k * 1e3,
             vectorized_ms_per_member_step=per_step * 1e3,
             distance=per_step / floor_step,
         )
         floors.append(floor)
         print(
             f"| {k} | {floor['GFLOP_per_s']:.1f} | {floor_step * 1e3:.2f} | "
+            f"{floor['bare_step_ms_per_member']:.2f} | "
             f"{per_step * 1e3:.2f} | {floor['distance']:.1f}x |",
             flush=True,
         )

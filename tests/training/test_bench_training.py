@@ -60,6 +60,10 @@ def test_both_sides_train_the_same_epochs_and_the_json_has_a_speedup_per_k(tmp_p
         assert result["speedup"][str(k)] == pytest.approx(seq["wall_s"] / vec["wall_s"], abs=0.01)
     assert [f["K"] for f in result["floor"]] == [2]
     assert all(f["distance"] > 0 for f in result["floor"])
+    # The bare step runs the floor's matmuls and more.
+    assert all(
+        f["bare_step_ms_per_member"] > 0.5 * f["floor_ms_per_member_step"] for f in result["floor"]
+    )
     assert "| 2 | vectorized |" in done.stdout and "x floor" in done.stdout
     assert _bench(tmp_path, "--json", str(out)).returncode == 2  # never over a result
 
