@@ -77,8 +77,14 @@ _TIP_FILTER = _DropTips()
 
 
 def quiet_lightning_chatter() -> None:
-    """Drop Lightning's tip banners and the ``LeafSpec`` FutureWarning (idempotent)."""
+    """Drop Lightning's tip banners and the ``LeafSpec`` FutureWarning, and print each of
+    Lightning's log lines once (idempotent)."""
     warnings.filterwarnings("ignore", message=LEAFSPEC_MESSAGE, category=FutureWarning)
+    # Lightning prints through its own handler on the "lightning" logger; under Hydra the
+    # root logger has one too, and every line came out twice.
+    lightning_logger = logging.getLogger("lightning")
+    if lightning_logger.handlers:
+        lightning_logger.propagate = False
     # Lightning logs through the logger of whichever rank_zero module was imported last.
     for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
         logger = logging.getLogger(name)
