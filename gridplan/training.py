@@ -267,7 +267,10 @@ def held_out_windows(
     if windows is None:
         windows = eval_windows(n, horizon=horizon, seed=seed, policy=policy, task=task)
         if path is not None:
-            windows.save(path)
+            try:
+                windows.save(path)
+            except OSError as err:  # a cache only: training goes on without it
+                log.warning("could not cache the windows in %s (%s)", path, err)
     _WINDOWS[key] = windows
     return windows
 

@@ -374,9 +374,8 @@ class MemberStack(pl.LightningModule):
             self.cohort_steps.append(-key[0])
             self.cohort_hparams.append(key[1:])
         self._refresh_weights()
-        # One stacked step is a few batched matmuls; Lightning's automatic-optimization
-        # closure around it cost as much as a 5-member step's optimizer work
-        # (docs/PERFORMANCE.md §12), so the step drives AdamW itself.
+        # The step drives AdamW itself (the same updates): Lightning's automatic-optimization
+        # closure wraps every step in work that a stack of small matmuls notices.
         self.automatic_optimization = False
         self.epoch_metrics: dict[int, dict[str, float]] = {}
         self.epoch_scores: dict[int, Any] = {}
