@@ -648,6 +648,9 @@ def learned_group(model, depth, episodes, args, device, flop, ceiling) -> list[d
                 "transitions_per_s": leaves * depth / seconds,
                 "predictions_per_s": predictions[path] / seconds,
                 "ceiling_fraction": predictions[path] / seconds * flop / ceiling,
+                # Best against best: the fastest decision beside the ceiling's best burst.
+                "best_seconds_per_call": min(times[path]),
+                "best_ceiling_fraction": predictions[path] / min(times[path]) * flop / ceiling,
                 "equivalent_ceiling_fraction": leaves * depth / seconds * flop / ceiling,
                 "same_actions_as_tree": bool(torch.equal(actions[path], actions["tree"])),
                 "peak_memory_bytes": peaks[path],
@@ -729,6 +732,7 @@ def learned_section(args, device: torch.device) -> dict:
             "speedup_vs_torchrl": tree.get("speedup_vs_torchrl"),
             "ceiling_fraction": tree["ceiling_fraction"],
             "widest_ceiling_fraction": tree["widest_ceiling_fraction"],
+            "best_ceiling_fraction": tree["best_ceiling_fraction"],
             "equivalent_ceiling_fraction": tree["equivalent_ceiling_fraction"],
         }
     out["actions_identical"] = all(r["same_actions_as_tree"] for r in rows)
@@ -738,7 +742,8 @@ def learned_section(args, device: torch.device) -> dict:
 def print_learned(section: dict) -> None:
     head = (
         f"{'path':13} {'D':>2} {'B':>5} {'s/call':>7} {'trans/s':>8} {'pred/s':>8} "
-        f"{'ceil %':>6} {'wide %':>6} {'x 1call':>7} {'x trl':>6} {'same':>5} {'peak MB':>8}"
+        f"{'ceil %':>6} {'wide %':>6} {'best %':>6} {'x 1call':>7} {'x trl':>6} {'same':>5} "
+        f"{'peak MB':>8}"
     )
     print(head)
     print("-" * len(head))
@@ -750,6 +755,7 @@ def print_learned(section: dict) -> None:
             f"{r['path']:13} {r['depth']:>2} {r['episodes']:>5} {r['seconds_per_call']:>7.3f} "
             f"{fmt_rate(r['transitions_per_s']):>8} {fmt_rate(r['predictions_per_s']):>8} "
             f"{100 * r['ceiling_fraction']:>6.0f} {100 * r['widest_ceiling_fraction']:>6.0f} "
+            f"{fmt_pct(r.get('best_ceiling_fraction')):>6} "
             f"{'-' if x1 is None else f'{x1:.2f}':>7} {'-' if xt is None else f'{xt:.2f}':>6} "
             f"{'-' if same is None else ('yes' if same else 'NO'):>5} "
             f"{fmt_mb(r['peak_memory_bytes']):>8}"
@@ -864,6 +870,10 @@ def fmt_rate(x: float | None) -> str:
         if x >= scale:
             return f"{x / scale:.3g}{unit}"
     return f"{x:.3g}"
+
+
+def fmt_pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.0f}"
 
 
 def fmt_mb(x: int | None) -> str:
