@@ -173,6 +173,7 @@ def predict_in_calls(
     n_settings: int = 1,
     step: int = 0,
     what: str = "leaf rows",
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``model.predict(state, action, generator)``, in calls of at most ``call_rows`` rows,
     checked (``check_prediction``).
@@ -186,9 +187,12 @@ def predict_in_calls(
         action: ``(N,)`` long.
         call_rows: rows per call, or ``None`` for one call.
         step: the imagined step, and ``what`` the rows are, for error messages.
+        out: optional ``(N, 12)`` contiguous buffer that split calls write into (a caller
+            that consumes the result before its next call reuses it; no fresh tensor).
 
     Returns:
-        ``(N, 12)`` predicted states.
+        ``(N, 12)`` predicted states: ``out`` when the calls were split into it, else a
+        fresh tensor.
 
     Raises:
         ValueError: if a call returns a misshapen prediction, or the prediction holds NaN or
@@ -203,7 +207,9 @@ def predict_in_calls(
     width = max(1, call_rows // n_settings)
     blocks = state.view(n_settings, per_setting, STATE_DIM)
     acts = action.view(n_settings, per_setting)
-    out = state.new_empty(n_settings, per_setting, STATE_DIM)
+    if out is None:
+        out = state.new_empty(n_settings, per_setting, STATE_DIM)
+    out = out.view(n_settings, per_setting, STATE_DIM)
     for lo in range(0, per_setting, width):
         hi = min(per_setting, lo + width)
         n = n_settings * (hi - lo)

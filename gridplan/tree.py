@@ -148,10 +148,18 @@ class TreeScorer(LeafScorer):
         """
         m = self.n_settings
         e = episodes_per_setting(root.shape[0], m)
-        state = root.view(m, e, STATE_DIM)
+        state = root.reshape(m, e, STATE_DIM)
         score = root.new_zeros(m, e)
         alive = torch.ones(m, e, dtype=torch.bool, device=root.device)
         leaf = root.new_empty(m, e * self.n_leaves)
+        parents = max(1, self.block_rows // (N_ACTIONS * m))
+        # One block's children and predictions live in buffers reused by every block: fresh
+        # block-sized tensors cost page faults on each block, and a gather of the parents'
+        # rows (index_select) copies them ~3x faster than an expanded copy of 12-float rows.
+        rows = m * N_ACTIONS * min(parents, e * N_ACTIONS ** (self.depth - 1))
+        children, predicted = root.new_empty(2, rows, STATE_DIM).unbind(0)
+        # Child j of a block reads its parent's row j // 4 (all 4 actions of a parent).
+        siblings = torch.arange(rows // m, device=root.device) // N_ACTIONS
         for t in range(self.depth):
             last = t == self.depth - 1
             n = state.shape[1]
@@ -159,21 +167,31 @@ class TreeScorer(LeafScorer):
                 nxt_state = root.new_empty(m, N_ACTIONS * n, STATE_DIM)
                 nxt_score = root.new_empty(m, N_ACTIONS * n)
                 nxt_alive = alive.new_empty(m, N_ACTIONS * n)
-            parents = max(1, self.block_rows // (N_ACTIONS * m))
+            settings = torch.arange(0, m * n, n, device=root.device).unsqueeze(1)
             for lo in range(0, n, parents):
                 hi = min(n, lo + parents)
                 k = N_ACTIONS * (hi - lo)
-                children = (
-                    state[:, lo:hi].unsqueeze(2).expand(m, hi - lo, N_ACTIONS, STATE_DIM)
-                ).reshape(m * k, STATE_DIM)
+                # Row (setting s, child j) of the block: parent s * n + lo + j // 4.
+                index = (settings + (siblings[:k] + lo)).view(-1)
+                nodes = torch.index_select(
+                    state.view(m * n, STATE_DIM), 0, index, out=children[: m * k]
+                )
                 action = self._actions[: m * k]
                 out = predict_in_calls(
-                    self.model, children, action, generator, self.call_rows, m, t, "tree nodes"
+                    self.model,
+                    nodes,
+                    action,
+                    generator,
+                    self.call_rows,
+                    m,
+                    t,
+                    "tree nodes",
+                    out=predicted[: m * k],
                 )
-                reward, goal, hazard = self.arrival(children, action, out)
-                live = alive[:, lo:hi].repeat_interleave(N_ACTIONS, dim=1).view(-1)
+                reward, goal, hazard = self.arrival(nodes, action, out)
+                live = alive.view(-1).index_select(0, index)
                 # The generic scorer's float32 operations, in its order: score += g^t r alive.
-                s = score[:, lo:hi].repeat_interleave(N_ACTIONS, dim=1).view(-1)
+                s = score.view(-1).index_select(0, index)
                 s = s + self.discounts[t] * reward * live
                 live = live & ~(goal | hazard)
                 span = slice(N_ACTIONS * lo, N_ACTIONS * hi)

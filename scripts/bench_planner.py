@@ -15,7 +15,8 @@ the independent-leaf generic planner in one ``predict`` call per step (as before
 shared-prefix tree), the same with cache-sized calls, the shared-prefix tree (the planner's
 default for this deterministic model) and a TorchRL ``ModelBasedEnvBase`` rollout of the
 same network (when ``torchrl`` is installed); all four must choose identical actions. Beside
-them the measured matmul ceiling of the network's layers, a depth-6 row within a stated memory
+them the measured matmul ceiling of the network's layers (each layer's shape at its best sgemm
+rate, ``matmul_ceiling``), a depth-6 row within a stated memory
 budget, and with ``--call-sweep`` the MLP's rate per ``predict`` call size (the measurement
 behind ``gridplan.scorers.CACHE_BYTES``). ``--busy`` adds rows with a neighbour process
 spinning on one core, at 1 and 2 threads.
@@ -402,6 +403,9 @@ def e1_sweep(device: torch.device, max_memory: int) -> dict:
 #: random weights (decisions only have to agree between the paths, not be good).
 LEARNED_HIDDEN, LEARNED_SEED = (256, 256), 0
 LEARNED_PATHS = ("generic-1call", "generic", "tree", "torchrl")
+#: Fewest timed decisions per learned path: the row is their median, and on a shared machine
+#: the median of two (their mean) moved the tree's row by 10-15% from run to run.
+LEARNED_MIN_DECISIONS = 5
 #: The depth-6 learned row: 1,000 episodes through the tree within this memory budget.
 LEARNED_D6_EPISODES, LEARNED_D6_BUDGET = 1000, 64 * 2**20
 #: Rows per predict call of ``--call-sweep``.
@@ -422,27 +426,59 @@ def mlp_flop(net: MLPDynamics) -> int:
     return 2 * net.members * sum(a * b for a, b in zip(widths[:-1], widths[1:], strict=False))
 
 
-def matmul_ceiling(device: torch.device, width: int, min_time: float = 0.3) -> dict:
-    """Best sgemm rate (FLOP/s) of ``(rows, width) @ (width, width)`` into an existing
-    output over ``rows`` in 1,024-4,096: the network's widest layer at its best shape."""
+#: Rows of the ceiling's sgemm bursts: around the planner's calls for the MLP (3,307 rows).
+CEILING_ROWS = (1024, 2048, 4096)
+
+
+def sgemm_rate(device: torch.device, n_in: int, n_out: int, min_time: float) -> dict:
+    """Best sgemm rate (FLOP/s) of one linear layer's shape, ``(rows, n_in) @ (n_in, n_out)``
+    into an existing output (no bias, no activation), over ``CEILING_ROWS`` and both layouts:
+    ``out = x W`` and ``out^T = W^T x^T`` (how ``MLPDynamics._infer`` runs the output layer)."""
     best = {"flop_per_s": 0.0}
-    for rows in (1024, 2048, 4096):
-        a = torch.randn(rows, width, device=device)
-        b = torch.randn(width, width, device=device)
-        out = torch.empty(rows, width, device=device)
-        reps = max(1, 2**22 // (rows * width))
-        for _ in range(3):
-            sync(device)
-            start, calls = time.perf_counter(), 0
-            while time.perf_counter() - start < min_time / 3:
-                for _ in range(reps):
-                    torch.mm(a, b, out=out)
-                calls += reps
-            sync(device)
-            rate = 2 * rows * width * width * calls / (time.perf_counter() - start)
-            if rate > best["flop_per_s"]:
-                best = {"flop_per_s": rate, "rows": rows, "width": width}
-    return best
+    for rows in CEILING_ROWS:
+        x = torch.randn(rows, n_in, device=device)
+        w = torch.randn(n_in, n_out, device=device)
+        w_t = w.t().contiguous()
+        out = torch.empty(rows, n_out, device=device)
+        out_t = torch.empty(n_out, rows, device=device)
+        layouts = {
+            "x W": lambda x=x, w=w, out=out: torch.mm(x, w, out=out),
+            "W^T x^T": lambda x=x, w_t=w_t, out_t=out_t: torch.mm(w_t, x.t(), out=out_t),
+        }
+        reps = max(1, 2**22 // (rows * max(n_in, n_out)))
+        for layout, gemm in layouts.items():
+            for _ in range(3):
+                sync(device)
+                start, calls = time.perf_counter(), 0
+                while time.perf_counter() - start < min_time / 3:
+                    for _ in range(reps):
+                        gemm()
+                    calls += reps
+                sync(device)
+                rate = 2 * rows * n_in * n_out * calls / (time.perf_counter() - start)
+                if rate > best["flop_per_s"]:
+                    best = {"flop_per_s": rate, "rows": rows, "layout": layout}
+    return {"shape": [n_in, n_out], **best}
+
+
+def matmul_ceiling(device: torch.device, net: MLPDynamics, min_time: float = 0.3) -> dict:
+    """The matmul ceiling of one transition of ``net``: every linear layer's shape at its
+    best sgemm rate (``sgemm_rate``), the transition's FLOP over the sum of the layers' best
+    times (``flop_per_s``). ``widest_flop_per_s`` is the widest layer's rate alone, at which
+    the 16-wide input and 12-wide output layers cannot run on this CPU (a ceiling that counted
+    them at it, as runs before 2026-12-01 did, sat ~4% above what the shapes allow)."""
+    widths = [STATE_DIM + N_ACTIONS, *net.hidden, STATE_DIM]
+    layers = [
+        sgemm_rate(device, a, b, min_time) for a, b in zip(widths[:-1], widths[1:], strict=False)
+    ]
+    flop = [2 * a * b for a, b in zip(widths[:-1], widths[1:], strict=False)]
+    seconds = sum(f / layer["flop_per_s"] for f, layer in zip(flop, layers, strict=True))
+    widest = max(layers, key=lambda layer: math.prod(layer["shape"]))
+    return {
+        "flop_per_s": sum(flop) / seconds,
+        "widest_flop_per_s": widest["flop_per_s"],
+        "layers": layers,
+    }
 
 
 def call_sweep(model: LearnedWorldModel, device: torch.device, min_time: float) -> list[dict]:
@@ -580,9 +616,12 @@ def learned_group(model, depth, episodes, args, device, flop, ceiling) -> list[d
             actions[path] = decide(torch.Generator(device=device).manual_seed(1))
             sync(device)
         peaks[path] = mem.peak
-    while any(sum(t) < args.min_time or len(t) < 2 for t in times.values()):
+    def timed(path: str) -> bool:
+        return sum(times[path]) >= args.min_time and len(times[path]) >= LEARNED_MIN_DECISIONS
+
+    while not all(timed(path) for path in deciders):
         for path, decide in deciders.items():
-            if sum(times[path]) >= args.min_time and len(times[path]) >= 2:
+            if timed(path):
                 continue
             gen = torch.Generator(device=device).manual_seed(1)
             sync(device)
@@ -609,6 +648,9 @@ def learned_group(model, depth, episodes, args, device, flop, ceiling) -> list[d
                 "transitions_per_s": leaves * depth / seconds,
                 "predictions_per_s": predictions[path] / seconds,
                 "ceiling_fraction": predictions[path] / seconds * flop / ceiling,
+                # Best against best: the fastest decision beside the ceiling's best burst.
+                "best_seconds_per_call": min(times[path]),
+                "best_ceiling_fraction": predictions[path] / min(times[path]) * flop / ceiling,
                 "equivalent_ceiling_fraction": leaves * depth / seconds * flop / ceiling,
                 "same_actions_as_tree": bool(torch.equal(actions[path], actions["tree"])),
                 "peak_memory_bytes": peaks[path],
@@ -655,12 +697,17 @@ def learned_section(args, device: torch.device) -> dict:
     """Every learned row, the ceiling measured in the same run, and the summary."""
     model = learned_model(device)
     flop = mlp_flop(model.net)
-    ceiling = matmul_ceiling(device, max(model.net.hidden))
+    ceiling = matmul_ceiling(device, model.net)
+    layers = ", ".join(
+        f"{a}x{b} {layer['flop_per_s'] / 1e9:.1f} ({layer['layout']}, {layer['rows']} rows)"
+        for layer in ceiling["layers"]
+        for a, b in [layer["shape"]]
+    )
     print(
-        f"matmul ceiling: {ceiling['flop_per_s'] / 1e9:.1f} GFLOP/s "
-        f"({ceiling['rows']}x{ceiling['width']} @ {ceiling['width']}x{ceiling['width']}); "
-        f"{flop:,} FLOP per transition -> {fmt_rate(ceiling['flop_per_s'] / flop)} "
-        "transitions/s",
+        f"matmul ceiling: {ceiling['flop_per_s'] / 1e9:.1f} GFLOP/s per transition "
+        f"(GFLOP/s per layer: {layers}; widest alone "
+        f"{ceiling['widest_flop_per_s'] / 1e9:.1f}); {flop:,} FLOP per transition -> "
+        f"{fmt_rate(ceiling['flop_per_s'] / flop)} transitions/s",
         flush=True,
     )
     rows = []
@@ -671,6 +718,10 @@ def learned_section(args, device: torch.device) -> dict:
     out = {"flop_per_transition": flop, "matmul_ceiling": ceiling, "rows": rows}
     if args.learned_d6:
         out["depth6"] = learned_depth6(model, args, device, flop, ceiling["flop_per_s"])
+    # The same rows against the widest layer's rate alone (the definition of earlier runs).
+    narrower = ceiling["flop_per_s"] / ceiling["widest_flop_per_s"]
+    for r in rows + ([out["depth6"]] if args.learned_d6 else []):
+        r["widest_ceiling_fraction"] = r["ceiling_fraction"] * narrower
     if args.call_sweep:
         out["call_sweep"] = call_sweep(model, device, args.min_time / 2)
     head = [r for r in rows if r["depth"] == HEADLINE_DEPTH and r["episodes"] == 1000]
@@ -680,6 +731,8 @@ def learned_section(args, device: torch.device) -> dict:
             "speedup_vs_generic_1call": tree.get("speedup_vs_generic-1call"),
             "speedup_vs_torchrl": tree.get("speedup_vs_torchrl"),
             "ceiling_fraction": tree["ceiling_fraction"],
+            "widest_ceiling_fraction": tree["widest_ceiling_fraction"],
+            "best_ceiling_fraction": tree["best_ceiling_fraction"],
             "equivalent_ceiling_fraction": tree["equivalent_ceiling_fraction"],
         }
     out["actions_identical"] = all(r["same_actions_as_tree"] for r in rows)
@@ -689,7 +742,8 @@ def learned_section(args, device: torch.device) -> dict:
 def print_learned(section: dict) -> None:
     head = (
         f"{'path':13} {'D':>2} {'B':>5} {'s/call':>7} {'trans/s':>8} {'pred/s':>8} "
-        f"{'ceil %':>6} {'x 1call':>7} {'x trl':>6} {'same':>5} {'peak MB':>8}"
+        f"{'ceil %':>6} {'wide %':>6} {'best %':>6} {'x 1call':>7} {'x trl':>6} {'same':>5} "
+        f"{'peak MB':>8}"
     )
     print(head)
     print("-" * len(head))
@@ -700,7 +754,8 @@ def print_learned(section: dict) -> None:
         print(
             f"{r['path']:13} {r['depth']:>2} {r['episodes']:>5} {r['seconds_per_call']:>7.3f} "
             f"{fmt_rate(r['transitions_per_s']):>8} {fmt_rate(r['predictions_per_s']):>8} "
-            f"{100 * r['ceiling_fraction']:>6.0f} "
+            f"{100 * r['ceiling_fraction']:>6.0f} {100 * r['widest_ceiling_fraction']:>6.0f} "
+            f"{fmt_pct(r.get('best_ceiling_fraction')):>6} "
             f"{'-' if x1 is None else f'{x1:.2f}':>7} {'-' if xt is None else f'{xt:.2f}':>6} "
             f"{'-' if same is None else ('yes' if same else 'NO'):>5} "
             f"{fmt_mb(r['peak_memory_bytes']):>8}"
@@ -815,6 +870,10 @@ def fmt_rate(x: float | None) -> str:
         if x >= scale:
             return f"{x / scale:.3g}{unit}"
     return f"{x:.3g}"
+
+
+def fmt_pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.0f}"
 
 
 def fmt_mb(x: int | None) -> str:

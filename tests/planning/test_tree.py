@@ -271,6 +271,19 @@ def test_split_calls_keep_each_setting_block_on_its_own_setting(call_rows):
     assert torch.equal(split, whole)
 
 
+@pytest.mark.parametrize("max_rows", [None, 40, 24])
+def test_the_tree_of_a_two_setting_model_matches_independent_leaves_in_any_block(max_rows):
+    # 24 rows: blocks of 3 parents per setting, so most blocks start past a level's first node.
+    model = BlockOffset()
+    state = torch.rand(6, STATE_DIM, generator=torch.Generator().manual_seed(2)).repeat(2, 1)
+    tree = Planner(model, 3, tree="shared-prefix", max_rows=max_rows)
+    assert isinstance(tree.scorer, TreeScorer)
+    leaves = Planner(model, 3, tree="independent")
+    q_tree = tree.action_values(state, torch.Generator())
+    assert torch.equal(q_tree, leaves.action_values(state, torch.Generator()))
+    assert not torch.equal(q_tree[:6], q_tree[6:]), "the same states plan apart per setting"
+
+
 def test_split_calls_reject_a_misshapen_prediction():
     class Short(Duck):
         def predict(self, state, action, generator):
