@@ -544,7 +544,8 @@ class EvalWindows:
         try:
             payload = torch.load(path, map_location="cpu", weights_only=True)
         except Exception as err:  # torch raises several unrelated types for a corrupt file
-            raise ValueError(f"{path} is not a readable gridplan windows file: {err}") from err
+            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise ValueError(f"{path} is not a readable gridplan windows file ({reason})") from err
         if not isinstance(payload, dict) or payload.get("schema") != WINDOWS_SCHEMA:
             raise ValueError(f"{path} is not a gridplan windows file ({WINDOWS_SCHEMA})")
         try:

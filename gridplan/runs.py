@@ -214,8 +214,9 @@ def resumable_config(run_dir: str | os.PathLike) -> DictConfig:
     """The saved config of a run folder that ``resume`` can continue.
 
     Raises:
-        ValueError: if the folder is not a run folder, is already complete, or has no
-            ``checkpoints/last.ckpt`` (it stopped before its first epoch ended).
+        ValueError: if the folder is not a run folder, is already complete, has no
+            ``checkpoints/last.ckpt`` (it stopped before its first epoch ended), or trained
+            as a member of a vectorized group (no loop state to resume from).
     """
     run_dir = Path(run_dir)
     config_path = run_dir / "config.yaml"
@@ -231,6 +232,15 @@ def resumable_config(run_dir: str | os.PathLike) -> DictConfig:
         )
     if not run_dir.name.startswith("version_") or not run_dir.name[8:].isdigit():
         raise ValueError(f"{run_dir} is not a run folder named version_<N>")
+    last = torch.load(
+        run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False, mmap=True
+    )
+    if "loops" not in last:  # gridplan.vectorized.write_checkpoint keeps no loop state
+        raise ValueError(
+            f"run {run_dir} trained as a member of a vectorized group: its checkpoints hold no "
+            "training-loop state to resume from; train it again (train.vectorize=false makes "
+            "runs that can resume)"
+        )
     return validate(OmegaConf.merge(schema(), OmegaConf.load(config_path)))
 
 
@@ -471,7 +481,9 @@ def _train_members(members, ensembles, progress, record_dir, reserved) -> list[t
     workers = 1
     for b, slots in enumerate(buckets.values(), 1):
         parts = auto_workers(members[slots[0]].config, len(slots))
-        workers = max(workers, parts)
+        # Groups of different architectures share the pool: as many processes as any
+        # bucket's config allows, however few runs each bucket has.
+        workers = max(workers, auto_workers(members[slots[0]].config, len(members)))
         for g, part in enumerate(deal(slots, parts), 1):
             name = f"group{b}" if parts == 1 else f"group{b}.{g}"
             groups.append((name, [members[s] for s in part]))
@@ -484,6 +496,7 @@ def _train_members(members, ensembles, progress, record_dir, reserved) -> list[t
         record_dir, _ = new_run_dir(first.out_dir, "groups")
         reserved.append(record_dir)
     parallel = [g for g, part in zip(groups, order, strict=True) if part[0] not in sequential]
+    workers = min(workers, max(1, len(parallel)))
     done: list[GroupResult] = train_groups(parallel, workers, record_dir, progress)
     done += train_groups(groups[len(parallel) :], 1, record_dir, progress)
     out: list[tuple[dict, dict] | None] = [None] * len(members)

@@ -40,7 +40,9 @@ from __future__ import annotations
 
 import json
 import math
+import signal
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Sequence
@@ -51,6 +53,7 @@ from typing import Any, TextIO
 import lightning.pytorch as pl
 import torch
 from lightning.pytorch.loggers import TensorBoardLogger
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
@@ -1084,6 +1087,29 @@ def _train_in_worker(threads: int, members, name, record_dir, progress) -> Group
     return train_group(members, name=name, record_dir=record_dir, progress=progress)
 
 
+def _ignore_interrupts() -> None:
+    """Worker processes leave Ctrl+C to the parent, which stops them (``_stop_workers``)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _raise_on_sigterm(signum, frame) -> None:
+    raise SIGTERMException
+
+
+def _stop_workers(workers: list, grace: float = 60.0) -> None:
+    """SIGTERM each live worker process: Lightning stops its group at the next batch and
+    ``MemberRuns.on_exception`` keeps every member's best and last checkpoints. A worker
+    still alive after ``grace`` seconds is killed."""
+    for process in workers:
+        if process.is_alive():
+            process.terminate()
+    deadline = time.monotonic() + grace
+    for process in workers:
+        process.join(max(0.0, deadline - time.monotonic()))
+        if process.is_alive():
+            process.kill()
+
+
 def train_groups(
     groups: Sequence[tuple[str, Sequence[Member]]],
     workers: int = 1,
@@ -1120,9 +1146,26 @@ def train_groups(
 
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     threads = max(1, torch.get_num_threads() // workers)
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method)) as pool:
+    before = set(multiprocessing.active_children())
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _raise_on_sigterm) if main else None
+    pool = ProcessPoolExecutor(
+        workers, mp_context=multiprocessing.get_context(method), initializer=_ignore_interrupts
+    )
+    try:
         futures = [
             pool.submit(_train_in_worker, threads, list(members), name, d, progress)
             for (name, members), d in zip(groups, dirs, strict=True)
         ]
-        return [f.result() for f in futures]
+        results = [f.result() for f in futures]
+    except BaseException:
+        # SIGTERM or Ctrl+C reached this process (or a group failed): stop the other
+        # workers too, so none trains on orphaned and every run's status can be written.
+        pool.shutdown(wait=False, cancel_futures=True)  # idle workers exit
+        _stop_workers([p for p in multiprocessing.active_children() if p not in before])
+        raise
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+    pool.shutdown()
+    return results

@@ -51,7 +51,6 @@ from gridplan.config import (  # noqa: E402
 )
 from gridplan.run_status import requeued_run  # noqa: E402
 from gridplan.threads import (  # noqa: E402
-    check_threads,
     configure_threads,
     describe,
     training_threads,
@@ -98,7 +97,7 @@ def _check_all(args: list[str], multirun: bool) -> None:
     overrides = [a for a in args if not a.startswith("-")]
     runs = expand_sweeps(overrides) if multirun else [overrides]
     for run in runs:
-        check_threads(compose(run).threads)
+        training_threads(compose(run).threads)
 
 
 def _hydra(args: list[str]) -> int:

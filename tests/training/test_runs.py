@@ -65,9 +65,7 @@ def test_a_finished_run_is_complete_with_hparams_and_config_text(tmp_path):
     events = EventAccumulator(str(run_dir), size_guidance={"tensors": 0})
     events.Reload()
     tags = events.Tags()
-    assert {"hp/E_tot", "hp/DRPE_graded", "hp/DRPE_binary", "hp/best_score"} <= set(
-        tags["scalars"]
-    )
+    assert {"hp/E_tot", "hp/DRPE_graded", "hp/DRPE_binary", "hp/best_score"} <= set(tags["scalars"])
     assert events.Scalars("hp/E_tot")[-1].value == pytest.approx(metrics["best/E_tot"])
     assert "config/text_summary" in tags["tensors"]
     text = events.Tensors("config/text_summary")[0].tensor_proto.string_val[0].decode()
@@ -281,3 +279,45 @@ def test_a_launcher_sweep_makes_complete_evaluable_runs(tmp_path, launcher):
         assert _eval("--ckpt", str(run_dir / "checkpoints" / "best.ckpt")) == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "runs"]
     print(f"{launcher}: {time.perf_counter() - start:.1f} s")
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes().decode(errors="ignore")
+            if proc.name.isdigit() and text in cmdline:
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_to_a_sweep_in_worker_processes_stops_them_all_and_marks_the_runs(tmp_path, sig):
+    out = tmp_path / "runs"
+    cmd = [sys.executable, "-m", "train", "-m", *debug_overrides(tmp_path), "seed=0,1,2"]
+    cmd += ["trainer.max_epochs=200", "trainer.patience=200", "train.workers=2"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120
+    while len(list(out.glob("uniform-*/version_0/config.yaml"))) < 3:  # the groups started
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read().decode()
+        time.sleep(0.2)
+    time.sleep(4)  # a few epochs: each member has a best checkpoint to keep
+    proc.send_signal(sig)  # to the main process only, as a scheduler's kill does
+    assert proc.wait(timeout=90) == INTERRUPTED
+    assert "training was interrupted" in proc.stdout.read().decode()
+    statuses = [read_status(d)["status"] for d in out.glob("uniform-*/version_0")]
+    assert statuses == ["interrupted"] * 3
+    assert all((d / "checkpoints" / "last.ckpt").is_file() for d in out.glob("uniform-*/version_0"))
+    time.sleep(1)
+    assert _processes_mentioning(str(out)) == [], "no worker is left behind"
+
+
+def test_a_member_of_a_vectorized_group_cannot_resume(tmp_path, capsys):
+    assert main(["-m", *debug_overrides(tmp_path), "seed=0,1", "train.workers=1"]) == 0
+    (run_dir,) = Path(tmp_path / "runs").glob("uniform-*seed0/version_0")
+    write_status(run_dir, "interrupted")
+    assert main([f"resume={run_dir}"]) == 2
+    assert "trained as a member of a vectorized group" in capsys.readouterr().err
