@@ -272,12 +272,7 @@ class TransitionDataset:
                 wrong schema tag, missing keys, wrong shapes or dtypes, another state layout).
         """
         path = Path(path)
-        if not path.exists():
-            raise FileNotFoundError(f"dataset file {path} does not exist")
-        try:
-            payload = torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as err:  # torch raises several unrelated types for a corrupt file
-            raise ValueError(f"{path} is not a readable gridplan dataset file: {err}") from err
+        payload = _read_payload(path, "dataset")
         if not isinstance(payload, dict) or "schema" not in payload:
             raise ValueError(f"{path} is not a gridplan dataset file (no schema tag)")
         if payload["schema"] != DATASET_SCHEMA:
@@ -539,13 +534,7 @@ class EvalWindows:
                 (unreadable, wrong schema tag, bad fields, another state layout).
         """
         path = Path(path)
-        if not path.exists():
-            raise FileNotFoundError(f"windows file {path} does not exist")
-        try:
-            payload = torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as err:  # torch raises several unrelated types for a corrupt file
-            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            raise ValueError(f"{path} is not a readable gridplan windows file ({reason})") from err
+        payload = _read_payload(path, "windows")
         if not isinstance(payload, dict) or payload.get("schema") != WINDOWS_SCHEMA:
             raise ValueError(f"{path} is not a gridplan windows file ({WINDOWS_SCHEMA})")
         try:
@@ -567,6 +556,22 @@ class EvalWindows:
             if f.name != "meta"
         }
         return dataclasses.replace(self, **moved, meta=dict(self.meta))
+
+
+def _read_payload(path: Path, what: str):
+    """``torch.load`` of a gridplan ``what`` file (tensors and plain values only).
+
+    Raises:
+        FileNotFoundError: if ``path`` does not exist.
+        ValueError: if it cannot be read, with the first line of torch's reason.
+    """
+    if not path.exists():
+        raise FileNotFoundError(f"{what} file {path} does not exist")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # torch raises several unrelated types for a corrupt file
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ValueError(f"{path} is not a readable gridplan {what} file: {reason}") from err
 
 
 def eval_windows(
