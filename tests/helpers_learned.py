@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 
 from gridplan.config import compose
-from gridplan.learned import MLPDynamics
+from gridplan.learned import MLPDynamics, load_world_model
 from gridplan.training import WorldModelModule
 
 
@@ -60,3 +61,18 @@ def zero_last_layer(net: MLPDynamics, bias: float = 0.0) -> MLPDynamics:
         last.weight.zero_()
         last.bias.fill_(bias)
     return net
+
+
+def assert_members_equal_runs_alone(alone, grouped, metrics: tuple[str, ...]) -> None:
+    """Each ``(metrics, artifacts)`` of a group member matches its run alone: best and last
+    weights (rtol 1e-5), epochs, best score (rel 1e-5) and ``metrics`` (rel 1e-4)."""
+    for (m_alone, a_alone), (m_group, a_group) in zip(alone, grouped, strict=True):
+        for key in ("best_checkpoint", "last_checkpoint"):
+            net_a = load_world_model(a_alone[key]).net
+            net_g = load_world_model(a_group[key]).net
+            for p, q in zip(net_a.parameters(), net_g.parameters(), strict=True):
+                torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+        assert m_group["epochs"] == m_alone["epochs"]
+        assert m_group["best_score"] == pytest.approx(m_alone["best_score"], rel=1e-5)
+        for name in metrics:
+            assert m_group[name] == pytest.approx(m_alone[name], rel=1e-4)

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers_learned import debug_overrides, zero_last_layer
+from helpers_learned import assert_members_equal_runs_alone, debug_overrides, zero_last_layer
 
 from gridplan.config import compose
-from gridplan.learned import MLPDynamics, load_world_model
+from gridplan.learned import MLPDynamics
 from gridplan.runs import new_run_dir, train
 from gridplan.training import next_rows, rollout_mse, rollout_rows, weighted_mse
 from gridplan.vectorized import Member, train_group
@@ -101,16 +101,7 @@ def test_a_rollout_member_ends_with_the_weights_and_metrics_of_its_run_alone(tmp
     alone = [train(cfg) for cfg in cfgs]
     members = [Member(c, new_run_dir(tmp_path / "grouped", f"m{i}")[0]) for i, c in enumerate(cfgs)]
     result = train_group(members, name="rollout", progress=False)
-    for (m_alone, a_alone), (m_group, a_group) in zip(alone, result.runs, strict=True):
-        for key in ("best_checkpoint", "last_checkpoint"):
-            net_a = load_world_model(a_alone[key]).net
-            net_g = load_world_model(a_group[key]).net
-            for p, q in zip(net_a.parameters(), net_g.parameters(), strict=True):
-                torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
-        assert m_group["epochs"] == m_alone["epochs"]
-        assert m_group["best_score"] == pytest.approx(m_alone["best_score"], rel=1e-5)
-        for name in ("best/E_tot", "best/DRPE_graded"):
-            assert m_group[name] == pytest.approx(m_alone[name], rel=1e-4)
+    assert_members_equal_runs_alone(alone, result.runs, ("best/E_tot", "best/DRPE_graded"))
     # The rollout loss is another objective: the H = 4 run differs from a one-step run of
     # the same seed.
     one_step = train(

@@ -8,7 +8,7 @@ import json
 
 import pytest
 import torch
-from helpers_learned import debug_overrides
+from helpers_learned import assert_members_equal_runs_alone, debug_overrides
 from omegaconf import OmegaConf
 from torch.utils.data import BatchSampler, DataLoader, RandomSampler, TensorDataset
 
@@ -154,16 +154,9 @@ def test_a_member_sees_the_minibatches_of_its_run_alone(alone_and_grouped):
 
 def test_a_member_ends_with_the_weights_and_metrics_of_its_run_alone(alone_and_grouped):
     _, alone, result, _, _, _ = alone_and_grouped
-    for (m_alone, a_alone), (m_group, a_group) in zip(alone, result.runs, strict=True):
-        for key in ("best_checkpoint", "last_checkpoint"):
-            net_a = load_world_model(a_alone[key]).net
-            net_g = load_world_model(a_group[key]).net
-            for p, q in zip(net_a.parameters(), net_g.parameters(), strict=True):
-                torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
-        assert m_group["epochs"] == m_alone["epochs"]
-        assert m_group["best_score"] == pytest.approx(m_alone["best_score"], rel=1e-5)
-        for name in ("best/E_tot", "best/DRPE_graded", "best/DRPE_binary", "best/VPE"):
-            assert m_group[name] == pytest.approx(m_alone[name], rel=1e-4)
+    assert_members_equal_runs_alone(
+        alone, result.runs, ("best/E_tot", "best/DRPE_graded", "best/DRPE_binary", "best/VPE")
+    )
 
 
 def test_a_member_checkpoint_is_the_checkpoint_of_its_run_alone(alone_and_grouped):
