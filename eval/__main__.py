@@ -2,9 +2,9 @@
 
 import sys
 
-from gridplan.threads import set_wait_policy
+from gridplan.util.threads import set_wait_policy
 
-set_wait_policy()  # before torch is imported: OpenMP reads it once (gridplan.threads)
+set_wait_policy()  # before torch is imported: OpenMP reads it once (gridplan.util.threads)
 
 from eval.cli import main  # noqa: E402
 

@@ -14,11 +14,11 @@ Examples::
     python -m eval --compare oracle noise,sigma_r=0.35,sigma_i=0.1   # paired, same draws
 
 Without ladder options (``--levels``, ``--card``, ``--compare``) the report is the paper's
-(``gridplan.evaluation.model_report``); with them it is ``gridplan.evaluate``'s, a superset
-(``eval.ladder``).
+(``gridplan.evaluation.model_report.model_report``); with them it is ``gridplan.evaluate``'s, a
+superset (``eval.ladder``).
 
 A built-in model is evaluated with the controlled grid's protocol by default, a checkpoint of
-``python -m train`` with the learned models' (``gridplan.protocols``: paper §5.1, §5.4); the
+``python -m train`` with the learned models' (``gridplan.core.protocols``: paper §5.1, §5.4); the
 checkpoint's report goes to ``<checkpoint>.eval.json`` beside it (``best.ckpt``
 -> ``best.eval.json``, so best and last never collide; another task or protocol gets a name
 that says so, ``checkpoint_json_path``) and into the run's TensorBoard folder under ``eval/``.
@@ -37,14 +37,14 @@ import torch
 from eval import ladder
 from eval.ladder import BUILTIN_MODELS
 from eval.report import format_table, write_json
-from gridplan import readings, tasks
-from gridplan.evaluation import model_report
-from gridplan.plugins import is_plugin_target
-from gridplan.protocols import CONTROLLED, LEARNED, Protocol
-from gridplan.run_status import STATUS_FILE, read_status
-from gridplan.threads import configure_threads, describe
+from gridplan.core import readings, tasks
+from gridplan.core.protocols import CONTROLLED, LEARNED, Protocol
+from gridplan.evaluation.model_report import model_report
+from gridplan.models.plugins import is_plugin_target
+from gridplan.training.run_status import STATUS_FILE, read_status
+from gridplan.util.threads import configure_threads, describe
 
-#: Options that set a ``gridplan.protocols.Protocol`` field of the same name; unset ones
+#: Options that set a ``gridplan.core.protocols.Protocol`` field of the same name; unset ones
 #: come from the default protocol: built-in models as the controlled grid (paper §5.1),
 #: checkpoints as the learned models of Table 3 (paper §5.4).
 PROTOCOL_OPTIONS = ("depth", "seeds", "episodes", "horizon", "n_windows")
@@ -113,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--reading",
         choices=readings.names(),
         default=readings.PROJECT.name,
-        help="how the built-in models read the paper's ambiguous choices (gridplan.readings)",
+        help="how the built-in models read the paper's ambiguous choices (gridplan.core.readings)",
     )
     p.add_argument("--task", choices=tasks.names(), default="A")
     p.add_argument(
@@ -201,7 +201,7 @@ def expand_checkpoints(patterns: list[str]) -> list[Path]:
 
 def check_complete(ckpt: Path) -> None:
     """Refuse a checkpoint whose run folder (``<run>/checkpoints/*.ckpt``) records a status
-    other than ``complete`` (``gridplan.run_status``); folders without a status pass.
+    other than ``complete`` (``gridplan.training.run_status``); folders without a status pass.
 
     Raises:
         ValueError: naming the run's status and ``--allow-incomplete``.
@@ -279,10 +279,10 @@ def _report(model, info: dict, args: argparse.Namespace) -> dict:
 
 def _ensemble_uncertainty(model, args: argparse.Namespace) -> dict:
     """An ensemble's disagreement against its rollout error on the report's held-out windows
-    (``gridplan.ensemble.uncertainty_vs_error``: Spearman with a seeded bootstrap 95% CI,
+    (``gridplan.models.ensemble.uncertainty_vs_error``: Spearman with a seeded bootstrap 95% CI,
     AURC), printed; the card (``--card``) adds the ladder's risk–coverage figure."""
-    from gridplan.data import eval_windows
-    from gridplan.ensemble import uncertainty_vs_error
+    from gridplan.data.datasets import eval_windows
+    from gridplan.models.ensemble import uncertainty_vs_error
 
     p = args.protocol
     windows = eval_windows(p.n_windows, p.horizon, task=tasks.get(args.task), device=args.device)
@@ -298,8 +298,8 @@ def _ensemble_uncertainty(model, args: argparse.Namespace) -> dict:
 
 
 def _evaluate_checkpoints(args: argparse.Namespace) -> None:
-    from gridplan.learned import load_world_model
-    from gridplan.training import log_report
+    from gridplan.models.learned import load_world_model
+    from gridplan.training.module import log_report
 
     paths = expand_checkpoints(args.ckpt)
     if not args.allow_incomplete:

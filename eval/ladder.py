@@ -19,12 +19,14 @@ import re
 from pathlib import Path
 
 from eval.report import format_table
-from gridplan import readings, tasks
-from gridplan.card import card_paths, write_card
-from gridplan.ladder.compare import compare
-from gridplan.ladder.evaluate import PROTOCOLS, LadderProtocol, check_levels, evaluate
-from gridplan.models import NoiseModel, OracleModel
-from gridplan.plugins import (
+from gridplan.core import readings, tasks
+from gridplan.core.readings import PROJECT, Reading
+from gridplan.evaluation.card import card_paths, write_card
+from gridplan.evaluation.compare import compare
+from gridplan.evaluation.ladder import PROTOCOLS, LadderProtocol, check_levels, evaluate
+from gridplan.evaluation.schema import LEVELS, ladder_lines, log_ladder, write_report
+from gridplan.models.noise import NoiseModel, OracleModel
+from gridplan.models.plugins import (
     build,
     check_contract,
     checked,
@@ -32,8 +34,6 @@ from gridplan.plugins import (
     parse_args,
     split_spec,
 )
-from gridplan.readings import PROJECT, Reading
-from gridplan.report import LEVELS, ladder_lines, log_ladder, write_report
 
 BUILTIN_MODELS = ("oracle", "noise")
 #: Ladder sizes (branch states, anchors, probe questions, ...) of ``--ladder-sizes``; the
@@ -157,7 +157,7 @@ def spec_models(spec: str, task, device, reading: Reading = PROJECT) -> tuple[li
     Raises:
         ValueError: if the spec names nothing loadable (``PluginError`` for plug-ins).
     """
-    from gridplan.learned import load_world_model
+    from gridplan.models.learned import load_world_model
 
     target, options = split_spec(spec)
     if target in BUILTIN_MODELS:
@@ -228,7 +228,7 @@ def print_report(report: dict) -> None:
 
 def log_tensorboard(log_dir: Path, report: dict, step: int, task) -> None:
     """The paper's scalars and figures (when L1 was measured) and ``eval/ladder/...``."""
-    from gridplan.training import log_report
+    from gridplan.training.module import log_report
 
     if "E_tot" in report:
         log_report(log_dir, report, step, "eval", task)

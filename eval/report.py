@@ -1,14 +1,15 @@
-"""Printing and saving ``gridplan.evaluation.model_report`` dicts for ``python -m eval``."""
+"""Printing and saving ``gridplan.evaluation.model_report.model_report`` dicts for ``python -m
+eval``."""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
 
-from gridplan import tasks
-from gridplan.constants import DIM_NAMES, STATE_DIM
-from gridplan.jsonio import dumps
-from gridplan.values import relevance_weights
+from gridplan.core import tasks
+from gridplan.core.constants import DIM_NAMES, STATE_DIM
+from gridplan.core.values import relevance_weights
+from gridplan.util.jsonio import dumps
 
 
 def _fmt(value, digits: int = 4) -> str:
@@ -54,7 +55,7 @@ def format_table(report: dict) -> str:
 
 
 def write_json(report: dict, path: Path, overwrite: bool = False) -> Path:
-    """Write ``report`` to ``path`` as strict JSON (NaN as ``null``, ``gridplan.jsonio``);
+    """Write ``report`` to ``path`` as strict JSON (NaN as ``null``, ``gridplan.util.jsonio``);
     refuses to replace an existing file unless ``overwrite``.
 
     Raises:

@@ -1,7 +1,7 @@
-"""Environment-step benchmark: ``gridplan.env.step`` beside a plain Python loop and gymnax.
+"""Environment-step benchmark: ``gridplan.core.env.step`` beside a plain Python loop and gymnax.
 
 Times the batched true step (validated ``step`` and unvalidated ``transition``) on 1 thread
-at several batch sizes, the per-episode reference step of ``gridplan.reference`` (a plain
+at several batch sizes, the per-episode reference step of ``gridplan.planning.reference`` (a plain
 Python loop over states) and, where ``jax`` and ``gymnax`` import (here, or in the Python
 given by ``--gymnax-python``, e.g. a separate venv), gymnax's jitted, vmapped FourRooms step
 pinned to one core, all in one run; prints steps per second and the ratios. ``--busy`` adds
@@ -29,16 +29,16 @@ from pathlib import Path
 # Run from any folder against this checkout, installed or not.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gridplan.threads import set_wait_policy  # noqa: E402
+from gridplan.util.threads import set_wait_policy  # noqa: E402
 
-set_wait_policy()  # before torch is imported: OpenMP reads it once (gridplan.threads)
+set_wait_policy()  # before torch is imported: OpenMP reads it once (gridplan.util.threads)
 
 import torch  # noqa: E402
 
-from gridplan.env import reset, step, transition  # noqa: E402
-from gridplan.reference import REF_DISTRACTOR_MOVES, ref_decode, ref_step  # noqa: E402
-from gridplan.tasks import TASK_A  # noqa: E402
-from gridplan.threads import configure_threads, describe  # noqa: E402
+from gridplan.core.env import reset, step, transition  # noqa: E402
+from gridplan.core.tasks import TASK_A  # noqa: E402
+from gridplan.planning.reference import REF_DISTRACTOR_MOVES, ref_decode, ref_step  # noqa: E402
+from gridplan.util.threads import configure_threads, describe  # noqa: E402
 
 
 def _load_bench_planner():
@@ -136,7 +136,7 @@ def torch_rows(sizes, min_time: float) -> list[dict]:
 
 
 def python_loop_rate(n: int = PYTHON_STATES) -> float:
-    """Steps per second of ``gridplan.reference.ref_step``, one state at a time."""
+    """Steps per second of ``gridplan.planning.reference.ref_step``, one state at a time."""
     gen = torch.Generator().manual_seed(0)
     states = [ref_decode(row) for row in reset(n, gen).tolist()]
     actions = torch.randint(0, 4, (n,), generator=gen).tolist()
@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{BENCH.fmt_rate(other):>9} {ratio:>9} {r['ratio_to_python_loop']:>9.0f}"
         )
     loop = BENCH.fmt_rate(result["python_loop_steps_per_s"])
-    print(f"plain Python loop (gridplan.reference.ref_step): {loop} steps/s")
+    print(f"plain Python loop (gridplan.planning.reference.ref_step): {loop} steps/s")
     if "skipped" in result.get("gymnax", {}):
         print(f"gymnax skipped: {result['gymnax']['skipped']}")
     if args.busy:

@@ -2,9 +2,9 @@
 
 Both run in one process on the same machine, interleaved (eval, ladder, eval, ladder, ...) so
 a change of load hits both alike, at the default protocol of a built-in model
-(``gridplan.protocols.CONTROLLED``, paper §5.1: depth 4, 10 seeds x 30 episodes, 1000 held-out
-windows of H = 10): ``python -m eval`` (``gridplan.evaluation.model_report``) computes the L1
-prediction metrics and the closed-loop success;
+(``gridplan.core.protocols.CONTROLLED``, paper §5.1: depth 4, 10 seeds x 30 episodes, 1000 held-out
+windows of H = 10): ``python -m eval`` (``gridplan.evaluation.model_report.model_report``) computes
+the L1 prediction metrics and the closed-loop success;
 ``gridplan.evaluate`` adds L4-L7, the WorldModelGym probe and, for models exposing it,
 uncertainty. The cost ratio is ladder / eval of the medians per model (the target is at most
 3x); the per-level seconds of the ladder come from its report.
@@ -32,12 +32,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import gridplan  # noqa: E402
-from gridplan import tasks  # noqa: E402
-from gridplan.evaluation import model_report  # noqa: E402
-from gridplan.jsonio import dumps  # noqa: E402
-from gridplan.ladder.evaluate import PROTOCOLS  # noqa: E402
-from gridplan.models import NoiseModel, OracleModel  # noqa: E402
-from gridplan.plugins import build, checked  # noqa: E402
+from gridplan.core import tasks  # noqa: E402
+from gridplan.evaluation.ladder import PROTOCOLS  # noqa: E402
+from gridplan.evaluation.model_report import model_report  # noqa: E402
+from gridplan.models.noise import NoiseModel, OracleModel  # noqa: E402
+from gridplan.models.plugins import build, checked  # noqa: E402
+from gridplan.util.jsonio import dumps  # noqa: E402
 
 MODELS = {
     "oracle": lambda task, device: OracleModel(),

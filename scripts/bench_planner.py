@@ -2,8 +2,8 @@
 
 Measures model transitions per second (leaves x depth per second) and decisions per second of
 the batched planner (fused rollout, and the generic ``model.predict`` rollout for comparison)
-and of ``gridplan.reference.ref_plan`` (one episode, one leaf at a time, in plain Python) on
-the same start states, checks that both choose the same actions given the same tie-break and
+and of ``gridplan.planning.reference.ref_plan`` (one episode, one leaf at a time, in plain Python)
+on the same start states, checks that both choose the same actions given the same tie-break and
 noise draws, and prints the ratio. Sweeps depth and batch size, reports peak memory, this
 machine's memory bandwidth and random-number rate (the floors of docs/PERFORMANCE.md) and,
 with ``--e1``, the wall time of the full E1 sweep (paper §5.1: 48 noise settings x 10 seeds x
@@ -18,7 +18,7 @@ same network (when ``torchrl`` is installed); all four must choose identical act
 them the measured matmul ceiling of the network's layers (each layer's shape at its best sgemm
 rate, ``matmul_ceiling``), a depth-6 row within a stated memory
 budget, and with ``--call-sweep`` the MLP's rate per ``predict`` call size (the measurement
-behind ``gridplan.scorers.CACHE_BYTES``). ``--busy`` adds rows with a neighbour process
+behind ``gridplan.planning.scorers.CACHE_BYTES``). ``--busy`` adds rows with a neighbour process
 spinning on one core, at 1 and 2 threads.
 
     python scripts/bench_planner.py --quick                 # sanity run, ~2 minutes on 2 cores
@@ -52,22 +52,23 @@ from pathlib import Path
 # Run from any folder against this checkout, installed or not.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gridplan.threads import set_wait_policy  # noqa: E402
+from gridplan.util.threads import set_wait_policy  # noqa: E402
 
-set_wait_policy()  # before torch is imported: OpenMP reads it once (gridplan.threads)
+set_wait_policy()  # before torch is imported: OpenMP reads it once (gridplan.util.threads)
 
 import torch  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 from torch.utils._pytree import tree_flatten  # noqa: E402
 
-from gridplan.closed_loop import evaluate, start_states  # noqa: E402
-from gridplan.constants import AGENT_X, AGENT_Y, C1, N_ACTIONS, STATE_DIM  # noqa: E402
-from gridplan.env import outcome, to_cell, to_flag  # noqa: E402
-from gridplan.fused import FusedNoiseScorer  # noqa: E402
-from gridplan.learned import LearnedWorldModel, MLPDynamics  # noqa: E402
-from gridplan.models import NoiseModel, OracleModel, noise_grid  # noqa: E402
-from gridplan.planner import DEFAULT_MAX_MEMORY, Planner  # noqa: E402
-from gridplan.reference import (  # noqa: E402
+from gridplan.core.constants import AGENT_X, AGENT_Y, C1, N_ACTIONS, STATE_DIM  # noqa: E402
+from gridplan.core.env import outcome, to_cell, to_flag  # noqa: E402
+from gridplan.core.tasks import TASK_A, Task  # noqa: E402
+from gridplan.models.learned import LearnedWorldModel, MLPDynamics  # noqa: E402
+from gridplan.models.noise import NoiseModel, OracleModel, noise_grid  # noqa: E402
+from gridplan.planning.closed_loop import evaluate, start_states  # noqa: E402
+from gridplan.planning.fused import FusedNoiseScorer  # noqa: E402
+from gridplan.planning.planner import DEFAULT_MAX_MEMORY, Planner  # noqa: E402
+from gridplan.planning.reference import (  # noqa: E402
     REF_DISTRACTOR_MOVES,
     ref_decode,
     ref_encode,
@@ -76,9 +77,8 @@ from gridplan.reference import (  # noqa: E402
     ref_step,
     value_table_list,
 )
-from gridplan.scorers import action_sequences  # noqa: E402
-from gridplan.tasks import TASK_A, Task  # noqa: E402
-from gridplan.threads import configure_threads, describe  # noqa: E402
+from gridplan.planning.scorers import action_sequences  # noqa: E402
+from gridplan.util.threads import configure_threads, describe  # noqa: E402
 
 MODELS = {
     "oracle": OracleModel,
@@ -511,7 +511,7 @@ def torchrl_decider(model, task: Task, depth: int, root: torch.Tensor):
         from torchrl.envs.model_based import ModelBasedEnvBase
     except ImportError:
         return None
-    from gridplan.planner import TIE_TOLERANCE
+    from gridplan.planning.planner import TIE_TOLERANCE
 
     device, episodes, leaves = root.device, root.shape[0], 4**depth
     rows = episodes * leaves

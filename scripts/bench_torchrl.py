@@ -1,10 +1,10 @@
 """TorchRL's CEM planner beside our full-width planner, on the same world models, in one run.
 
 Both plan in the model and act in the true environment from the same start states
-(``gridplan.closed_loop.start_states``) to the task's horizon:
+(``gridplan.planning.closed_loop.start_states``) to the task's horizon:
 
-* **full-width**: ``gridplan.planner.Planner`` at depth ``D`` (all ``4^D`` leaves, exact V* at
-  the leaves), closed loop of ``gridplan.closed_loop``;
+* **full-width**: ``gridplan.planning.planner.Planner`` at depth ``D`` (all ``4^D`` leaves, exact V*
+  at the leaves), closed loop of ``gridplan.planning.closed_loop``;
 * **CEM**: ``torchrl.modules.planners.CEMPlanner`` over ``gridplan.adapters.torchrl.
   WorldModelEnv`` with planning horizon ``D``, as the policy of a ``GridEnv`` rollout; once with
   the V*-shaped reward (the optimal advantage, the information the full-width planner uses at
@@ -38,8 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gridplan.adapters import backend  # noqa: E402
 from gridplan.adapters.torchrl import GridEnv, WorldModelEnv, planning_policy  # noqa: E402
-from gridplan.closed_loop import HAZARD  # noqa: E402
-from gridplan.models import NoiseModel, OracleModel  # noqa: E402
+from gridplan.models.noise import NoiseModel, OracleModel  # noqa: E402
+from gridplan.planning.closed_loop import HAZARD  # noqa: E402
 
 MODELS = {
     "oracle": OracleModel,

@@ -4,13 +4,13 @@ For each K the same K runs (seeds 0..K-1 of the default 20k balanced uniform run
 run exactly ``--epochs`` epochs: ``trainer.min_epochs = max_epochs``, so both sides train
 the same total epochs) are trained twice, each time in a fresh process:
 
-- **sequential**: ``train.vectorize=false``, ``gridplan.runs.train`` one run after another
+- **sequential**: ``train.vectorize=false``, ``gridplan.training.runs.train`` one run after another
   (each with its own Lightning trainer) in one process;
 - **vectorized**: what ``python -m train -m seed=...`` does by default: vectorized groups
-  (``gridplan.vectorized``), one worker process per core (``train.workers`` unset; at most
+  (``gridplan.training.vectorized``), one worker process per core (``train.workers`` unset; at most
   one per run); ``--workers 1`` trains them as one stack in one process.
 
-Both sides run the threads a training process gets (``gridplan.threads.training_threads``:
+Both sides run the threads a training process gets (``gridplan.util.threads.training_threads``:
 one per process unless ``--threads`` says otherwise) and the passive OpenMP wait policy of
 ``python -m train``; ``--repeats N`` runs each side N times, interleaved, and reports the
 median.
@@ -51,14 +51,14 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from gridplan.threads import (  # noqa: E402
+from gridplan.util.threads import (  # noqa: E402
     available_cpus,
     configure_threads,
     set_wait_policy,
     training_threads,
 )
 
-set_wait_policy()  # as ``python -m train`` does, before torch is imported (gridplan.threads)
+set_wait_policy()  # as ``python -m train`` does, before torch is imported (gridplan.util.threads)
 
 #: MLP widths of the default model: (input, hidden..., output).
 WIDTHS = (16, 256, 256, 12)
@@ -89,9 +89,9 @@ def worker(args) -> dict:
 
     import torch
 
-    from gridplan.config import compose
-    from gridplan.runs import train_all
-    from gridplan.vectorized import auto_workers
+    from gridplan.training.config import compose
+    from gridplan.training.runs import train_all
+    from gridplan.training.vectorized import auto_workers
 
     warnings.filterwarnings("ignore")
     for name in ("lightning.pytorch", "lightning.fabric"):
@@ -184,11 +184,11 @@ def step_flops(batch: int = BATCH) -> int:
 def bare_step(k: int, device: str, repeats: int = 30) -> float:
     """Median seconds of one ``k``-member training step with no framework around it: the
     stacked ``MLPDynamics`` forward on ``(k, 256)`` rows gathered from a 20k buffer, the
-    squared error, backward and one fused AdamW step (``gridplan.training.adamw``)."""
+    squared error, backward and one fused AdamW step (``gridplan.training.module.adamw``)."""
     import torch
 
-    from gridplan.learned import MLPDynamics
-    from gridplan.training import adamw
+    from gridplan.models.learned import MLPDynamics
+    from gridplan.training.module import adamw
 
     gen = torch.Generator().manual_seed(0)
     net = MLPDynamics(list(WIDTHS[1:-1]), k).to(device)
@@ -290,9 +290,9 @@ def main(argv=None) -> int:
     if load > 0.5 * (cores):
         print(f"warning: the machine is busy (load {load:.2f}); timings will be noisy")
     # Collect every dataset once, outside the timings.
-    from gridplan import tasks
-    from gridplan.data import parse_budget
-    from gridplan.training import cached_dataset
+    from gridplan.core import tasks
+    from gridplan.data.datasets import parse_budget
+    from gridplan.training.module import cached_dataset
 
     for s in range(max(ks)):
         cached_dataset("balanced", parse_budget(args.budget), s, tasks.get("A"), out / "cache")

@@ -5,7 +5,7 @@ settings, Task A, the depth-4 planner, 10 seeds x 30 episodes) is evaluated with
 ``gridplan.evaluate`` at levels L1 (E_tot, DRPE), L4 (decision agreement and regret on the
 branch set), L7 (closed-loop success, XGap) and the WorldModelGym probe. Then the Spearman
 correlation of each predictor with closed-loop success over the 48 models, with a percentile
-bootstrap CI over models (``gridplan.stats.spearman_ci``, 2000 resamples), and the paired
+bootstrap CI over models (``gridplan.metrics.stats.spearman_ci``, 2000 resamples), and the paired
 bootstrap CI of ``|rho(decision regret)| - |rho(p)|`` for every other predictor ``p`` (the same
 resampled models for both). Decision regret needs no closed loop: it is read from the
 planner's first-action values at the branch states against the exact ``Q*``.
@@ -34,12 +34,12 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gridplan  # noqa: E402
+from gridplan.evaluation.ladder import PROTOCOLS  # noqa: E402
+from gridplan.evaluation.ranking import spearman  # noqa: E402
 from gridplan.experiments.settings import E1  # noqa: E402
-from gridplan.jsonio import dumps  # noqa: E402
-from gridplan.ladder.evaluate import PROTOCOLS  # noqa: E402
-from gridplan.ladder.ranking import spearman  # noqa: E402
-from gridplan.models import NoiseModel  # noqa: E402
-from gridplan.stats import spearman_ci  # noqa: E402
+from gridplan.metrics.stats import spearman_ci  # noqa: E402
+from gridplan.models.noise import NoiseModel  # noqa: E402
+from gridplan.util.jsonio import dumps  # noqa: E402
 
 #: Reproduction profile -> the ladder protocol whose closed loop and windows are that
 #: profile's E1 protocol (``gridplan.experiments.settings.E1``).

@@ -27,21 +27,21 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gridplan.threads import set_wait_policy  # noqa: E402
+from gridplan.util.threads import set_wait_policy  # noqa: E402
 
-set_wait_policy()  # before torch is imported: OpenMP reads it once (gridplan.threads)
+set_wait_policy()  # before torch is imported: OpenMP reads it once (gridplan.util.threads)
 
 import torch  # noqa: E402
 
-from gridplan import readings  # noqa: E402
-from gridplan.env import reset  # noqa: E402
+from gridplan.core import readings  # noqa: E402
+from gridplan.core.env import reset  # noqa: E402
+from gridplan.core.tasks import TASK_A  # noqa: E402
 from gridplan.experiments import GROUPS, PROFILES, paper, run_groups  # noqa: E402
-from gridplan.experiments.report import fmt, md_table  # noqa: E402
 from gridplan.experiments.runner import RESULTS_FILE, group_folders, read_done  # noqa: E402
-from gridplan.models import NoiseModel  # noqa: E402
-from gridplan.planner import Planner  # noqa: E402
-from gridplan.tasks import TASK_A  # noqa: E402
-from gridplan.threads import configure_threads, describe  # noqa: E402
+from gridplan.experiments.tables import fmt, md_table  # noqa: E402
+from gridplan.models.noise import NoiseModel  # noqa: E402
+from gridplan.planning.planner import Planner  # noqa: E402
+from gridplan.util.threads import configure_threads, describe  # noqa: E402
 
 #: The groups whose effects depend on the reading.
 COMPARED = ("e1", "e2", "e5", "e6")
@@ -64,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--readings",
         default=",".join(readings.names()),
-        help="comma-separated reading names (gridplan.readings)",
+        help="comma-separated reading names (gridplan.core.readings)",
     )
     p.add_argument("--profile", choices=PROFILES, default="full")
     p.add_argument("--out", default="results", help="results root folder (as reproduce.py)")
@@ -73,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--threads",
         type=int,
         default=1,
-        help="torch CPU threads (0: the machine's, gridplan.threads.default_threads)",
+        help="torch CPU threads (0: the machine's, gridplan.util.threads.default_threads)",
     )
     p.add_argument("--no-run", action="store_true", help="only tabulate finished groups")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")

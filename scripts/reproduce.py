@@ -33,14 +33,14 @@ from pathlib import Path
 # Run from any folder against this checkout, installed or not.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gridplan.threads import set_wait_policy  # noqa: E402
+from gridplan.util.threads import set_wait_policy  # noqa: E402
 
-set_wait_policy()  # before torch is imported: OpenMP reads it once (gridplan.threads)
+set_wait_policy()  # before torch is imported: OpenMP reads it once (gridplan.util.threads)
 
-from gridplan import readings  # noqa: E402
+from gridplan.core import readings  # noqa: E402
 from gridplan.experiments import GROUPS, PROFILES, run_groups  # noqa: E402
 from gridplan.experiments.launch import Launcher  # noqa: E402
-from gridplan.threads import configure_threads, describe  # noqa: E402
+from gridplan.util.threads import configure_threads, describe  # noqa: E402
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -64,14 +64,14 @@ def build_parser() -> argparse.ArgumentParser:
         choices=PROFILES,
         default="full",
         help="; ".join(f"{name}: {profile.summary}" for name, profile in PROFILES.items())
-        + " (gridplan.protocols)",
+        + " (gridplan.core.protocols)",
     )
     p.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda")
     p.add_argument(
         "--threads",
         type=int,
         default=1,
-        help="torch CPU threads; 0 picks the machine's (gridplan.threads.default_threads). "
+        help="torch CPU threads; 0 picks the machine's (gridplan.util.threads.default_threads). "
         "One by default: parallel reductions round differently with the thread count, and one "
         "thread gives the same numbers on every machine (OpenMP waits passively unless "
         "OMP_WAIT_POLICY is set, so more threads do not spin on a busy machine)",
@@ -81,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--reading",
         choices=readings.names(),
         default=readings.PROJECT.name,
-        help="reading of the paper's ambiguous choices (gridplan.readings); any but the "
+        help="reading of the paper's ambiguous choices (gridplan.core.readings); any but the "
         "default writes under <out>/<reading>/",
     )
     p.add_argument(

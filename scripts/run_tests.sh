@@ -6,4 +6,6 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 bash scripts/setup.sh
 .venv/bin/ruff check gridplan train eval scripts tests hydra_plugins
+# The layers contract of pyproject.toml ([tool.importlinter]), drawn in docs/DESIGN.md.
+.venv/bin/lint-imports
 exec .venv/bin/python -m pytest "$@"

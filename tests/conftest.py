@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from gridplan.constants import CELL_SCALE, DOOR_CELL, GRID_SIZE, STATE_DIM, WALL_X
-from gridplan.reference import RefState, ref_decode
+from gridplan.core.constants import CELL_SCALE, DOOR_CELL, GRID_SIZE, STATE_DIM, WALL_X
+from gridplan.planning.reference import RefState, ref_decode
 
 # The tiers (core/, planning/, evaluation/, training/, experiments/, adapters/) share the
 # helper modules beside this file.
@@ -60,7 +60,7 @@ def replay_distractor_draws(
     """The d1 move indices ``(B,)`` and d2 cells ``(B, 2)`` that the next ``env.step`` of
     ``batch`` rows will draw from ``generator``, read from a copy so the original is untouched.
 
-    Mirrors the documented draw order of ``gridplan.env.transition``: first the d1 walk, then
+    Mirrors the documented draw order of ``gridplan.core.env.transition``: first the d1 walk, then
     the d2 cell. If that order changes, the reference comparisons fail loudly.
     """
     copy = torch.Generator(device=generator.device).set_state(generator.get_state())

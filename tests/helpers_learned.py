@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from gridplan.config import compose
-from gridplan.learned import MLPDynamics, load_world_model
-from gridplan.training import WorldModelModule
+from gridplan.models.learned import MLPDynamics, load_world_model
+from gridplan.training.config import compose
+from gridplan.training.module import WorldModelModule
 
 
 def debug_overrides(tmp: Path) -> list[str]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from gridplan.constants import CARRYING, STATE_DIM
-from gridplan.data import EvalWindows
-from gridplan.models import OracleModel, WorldModel
+from gridplan.core.constants import CARRYING, STATE_DIM
+from gridplan.data.datasets import EvalWindows
+from gridplan.models.noise import OracleModel, WorldModel
 
 #: A valid state: agent (2, 3), key (1, 1), door closed, c1 = 1, c2 = 0, d1 (4, 4), d2 (6, 0).
 FIXED_STATE = torch.tensor(

@@ -32,15 +32,15 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from gridplan.threads import set_wait_policy
+from gridplan.util.threads import set_wait_policy
 
-set_wait_policy()  # before torch is imported: OpenMP reads it once (gridplan.threads)
+set_wait_policy()  # before torch is imported: OpenMP reads it once (gridplan.util.threads)
 
 import hydra  # noqa: E402
 from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
-from gridplan.config import (  # noqa: E402
+from gridplan.training.config import (  # noqa: E402
     DEFAULT_CONFIG_DIR,
     compose,
     expand_sweeps,
@@ -49,8 +49,8 @@ from gridplan.config import (  # noqa: E402
     run_name,
     to_yaml,
 )
-from gridplan.run_status import requeued_run  # noqa: E402
-from gridplan.threads import (  # noqa: E402
+from gridplan.training.run_status import requeued_run  # noqa: E402
+from gridplan.util.threads import (  # noqa: E402
     configure_threads,
     describe,
     training_threads,
@@ -141,7 +141,7 @@ def _run(cfg: DictConfig, header: str, record: dict[str, str] | None = None, res
     ``INTERRUPTED``."""
     from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-    from gridplan import runs
+    from gridplan.training import runs
 
     print(f"=== {header}: resolved config ===\n{to_yaml(cfg)}", flush=True)
     try:
@@ -167,8 +167,8 @@ def _run_group(path: Path, launched: bool) -> None:
     the launcher's jobs already share the cores."""
     from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-    from gridplan import runs
-    from gridplan.lightning_output import quiet_lightning_chatter
+    from gridplan.training import runs
+    from gridplan.training.lightning_output import quiet_lightning_chatter
 
     quiet_lightning_chatter()
     try:
@@ -205,7 +205,7 @@ def _summary(metrics: dict, artifacts: dict) -> None:
 
 
 def _resume(args: list[str], run_dir: str) -> int:
-    from gridplan import runs
+    from gridplan.training import runs
 
     if len(args) != 1:
         print(f"error: resume= takes no other argument, got {args}", file=sys.stderr)

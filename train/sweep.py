@@ -4,14 +4,14 @@ vectorized groups, one job per group (the sweeper ``hydra/sweeper=gridplan``, th
 ``plan`` turns the composed points of a sweep into the jobs handed to Hydra's launcher:
 
 - a point with ``train.vectorize=false`` is one job with its own overrides, trained alone
-  (``gridplan.runs.train``) as the basic sweeper would run it;
-- the other points are bucketed by ``gridplan.vectorized.GROUP_KEYS`` (runs that can share
-  one stack) and dealt round-robin into ``jobs`` jobs (``gridplan.vectorized.deal``: job
+  (``gridplan.training.runs.train``) as the basic sweeper would run it;
+- the other points are bucketed by ``gridplan.training.vectorized.GROUP_KEYS`` (runs that can share
+  one stack) and dealt round-robin into ``jobs`` jobs (``gridplan.training.vectorized.deal``: job
   ``j`` gets every ``jobs``-th point of each bucket, so the jobs get a similar mix); with
   ``jobs`` unset, each bucket is one job. Such a job's overrides are its first point's plus
   ``++hydra.job.env_set.GRIDPLAN_GROUP=<file>``, a YAML file in the sweep folder listing every
   point of the job with its composed config; the job trains them with
-  ``gridplan.runs.train_all`` (``run_group``), each in its own run folder with its own
+  ``gridplan.training.runs.train_all`` (``run_group``), each in its own run folder with its own
   ``.hydra/`` record (config, overrides, Hydra config) and status, as a run alone gets.
 
 So the default launcher (``basic``) trains ``-m seed=0,1,2,3,4`` as one group of five in this
@@ -26,8 +26,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from gridplan.config import finish, schema
-from gridplan.files import write_text_atomic
+from gridplan.training.config import finish, schema
+from gridplan.util.files import write_text_atomic
 
 #: Environment variable (set through ``hydra.job.env_set``) naming a job's group file.
 GROUP_ENV = "GRIDPLAN_GROUP"
@@ -35,7 +35,7 @@ GROUP_ENV = "GRIDPLAN_GROUP"
 
 def point_config(point: DictConfig) -> DictConfig:
     """A composed sweep point (with its ``hydra`` node) as the run config ``python -m train``
-    trains (``gridplan.config.finish``: group names recorded, Hydra's node dropped).
+    trains (``gridplan.training.config.finish``: group names recorded, Hydra's node dropped).
 
     Raises:
         ValueError: if the config fails validation.
@@ -67,7 +67,7 @@ def plan(points: list[DictConfig], jobs: int | None, sweep_dir: Path) -> list[li
     Raises:
         ValueError: if a point's config fails validation.
     """
-    from gridplan.vectorized import deal, group_key
+    from gridplan.training.vectorized import deal, group_key
 
     out: list[list[str]] = []
     buckets: dict[tuple, list[DictConfig]] = {}

@@ -7,7 +7,7 @@ imported, so ``import gridplan`` needs neither:
   (``B`` episodes as one batch), registered as ``gridplan/KeyDoor-A-v0`` and
   ``gridplan/KeyDoor-B-v0``. Needs ``pip install gridplan[gymnasium]``.
 * ``gridplan.adapters.torchrl``: ``GridEnv`` (an ``EnvBase`` of batch size ``[B]``) and
-  ``WorldModelEnv`` (a ``ModelBasedEnvBase`` over any ``gridplan.models.WorldModel``, for
+  ``WorldModelEnv`` (a ``ModelBasedEnvBase`` over any ``gridplan.models.noise.WorldModel``, for
   TorchRL's ``CEMPlanner`` / ``MPPIPlanner``). Needs ``pip install gridplan[torchrl]``.
 """
 

@@ -1,6 +1,6 @@
 """The adapters' only calls into the gridplan core: environment, reward geometry, V*, planner.
 
-Every adapter resolves its ``task`` once with ``gridplan.tasks.get`` and goes through these
+Every adapter resolves its ``task`` once with ``gridplan.core.tasks.get`` and goes through these
 functions, so a change of a core signature is a change here only.
 """
 
@@ -10,14 +10,14 @@ from collections.abc import Sequence
 
 import torch
 
-from gridplan import closed_loop as loop
-from gridplan import env, tasks
-from gridplan.closed_loop import EpisodeResults
-from gridplan.constants import AGENT_X, AGENT_Y, C1
-from gridplan.models import WorldModel
-from gridplan.planner import Planner
-from gridplan.tasks import Task
-from gridplan.values import ValueTable
+from gridplan.core import env, tasks
+from gridplan.core.constants import AGENT_X, AGENT_Y, C1
+from gridplan.core.tasks import Task
+from gridplan.core.values import ValueTable
+from gridplan.models.noise import WorldModel
+from gridplan.planning import closed_loop as loop
+from gridplan.planning.closed_loop import EpisodeResults
+from gridplan.planning.planner import Planner
 
 
 def resolve(task: str | Task) -> Task:
@@ -26,14 +26,15 @@ def resolve(task: str | Task) -> Task:
 
 
 def reset(batch: int, generator: torch.Generator, task: Task) -> torch.Tensor:
-    """``gridplan.env.reset``: ``(batch, 12)`` float32 start states on ``generator.device``."""
+    """``gridplan.core.env.reset``: ``(batch, 12)`` float32 start states on ``generator.device``."""
     return env.reset(batch, generator, task)
 
 
 def step(
     state: torch.Tensor, action: torch.Tensor, generator: torch.Generator, task: Task
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
-    """``gridplan.env.step``: ``(next_state, reward, terminated, info)`` of a validated batch."""
+    """``gridplan.core.env.step``: ``(next_state, reward, terminated, info)`` of a validated
+    batch."""
     return env.step(state, action, generator, task)
 
 
@@ -50,19 +51,20 @@ def value_table(task: Task, device: torch.device | str) -> ValueTable:
 
 
 def planner(model: WorldModel, depth: int, task: Task, **kwargs) -> Planner:
-    """The full-width planner of ``gridplan.planner`` over ``model``."""
+    """The full-width planner of ``gridplan.planning.planner`` over ``model``."""
     return Planner(model, depth, task, **kwargs)
 
 
 def closed_loop(
     plan: Planner, start: torch.Tensor, generator: torch.Generator, task: Task
 ) -> EpisodeResults:
-    """``gridplan.closed_loop.run_closed_loop`` to the task's horizon."""
+    """``gridplan.planning.closed_loop.run_closed_loop`` to the task's horizon."""
     return loop.run_closed_loop(plan, start, generator, horizon=task.horizon)
 
 
 def start_states(
     seeds: Sequence[int], episodes: int, task: Task, device: torch.device | str = "cpu"
 ) -> torch.Tensor:
-    """``gridplan.closed_loop.start_states``: ``(len(seeds) * episodes, 12)``, seed-major."""
+    """``gridplan.planning.closed_loop.start_states``: ``(len(seeds) * episodes, 12)``,
+    seed-major."""
     return loop.start_states(seeds, episodes, task, device)

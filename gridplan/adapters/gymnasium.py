@@ -1,9 +1,9 @@
 """Gymnasium adapters over the batched gridworld: one episode, or ``B`` episodes as one batch.
 
 ``GridPlanEnv`` is a ``gymnasium.Env``; ``GridPlanVectorEnv`` is a ``gymnasium.vector.VectorEnv``
-that steps all ``B`` sub-environments with one call of ``gridplan.env.step`` on a ``(B, 12)``
+that steps all ``B`` sub-environments with one call of ``gridplan.core.env.step`` on a ``(B, 12)``
 tensor (no Python loop over sub-environments). Both observe the full state (paper §3; layout
-in ``gridplan.constants``): ``Box(0, 1, (12,), float32)``; actions ``Discrete(4)`` (up, down,
+in ``gridplan.core.constants``): ``Box(0, 1, (12,), float32)``; actions ``Discrete(4)`` (up, down,
 left, right), batched as ``MultiDiscrete([4] * B)``.
 
 Episodes end with ``terminated`` on the goal or hazard and with ``truncated`` after the task's
@@ -28,9 +28,9 @@ import numpy as np
 import torch
 
 from gridplan.adapters import backend, require
-from gridplan.constants import N_ACTIONS, STATE_DIM
-from gridplan.env import check_state
-from gridplan.tasks import Task
+from gridplan.core.constants import N_ACTIONS, STATE_DIM
+from gridplan.core.env import check_state
+from gridplan.core.tasks import Task
 
 gym = require("gymnasium", "gymnasium")
 
@@ -46,7 +46,7 @@ _SEED_BOUND = 2**63 - 1
 
 
 def observation_space() -> spaces.Box:
-    """``Box(0, 1, (12,), float32)``: the normalized state of ``gridplan.constants``."""
+    """``Box(0, 1, (12,), float32)``: the normalized state of ``gridplan.core.constants``."""
     return spaces.Box(0.0, 1.0, (STATE_DIM,), np.float32)
 
 
@@ -68,7 +68,9 @@ def _given_states(value: Any, rows: int, device) -> torch.Tensor:
     state = check_state(torch.tensor(array.reshape(rows, STATE_DIM), device=device),
                         'options["state"]')
     if (state < 0).any() or (state > 1).any():
-        raise ValueError('options["state"] must lie in [0, 1] (normalized, see gridplan.constants)')
+        raise ValueError(
+            'options["state"] must lie in [0, 1] (normalized, see gridplan.core.constants)'
+        )
     return state
 
 
@@ -98,7 +100,7 @@ class GridPlanEnv(gym.Env):
     """One episode of the gridworld as a ``gymnasium.Env``.
 
     Args:
-        task: task name or ``gridplan.tasks.Task`` (its geometry and ``horizon``).
+        task: task name or ``gridplan.core.tasks.Task`` (its geometry and ``horizon``).
         device: where the state tensor lives; observations are numpy arrays either way.
 
     ``reset(seed=s)`` seeds the torch generator that draws the start state and the
@@ -170,7 +172,7 @@ class GridPlanVectorEnv(VectorEnv):
 
     Args:
         num_envs: number of sub-environments ``B >= 1``.
-        task: task name or ``gridplan.tasks.Task``.
+        task: task name or ``gridplan.core.tasks.Task``.
         device: where the ``(B, 12)`` state lives; observations are numpy arrays either way.
         autoreset_mode: ``AutoresetMode.NEXT_STEP`` (Gymnasium's default: the step after an
             episode ends resets that sub-environment, ignores its action and returns reward
@@ -178,12 +180,13 @@ class GridPlanVectorEnv(VectorEnv):
             puts the last one in ``info["final_obs"]``, its events in ``info["final_info"]``)
             or ``DISABLED`` (reset ended sub-environments with ``options={"reset_mask": m}``).
 
-    Seeding: the batch shares one torch generator, so one call of ``gridplan.env.step``
+    Seeding: the batch shares one torch generator, so one call of ``gridplan.core.env.step``
     serves every sub-environment. ``reset(seed=s)`` seeds it with ``s`` and gives the same
-    ``B`` start states as ``gridplan.env.reset(B, torch.Generator().manual_seed(s), task)``
-    (not those of ``gridplan.closed_loop.start_states``, which draws in blocks). Gymnasium's
-    ``SyncVectorEnv`` would seed sub-environment ``i`` with ``s + i``; per-sub-environment
-    seeds would need ``B`` generators and ``B`` draws per step, so a list of seeds is refused.
+    ``B`` start states as ``gridplan.core.env.reset(B, torch.Generator().manual_seed(s), task)``
+    (not those of ``gridplan.planning.closed_loop.start_states``, which draws in blocks).
+    Gymnasium's ``SyncVectorEnv`` would seed sub-environment ``i`` with ``s + i``;
+    per-sub-environment seeds would need ``B`` generators and ``B`` draws per step, so a list of
+    seeds is refused.
 
     ``reset`` options: ``reset_mask`` (``(B,)`` bool numpy array: reset only those rows,
     drawing fresh start states for them alone) and ``state`` (``(B, 12)`` start states; with a

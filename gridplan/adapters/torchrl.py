@@ -1,16 +1,16 @@
 """TorchRL adapters: the true environment as an ``EnvBase`` and any gridplan world model as a
 ``ModelBasedEnvBase``, so TorchRL's ``CEMPlanner`` and ``MPPIPlanner`` plan on our models.
 
-* ``GridEnv(batch_size=B)``: ``B`` episodes of ``gridplan.env`` stepped as one ``(B, 12)``
+* ``GridEnv(batch_size=B)``: ``B`` episodes of ``gridplan.core.env`` stepped as one ``(B, 12)``
   batch. Keys: ``observation`` ``(B, 12)`` float32 in ``[0, 1]`` (the full state, layout in
-  ``gridplan.constants``), ``step_count`` ``(B, 1)`` int64, the events ``goal``, ``hazard``,
+  ``gridplan.core.constants``), ``step_count`` ``(B, 1)`` int64, the events ``goal``, ``hazard``,
   ``pickup``, ``door_opened`` ``(B, 1)`` bool, ``action`` ``(B,)`` int64 in ``0..3``,
   ``reward`` ``(B, 1)`` (+1 goal, -1 hazard), ``terminated`` (goal or hazard), ``truncated``
   (the task's ``horizon`` reached) and ``done``.
 * ``WorldModelEnv(model)``: one imagined step per ``step`` through ``model.predict``, reward
   and termination read from the predicted state through the task's goal and hazard cells (as
-  the full-width planner of ``gridplan.planner`` scores leaves). It is not batch-locked: the
-  planners step it on ``(B, K)`` candidate batches.
+  the full-width planner of ``gridplan.planning.planner`` scores leaves). It is not batch-locked:
+  the planners step it on ``(B, K)`` candidate batches.
 
 The planners draw Gaussian action sequences, so ``WorldModelEnv``'s action is a continuous
 ``(4,)`` vector of action scores and the executed action is its argmax: with the planners'
@@ -34,10 +34,10 @@ import torch
 from torch import nn
 
 from gridplan.adapters import backend, require
-from gridplan.constants import N_ACTIONS, STATE_DIM
-from gridplan.env import check_state
-from gridplan.models import WorldModel
-from gridplan.tasks import Task
+from gridplan.core.constants import N_ACTIONS, STATE_DIM
+from gridplan.core.env import check_state
+from gridplan.core.tasks import Task
+from gridplan.models.noise import WorldModel
 
 require("tensordict", "torchrl")
 require("torchrl", "torchrl")
@@ -75,12 +75,12 @@ class GridEnv(EnvBase):
 
     Args:
         batch_size: number of episodes ``B >= 1``.
-        task: task name or ``gridplan.tasks.Task`` (geometry and ``horizon``).
+        task: task name or ``gridplan.core.tasks.Task`` (geometry and ``horizon``).
         device: device of every tensor (and of the generator).
         seed: seeds the generator of start states and distractors (``set_seed`` reseeds it);
             default: a draw of torch's global generator.
 
-    ``reset()`` draws start states as ``gridplan.env.reset``; with a partial ``"_reset"``
+    ``reset()`` draws start states as ``gridplan.core.env.reset``; with a partial ``"_reset"``
     mask only the reset rows are drawn. ``reset(td, set_state=True)`` starts from
     ``td["observation"]`` (``(B, 12)``, validated). Partial steps (the ``"_step"`` mask of
     ``rollout(..., break_when_all_done=True)``) step only the rows still running.
@@ -131,7 +131,7 @@ class GridEnv(EnvBase):
             if state.shape[0] != b or (state < 0).any() or (state > 1).any():
                 raise ValueError(
                     f"observation must be ({b}, {STATE_DIM}) states in [0, 1] (layout in "
-                    f"gridplan.constants), got shape {tuple(state.shape)}"
+                    f"gridplan.core.constants), got shape {tuple(state.shape)}"
                 )
             state = state.to(device=self.device, dtype=torch.float32, copy=True)
         elif rows is None or bool(rows.all()):
@@ -244,12 +244,12 @@ class WorldModelEnv(ModelBasedEnvBase):
     """Any gridplan ``WorldModel`` as a TorchRL model-based environment.
 
     Args:
-        model: a ``gridplan.models.WorldModel`` (or anything with ``predict(state (N, 12),
+        model: a ``gridplan.models.noise.WorldModel`` (or anything with ``predict(state (N, 12),
             action (N,), generator) -> (N, 12)`` and optionally ``start_rollout``).
-        task: task name or ``gridplan.tasks.Task``: the goal and hazard cells (and V*) that
+        task: task name or ``gridplan.core.tasks.Task``: the goal and hazard cells (and V*) that
             turn predicted states into rewards and termination.
         shaping: add ``gamma * V*(s') - V*(s)`` to the sparse reward (potential-based
-            shaping with the exact V* of ``gridplan.values``, the information the full-width
+            shaping with the exact V* of ``gridplan.core.values``, the information the full-width
             planner uses at its leaves). The reward is then the optimal advantage
             ``A*(s, a)`` of the predicted step, so a planner's undiscounted sum over its
             horizon is 0 for an optimal path and negative otherwise. Without it the planners
@@ -337,7 +337,7 @@ class _VStar(nn.Module):
 
 
 def value_operator(task: str | Task = "A", device: torch.device | str = "cpu") -> ValueOperator:
-    """The task's exact V* (``gridplan.values``) as a TorchRL ``ValueOperator``:
+    """The task's exact V* (``gridplan.core.values``) as a TorchRL ``ValueOperator``:
     ``observation (..., 12) -> state_value (..., 1)``, read through the rounded relevant dims.
 
     For ``MPPIPlanner``'s advantage module, e.g. ``TDLambdaEstimator(gamma=0.95, lmbda=0.95,

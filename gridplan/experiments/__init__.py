@@ -3,7 +3,7 @@
 ``python scripts/reproduce.py`` runs them through ``run_groups``. Layout (``docs/DESIGN.md``):
 
 - ``runner``: ``Group``, ``GroupContext``, ``run_groups`` (temp folders, skip/force, done.json);
-- ``settings``: every group's config per profile (protocols from ``gridplan.protocols``);
+- ``settings``: every group's config per profile (protocols from ``gridplan.core.protocols``);
 - ``records``: the typed records groups write and the model-record files they exchange;
 - ``measure``, ``pools``, ``learned_runs``: shared computation (windows and closed-loop
   summaries; the controlled grid and sweep; training the learned models);
@@ -11,16 +11,16 @@
 - ``e1`` ... ``e7``: one group each, compute -> records -> files, tables, figures, verdicts;
 - ``paper``: the paper's numbers printed beside ours.
 
-To add a group: write a module with ``run(ctx) -> Report``, its config per profile in
+To add a group: write a module with ``run(ctx) -> GroupReport``, its config per profile in
 ``settings``, and one ``Group`` entry below; ``reads`` names the groups whose finished
 results it reuses (they then run first; it reads their result files, never their modules).
 """
 
 from __future__ import annotations
 
+from gridplan.core.protocols import PROFILES
 from gridplan.experiments import e1, e2, e3, e4, e5, e6, e7, settings
 from gridplan.experiments.runner import Group, run_groups, select_groups
-from gridplan.protocols import PROFILES
 
 GROUPS: dict[str, Group] = {
     "e1": Group("e1", "Controlled 8x6 grid, Table 2, iso-error pairs", e1.run, settings.E1),

@@ -20,15 +20,15 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import chi2_contingency
 
+from gridplan.core.readings import Reading
 from gridplan.experiments import paper
 from gridplan.experiments.figures import heatmap_figure
 from gridplan.experiments.pools import grid_records
 from gridplan.experiments.records import ControlledRecord, Record, write_models
-from gridplan.experiments.report import Report, fmt, fmt_rho, fmt_se, paper_cell
 from gridplan.experiments.runner import GroupContext
 from gridplan.experiments.settings import E1Config
-from gridplan.readings import Reading
-from gridplan.stats import IsoPairs, difference_se, iso_error_pairs
+from gridplan.experiments.tables import GroupReport, fmt, fmt_rho, fmt_se, paper_cell
+from gridplan.metrics.stats import IsoPairs, difference_se, iso_error_pairs
 
 #: Success gap (absolute) an iso-error pair must show for the effect to count as reproduced
 #: (paper §5.1: 60 points).
@@ -263,7 +263,7 @@ def _table2_note(
     )
 
 
-def table2(report: Report, rows: list[Table2Row], note: str) -> None:
+def table2(report: GroupReport, rows: list[Table2Row], note: str) -> None:
     """Table 2 — ours beside the paper's."""
     cells = []
     for t in rows:
@@ -298,7 +298,7 @@ def _pair_cells(records: list[ControlledRecord], p: dict) -> list[str]:
     ]
 
 
-def pairs_table(report: Report, records: list[ControlledRecord], iso: IsoPairs) -> None:
+def pairs_table(report: GroupReport, records: list[ControlledRecord], iso: IsoPairs) -> None:
     """The strongest iso-error pairs (appendix J)."""
     headers = ["model A", "model B", "E_tot A / B", "ΔE_tot", "DRPE A / B", "success A / B"]
     headers.append("gap (points)")
@@ -312,7 +312,7 @@ def pairs_table(report: Report, records: list[ControlledRecord], iso: IsoPairs) 
     )
 
 
-def rows_table(report: Report, rows: list[RowSummary], reading: Reading) -> None:
+def rows_table(report: GroupReport, rows: list[RowSummary], reading: Reading) -> None:
     """Success and E_tot along each fixed-σR row (§5.1)."""
     report.table(
         "Rows of fixed σR: success is flat while E_tot varies (§5.1)",
@@ -343,7 +343,7 @@ def rows_table(report: Report, rows: list[RowSummary], reading: Reading) -> None
 
 
 def _exact_pair_verdict(
-    report: Report, records: list[ControlledRecord], idx: dict, tolerance: float
+    report: GroupReport, records: list[ControlledRecord], idx: dict, tolerance: float
 ) -> None:
     claim = (
         "The paper's own pair M(0, 0.3) and M(0.35, 0.1) is matched in total error and differs "
@@ -364,7 +364,7 @@ def _exact_pair_verdict(
     )
 
 
-def _scale_verdict(report: Report, records: list[ControlledRecord], idx: dict) -> None:
+def _scale_verdict(report: GroupReport, records: list[ControlledRecord], idx: dict) -> None:
     claim = "Table 2's total errors: oracle 0.020, M(0, 0.3) 0.151, M(0.35, 0.1) 0.152"
     found = {label: idx[label] for label in TABLE_2_MODELS}
     if any(k is None for k in found.values()):
@@ -383,7 +383,7 @@ def _scale_verdict(report: Report, records: list[ControlledRecord], idx: dict) -
     )
 
 
-def _row_factor_verdict(report: Report, rows: list[RowSummary]) -> None:
+def _row_factor_verdict(report: GroupReport, rows: list[RowSummary]) -> None:
     low, high = (paper.E1_TEXT[k].value for k in ("row_etot_factor_low", "row_etot_factor_high"))
     factors = [r.E_tot_factor for r in rows if np.isfinite(r.E_tot_factor)]
     ours = (min(factors), max(factors)) if factors else (float("nan"), float("nan"))
@@ -399,7 +399,7 @@ def _row_factor_verdict(report: Report, rows: list[RowSummary]) -> None:
     )
 
 
-def _column_verdict(report: Report, records: list[ControlledRecord]) -> None:
+def _column_verdict(report: GroupReport, records: list[ControlledRecord]) -> None:
     rises = []
     for si in sorted({r.sigma_i for r in records}):
         column = sorted((r for r in records if np.isclose(r.sigma_i, si)), key=lambda r: r.sigma_r)
@@ -416,7 +416,7 @@ def _column_verdict(report: Report, records: list[ControlledRecord]) -> None:
 
 
 def verdicts(
-    report: Report,
+    report: GroupReport,
     records: list[ControlledRecord],
     iso: IsoPairs,
     rows: list[RowSummary],
@@ -471,7 +471,7 @@ def verdicts(
 # --------------------------------------------------------------------------- run
 
 
-def run(ctx: GroupContext) -> Report:
+def run(ctx: GroupContext) -> GroupReport:
     """E1 (see the module docstring)."""
     cfg: E1Config = ctx.config
     records = grid_records(ctx, cfg)
@@ -488,7 +488,9 @@ def run(ctx: GroupContext) -> Report:
         heatmap_figure(records, cfg.sigma_r, cfg.sigma_i, cfg.protocol.depth), "fig2_heatmap.png"
     )
 
-    report = Report("E1 — matched total error, different decision quality (§5.1, Table 2, Fig. 2)")
+    report = GroupReport(
+        "E1 — matched total error, different decision quality (§5.1, Table 2, Fig. 2)"
+    )
     table2(report, t2, _table2_note(records, idx, cfg.iso_tolerance, ctx.reading))
     pairs_table(report, records, iso)
     rows_table(report, rows, ctx.reading)

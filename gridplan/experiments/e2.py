@@ -31,10 +31,10 @@ from gridplan.experiments import paper
 from gridplan.experiments.figures import scatter_figures
 from gridplan.experiments.pools import controlled_grid, sweep_records
 from gridplan.experiments.records import LearnedRecord, Record, read_models
-from gridplan.experiments.report import Report, fmt, fmt_rho
 from gridplan.experiments.runner import GroupContext
 from gridplan.experiments.settings import E2Config
-from gridplan.stats import IsoPairs, SpearmanResult, iso_error_pairs, spearman_ci
+from gridplan.experiments.tables import GroupReport, fmt, fmt_rho
+from gridplan.metrics.stats import IsoPairs, SpearmanResult, iso_error_pairs, spearman_ci
 
 #: DRPE's ρ at most this, and E_tot's |ρ| smaller by at least MIN_GAP (paper Table 1: -0.98
 #: against -0.32 on the grid).
@@ -53,7 +53,7 @@ LABELS = {
 
 
 @dataclass(frozen=True)
-class Pool:
+class DrpePool:
     """A model pool of Table 1 and the DRPE weighting it is scored with."""
 
     records: list
@@ -114,18 +114,18 @@ def learned_pool(ctx: GroupContext) -> list[LearnedRecord] | None:
     return learned
 
 
-def pools(grid: list, sweep: list, learned: list | None) -> dict[str, Pool | None]:
+def pools(grid: list, sweep: list, learned: list | None) -> dict[str, DrpePool | None]:
     """Table 1's pools (None where the learned models are missing)."""
     return {
-        "all": Pool(grid + learned, "DRPE_graded") if learned else None,
-        "grid": Pool(grid, "DRPE_graded"),
-        "sweep_graded": Pool(sweep, "DRPE_graded"),
-        "sweep_binary": Pool(sweep, "DRPE_binary"),
-        "learned": Pool(learned, "DRPE_graded") if learned else None,
+        "all": DrpePool(grid + learned, "DRPE_graded") if learned else None,
+        "grid": DrpePool(grid, "DRPE_graded"),
+        "sweep_graded": DrpePool(sweep, "DRPE_graded"),
+        "sweep_binary": DrpePool(sweep, "DRPE_binary"),
+        "learned": DrpePool(learned, "DRPE_graded") if learned else None,
     }
 
 
-def correlate(pool: Pool | None, n_resamples: int) -> PoolCorrelation | None:
+def correlate(pool: DrpePool | None, n_resamples: int) -> PoolCorrelation | None:
     """Spearman ρ with success of E_tot and of the pool's DRPE."""
     if pool is None:
         return None
@@ -139,7 +139,7 @@ def correlate(pool: Pool | None, n_resamples: int) -> PoolCorrelation | None:
     return PoolCorrelation(len(recs), rho("E_tot"), rho(pool.drpe_key), pool.drpe_key)
 
 
-def iso_pairs(pool: Pool, cfg: E2Config) -> IsoPairs:
+def iso_pairs(pool: DrpePool, cfg: E2Config) -> IsoPairs:
     """The pool's iso-error pairs (graded DRPE)."""
     recs = pool.records
     return iso_error_pairs(
@@ -174,7 +174,7 @@ def spearman_rows(corr: dict[str, PoolCorrelation | None]) -> list[SpearmanRow]:
     return rows
 
 
-def pair_rows(pools_: dict[str, Pool | None], iso: dict[str, IsoPairs]) -> list[PairRow]:
+def pair_rows(pools_: dict[str, DrpePool | None], iso: dict[str, IsoPairs]) -> list[PairRow]:
     """``iso_pairs.csv``: every pair of every pool with pairs."""
     rows = []
     for key, res in iso.items():
@@ -195,7 +195,7 @@ def pair_rows(pools_: dict[str, Pool | None], iso: dict[str, IsoPairs]) -> list[
 # --------------------------------------------------------------------------- tables
 
 
-def table1(report: Report, corr: dict, grid_source: str, n_resamples: int) -> None:
+def table1(report: GroupReport, corr: dict, grid_source: str, n_resamples: int) -> None:
     """Table 1 — Spearman ρ with closed-loop success, ours beside the paper's."""
     rows = []
     for key, c in corr.items():
@@ -224,7 +224,7 @@ def table1(report: Report, corr: dict, grid_source: str, n_resamples: int) -> No
     )
 
 
-def pairs_table(report: Report, iso: dict[str, IsoPairs]) -> None:
+def pairs_table(report: GroupReport, iso: dict[str, IsoPairs]) -> None:
     """The iso-pair correlation of the grid and of all models."""
     ref = paper.ISO_PAIRS
     rows = []
@@ -283,7 +283,7 @@ def pooled(corr: dict) -> tuple[bool | None, str]:
     )
 
 
-def verdicts(report: Report, corr: dict, iso: dict[str, IsoPairs]) -> None:
+def verdicts(report: GroupReport, corr: dict, iso: dict[str, IsoPairs]) -> None:
     """The four effects of Table 1 and §5.2."""
     report.verdict(
         "In the controlled grid DRPE tracks success and E_tot does not (Table 1)",
@@ -322,7 +322,7 @@ def verdicts(report: Report, corr: dict, iso: dict[str, IsoPairs]) -> None:
 # --------------------------------------------------------------------------- run
 
 
-def run(ctx: GroupContext) -> Report:
+def run(ctx: GroupContext) -> GroupReport:
     """E2 (see the module docstring)."""
     cfg: E2Config = ctx.config
     grid, grid_source = controlled_grid(ctx)
@@ -340,7 +340,9 @@ def run(ctx: GroupContext) -> Report:
     ctx.save_figure(fig4, "fig4_scatter.png")
     ctx.save_figure(fig9, "fig9_etot_by_sigma_i.png")
 
-    report = Report("E2 — DRPE predicts planning quality, total error does not (§5.2, Table 1)")
+    report = GroupReport(
+        "E2 — DRPE predicts planning quality, total error does not (§5.2, Table 1)"
+    )
     table1(report, corr, grid_source, cfg.n_resamples)
     pairs_table(report, iso)
     report.figure("fig4_scatter.png", "Success against E_tot and DRPE, coloured by σR (Fig. 4)")

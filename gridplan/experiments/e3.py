@@ -4,7 +4,7 @@ Seven MLP world models of Table 3 — ``uniform`` / ``event_weighted`` / ``anti_
 ``rel_heavy`` / ``rel_only`` on 20k balanced transitions, ``uniform`` on 12k and 4k — plus the
 model trained on 12k uniform-random transitions (``data.policy=random``), each trained once per
 training seed (``gridplan.experiments.learned_runs``; the full profile trains with
-``python -m train``'s defaults). Protocol (``gridplan.protocols.LEARNED``):
+``python -m train``'s defaults). Protocol (``gridplan.core.protocols.LEARNED``):
 
 - The models of training seed ``k`` (all rows at once, one setting each) play the
   ``episodes`` start states of closed-loop seed ``k`` with the depth-2 planner: the rows share
@@ -13,8 +13,8 @@ training seed (``gridplan.experiments.learned_runs``; the full profile trains wi
   success rates** (n = number of training seeds), so it contains training-seed variance as
   well as episode noise. ``E_tot``, DRPE (graded, binary), the per-dimension profile and the
   event audit are means over the seeds' models, each scored by
-  ``gridplan.metrics.prediction_metrics`` on the held-out windows shared with E1 (so e2 can
-  pool these models with the controlled grid).
+  ``gridplan.metrics.prediction.prediction_metrics`` on the held-out windows shared with E1 (so e2
+  can pool these models with the controlled grid).
 
 Writes ``models.json``/``models.csv`` (the 7 Table 3 models, family ``"learned"``, which e2
 pools; the random-data model, family ``"learned_extra"``), ``runs.csv`` (every training run:
@@ -33,21 +33,21 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from gridplan.closed_loop import GOAL, OUTCOMES, EpisodeResults
-from gridplan.constants import CARRYING, DOOR_OPEN
+from gridplan.core.constants import CARRYING, DOOR_OPEN
+from gridplan.core.protocols import LEARNED
+from gridplan.core.tasks import TASK_A
 from gridplan.experiments import paper
 from gridplan.experiments.figures import failure_figure, learned_success_figure
 from gridplan.experiments.learned_runs import ModelStack, cpu_threads, train_runs
 from gridplan.experiments.measure import closed_loop, standard_windows
 from gridplan.experiments.records import LearnedRecord, Record, TrainingRun, write_models
-from gridplan.experiments.report import Report, fmt, fmt_rho, fmt_se, paper_cell
 from gridplan.experiments.runner import GroupContext
 from gridplan.experiments.settings import ROWS, UNIFORM_20K, E3Config, LearnedRow
-from gridplan.learned import load_world_model
-from gridplan.metrics import PredictionMetrics, prediction_metrics
-from gridplan.protocols import LEARNED
-from gridplan.stats import SpearmanResult, mean_se, spearman_ci
-from gridplan.tasks import TASK_A
+from gridplan.experiments.tables import GroupReport, fmt, fmt_rho, fmt_se, paper_cell
+from gridplan.metrics.prediction import PredictionMetrics, prediction_metrics
+from gridplan.metrics.stats import SpearmanResult, mean_se, spearman_ci
+from gridplan.models.learned import load_world_model
+from gridplan.planning.closed_loop import GOAL, OUTCOMES, EpisodeResults
 
 #: The random-data model "never reaches the goal" when it succeeds at most this often (paper 0%;
 #: its event failure is judged separately: predicted ``carrying`` at pickup below 0.5).
@@ -272,7 +272,9 @@ def pick_episode(outcome: torch.Tensor, n: int, random_idx: int, ref_idx: int) -
 # --------------------------------------------------------------------------- tables
 
 
-def table3(report: Report, cfg: E3Config, rows: list[Table3Row], runs: list, wall: float) -> None:
+def table3(
+    report: GroupReport, cfg: E3Config, rows: list[Table3Row], runs: list, wall: float
+) -> None:
     """Table 3 — ours beside the paper's, with the training protocol in the note."""
     cells = []
     for t in rows:
@@ -326,7 +328,7 @@ def table3(report: Report, cfg: E3Config, rows: list[Table3Row], runs: list, wal
     )
 
 
-def ranking_table(report: Report, records: list, corr: dict, n_resamples: int) -> None:
+def ranking_table(report: GroupReport, records: list, corr: dict, n_resamples: int) -> None:
     """The learned pool (§5.2): do E_tot or DRPE rank the seven variants?"""
     ref = paper.TABLE_1["learned"]
     report.table(
@@ -343,7 +345,7 @@ def _mean_pickups(runs: dict, key: str, seeds) -> float:
 
 
 def random_data_table(
-    report: Report, rnd: LearnedRecord, balanced: LearnedRecord, runs: dict, seeds
+    report: GroupReport, rnd: LearnedRecord, balanced: LearnedRecord, runs: dict, seeds
 ) -> None:
     """The random-data 12k model beside the balanced one (§5.4 (i), appendix E, G)."""
     ref = paper.RANDOM_DATA_12K
@@ -392,7 +394,7 @@ def random_data_table(
 # --------------------------------------------------------------------------- verdicts
 
 
-def _protocol_verdict(report: Report, cfg: E3Config, records: list) -> None:
+def _protocol_verdict(report: GroupReport, cfg: E3Config, records: list) -> None:
     n_seeds = len(LEARNED.seeds)
     full = [r.key for r in records] == [r.key for r in ROWS] and len(cfg.protocol.seeds) == n_seeds
     report.sanity(
@@ -409,7 +411,7 @@ def _protocol_verdict(report: Report, cfg: E3Config, records: list) -> None:
     )
 
 
-def _random_data_verdicts(report: Report, rnd: LearnedRecord) -> None:
+def _random_data_verdicts(report: GroupReport, rnd: LearnedRecord) -> None:
     c, s = rnd.carrying_at_pickup, rnd.success
     ref = paper.RANDOM_DATA_12K
     report.verdict(
@@ -430,7 +432,7 @@ def _random_data_verdicts(report: Report, rnd: LearnedRecord) -> None:
     )
 
 
-def _ranking_verdict(report: Report, records: list, corr: dict) -> None:
+def _ranking_verdict(report: GroupReport, records: list, corr: dict) -> None:
     if not corr:
         return
     re, rd = corr["E_tot"].rho, corr["DRPE"].rho
@@ -444,7 +446,7 @@ def _ranking_verdict(report: Report, records: list, corr: dict) -> None:
     )
 
 
-def _reweighting_verdicts(report: Report, records: list) -> None:
+def _reweighting_verdicts(report: GroupReport, records: list) -> None:
     by = {r.key: r for r in records}
     worse = ("anti_weighted_20k", "rel_heavy_20k", "rel_only_20k")
     if UNIFORM_20K in by and all(k in by for k in worse):
@@ -478,7 +480,7 @@ def _reweighting_verdicts(report: Report, records: list) -> None:
     )
 
 
-def verdicts(report: Report, cfg: E3Config, records: list, rnd: LearnedRecord, corr) -> None:
+def verdicts(report: GroupReport, cfg: E3Config, records: list, rnd: LearnedRecord, corr) -> None:
     """The six effects of Table 3, §5.2 and §5.4."""
     _protocol_verdict(report, cfg, records)
     _random_data_verdicts(report, rnd)
@@ -508,7 +510,7 @@ def save_figures(
     return episode, why
 
 
-def run(ctx: GroupContext) -> Report:
+def run(ctx: GroupContext) -> GroupReport:
     """E3 (see the module docstring)."""
     cfg: E3Config = ctx.config
     runs, train_wall = train_all(ctx, cfg)
@@ -522,7 +524,7 @@ def run(ctx: GroupContext) -> Report:
     ctx.write_csv("table3.csv", t3)
     episode, why = save_figures(ctx, cfg, records, rnd, recorded)
 
-    report = Report("E3 — learned world models (§5.4, Table 3, appendix E)")
+    report = GroupReport("E3 — learned world models (§5.4, Table 3, appendix E)")
     table3(report, cfg, t3, list(runs.values()), train_wall)
     ranking_table(report, records, corr, cfg.n_resamples)
     random_data_table(report, rnd, records[ref_idx], runs, cfg.protocol.seeds)

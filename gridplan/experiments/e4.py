@@ -1,17 +1,17 @@
 """E4: which relevance weights make DRPE work (paper §4.1, §5.2, appendix A, Table 4).
 
 DRPE under any weighting is the weighted sum of the per-dimension error profile
-(``gridplan.metrics``: ``DRPE(w) = sum_j w_j profile_j``, ``w`` normalized), so every weighting
-is scored on the same models without new rollouts:
+(``gridplan.metrics.prediction``: ``DRPE(w) = sum_j w_j profile_j``, ``w`` normalized), so every
+weighting is scored on the same models without new rollouts:
 
 - **pools**: the 48-model controlled grid of E1 (its ``models.json`` carries the profiles;
   computed here when no finished e1 of the same profile exists) and the 24-model relevance
   sweep of E2 (its success read from a finished e2's ``results.json``, else planned here; its
   profiles are recomputed here on the same windows with the same default generator as e2, so
   they are e2's own, and the largest E_tot difference to e2's is recorded as a check);
-- **weightings**: graded (Eq. 1), binary, estimated (``gridplan.relevance_estimation``: fitted
-  value iteration on a learned uniform-20k model, then perturbation saliency; one estimate per
-  training seed of e3, whose checkpoints are taken from a finished e3 of the same profile and
+- **weightings**: graded (Eq. 1), binary, estimated (``gridplan.metrics.relevance_estimation``:
+  fitted value iteration on a learned uniform-20k model, then perturbation saliency; one estimate
+  per training seed of e3, whose checkpoints are taken from a finished e3 of the same profile and
   config, else trained here with e3's settings), the approximate masks of Table 4 (false
   positives: binary plus ``c1``, ``c2`` or ``d1``; false negatives: binary minus one relevant
   dim, or minus both key coordinates) and uniform weights (= E_tot) for reference;
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from gridplan.constants import (
+from gridplan.core.constants import (
     AGENT_X,
     AGENT_Y,
     C1,
@@ -46,22 +46,22 @@ from gridplan.constants import (
     KEY_Y,
     STATE_DIM,
 )
+from gridplan.core.tasks import TASK_A
+from gridplan.core.values import binary_weights, relevance_weights
 from gridplan.experiments import paper, settings
 from gridplan.experiments.figures import weights_figure
 from gridplan.experiments.learned_runs import logged_states, train_run, training_checkpoint
 from gridplan.experiments.measure import standard_windows
 from gridplan.experiments.pools import controlled_grid, relevance_sweep
 from gridplan.experiments.records import Record, columns, model_name
-from gridplan.experiments.report import Report, fmt, fmt_rho
 from gridplan.experiments.runner import GroupContext
 from gridplan.experiments.settings import UNIFORM_20K, E4Config
-from gridplan.learned import load_world_model
-from gridplan.metrics import check_weights, prediction_metrics
-from gridplan.models import noise_grid
-from gridplan.relevance_estimation import RelevanceEstimate, estimate_relevance
-from gridplan.stats import SpearmanResult, spearman_ci
-from gridplan.tasks import TASK_A
-from gridplan.values import binary_weights, relevance_weights
+from gridplan.experiments.tables import GroupReport, fmt, fmt_rho
+from gridplan.metrics.prediction import check_weights, prediction_metrics
+from gridplan.metrics.relevance_estimation import RelevanceEstimate, estimate_relevance
+from gridplan.metrics.stats import SpearmanResult, spearman_ci
+from gridplan.models.learned import load_world_model
+from gridplan.models.noise import noise_grid
 
 #: A false positive "weakens" the correlation when |ρ| drops by at least this (paper: 0.53).
 MIN_FP_DROP = 0.2
@@ -79,7 +79,7 @@ POOLS = ("grid", "sweep")
 
 
 @dataclass(frozen=True)
-class Pool:
+class ProfilePool:
     """A scored model pool: ``(n, 12)`` error profiles and ``(n,)`` success rates."""
 
     profiles: np.ndarray
@@ -87,7 +87,7 @@ class Pool:
 
 
 @dataclass(frozen=True)
-class Estimate:
+class SeededEstimate:
     """One relevance estimate: the training seed of its model, where the model came from
     (``"e3"`` or ``"trained here"``), the state counts and the estimate."""
 
@@ -187,7 +187,7 @@ def weighted_drpe(prof: np.ndarray, weights) -> np.ndarray:
     return prof @ check_weights(weights).double().numpy()
 
 
-def sweep_pool(ctx: GroupContext) -> tuple[Pool, str, float | None]:
+def sweep_pool(ctx: GroupContext) -> tuple[ProfilePool, str, float | None]:
     """The relevance sweep: profiles measured here, success from e2 or planned here.
 
     Returns:
@@ -209,7 +209,7 @@ def sweep_pool(ctx: GroupContext) -> tuple[Pool, str, float | None]:
             diff = max(diff or 0.0, abs(rec.E_tot - pm.E_tot))
         success.append(float(rec.success))
         profiles.append([float(v) for v in pm.profile.tolist()])
-    return Pool(np.array(profiles), np.array(success)), source, diff
+    return ProfilePool(np.array(profiles), np.array(success)), source, diff
 
 
 def fvi_model(ctx: GroupContext, seed: int):
@@ -230,7 +230,7 @@ def fvi_model(ctx: GroupContext, seed: int):
     return load_world_model(ctx.out / run.checkpoint, ctx.device), "trained here", row
 
 
-def estimates(ctx: GroupContext, cfg: E4Config) -> list[Estimate]:
+def estimates(ctx: GroupContext, cfg: E4Config) -> list[SeededEstimate]:
     """One relevance estimate per uniform-20k model of ``cfg.model_seeds``."""
     out = []
     e3cfg = settings.E3[ctx.profile]
@@ -242,11 +242,11 @@ def estimates(ctx: GroupContext, cfg: E4Config) -> list[Estimate]:
             f"states of {row.name} seed {seed} ({source})"
         )
         est = estimate_relevance(model, fit, TASK_A, cfg.fvi, probe)
-        out.append(Estimate(seed, source, fit.shape[0], probe.shape[0], est))
+        out.append(SeededEstimate(seed, source, fit.shape[0], probe.shape[0], est))
     return out
 
 
-def weightings(ests: list[Estimate]) -> dict[str, tuple[torch.Tensor, str]]:
+def weightings(ests: list[SeededEstimate]) -> dict[str, tuple[torch.Tensor, str]]:
     """Every weighting scored: name -> (weights, kind)."""
     out = {
         "graded": (relevance_weights(TASK_A), "exact"),
@@ -277,7 +277,9 @@ def paper_rho(name: str, kind: str) -> float | None:
     return None
 
 
-def score(name: str, w: torch.Tensor, kind: str, pools: dict[str, Pool], n_resamples) -> Scored:
+def score(
+    name: str, w: torch.Tensor, kind: str, pools: dict[str, ProfilePool], n_resamples
+) -> Scored:
     """Spearman ρ with success of DRPE under ``w`` over every pool."""
     res = {
         k: spearman_ci(weighted_drpe(p.profiles, w), p.success, n_resamples)
@@ -291,7 +293,7 @@ def score(name: str, w: torch.Tensor, kind: str, pools: dict[str, Pool], n_resam
 # --------------------------------------------------------------------------- tables
 
 
-def table4(report: Report, scored: list[Scored], sizes: dict, note: str) -> None:
+def table4(report: GroupReport, scored: list[Scored], sizes: dict, note: str) -> None:
     """Table 4 — ρ of DRPE with success under each weighting."""
     report.table(
         "Table 4 — Spearman ρ of DRPE with success under each weighting",
@@ -332,7 +334,9 @@ def _table4_note(sizes: dict, sources: dict, check: float, n_resamples: int) -> 
     )
 
 
-def estimates_table(report: Report, cfg: E4Config, ests: list[Estimate], weights: dict) -> None:
+def estimates_table(
+    report: GroupReport, cfg: E4Config, ests: list[SeededEstimate], weights: dict
+) -> None:
     """The estimated weights per dim beside the exact ones (appendix A)."""
     est_w = np.stack([e.estimate.weights.numpy() for e in ests])
     masses = [e.estimate.irrelevant_mass for e in ests]
@@ -364,7 +368,7 @@ def estimates_table(report: Report, cfg: E4Config, ests: list[Estimate], weights
     )
 
 
-def fitted_values_table(report: Report, ests: list[Estimate]) -> None:
+def fitted_values_table(report: GroupReport, ests: list[SeededEstimate]) -> None:
     """How good the fitted value functions behind the estimates are."""
     report.table(
         "The fitted value functions behind the estimates",
@@ -395,7 +399,7 @@ def fitted_values_table(report: Report, ests: list[Estimate]) -> None:
 # --------------------------------------------------------------------------- verdicts
 
 
-def _mask_verdicts(report: Report, rho: dict[str, float], scored: list[Scored]) -> None:
+def _mask_verdicts(report: GroupReport, rho: dict[str, float], scored: list[Scored]) -> None:
     rho_b, rho_c1 = rho["binary"], rho["binary + c1"]
     t4 = paper.TABLE_4
     report.verdict(
@@ -422,7 +426,9 @@ def _mask_verdicts(report: Report, rho: dict[str, float], scored: list[Scored]) 
     )
 
 
-def _estimate_verdicts(report: Report, rho: dict[str, float], ests: list[Estimate]) -> None:
+def _estimate_verdicts(
+    report: GroupReport, rho: dict[str, float], ests: list[SeededEstimate]
+) -> None:
     masses = np.array([e.estimate.irrelevant_mass for e in ests])
     mean_w = torch.stack([e.estimate.weights for e in ests]).mean(dim=0)
     report.verdict(
@@ -452,7 +458,7 @@ def _estimate_verdicts(report: Report, rho: dict[str, float], ests: list[Estimat
     )
 
 
-def verdicts(report: Report, scored: list[Scored], ests: list[Estimate]) -> None:
+def verdicts(report: GroupReport, scored: list[Scored], ests: list[SeededEstimate]) -> None:
     """The four effects of Table 4 and appendix A."""
     rho = {s.weighting: s.res["grid"].rho for s in scored}
     _mask_verdicts(report, rho, scored)
@@ -462,7 +468,7 @@ def verdicts(report: Report, scored: list[Scored], ests: list[Estimate]) -> None
 # --------------------------------------------------------------------------- run
 
 
-def run(ctx: GroupContext) -> Report:
+def run(ctx: GroupContext) -> GroupReport:
     """E4 (see the module docstring)."""
     cfg: E4Config = ctx.config
     grid, grid_source = controlled_grid(ctx)
@@ -470,7 +476,7 @@ def run(ctx: GroupContext) -> Report:
     ests = estimates(ctx, cfg)
     weights = weightings(ests)
     pools = {
-        "grid": Pool(
+        "grid": ProfilePool(
             np.array([[float(v) for v in r.profile] for r in grid]),
             np.array([float(r.success) for r in grid]),
         ),
@@ -495,7 +501,7 @@ def run(ctx: GroupContext) -> Report:
 
     sizes = {"grid": len(grid), "sweep": len(sweep.success)}
     sources = {"grid": grid_source, "sweep": sweep_source}
-    report = Report("E4 — relevance weights: exact, estimated and approximate (Table 4)")
+    report = GroupReport("E4 — relevance weights: exact, estimated and approximate (Table 4)")
     table4(report, scored, sizes, _table4_note(sizes, sources, check, cfg.n_resamples))
     estimates_table(report, cfg, ests, weights)
     fitted_values_table(report, ests)

@@ -23,20 +23,20 @@ from dataclasses import dataclass
 
 import torch
 
-from gridplan.closed_loop import GOAL, HAZARD, TIMEOUT, EpisodeResults
-from gridplan.constants import C1, C2, STATE_DIM
+from gridplan.core.constants import C1, C2, STATE_DIM
+from gridplan.core.readings import PROJECT, Reading
+from gridplan.core.tasks import TASK_A, TASK_B
 from gridplan.experiments import paper
 from gridplan.experiments.figures import bit_success_figure, trajectory_figure
 from gridplan.experiments.measure import closed_loop, standard_windows
 from gridplan.experiments.records import Record, columns, outcomes_field
-from gridplan.experiments.report import Report, fmt, fmt_se
 from gridplan.experiments.runner import GroupContext
 from gridplan.experiments.settings import E5Config
-from gridplan.metrics import prediction_metrics
-from gridplan.models import NoiseModel
-from gridplan.readings import PROJECT, Reading
-from gridplan.stats import difference_se
-from gridplan.tasks import TASK_A, TASK_B
+from gridplan.experiments.tables import GroupReport, fmt, fmt_se
+from gridplan.metrics.prediction import prediction_metrics
+from gridplan.metrics.stats import difference_se
+from gridplan.models.noise import NoiseModel
+from gridplan.planning.closed_loop import GOAL, HAZARD, TIMEOUT, EpisodeResults
 
 MODELS = ("c1", "c2")
 OUTCOME_CODES = {"goal": GOAL, "hazard": HAZARD, "timeout": TIMEOUT}
@@ -199,7 +199,7 @@ def _cell(cell: tuple[int, int]) -> str:
     return f"({cell[0]}, {cell[1]})"
 
 
-def success_table(report: Report, rows: dict, cfg: E5Config, reading: Reading) -> None:
+def success_table(report: GroupReport, rows: dict, cfg: E5Config, reading: Reading) -> None:
     """Success under both tasks, E_tot and task DRPE, beside the paper's."""
     cells = []
     for name in MODELS:
@@ -239,7 +239,7 @@ def success_table(report: Report, rows: dict, cfg: E5Config, reading: Reading) -
     )
 
 
-def outcomes_table(report: Report, rows: dict, n_episodes: int) -> None:
+def outcomes_table(report: GroupReport, rows: dict, n_episodes: int) -> None:
     """Goal / hazard / timeout counts (appendix H)."""
     ref_b = paper.E5["outcomes_B_c1"]
     cells = []
@@ -271,7 +271,7 @@ def outcomes_table(report: Report, rows: dict, n_episodes: int) -> None:
     )
 
 
-def by_goal_table(report: Report, goal_rows: list[GoalRow], reading: Reading) -> None:
+def by_goal_table(report: GroupReport, goal_rows: list[GoalRow], reading: Reading) -> None:
     """Task B outcomes by the true goal cell."""
     report.table(
         "Task B outcomes by the true goal cell",
@@ -288,7 +288,7 @@ def by_goal_table(report: Report, goal_rows: list[GoalRow], reading: Reading) ->
 # --------------------------------------------------------------------------- verdicts
 
 
-def verdicts(report: Report, rows: dict) -> None:
+def verdicts(report: GroupReport, rows: dict) -> None:
     """The effects of §5.3 and appendix H, and the checks that hold by construction."""
     loss_b, se_b = gap(rows[("c1", "B")], rows[("c2", "B")])
     drop_c1, se_c1 = gap(rows[("c1", "B")], rows[("c1", "A")])
@@ -338,7 +338,7 @@ def verdicts(report: Report, rows: dict) -> None:
 # --------------------------------------------------------------------------- run
 
 
-def run(ctx: GroupContext) -> Report:
+def run(ctx: GroupContext) -> GroupReport:
     """E5 (see the module docstring)."""
     cfg: E5Config = ctx.config
     rows, recorded = measure(ctx, cfg)
@@ -352,7 +352,9 @@ def run(ctx: GroupContext) -> Report:
     names = [f"{m}-noise model" for m in MODELS]
     ctx.save_figure(trajectory_figure(recorded, episode, n, names, why), "fig5_trajectories.png")
 
-    report = Report("E5 — relevance is relational: same models, different task (§5.3, Fig. 3, 5)")
+    report = GroupReport(
+        "E5 — relevance is relational: same models, different task (§5.3, Fig. 3, 5)"
+    )
     success_table(report, rows, cfg, ctx.reading)
     outcomes_table(report, rows, n)
     by_goal_table(report, goal_rows, ctx.reading)

@@ -25,22 +25,22 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from gridplan.closed_loop import run_closed_loop, start_states
-from gridplan.constants import AGENT_X, AGENT_Y, CELL_SCALE, KEY_X, KEY_Y
+from gridplan.core.constants import AGENT_X, AGENT_Y, CELL_SCALE, KEY_X, KEY_Y
+from gridplan.core.readings import Reading
+from gridplan.core.tasks import TASK_A
 from gridplan.experiments import paper
 from gridplan.experiments.figures import depth_figure, fans_figure, horizon_figure
 from gridplan.experiments.measure import closed_loop, standard_windows
 from gridplan.experiments.pools import controlled_grid
 from gridplan.experiments.records import Record, model_name, noise_kind, outcomes_field
-from gridplan.experiments.report import Report, fmt, fmt_rho, fmt_se
 from gridplan.experiments.runner import GroupContext
 from gridplan.experiments.settings import E6Config
-from gridplan.metrics import prediction_metrics
-from gridplan.models import AR1NoiseModel, NoiseModel, OracleModel
-from gridplan.planner import Planner, action_sequences
-from gridplan.readings import Reading
-from gridplan.stats import SpearmanResult, difference_se, spearman_ci
-from gridplan.tasks import TASK_A
+from gridplan.experiments.tables import GroupReport, fmt, fmt_rho, fmt_se
+from gridplan.metrics.prediction import prediction_metrics
+from gridplan.metrics.stats import SpearmanResult, difference_se, spearman_ci
+from gridplan.models.noise import AR1NoiseModel, NoiseModel, OracleModel
+from gridplan.planning.closed_loop import run_closed_loop, start_states
+from gridplan.planning.planner import Planner, action_sequences
 
 #: Success gaps count when they exceed this many standard errors of the gap.
 Z = 2.0
@@ -304,7 +304,7 @@ def _at(rows, m: Sigma, key: str, value) -> object:
     return next(r for r in rows if (r.sigma_r, r.sigma_i) == m and getattr(r, key) == value)
 
 
-def depth_report(report: Report, cfg: E6Config, rows: list[DepthRow]) -> None:
+def depth_report(report: GroupReport, cfg: E6Config, rows: list[DepthRow]) -> None:
     """Fig. 6a's table and verdict."""
     report.table(
         "Depth sweep: success by planner depth (Fig. 6a)",
@@ -347,7 +347,7 @@ def depth_report(report: Report, cfg: E6Config, rows: list[DepthRow]) -> None:
     )
 
 
-def horizon_report(report: Report, cfg: E6Config, rows: list[HorizonRow]) -> None:
+def horizon_report(report: GroupReport, cfg: E6Config, rows: list[HorizonRow]) -> None:
     """Fig. 6b's table and verdict."""
 
     def cell(m: Sigma, h: int) -> HorizonRow:
@@ -388,7 +388,7 @@ def horizon_report(report: Report, cfg: E6Config, rows: list[HorizonRow]) -> Non
     )
 
 
-def fans_report(report: Report, rows: list[FanRow]) -> None:
+def fans_report(report: GroupReport, rows: list[FanRow]) -> None:
     """Fig. 7's table and verdict."""
     report.table(
         "Imagination fans: imagined agent positions vs the oracle's (Fig. 7)",
@@ -428,7 +428,7 @@ def fans_report(report: Report, rows: list[FanRow]) -> None:
     )
 
 
-def ar1_report(report: Report, cfg: E6Config, rows: list[AR1Row]) -> None:
+def ar1_report(report: GroupReport, cfg: E6Config, rows: list[AR1Row]) -> None:
     """The AR(1) table (appendix A) and its verdict."""
     depth = cfg.protocol.depth
     report.table(
@@ -500,7 +500,7 @@ def ar1_report(report: Report, cfg: E6Config, rows: list[AR1Row]) -> None:
     )
 
 
-def vpe_report(report: Report, rows: list[VPERow], source: str) -> None:
+def vpe_report(report: GroupReport, rows: list[VPERow], source: str) -> None:
     """VPE against DRPE (appendix A): table and verdict."""
     vpe, drpe, etot, both = rows
     report.table(
@@ -526,7 +526,7 @@ def vpe_report(report: Report, rows: list[VPERow], source: str) -> None:
 # --------------------------------------------------------------------------- run
 
 
-def run(ctx: GroupContext) -> Report:
+def run(ctx: GroupContext) -> GroupReport:
     """E6 (see the module docstring)."""
     cfg: E6Config = ctx.config
     depth_rows = depth_sweep(ctx, cfg)
@@ -547,7 +547,9 @@ def run(ctx: GroupContext) -> Report:
     ctx.save_figure(horizon_figure(horizon_rows, cfg.models, cfg.horizons), "fig6b_horizon.png")
     ctx.save_figure(fans_figure(fans, fan_rows, cfg.fan_depth), "fig7_fans.png")
 
-    report = Report("E6 — deep imagination amplifies decision-relevant error (§5.4, Fig. 6, 7)")
+    report = GroupReport(
+        "E6 — deep imagination amplifies decision-relevant error (§5.4, Fig. 6, 7)"
+    )
     depth_report(report, cfg, depth_rows)
     horizon_report(report, cfg, horizon_rows)
     fans_report(report, fan_rows)

@@ -9,12 +9,12 @@ target of better metrics. E7 measures which metric ranks a harder learned pool:
 - **The zoo** (``configs/zoo/<name>.yaml``, ``settings.load_zoo``): learned configurations spanning
   data budget and behaviour policy (``random``, ``balanced``, ``expert``), network size,
   training length, the loss variants of Table 3, a multi-step rollout loss and an ensemble;
-  each trained once per training seed, all as vectorized groups (``gridplan.runs.train_all``
-  through ``learned_runs.run_config``). A second zoo (``replication``: the same
-  configurations, independent training and closed-loop seeds) is evaluated once, at the end,
-  the same way.
+  each trained once per training seed, all as vectorized groups
+  (``gridplan.training.runs.train_all`` through ``learned_runs.run_config``). A second zoo
+  (``replication``: the same configurations, independent training and closed-loop seeds) is
+  evaluated once, at the end, the same way.
 - **Every metric of every model**: the paper's metrics on E1's held-out windows
-  (``gridplan.metrics.prediction_metrics``: ``E_tot``, DRPE graded and binary, the
+  (``gridplan.metrics.prediction.prediction_metrics``: ``E_tot``, DRPE graded and binary, the
   12-dimension profile, the event audit, VPE), and the decision-centric ladder
   (``gridplan.evaluate`` at depth 2: IPE, action-effect consistency, decision agreement and
   regret, the WorldModelGym probe's regret and reward error, reward and value error, success
@@ -48,8 +48,9 @@ import numpy as np
 import torch
 
 from gridplan import evaluate as ladder_evaluate
-from gridplan.bootstrap import percentile_interval, spearman_of_counts
-from gridplan.constants import DIM_NAMES
+from gridplan.core.constants import DIM_NAMES
+from gridplan.core.tasks import TASK_A
+from gridplan.evaluation.ladder import check_levels
 from gridplan.experiments import paper
 from gridplan.experiments.figures import pool_scatter_figure, zoo_scatter_figure
 from gridplan.experiments.learned_runs import (
@@ -63,17 +64,16 @@ from gridplan.experiments.learned_runs import (
 from gridplan.experiments.measure import closed_loop, standard_windows
 from gridplan.experiments.pools import controlled_grid
 from gridplan.experiments.records import Record
-from gridplan.experiments.report import Report, fmt, fmt_rho, fmt_se
 from gridplan.experiments.runner import GroupContext
 from gridplan.experiments.settings import E7Config, Zoo
-from gridplan.ladder.evaluate import check_levels
-from gridplan.learned import load_world_model
-from gridplan.metrics import prediction_metrics
-from gridplan.models import WorldModel
-from gridplan.scorers import is_deterministic
-from gridplan.stats import SpearmanResult, mean_se, spearman_ci
-from gridplan.tasks import TASK_A
-from gridplan.threads import available_cpus
+from gridplan.experiments.tables import GroupReport, fmt, fmt_rho, fmt_se
+from gridplan.metrics.bootstrap import percentile_interval, spearman_of_counts
+from gridplan.metrics.prediction import prediction_metrics
+from gridplan.metrics.stats import SpearmanResult, mean_se, spearman_ci
+from gridplan.models.learned import load_world_model
+from gridplan.models.noise import WorldModel
+from gridplan.planning.scorers import is_deterministic
+from gridplan.util.threads import available_cpus
 
 #: The zoo "spans" success when its configurations' depth-2 success reaches at most this ...
 SPAN_LOW = 0.1
@@ -190,7 +190,7 @@ class DeterministicStack(WorldModel):
     """One-setting models that plan deterministically (``plans_deterministically``) in one
     batch (``ModelStack``), declared deterministic, so the planner scores them with the
     shared-prefix tree: one prediction per tree node, the scores of independent leaves bit
-    for bit (``gridplan.tree``).
+    for bit (``gridplan.planning.tree``).
 
     Raises:
         ValueError: if a model does not plan deterministically, or as ``ModelStack``.
@@ -213,11 +213,11 @@ class DeterministicStack(WorldModel):
 
 
 def train_zoo(ctx: GroupContext, cfg: E7Config, zoo: Zoo) -> tuple[dict, float]:
-    """Every model of ``zoo`` trained as vectorized groups (``gridplan.runs.train_all``: runs
-    of one architecture share groups, an ensemble's members join them; on CPU one worker
+    """Every model of ``zoo`` trained as vectorized groups (``gridplan.training.runs.train_all``:
+    runs of one architecture share groups, an ensemble's members join them; on CPU one worker
     process per core). Returns ``(key, seed) -> (metrics, checkpoint relative to the group
     folder)`` and the wall time."""
-    from gridplan import runs
+    from gridplan.training import runs
 
     out = ctx.out / RUNS / zoo.name
     workers = max(1, min(available_cpus(), len(zoo.jobs()) // 8)) if ctx.device.type == "cpu" else 1
@@ -492,7 +492,7 @@ def _n(d: dict | None) -> str:
     return "—" if d is None else str(d["n"])
 
 
-def meta_report(report: Report, rows: Sequence[MetaRow], cfg: E7Config) -> None:
+def meta_report(report: GroupReport, rows: Sequence[MetaRow], cfg: E7Config) -> None:
     """The sorted table: ρ with success on the zoo, beside the replication zoo, depth 4, the
     grid, the pool and the paper."""
     cells = []
@@ -537,7 +537,9 @@ def meta_report(report: Report, rows: Sequence[MetaRow], cfg: E7Config) -> None:
     )
 
 
-def zoo_report(report: Report, zoo_rows: list[dict], rep_rows: list[dict], cfg: E7Config) -> None:
+def zoo_report(
+    report: GroupReport, zoo_rows: list[dict], rep_rows: list[dict], cfg: E7Config
+) -> None:
     """Per configuration: success at both depths, the headline metrics, and the replication
     zoo's success."""
     rep = {r["key"]: r for r in rep_rows}
@@ -591,7 +593,7 @@ def _ranks(d: dict | None) -> bool:
     return d["low"] > 0 or d["high"] < 0
 
 
-def verdicts(report: Report, cfg: E7Config, rows: list[MetaRow], zoo_rows, rep_rows) -> None:
+def verdicts(report: GroupReport, cfg: E7Config, rows: list[MetaRow], zoo_rows, rep_rows) -> None:
     """The effects E7 can fail to show."""
     by = {r.metric: r for r in rows}
     succ = [r["success"] for r in zoo_rows]
@@ -647,7 +649,7 @@ def verdicts(report: Report, cfg: E7Config, rows: list[MetaRow], zoo_rows, rep_r
     )
 
 
-def ranking_text(report: Report, rows: list[MetaRow]) -> None:
+def ranking_text(report: GroupReport, rows: list[MetaRow]) -> None:
     """Which metrics rank the zoo and which do not, in plain words, from the table."""
     ranking = [r for r in rows if _ranks(r.zoo)]
     both = [r for r in ranking if _ranks(r.replication)]
@@ -678,7 +680,7 @@ def ranking_text(report: Report, rows: list[MetaRow]) -> None:
 # --------------------------------------------------------------------------- run
 
 
-def run(ctx: GroupContext) -> Report:
+def run(ctx: GroupContext) -> GroupReport:
     """E7 (see the module docstring)."""
     cfg: E7Config = ctx.config
     trained, wall = train_zoo(ctx, cfg, cfg.zoo)
@@ -717,7 +719,7 @@ def run(ctx: GroupContext) -> Report:
         "fig_pool_scatter.png",
     )
 
-    report = Report("E7 — which metric ranks learned world models? (§4.3, §5.2, §5.4)")
+    report = GroupReport("E7 — which metric ranks learned world models? (§4.3, §5.2, §5.4)")
     verdicts(report, cfg, rows, zoo_rows, rep_rows)
     meta_report(report, rows, cfg)
     ranking_text(report, rows)

@@ -15,8 +15,7 @@ from matplotlib import patheffects
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from gridplan.closed_loop import OUTCOMES
-from gridplan.constants import (
+from gridplan.core.constants import (
     AGENT_X,
     AGENT_Y,
     C1,
@@ -29,9 +28,10 @@ from gridplan.constants import (
     STATE_DIM,
     WALL_X,
 )
+from gridplan.core.tasks import TASK_A, TASK_B, Task
 from gridplan.experiments import paper
 from gridplan.experiments.records import model_name, noise_kind
-from gridplan.tasks import TASK_A, TASK_B, Task
+from gridplan.planning.closed_loop import OUTCOMES
 
 # --------------------------------------------------------------------------- shared
 

@@ -1,6 +1,6 @@
 """Vectorized training groups as the jobs of a Hydra launcher (paper §5.4 protocol per member).
 
-``launch_groups`` sends each group of ``gridplan.vectorized`` members to one job of a Hydra
+``launch_groups`` sends each group of ``gridplan.training.vectorized`` members to one job of a Hydra
 multirun over the launchers ``python -m train`` uses (``configs/hydra/launcher/`` and the
 installed launcher plugins): ``joblib`` (local processes, ``n_jobs`` at a time),
 ``submitit_local``, ``submitit_slurm`` or its preset ``slurm`` (one SLURM array task per
@@ -9,7 +9,7 @@ overrides (``hydra.launcher.partition=gpu``).
 
 Each group's members (configs and run folders) are written to
 ``<folder>/<group>.members.pt`` before the launch; its job trains them with
-``gridplan.vectorized.train_group`` (one torch thread, the threads of one worker of the
+``gridplan.training.vectorized.train_group`` (one torch thread, the threads of one worker of the
 default path, so the numbers are the same), writes the group's record to
 ``<folder>/<group>/group.json`` and, last and atomically, ``<folder>/<group>.result.json``
 with every member's ``(metrics, artifacts)``. A member trains exactly as it does in any
@@ -33,11 +33,11 @@ import torch
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig
 
-from gridplan.config import DEFAULT_CONFIG_DIR
-from gridplan.files import write_atomic, write_text_atomic
+from gridplan.training.config import DEFAULT_CONFIG_DIR
+from gridplan.util.files import write_atomic, write_text_atomic
 
 if TYPE_CHECKING:
-    from gridplan.vectorized import GroupResult, Member
+    from gridplan.training.vectorized import GroupResult, Member
 
 #: ConfigStore name of a group job's config (the primary config of the launched multirun).
 JOB_CONFIG = "gridplan_group_job"
@@ -78,7 +78,7 @@ class GroupJob:
     group: str = MISSING
     #: torch CPU threads of the job.
     threads: int = 1
-    #: One progress line per group (``gridplan.vectorized.GroupProgress``).
+    #: One progress line per group (``gridplan.training.vectorized.GroupProgress``).
     progress: bool = True
 
 
@@ -143,7 +143,7 @@ def job_overrides(
 def _job(cfg: DictConfig) -> None:
     """Train one group (a Hydra job): members from ``<folder>/<group>.members.pt``."""
     from gridplan.experiments.learned_runs import quiet_lightning
-    from gridplan.vectorized import train_group
+    from gridplan.training.vectorized import train_group
 
     folder = Path(cfg.folder)
     members = torch.load(folder / f"{cfg.group}{MEMBERS}", weights_only=False)
@@ -185,7 +185,7 @@ def launch_groups(
         ValueError: on an unknown launcher or a bad group name, before anything is launched.
         RuntimeError: if a job ended without its result, naming the groups and ``folder``.
     """
-    from gridplan.vectorized import GroupResult
+    from gridplan.training.vectorized import GroupResult
 
     check_launcher(launcher)
     names = [name for name, _ in groups]

@@ -1,6 +1,6 @@
 """Training the learned world models of E3 and E4 (paper §5.4, Table 3; appendix A).
 
-Every model is trained once per training seed with ``gridplan.runs.train`` (Lightning; the
+Every model is trained once per training seed with ``gridplan.training.runs.train`` (Lightning; the
 ``configs/`` groups ``variant`` and ``data``): training seed ``k`` sets the network
 initialisation and the logged dataset (``data.seed`` follows ``seed``). Datasets are cached
 under ``<results root>/data_cache`` (derived data, keyed by task, policy, budget and seed), so
@@ -24,16 +24,16 @@ from pathlib import Path
 
 import torch
 
-from gridplan import tasks
-from gridplan.config import compose
-from gridplan.data import parse_budget
+from gridplan.core import tasks
+from gridplan.data.datasets import parse_budget
 from gridplan.experiments.records import TrainingRun
 from gridplan.experiments.runner import RESULTS_FILE, GroupContext
 from gridplan.experiments.settings import E3Config, LearnedRow
-from gridplan.learned import load_world_model
-from gridplan.models import WorldModel
-from gridplan.relevance_estimation import intra_op_threads
-from gridplan.threads import available_cpus
+from gridplan.metrics.relevance_estimation import intra_op_threads
+from gridplan.models.learned import load_world_model
+from gridplan.models.noise import WorldModel
+from gridplan.training.config import compose
+from gridplan.util.threads import available_cpus
 
 #: Shared dataset cache under the results root.
 DATA_CACHE = "data_cache"
@@ -113,7 +113,7 @@ def cpu_threads(ctx: GroupContext):
 def run_config(
     ctx: GroupContext, cfg: E3Config, row: LearnedRow, seed: int, out_dir: Path, *extra: str
 ):
-    """The composed training config of one row and seed (``gridplan.config.compose``), plus
+    """The composed training config of one row and seed (``gridplan.training.config.compose``), plus
     ``extra`` overrides."""
     accelerator = "cpu" if ctx.device.type == "cpu" else "gpu"
     return compose(
@@ -144,14 +144,14 @@ def group_relative(path: str | Path, folder: Path) -> str:
 def train_run(
     ctx: GroupContext, cfg: E3Config, row: LearnedRow, seed: int, out_dir: Path | None = None
 ) -> TrainingRun:
-    """Train one model with ``gridplan.runs.train``; its run record (checkpoint relative to
+    """Train one model with ``gridplan.training.runs.train``; its run record (checkpoint relative to
     the group folder when inside it).
 
     Args:
         out_dir: where the run folder goes (default ``<group>/runs``).
     """
     # Lightning is imported only by groups that train (it takes seconds to import).
-    from gridplan import runs
+    from gridplan.training import runs
 
     out_dir = out_dir or ctx.out / RUNS
     t0 = time.perf_counter()
@@ -165,9 +165,9 @@ def train_runs(
     ctx: GroupContext, cfg: E3Config, jobs: Sequence[tuple[LearnedRow, int]]
 ) -> dict[tuple[str, int], TrainingRun]:
     """Train every ``(row, seed)`` job as members of vectorized groups
-    (``gridplan.vectorized``); ``(key, seed) -> run record``.
+    (``gridplan.training.vectorized``); ``(key, seed) -> run record``.
 
-    Each model is its run alone (``gridplan.runs.train``): the same initial weights,
+    Each model is its run alone (``gridplan.training.runs.train``): the same initial weights,
     minibatch order, epochs, early stopping and checkpoint, up to float rounding. The jobs,
     in the given order, are dealt into one group per worker process (on CPU one per usable
     core, at most one per 8 jobs; one thread each), so each group holds a similar mix of
@@ -182,10 +182,10 @@ def train_runs(
     time its group took until that model finished; ``wall_seconds`` the group's whole time.
     The groups' records go to ``<group>/runs/groups/``.
     """
-    from gridplan import runs
-    from gridplan.config import run_name
     from gridplan.experiments.launch import launch_groups
-    from gridplan.vectorized import Member, deal, train_groups
+    from gridplan.training import runs
+    from gridplan.training.config import run_name
+    from gridplan.training.vectorized import Member, deal, train_groups
 
     out_dir = ctx.out / RUNS
     if ctx.launcher is not None and ctx.launcher.jobs is not None:
@@ -270,8 +270,8 @@ def logged_states(
     """Disjoint random samples of the logged states the model of ``row`` and ``seed`` was
     trained on (its cached dataset): ``(n_fit, 12)`` and ``(n_saliency, 12)`` (fewer if the
     data is smaller)."""
-    # gridplan.training imports Lightning: only when this runs.
-    from gridplan.training import cached_dataset
+    # gridplan.training.module imports Lightning: only when this runs.
+    from gridplan.training.module import cached_dataset
 
     data = compose([*row.overrides(), *cfg.train_overrides, f"seed={seed}"]).data
     dataset = cached_dataset(

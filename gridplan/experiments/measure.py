@@ -2,17 +2,17 @@
 
 Groups of one ``run_groups`` call score models on identical windows (``standard_windows``,
 cached per process) and summarize closed loops the same way ``python -m eval`` does
-(``gridplan.stats.summarize_episodes``).
+(``gridplan.metrics.stats.summarize_episodes``).
 """
 
 from __future__ import annotations
 
-from gridplan.closed_loop import EpisodeResults, evaluate
-from gridplan.data import EvalWindows, eval_windows
+from gridplan.core.protocols import Protocol
+from gridplan.core.tasks import TASK_A, Task
+from gridplan.data.datasets import EvalWindows, eval_windows
 from gridplan.experiments.runner import GroupContext
-from gridplan.protocols import Protocol
-from gridplan.stats import EpisodeSummary, summarize_episodes
-from gridplan.tasks import TASK_A, Task
+from gridplan.metrics.stats import EpisodeSummary, summarize_episodes
+from gridplan.planning.closed_loop import EpisodeResults, evaluate
 
 _WINDOWS_CACHE: dict[tuple, EvalWindows] = {}
 

@@ -12,15 +12,15 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from gridplan.core.protocols import Protocol
+from gridplan.core.tasks import TASK_A
 from gridplan.experiments import settings
 from gridplan.experiments.measure import closed_loop, standard_windows
 from gridplan.experiments.records import ControlledRecord, SweepRecord, read_models
 from gridplan.experiments.runner import RESULTS_FILE, GroupContext
 from gridplan.experiments.settings import E1Config, E2Config
-from gridplan.metrics import prediction_metrics
-from gridplan.models import noise_grid
-from gridplan.protocols import Protocol
-from gridplan.tasks import TASK_A
+from gridplan.metrics.prediction import prediction_metrics
+from gridplan.models.noise import noise_grid
 
 
 def controlled_pool(

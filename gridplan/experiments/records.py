@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
-from gridplan.closed_loop import OUTCOMES
-from gridplan.constants import DIM_NAMES
+from gridplan.core.constants import DIM_NAMES
+from gridplan.planning.closed_loop import OUTCOMES
 
 if TYPE_CHECKING:
     from gridplan.experiments.runner import GroupContext
-    from gridplan.stats import EpisodeSummary
+    from gridplan.metrics.stats import EpisodeSummary
 
 MODELS_FILE = "models.json"
 MODEL_FIELDS = (
@@ -159,7 +159,7 @@ def noise_kind(sigma: tuple[float, float]) -> str:
 class ControlledRecord(Record):
     """One model ``M(σR, σI)`` of the controlled grid (E1; pooled by e2, e4, e6).
 
-    ``E_tot``, DRPE, VPE and ``profile`` on the held-out windows (``gridplan.metrics``);
+    ``E_tot``, DRPE, VPE and ``profile`` on the held-out windows (``gridplan.metrics.prediction``);
     success, its SE, outcomes and ``per_seed`` success from the closed loop.
     """
 

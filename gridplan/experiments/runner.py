@@ -1,7 +1,7 @@
 """Runner of the paper-reproduction groups: registry entries, the context a group runs in,
 and ``run_groups`` (paper §5; ``docs/DESIGN.md``).
 
-A group is one function ``run(ctx: GroupContext) -> Report`` plus its config per profile
+A group is one function ``run(ctx: GroupContext) -> GroupReport`` plus its config per profile
 (``gridplan.experiments.settings``), registered as a ``Group`` in
 ``gridplan.experiments.GROUPS``. ``run_groups``:
 
@@ -18,7 +18,7 @@ A group is one function ``run(ctx: GroupContext) -> Report`` plus its config per
 Every group folder holds ``results.json`` (every number), CSVs, ``table.md`` (ours beside the
 paper's, with verdicts), PNG figures and ``done.json``.
 
-Readings (``gridplan.readings``): a run under a reading other than ``project`` writes its
+Readings (``gridplan.core.readings``): a run under a reading other than ``project`` writes its
 groups under ``<out>/<reading>/`` so they never replace the default's; a group that no
 reading switch can change (``Group.reading_free``: the learned models of e3) keeps one folder,
 ``<out>/<group>``, shared by every reading.
@@ -46,17 +46,17 @@ import torch
 from tqdm.auto import tqdm
 
 import gridplan
-from gridplan.jsonio import dumps, to_jsonable
-from gridplan.progress import bar
-from gridplan.protocols import PROFILES
-from gridplan.readings import PROJECT, Reading
-from gridplan.readings import check as check_reading
+from gridplan.core.protocols import PROFILES
+from gridplan.core.readings import PROJECT, Reading
+from gridplan.core.readings import check as check_reading
+from gridplan.util.jsonio import dumps, to_jsonable
+from gridplan.util.progress import bar
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from gridplan.experiments.launch import Launcher
-    from gridplan.experiments.report import Report
+    from gridplan.experiments.tables import GroupReport
 
 DONE_FILE = "done.json"
 TABLE_FILE = "table.md"
@@ -88,7 +88,7 @@ class GroupContext:
 
     Attributes:
         name: group name, e.g. ``"e1"``.
-        profile: ``"full"``, ``"quick"`` or ``"tiny"`` (``gridplan.protocols.PROFILES``).
+        profile: ``"full"``, ``"quick"`` or ``"tiny"`` (``gridplan.core.protocols.PROFILES``).
         config: the group's config for the profile (``gridplan.experiments.settings``).
         out: the (temporary) folder the group writes into.
         root: the results root holding the other groups' finished folders.
@@ -100,7 +100,7 @@ class GroupContext:
         folders: group name -> the folder of its results under this run's reading (default
             ``root / name``); a reading-free group's folder is shared by every reading.
         launcher: the Hydra launcher the group's trainings go through (None: worker
-            processes of this machine, ``gridplan.vectorized.train_groups``).
+            processes of this machine, ``gridplan.training.vectorized.train_groups``).
     """
 
     name: str
@@ -123,7 +123,7 @@ class GroupContext:
 
     def bar(self, iterable: Iterable, desc: str, total: int | None = None):
         """Progress over ``iterable``: a tqdm bar in a terminal, a line per item in a log
-        (``gridplan.progress.bar``); nothing when progress is off."""
+        (``gridplan.util.progress.bar``); nothing when progress is off."""
         return bar(iterable, f"{self.name}: {desc}", total=total, enabled=self.progress)
 
     def generator(self, seed: int) -> torch.Generator:
@@ -193,8 +193,8 @@ class Group:
     Attributes:
         name: short name used on the command line, e.g. ``"e1"``.
         title: heading of its report.
-        run: ``run(ctx) -> Report``; writes its CSV/JSON/PNG files through ``ctx``.
-        configs: profile name -> config for every name in ``gridplan.protocols.PROFILES``.
+        run: ``run(ctx) -> GroupReport``; writes its CSV/JSON/PNG files through ``ctx``.
+        configs: profile name -> config for every name in ``gridplan.core.protocols.PROFILES``.
         reads: groups whose finished results it reuses when present; they run first.
         reading_free: no reading switch can change its results (it builds no controlled
             model), so one folder serves every reading.
@@ -202,7 +202,7 @@ class Group:
 
     name: str
     title: str
-    run: Callable[[GroupContext], Report]
+    run: Callable[[GroupContext], GroupReport]
     configs: Mapping[str, Any]
     reads: tuple[str, ...] = ()
     reading_free: bool = False
@@ -288,7 +288,7 @@ def _versions() -> dict:
 
 
 def _done_record(
-    group: Group, ctx: GroupContext, report: Report, started: datetime, wall: float
+    group: Group, ctx: GroupContext, report: GroupReport, started: datetime, wall: float
 ) -> dict:
     """The ``done.json`` of a group run that finished."""
     return {
@@ -403,7 +403,7 @@ def run_groups(
             threads spin at barriers: an E1-sized closed loop ran 20x slower with 2 threads
             than with 1 on 2 loaded cores (same results).
         reading: the choices of §4.2 every controlled model and planner follows
-            (``gridplan.readings``).
+            (``gridplan.core.readings``).
         launcher: send the training groups to this Hydra launcher
             (``gridplan.experiments.launch``; None: worker processes here). The models are
             the same either way, so a finished group is reused whatever launched it.

@@ -3,8 +3,8 @@
 One public place for what groups share: the E1 grid that e2, e4 and e6 reuse, E2's
 relevance sweep that e4 reuses, E3's training rows and overrides that e4 trains with, E7's
 learned-model zoos (read from ``configs/zoo/``). Each
-``E<n>`` maps a profile name (``gridplan.protocols.PROFILES``) to that group's config; the
-closed-loop and window counts come from the profile's protocols (``gridplan.protocols``),
+``E<n>`` maps a profile name (``gridplan.core.protocols.PROFILES``) to that group's config; the
+closed-loop and window counts come from the profile's protocols (``gridplan.core.protocols``),
 and a group that deviates from them says so here with ``Protocol.replace``.
 
 A config is recorded in ``results.json`` / ``done.json`` by ``to_dict``: its fields in order,
@@ -23,11 +23,11 @@ from typing import ClassVar
 
 from omegaconf import OmegaConf
 
-from gridplan.config import DEFAULT_CONFIG_DIR
-from gridplan.ladder.evaluate import LadderProtocol
-from gridplan.protocols import PROFILES, Profile, Protocol
-from gridplan.relevance_estimation import FVIConfig
-from gridplan.stats import ISO_TOLERANCE
+from gridplan.core.protocols import PROFILES, Profile, Protocol
+from gridplan.evaluation.ladder import LadderProtocol
+from gridplan.metrics.relevance_estimation import FVIConfig
+from gridplan.metrics.stats import ISO_TOLERANCE
+from gridplan.training.config import DEFAULT_CONFIG_DIR
 
 FULL, QUICK, TINY = PROFILES["full"], PROFILES["quick"], PROFILES["tiny"]
 
@@ -160,7 +160,7 @@ class LearnedRow:
         return name + (" (random data)" if self.policy == "random" else "")
 
     def overrides(self) -> list[str]:
-        """``gridplan.config.compose`` overrides selecting this row."""
+        """``gridplan.training.config.compose`` overrides selecting this row."""
         out = [f"variant={self.variant}", f"data={self.data}", f"data.policy={self.policy}"]
         if self.budget is not None:
             out.append(f"data.budget={self.budget}")
@@ -407,7 +407,7 @@ class ZooModel:
     settings: tuple[str, ...]
 
     def overrides(self) -> list[str]:
-        """``gridplan.config.compose`` overrides of this configuration."""
+        """``gridplan.training.config.compose`` overrides of this configuration."""
         return list(self.settings)
 
 

@@ -5,9 +5,9 @@ A sweep (``-m seed=0,1,2,3,4 variant=uniform,rel_only``) expands into its points
 basic sweeper expands it (the cartesian product, in command-line order). Each point is
 composed as its launcher job would be (``load_sweep_config``); then ``train.sweep.plan``
 turns the points into jobs: every point with ``train.vectorize=false`` is one job, as with
-the basic sweeper; the others are grouped by ``gridplan.vectorized.GROUP_KEYS`` and dealt
+the basic sweeper; the others are grouped by ``gridplan.training.vectorized.GROUP_KEYS`` and dealt
 into ``jobs`` jobs, each of which trains its points as vectorized groups
-(``gridplan.runs.train_all``). The launcher (``basic``, ``joblib``, ``submitit_*``, ...)
+(``gridplan.training.runs.train_all``). The launcher (``basic``, ``joblib``, ``submitit_*``, ...)
 then runs the jobs as it runs any: the sweeper decides what a job is, the launcher where it
 runs.
 

@@ -1,4 +1,4 @@
-"""Gymnasium adapters: API checkers, agreement with gridplan.env, termination vs truncation,
+"""Gymnasium adapters: API checkers, agreement with gridplan.core.env, termination vs truncation,
 events, seeding, and the vector env's autoreset modes."""
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from gymnasium.utils.env_checker import check_env
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from gymnasium.wrappers.vector import RecordEpisodeStatistics
 
-from gridplan import env as core
-from gridplan import tasks
 from gridplan.adapters.gymnasium import ENV_IDS, GridPlanEnv, GridPlanVectorEnv
-from gridplan.constants import DOWN, LEFT, RIGHT, UP
+from gridplan.core import env as core
+from gridplan.core import tasks
+from gridplan.core.constants import DOWN, LEFT, RIGHT, UP
 
 #: Dims that the actions decide (agent, key, flags); the distractors are random.
 DECIDED = slice(0, 8)
@@ -276,8 +276,9 @@ def test_vector_env_refuses_per_env_seeds_and_bad_input():
 
 def test_gridplan_imports_without_the_adapters_libraries():
     code = (
-        "import sys, gridplan, gridplan.env, gridplan.planner, gridplan.closed_loop, "
-        "gridplan.models, gridplan.adapters; "
+        "import sys, gridplan, gridplan.core.env, gridplan.planning.planner, "
+        "gridplan.planning.closed_loop, "
+        "gridplan.models.noise, gridplan.adapters; "
         "print(sorted({'gymnasium', 'torchrl', 'tensordict'} & set(sys.modules)))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -1,4 +1,4 @@
-"""TorchRL adapters: spec checks, agreement with gridplan.env, partial resets and steps, the
+"""TorchRL adapters: spec checks, agreement with gridplan.core.env, partial resets and steps, the
 model-based env's rewards, and TorchRL's CEM and MPPI planners closing the loop on our
 models in the true environment."""
 
@@ -19,17 +19,17 @@ from torchrl.envs.utils import check_env_specs
 from torchrl.modules.planners import CEMPlanner, MPPIPlanner
 from torchrl.objectives.value import TDLambdaEstimator
 
-from gridplan import env as core
-from gridplan import tasks
 from gridplan.adapters.torchrl import (
     GridEnv,
     WorldModelEnv,
     planning_policy,
     value_operator,
 )
-from gridplan.closed_loop import start_states
-from gridplan.constants import DOWN, LEFT, RIGHT, UP
-from gridplan.models import NoiseModel, OracleModel, WorldModel
+from gridplan.core import env as core
+from gridplan.core import tasks
+from gridplan.core.constants import DOWN, LEFT, RIGHT, UP
+from gridplan.models.noise import NoiseModel, OracleModel, WorldModel
+from gridplan.planning.closed_loop import start_states
 
 TASK_A, TASK_B = tasks.get("A"), tasks.get("B")
 GAMMA = TASK_A.gamma

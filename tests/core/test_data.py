@@ -1,4 +1,4 @@
-"""Logged datasets and evaluation windows (gridplan.data)."""
+"""Logged datasets and evaluation windows (gridplan.data.datasets)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from gridplan.constants import (
+from gridplan.core.constants import (
     AGENT_X,
     AGENT_Y,
     CARRYING,
@@ -17,7 +17,9 @@ from gridplan.constants import (
     KEY_Y,
     STATE_LAYOUT_VERSION,
 )
-from gridplan.data import (
+from gridplan.core.env import relevant_step, to_cell, to_flag
+from gridplan.core.tasks import TASK_A, TASK_B
+from gridplan.data.datasets import (
     BALANCED_EPSILONS,
     DATASET_SCHEMA,
     TransitionDataset,
@@ -25,8 +27,6 @@ from gridplan.data import (
     eval_windows,
     parse_budget,
 )
-from gridplan.env import relevant_step, to_cell, to_flag
-from gridplan.tasks import TASK_A, TASK_B
 
 HORIZON = TASK_A.horizon
 

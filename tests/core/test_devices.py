@@ -13,14 +13,14 @@ import os
 import pytest
 import torch
 
-from gridplan.closed_loop import evaluate
-from gridplan.env import reset, step, transition
-from gridplan.learned import LearnedWorldModel, MLPDynamics
-from gridplan.models import NoiseModel, OracleModel
-from gridplan.planner import Planner
-from gridplan.reference import ref_decode, ref_encode, ref_step
-from gridplan.tasks import TASK_A, TASK_B
-from gridplan.tree import TreeScorer
+from gridplan.core.env import reset, step, transition
+from gridplan.core.tasks import TASK_A, TASK_B
+from gridplan.models.learned import LearnedWorldModel, MLPDynamics
+from gridplan.models.noise import NoiseModel, OracleModel
+from gridplan.planning.closed_loop import evaluate
+from gridplan.planning.planner import Planner
+from gridplan.planning.reference import ref_decode, ref_encode, ref_step
+from gridplan.planning.tree import TreeScorer
 
 
 def _devices() -> list:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gridplan.constants import (
+from gridplan.core.constants import (
     AGENT_X,
     AGENT_Y,
     C1,
@@ -25,9 +25,9 @@ from gridplan.constants import (
     RIGHT,
     UP,
 )
-from gridplan.env import reset, step
-from gridplan.reference import ref_decode, ref_encode, ref_step
-from gridplan.tasks import TASK_A, TASK_B, Task
+from gridplan.core.env import reset, step
+from gridplan.core.tasks import TASK_A, TASK_B, Task
+from gridplan.planning.reference import ref_decode, ref_encode, ref_step
 
 
 def cells(state: torch.Tensor, x_dim: int, y_dim: int) -> list[tuple[int, int]]:
@@ -280,9 +280,9 @@ def test_step_rejects_bad_actions_naming_the_problem(make_state, gen, action, ma
 
 
 def test_a_task_name_instead_of_a_task_is_rejected_by_reset_and_step(make_state, gen):
-    with pytest.raises(TypeError, match="got str 'B'; resolve a name with gridplan.tasks.get"):
+    with pytest.raises(TypeError, match="got str 'B'; resolve a name with gridplan.core.tasks.get"):
         reset(2, gen, "B")
-    with pytest.raises(TypeError, match="must be a gridplan.tasks.Task, got NoneType"):
+    with pytest.raises(TypeError, match="must be a gridplan.core.tasks.Task, got NoneType"):
         step(make_state(), torch.tensor([0]), gen, None)
 
 

@@ -1,4 +1,5 @@
-"""The ``expert`` behaviour policy: transitions of the exact optimal policy only (gridplan.data)."""
+"""The ``expert`` behaviour policy: transitions of the exact optimal policy only
+(gridplan.data.datasets)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import math
 import pytest
 import torch
 
-from gridplan.data import collect, eval_windows
-from gridplan.tasks import TASK_A
+from gridplan.core.tasks import TASK_A
+from gridplan.data.datasets import collect, eval_windows
 
 
 @pytest.fixture(scope="module")

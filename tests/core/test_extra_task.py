@@ -14,17 +14,17 @@ import pytest
 import torch
 
 from eval.cli import main as eval_main
-from gridplan import tasks
-from gridplan.closed_loop import GOAL, evaluate
-from gridplan.constants import AGENT_X, AGENT_Y, CELL_SCALE, DOWN, RIGHT, STATE_DIM
-from gridplan.data import collect, eval_windows
-from gridplan.env import reset, step
-from gridplan.metrics import prediction_metrics
-from gridplan.models import NoiseModel, OracleModel
-from gridplan.planner import Planner
-from gridplan.reference import ref_action_values, ref_oracle_predict
-from gridplan.tasks import TASK_A
-from gridplan.values import relevance_weights
+from gridplan.core import tasks
+from gridplan.core.constants import AGENT_X, AGENT_Y, CELL_SCALE, DOWN, RIGHT, STATE_DIM
+from gridplan.core.env import reset, step
+from gridplan.core.tasks import TASK_A
+from gridplan.core.values import relevance_weights
+from gridplan.data.datasets import collect, eval_windows
+from gridplan.metrics.prediction import prediction_metrics
+from gridplan.models.noise import NoiseModel, OracleModel
+from gridplan.planning.closed_loop import GOAL, evaluate
+from gridplan.planning.planner import Planner
+from gridplan.planning.reference import ref_action_values, ref_oracle_predict
 
 CORNER = (7, 0)
 

@@ -1,4 +1,5 @@
-"""Prediction-error metrics (gridplan.metrics): hand-worked values, paper effects, bad input."""
+"""Prediction-error metrics (gridplan.metrics.prediction): hand-worked values, paper effects, bad
+input."""
 
 from __future__ import annotations
 
@@ -18,9 +19,11 @@ from helpers_metrics import (
 )
 from scipy.stats import spearmanr
 
-from gridplan.constants import AGENT_X, C1, C2, CARRYING, D1_X, DIM_NAMES, STATE_DIM
-from gridplan.data import eval_windows
-from gridplan.metrics import (
+from gridplan.core.constants import AGENT_X, C1, C2, CARRYING, D1_X, DIM_NAMES, STATE_DIM
+from gridplan.core.tasks import TASK_A, TASK_B
+from gridplan.core.values import binary_weights, relevance_weights
+from gridplan.data.datasets import eval_windows
+from gridplan.metrics.prediction import (
     check_weights,
     drpe,
     e_tot,
@@ -31,9 +34,7 @@ from gridplan.metrics import (
     standard_weights,
     step_profile,
 )
-from gridplan.models import NoiseModel, OracleModel
-from gridplan.tasks import TASK_A, TASK_B
-from gridplan.values import binary_weights, relevance_weights
+from gridplan.models.noise import NoiseModel, OracleModel
 
 
 @pytest.fixture(scope="module")

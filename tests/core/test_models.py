@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from gridplan.constants import (
+from gridplan.core.constants import (
     AGENT_X,
     AGENT_Y,
     CELL_SCALE,
@@ -17,9 +17,9 @@ from gridplan.constants import (
     KEY_Y,
     UP,
 )
-from gridplan.env import step, to_cell, transition
-from gridplan.models import AR1NoiseModel, NoiseModel, OracleModel, noise_grid
-from gridplan.tasks import TASK_A, TASK_B
+from gridplan.core.env import step, to_cell, transition
+from gridplan.core.tasks import TASK_A, TASK_B
+from gridplan.models.noise import AR1NoiseModel, NoiseModel, OracleModel, noise_grid
 
 NOISE_RELEVANT_DIMS = TASK_A.noise_relevant_dims
 IRRELEVANT = [d for d in range(12) if d not in NOISE_RELEVANT_DIMS]

@@ -1,10 +1,10 @@
-"""Evaluation protocols (gridplan.protocols): the paper's presets, the profiles, validation."""
+"""Evaluation protocols (gridplan.core.protocols): the paper's presets, the profiles, validation."""
 
 from __future__ import annotations
 
 import pytest
 
-from gridplan.protocols import CONTROLLED, LEARNED, PROFILES, Protocol, profile
+from gridplan.core.protocols import CONTROLLED, LEARNED, PROFILES, Protocol, profile
 
 
 def test_the_paper_protocols_are_the_ones_of_its_tables():

@@ -1,4 +1,4 @@
-"""Readings of the paper's ambiguous choices (gridplan.readings) in the models and the fused
+"""Readings of the paper's ambiguous choices (gridplan.core.readings) in the models and the fused
 scorer: each switch does what it says on hand-built states, PROJECT is today's model bit for
 bit, and the fused scorer decides exactly as the generic one under every reading."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from gridplan import readings
-from gridplan.constants import (
+from gridplan.core import readings
+from gridplan.core.constants import (
     AGENT_X,
     AGENT_Y,
     C1,
@@ -31,19 +31,19 @@ from gridplan.constants import (
     STATE_DIM,
     UP,
 )
-from gridplan.env import reset, transition
-from gridplan.fused import FusedNoiseScorer
-from gridplan.models import (
+from gridplan.core.env import reset, transition
+from gridplan.core.readings import CHOICES, PROJECT, Reading
+from gridplan.core.tasks import TASK_A, TASK_B, Task
+from gridplan.models.noise import (
     AR1NoiseModel,
     NoiseModel,
     OracleModel,
     imagined_transition,
     noise_grid,
 )
-from gridplan.planner import Planner
-from gridplan.readings import CHOICES, PROJECT, Reading
-from gridplan.scorers import GenericScorer
-from gridplan.tasks import TASK_A, TASK_B, Task
+from gridplan.planning.fused import FusedNoiseScorer
+from gridplan.planning.planner import Planner
+from gridplan.planning.scorers import GenericScorer
 
 TASKS = pytest.mark.parametrize("task", [TASK_A, TASK_B], ids=["A", "B"])
 
@@ -142,7 +142,7 @@ def test_register_refuses_to_overwrite_a_different_reading_and_unregister_remove
 
 
 def test_models_take_readings_not_names():
-    with pytest.raises(TypeError, match="resolve a name with gridplan.readings.get"):
+    with pytest.raises(TypeError, match="resolve a name with gridplan.core.readings.get"):
         NoiseModel.controlled(0.1, 0.1, reading="project")
     assert reading(clamp=False).differences(PROJECT) == {"clamp": False}
 
@@ -396,8 +396,8 @@ def test_the_shared_prefix_tree_draws_once_per_node(rho):
 
 def test_fused_shared_prefixes_and_the_tree_scorer_agree_in_distribution(make_state):
     # One state, many independent searches: the generic shared-prefix tree
-    # (gridplan.tree.TreeScorer, one predict per node) and the fused scorer's per-node draws
-    # must give each first action the same mean value within sampling error, and both must
+    # (gridplan.planning.tree.TreeScorer, one predict per node) and the fused scorer's per-node
+    # draws must give each first action the same mean value within sampling error, and both must
     # differ from independent leaves (the max over leaves sharing draws is smaller).
     state = make_state(agent=(3, 4), key=(2, 4), rows=3000)
     shared = NoiseModel.controlled(1.0, 0.6, reading=reading(tree="shared-prefix"))

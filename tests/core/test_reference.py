@@ -23,12 +23,13 @@ import math
 import pytest
 import torch
 
-from gridplan.closed_loop import run_closed_loop, start_states
-from gridplan.constants import AGENT_Y, C1, CELL_SCALE, RIGHT, UP
-from gridplan.env import reset, step, to_cell, to_flag
-from gridplan.models import OracleModel, WorldModel
-from gridplan.planner import TIE_TOLERANCE, Planner
-from gridplan.reference import (
+from gridplan.core.constants import AGENT_Y, C1, CELL_SCALE, RIGHT, UP
+from gridplan.core.env import reset, step, to_cell, to_flag
+from gridplan.core.tasks import TASK_A, TASK_B
+from gridplan.models.noise import OracleModel, WorldModel
+from gridplan.planning.closed_loop import run_closed_loop, start_states
+from gridplan.planning.planner import TIE_TOLERANCE, Planner
+from gridplan.planning.reference import (
     REF_DISTRACTOR_MOVES,
     RefState,
     ref_action_values,
@@ -40,7 +41,6 @@ from gridplan.reference import (
     ref_value,
     value_table_list,
 )
-from gridplan.tasks import TASK_A, TASK_B
 
 TASKS = pytest.mark.parametrize("task", [TASK_A, TASK_B], ids=["A", "B"])
 GAMMA = TASK_A.gamma

@@ -6,17 +6,21 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gridplan.constants import AGENT_X, C1, CARRYING, CELL_SCALE, D1_X, STATE_DIM
-from gridplan.env import reset
-from gridplan.models import NoiseModel, OracleModel
-from gridplan.relevance_estimation import (
+from gridplan.core.constants import AGENT_X, C1, CARRYING, CELL_SCALE, D1_X, STATE_DIM
+from gridplan.core.env import reset
+from gridplan.core.tasks import TASK_A, TASK_B
+from gridplan.core.values import (
+    optimal_state_distribution,
+    perturbation_saliency,
+    relevance_weights,
+)
+from gridplan.metrics.relevance_estimation import (
     FVIConfig,
     estimate_relevance,
     fitted_value_iteration,
     one_step_backup_inputs,
 )
-from gridplan.tasks import TASK_A, TASK_B
-from gridplan.values import optimal_state_distribution, perturbation_saliency, relevance_weights
+from gridplan.models.noise import NoiseModel, OracleModel
 from tests.conftest import build_state
 
 IRRELEVANT_A = [d for d in range(STATE_DIM) if d not in TASK_A.relevant_dims]

@@ -1,4 +1,4 @@
-"""Statistics (gridplan.stats): mean ± SE, Spearman with bootstrap CIs, iso-error pairs."""
+"""Statistics (gridplan.metrics.stats): mean ± SE, Spearman with bootstrap CIs, iso-error pairs."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ import pytest
 import torch
 from scipy.stats import bootstrap, spearmanr
 
-from gridplan.closed_loop import GOAL, EpisodeResults
-from gridplan.stats import (
+from gridplan.metrics.stats import (
     difference_se,
     iso_error_pairs,
     mean_se,
     spearman_ci,
     summarize_episodes,
 )
+from gridplan.planning.closed_loop import GOAL, EpisodeResults
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,9 @@ import dataclasses
 import pytest
 import torch
 
-from gridplan import tasks
-from gridplan.constants import C1
-from gridplan.tasks import PAPER_RELEVANT_DIMS, TASK_A, TASK_B, Task
+from gridplan.core import tasks
+from gridplan.core.constants import C1
+from gridplan.core.tasks import PAPER_RELEVANT_DIMS, TASK_A, TASK_B, Task
 
 
 def test_the_paper_tasks_are_registered_with_their_geometry_and_relevant_sets():

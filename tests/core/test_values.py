@@ -10,9 +10,9 @@ import dataclasses
 import pytest
 import torch
 
-from gridplan.constants import RIGHT, UP
-from gridplan.tasks import TASK_A, TASK_B
-from gridplan.values import ValueTable, binary_weights, relevance_weights
+from gridplan.core.constants import RIGHT, UP
+from gridplan.core.tasks import TASK_A, TASK_B
+from gridplan.core.values import ValueTable, binary_weights, relevance_weights
 
 GAMMA = TASK_A.gamma
 
@@ -177,5 +177,5 @@ def test_value_table_rejects_bad_input(make_state):
         TASK_A.value_table()(bad)
     with pytest.raises(ValueError, match="shape"):
         TASK_A.value_table()(torch.zeros(3, 10))
-    with pytest.raises(TypeError, match="must be a gridplan.tasks.Task"):
+    with pytest.raises(TypeError, match="must be a gridplan.core.tasks.Task"):
         relevance_weights("A")

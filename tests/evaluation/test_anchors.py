@@ -6,8 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gridplan import tasks
-from gridplan.anchors import (
+from gridplan.core import tasks
+from gridplan.core.constants import RIGHT
+from gridplan.core.env import step
+from gridplan.evaluation.anchors import (
     ANCHOR_NAMES,
     ANCHORS,
     AnchorSet,
@@ -15,12 +17,10 @@ from gridplan.anchors import (
     finite_horizon_values,
     get_anchors,
 )
-from gridplan.closed_loop import start_states
-from gridplan.constants import RIGHT
-from gridplan.env import step
-from gridplan.ladder.outcome import run_anchor_policies
-from gridplan.models import OracleModel
-from gridplan.planner import action_sequences
+from gridplan.evaluation.outcome import run_anchor_policies
+from gridplan.models.noise import OracleModel
+from gridplan.planning.closed_loop import start_states
+from gridplan.planning.planner import action_sequences
 
 TASK_A = tasks.get("A")
 TASK_B = tasks.get("B")

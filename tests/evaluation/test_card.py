@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 import gridplan
-from gridplan.card import GATES, build_card, card_paths, write_card
-from gridplan.ladder.evaluate import LadderProtocol
-from gridplan.models import NoiseModel, OracleModel
-from gridplan.report import check_schema, ladder_scalars
+from gridplan.evaluation.card import GATES, build_card, card_paths, write_card
+from gridplan.evaluation.ladder import LadderProtocol
+from gridplan.evaluation.schema import check_schema, ladder_scalars
+from gridplan.models.noise import NoiseModel, OracleModel
 
 PROTOCOL = LadderProtocol(
     seeds=(0,),

@@ -8,8 +8,8 @@ import json
 import pytest
 
 import gridplan
-from gridplan.ladder.evaluate import LadderProtocol
-from gridplan.models import NoiseModel, OracleModel
+from gridplan.evaluation.ladder import LadderProtocol
+from gridplan.models.noise import NoiseModel, OracleModel
 
 PROTOCOL = LadderProtocol(
     seeds=(0, 1),

@@ -10,7 +10,7 @@ import pytest
 from helpers_learned import debug_overrides
 
 from eval.cli import main
-from gridplan.config import compose
+from gridplan.training.config import compose
 
 TINY = ["--seeds", "1", "--episodes", "2", "--eval-windows", "24", "--no-progress"]
 
@@ -18,7 +18,7 @@ TINY = ["--seeds", "1", "--episodes", "2", "--eval-windows", "24", "--no-progres
 @pytest.fixture(scope="module")
 def ensemble_run(tmp_path_factory) -> Path:
     """The run folder of a trained 3-member bootstrap ensemble (tiny data, two epochs)."""
-    from gridplan.runs import train
+    from gridplan.training.runs import train
 
     tmp = tmp_path_factory.mktemp("ens")
     own = [o for o in debug_overrides(tmp) if not o.startswith("model.")]

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from eval.cli import build_parser, fill_defaults, main
-from gridplan.protocols import CONTROLLED, LEARNED
+from gridplan.core.protocols import CONTROLLED, LEARNED
 
 
 def _protocol(*argv: str):

@@ -8,7 +8,7 @@ import pytest
 import torch
 from helpers_learned import module_checkpoint, tiny_module
 
-from gridplan.learned import load_world_model
+from gridplan.models.learned import load_world_model
 
 
 class Payload:

@@ -11,7 +11,7 @@ from helpers_learned import module_checkpoint, tiny_module
 
 from eval.cli import main
 from eval.report import format_table
-from gridplan.jsonio import dumps
+from gridplan.util.jsonio import dumps
 
 
 def _reject(constant: str):
@@ -45,7 +45,7 @@ def test_a_single_episode_report_is_strict_json_with_a_null_se_printed_as_na(tmp
 
 def test_a_non_default_protocol_names_its_report_file():
     from eval.cli import checkpoint_json_path
-    from gridplan.protocols import LEARNED
+    from gridplan.core.protocols import LEARNED
 
     ckpt = Path("runs/x/version_0/checkpoints/best.ckpt")
     smoke = LEARNED.replace(seeds=(0,), episodes=5)

@@ -11,13 +11,13 @@ import pytest
 import torch
 
 import gridplan
-from gridplan import tasks
-from gridplan.closed_loop import start_states
-from gridplan.constants import AGENT_X, CELL_SCALE
-from gridplan.env import transition
-from gridplan.ladder.decisions import decide, exploitability
-from gridplan.ladder.evaluate import LadderProtocol, check_levels
-from gridplan.models import NoiseModel, OracleModel, noise_grid
+from gridplan.core import tasks
+from gridplan.core.constants import AGENT_X, CELL_SCALE
+from gridplan.core.env import transition
+from gridplan.evaluation.decisions import decide, exploitability
+from gridplan.evaluation.ladder import LadderProtocol, check_levels
+from gridplan.models.noise import NoiseModel, OracleModel, noise_grid
+from gridplan.planning.closed_loop import start_states
 
 TASK_A = tasks.get("A")
 PROTOCOL = LadderProtocol(

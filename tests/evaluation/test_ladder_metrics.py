@@ -10,22 +10,22 @@ import pytest
 import torch
 from scipy.stats import spearmanr
 
-from gridplan.bootstrap import (
-    paired_hierarchical_bootstrap,
-    resample_means,
-    resample_spearman,
-    spearman_of_counts,
-)
-from gridplan.ladder.common import RATE, Estimate
-from gridplan.ladder.fidelity import Branches
-from gridplan.ladder.outcome import PolicyRuns, outcome_fidelity
-from gridplan.ladder.ranking import (
+from gridplan.evaluation.common import RATE, Estimate
+from gridplan.evaluation.fidelity import Branches
+from gridplan.evaluation.outcome import PolicyRuns, outcome_fidelity
+from gridplan.evaluation.ranking import (
     mean_max_rank_violation,
     pairwise_ranking_accuracy,
     policy_ranking,
     spearman,
 )
-from gridplan.ladder.uncertainty import aurc, risk_coverage, uncertainty_quality
+from gridplan.evaluation.uncertainty import aurc, risk_coverage, uncertainty_quality
+from gridplan.metrics.bootstrap import (
+    paired_hierarchical_bootstrap,
+    resample_means,
+    resample_spearman,
+    spearman_of_counts,
+)
 
 # Three policies: the model swaps the order of the last two.
 J_TRUE = [0.1, 0.5, 0.3]

@@ -13,13 +13,13 @@ import pytest
 import torch
 
 import gridplan
-from gridplan import tasks
-from gridplan.constants import RIGHT
-from gridplan.env import reset, transition
-from gridplan.ladder.decisions import decide
-from gridplan.ladder.evaluate import LadderProtocol
-from gridplan.models import OracleModel
-from gridplan.plugins import (
+from gridplan.core import tasks
+from gridplan.core.constants import RIGHT
+from gridplan.core.env import reset, transition
+from gridplan.evaluation.decisions import decide
+from gridplan.evaluation.ladder import LadderProtocol
+from gridplan.models.noise import OracleModel
+from gridplan.models.plugins import (
     CheckedModel,
     OutOfRangeWarning,
     PluginError,
@@ -31,7 +31,7 @@ from gridplan.plugins import (
     parse_args,
     split_spec,
 )
-from gridplan.scorers import GenericScorer
+from gridplan.planning.scorers import GenericScorer
 
 TASK_A = tasks.get("A")
 EXAMPLE = Path(__file__).resolve().parents[2] / "scripts" / "example_model.py"
@@ -136,7 +136,7 @@ def test_a_missing_or_non_callable_factory_is_named(tmp_path):
     with pytest.raises(PluginError, match="is a dict, not a callable factory"):
         load_factory(f"{path}:SETTINGS")
     # An installed module's factory by dotted path.
-    assert load_factory("gridplan.models:OracleModel") is OracleModel
+    assert load_factory("gridplan.models.noise:OracleModel") is OracleModel
 
 
 def test_a_file_that_fails_to_import_or_a_factory_that_fails_is_named(tmp_path):

@@ -8,13 +8,13 @@ import math
 import pytest
 import torch
 
-from gridplan import tasks
-from gridplan.closed_loop import start_states
-from gridplan.constants import N_ACTIONS
-from gridplan.ladder.decisions import leaf_scores
-from gridplan.models import NoiseModel, OracleModel
-from gridplan.planner import action_sequences
-from gridplan.probe import KINDS, ProbeQuestions, answer, build_questions, probe
+from gridplan.core import tasks
+from gridplan.core.constants import N_ACTIONS
+from gridplan.evaluation.decisions import leaf_scores
+from gridplan.evaluation.probe import KINDS, ProbeQuestions, answer, build_questions, probe
+from gridplan.models.noise import NoiseModel, OracleModel
+from gridplan.planning.closed_loop import start_states
+from gridplan.planning.planner import action_sequences
 
 TASK_A = tasks.get("A")
 

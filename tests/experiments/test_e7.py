@@ -12,8 +12,6 @@ import pytest
 from omegaconf import OmegaConf
 from scipy.stats import spearmanr
 
-from gridplan.bootstrap import spearman_of_counts
-from gridplan.config import compose
 from gridplan.experiments import GROUPS, settings
 from gridplan.experiments.e7 import (
     METRICS,
@@ -25,7 +23,9 @@ from gridplan.experiments.e7 import (
 )
 from gridplan.experiments.runner import read_done, run_groups
 from gridplan.experiments.settings import load_zoo
-from gridplan.models import NoiseModel
+from gridplan.metrics.bootstrap import spearman_of_counts
+from gridplan.models.noise import NoiseModel
+from gridplan.training.config import compose
 
 
 def _policy(model) -> str:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from gridplan.core.protocols import PROFILES
 from gridplan.experiments import GROUPS, settings
 from gridplan.experiments.learned_runs import DATA_CACHE
 from gridplan.experiments.records import (
@@ -25,9 +26,8 @@ from gridplan.experiments.records import (
     LearnedRecord,
     read_models,
 )
-from gridplan.experiments.report import Report
 from gridplan.experiments.runner import Group, read_done, run_groups, select_groups, to_jsonable
-from gridplan.protocols import PROFILES
+from gridplan.experiments.tables import GroupReport
 
 REPO = Path(__file__).resolve().parents[2]
 #: A pid above the kernel's maximum (2**22), so no process can have it.
@@ -75,7 +75,7 @@ def toy_group(
         ctx.write_csv("numbers.csv", [{"value": ctx.config.value}])
         if fail is not None:
             raise fail("boom")
-        report = Report(f"{name} report")
+        report = GroupReport(f"{name} report")
         report.verdict("the toy effect", True, "always")
         return report
 
@@ -311,7 +311,7 @@ def test_threads_apply_during_the_run_only_and_are_recorded(tmp_path):
 
 
 def test_overall_verdict_counts_only_checked_effects():
-    report = Report("r")
+    report = GroupReport("r")
     report.verdict("one", True, "")
     report.verdict("two", False, "")
     report.verdict("three", None, "input missing")

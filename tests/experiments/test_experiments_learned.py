@@ -16,16 +16,16 @@ from pathlib import Path
 import pytest
 import torch
 
-from gridplan.constants import DIM_NAMES, STATE_DIM
-from gridplan.data import eval_windows
+from gridplan.core.constants import DIM_NAMES, STATE_DIM
+from gridplan.core.tasks import TASK_A
+from gridplan.data.datasets import eval_windows
 from gridplan.experiments import GROUPS, e3, e4, settings
 from gridplan.experiments.learned_runs import DATA_CACHE, RUNS, ModelStack, group_relative
 from gridplan.experiments.records import MODEL_FIELDS, LearnedRecord, read_models
 from gridplan.experiments.runner import read_done, run_groups
-from gridplan.learned import load_world_model
-from gridplan.metrics import PredictionMetrics, prediction_metrics
-from gridplan.models import WorldModel
-from gridplan.tasks import TASK_A
+from gridplan.metrics.prediction import PredictionMetrics, prediction_metrics
+from gridplan.models.learned import load_world_model
+from gridplan.models.noise import WorldModel
 
 
 def read_csv(path: Path) -> list[dict]:

@@ -4,11 +4,11 @@ claims that hold by construction are sanity checks that never count as reproduce
 
 from __future__ import annotations
 
+from gridplan.core.readings import BELIEF, CARRIED_FLAGS, PROJECT
 from gridplan.experiments import e1, e6, settings
 from gridplan.experiments.e1 import error_channels, table2_models
 from gridplan.experiments.records import ControlledRecord, model_name
-from gridplan.experiments.report import Report
-from gridplan.readings import BELIEF, CARRIED_FLAGS, PROJECT
+from gridplan.experiments.tables import GroupReport
 
 
 def record(sr: float, si: float, e_tot: float, success: float, se: float = 0.02):
@@ -30,12 +30,12 @@ def record(sr: float, si: float, e_tot: float, success: float, se: float = 0.02)
     )
 
 
-def verdicts_of(report: Report) -> dict[str, bool | None]:
+def verdicts_of(report: GroupReport) -> dict[str, bool | None]:
     return {v.claim.split(" (")[0]: v.reproduced for v in report.verdicts}
 
 
 def test_sanity_checks_are_listed_but_never_counted():
-    report = Report("toy")
+    report = GroupReport("toy")
     report.verdict("an effect", False, "numbers")
     report.sanity("a construction", True, "it cannot fail", "zero")
     assert report.overall() == "**Verdict: does not reproduce** (0 of 1 effects reproduce)."
@@ -69,7 +69,7 @@ FACTOR = "Along a row of fixed σR, E_tot varies by a factor of 14 to 91"
 
 
 def e1_verdicts(records) -> dict[str, bool | None]:
-    report = Report("e1")
+    report = GroupReport("e1")
     rows = e1.row_homogeneity(records)
     iso = e1.iso_pairs(records, settings.E1["full"])[0]
     e1.verdicts(report, records, iso, rows, table2_models(records), 0.10)
@@ -92,7 +92,7 @@ def test_a_column_whose_success_rises_with_sigma_r_fails():
 
 
 def test_the_row_success_check_is_a_sanity_check_not_a_verdict():
-    report = Report("e1")
+    report = GroupReport("e1")
     records = PAPERS
     iso = e1.iso_pairs(records, settings.E1["full"])[0]
     e1.verdicts(report, records, iso, e1.row_homogeneity(records), table2_models(records), 0.1)
@@ -128,7 +128,7 @@ def test_the_ar1_dose_response_verdict_needs_a_rise_beyond_two_se():
     cfg = settings.E6["full"]
     claim = "With AR(1) noise the relevant-noise dose response is not monotone"
     for successes, want in [((1.0, 0.32, 0.20), False), ((1.0, 0.20, 0.40), True)]:
-        report = Report("e6")
+        report = GroupReport("e6")
         rows = [ar1_row(0.0, 1.0)] + [
             ar1_row(sr, s) for sr, s in zip((0.15, 0.25, 0.35), successes, strict=True)
         ]

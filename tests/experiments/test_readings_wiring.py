@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from eval.cli import main as eval_main
-from gridplan import readings
+from gridplan.core import readings
+from gridplan.core.protocols import PROFILES
 from gridplan.experiments import GROUPS
-from gridplan.experiments.report import Report
 from gridplan.experiments.runner import (
     Group,
     group_folders,
@@ -21,7 +21,7 @@ from gridplan.experiments.runner import (
     reading_record,
     run_groups,
 )
-from gridplan.protocols import PROFILES
+from gridplan.experiments.tables import GroupReport
 
 REPO = Path(__file__).resolve().parents[2]
 SMALL = ["--depth", "1", "--seeds", "1", "--episodes", "2", "--eval-windows", "16"]
@@ -75,7 +75,7 @@ def toy_group(name: str, reads=(), reading_free: bool = False, seen=None) -> Gro
         for other in reads:
             ctx.finished_group(other)
         ctx.write_csv("numbers.csv", [{"value": 1}])
-        report = Report(f"{name} report")
+        report = GroupReport(f"{name} report")
         report.verdict("the toy effect", True, "always")
         return report
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from gridplan.closed_loop import start_states
+from gridplan.planning.closed_loop import start_states
 
 
 def load_bench():

@@ -8,16 +8,16 @@ import math
 import pytest
 import torch
 
-from gridplan.closed_loop import (
+from gridplan.core.tasks import TASK_A, TASK_B, Task
+from gridplan.models.noise import NoiseModel, OracleModel, noise_grid
+from gridplan.planning.closed_loop import (
     GOAL,
     TIMEOUT,
     evaluate,
     run_closed_loop,
     start_states,
 )
-from gridplan.models import NoiseModel, OracleModel, noise_grid
-from gridplan.planner import Planner
-from gridplan.tasks import TASK_A, TASK_B, Task
+from gridplan.planning.planner import Planner
 
 
 def optimal_steps(task: Task, start: torch.Tensor) -> torch.Tensor:

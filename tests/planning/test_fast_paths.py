@@ -1,4 +1,5 @@
-"""The fused leaf scorer (gridplan.fused) decides exactly as the generic one (gridplan.scorers).
+"""The fused leaf scorer (gridplan.planning.fused) decides exactly as the generic one
+(gridplan.planning.scorers).
 
 The generic scorer calls ``model.predict`` on full states; the fused one rolls the noise family
 on the task's relevant dims only. Given the same noise they must give bit-identical action
@@ -14,14 +15,14 @@ from pathlib import Path
 import pytest
 import torch
 
-import gridplan.fused
-from gridplan.constants import AGENT_X, CARRYING, STATE_DIM
-from gridplan.env import reset, transition
-from gridplan.fused import FusedNoiseScorer
-from gridplan.models import AR1NoiseModel, NoiseModel, OracleModel, WorldModel, noise_grid
-from gridplan.planner import Planner
-from gridplan.scorers import GenericScorer
-from gridplan.tasks import TASK_A, TASK_B, Task
+import gridplan.planning.fused
+from gridplan.core.constants import AGENT_X, CARRYING, STATE_DIM
+from gridplan.core.env import reset, transition
+from gridplan.core.tasks import TASK_A, TASK_B, Task
+from gridplan.models.noise import AR1NoiseModel, NoiseModel, OracleModel, WorldModel, noise_grid
+from gridplan.planning.fused import FusedNoiseScorer
+from gridplan.planning.planner import Planner
+from gridplan.planning.scorers import GenericScorer
 
 TASKS = pytest.mark.parametrize("task", [TASK_A, TASK_B], ids=["A", "B"])
 
@@ -173,7 +174,7 @@ def test_chunk_size_never_changes_fused_noisy_decisions(max_rows):
 def test_several_draw_units_replay_exactly_and_quiet_units_draw_nothing(monkeypatch, random_states):
     # Units of 4 episodes at depth 2: the first setting (sigma 0) fills units that draw no
     # noise and must equal the oracle; the rest must still match the generic replay.
-    monkeypatch.setitem(gridplan.fused.UNIT_ROWS, "cpu", 4 * 16)
+    monkeypatch.setitem(gridplan.planning.fused.UNIT_ROWS, "cpu", 4 * 16)
     model = noise_grid([0.0, 1.0], [0.0])
     roots = mixed_roots(TASK_A, 12, 2, random_states, seed=6)
     planner = Planner(model, 2, max_rows=3 * 16)

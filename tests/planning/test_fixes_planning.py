@@ -6,12 +6,12 @@ import pytest
 import torch
 
 from eval.cli import main
-from gridplan import closed_loop
-from gridplan.constants import RIGHT, STATE_DIM
-from gridplan.env import reset
-from gridplan.models import NoiseModel, OracleModel
-from gridplan.planner import Planner
-from gridplan.scorers import GENERIC_BYTES_PER_ROW, check_prediction
+from gridplan.core.constants import RIGHT, STATE_DIM
+from gridplan.core.env import reset
+from gridplan.models.noise import NoiseModel, OracleModel
+from gridplan.planning import closed_loop
+from gridplan.planning.planner import Planner
+from gridplan.planning.scorers import GENERIC_BYTES_PER_ROW, check_prediction
 
 
 class NaNOnRight(OracleModel):

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gridplan import closed_loop
-from gridplan.closed_loop import START_BLOCK, start_block, start_states
-from gridplan.env import check_state
-from gridplan.models import OracleModel
-from gridplan.tasks import TASK_A, TASK_B
+from gridplan.core.env import check_state
+from gridplan.core.tasks import TASK_A, TASK_B
+from gridplan.models.noise import OracleModel
+from gridplan.planning import closed_loop
+from gridplan.planning.closed_loop import START_BLOCK, start_block, start_states
 
 
 @pytest.mark.parametrize("task", [TASK_A, TASK_B], ids=["A", "B"])

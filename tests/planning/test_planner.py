@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gridplan import tasks
-from gridplan.constants import DOWN, LEFT, RIGHT, UP
-from gridplan.env import reset
-from gridplan.models import NoiseModel, OracleModel, WorldModel
-from gridplan.planner import Planner, action_sequences
-from gridplan.scorers import GenericScorer, LeafScorer
-from gridplan.tasks import TASK_A, TASK_B
+from gridplan.core import tasks
+from gridplan.core.constants import DOWN, LEFT, RIGHT, UP
+from gridplan.core.env import reset
+from gridplan.core.tasks import TASK_A, TASK_B
+from gridplan.models.noise import NoiseModel, OracleModel, WorldModel
+from gridplan.planning.planner import Planner, action_sequences
+from gridplan.planning.scorers import GenericScorer, LeafScorer
 
 # (task, state, the one optimal first action, why), worked out by hand.
 CONSTRUCTED = [
@@ -120,7 +120,7 @@ def test_planner_rejects_bad_settings_naming_the_problem(kwargs, match):
 
 
 def test_planner_rejects_a_task_name_instead_of_a_task():
-    with pytest.raises(TypeError, match="got str 'A'; resolve a name with gridplan.tasks.get"):
+    with pytest.raises(TypeError, match="got str 'A'; resolve a name with gridplan.core.tasks.get"):
         Planner(OracleModel(), 2, "A")
 
 

@@ -1,4 +1,4 @@
-"""Thread settings of the command lines (gridplan.threads): passive OpenMP waiting set before
+"""Thread settings of the command lines (gridplan.util.threads): passive OpenMP waiting set before
 torch starts, a machine-sized default, and the ``threads`` options of train, eval and
 reproduce."""
 
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from gridplan import threads
-from gridplan.config import compose
+from gridplan.training.config import compose
+from gridplan.util import threads
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,5 @@
-"""The shared-prefix tree (gridplan.tree) and the model-sized predict calls (gridplan.scorers).
+"""The shared-prefix tree (gridplan.planning.tree) and the model-sized predict calls
+(gridplan.planning.scorers).
 
 For a deterministic model the tree must give the independent-leaf search's scores bit for
 bit (hence its decisions) at every depth, in both tasks, however the work is chunked; for a
@@ -10,13 +11,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gridplan.constants import D2_X, N_ACTIONS, STATE_DIM
-from gridplan.env import reset, transition
-from gridplan.fused import FusedNoiseScorer
-from gridplan.learned import LearnedWorldModel, MLPDynamics
-from gridplan.models import AR1NoiseModel, NoiseModel, OracleModel, WorldModel
-from gridplan.planner import Planner
-from gridplan.scorers import (
+from gridplan.core.constants import D2_X, N_ACTIONS, STATE_DIM
+from gridplan.core.env import reset, transition
+from gridplan.core.tasks import TASK_A, TASK_B, Task
+from gridplan.models.learned import LearnedWorldModel, MLPDynamics
+from gridplan.models.noise import AR1NoiseModel, NoiseModel, OracleModel, WorldModel
+from gridplan.planning.fused import FusedNoiseScorer
+from gridplan.planning.planner import Planner
+from gridplan.planning.scorers import (
     MIN_CALL_ROWS,
     GenericScorer,
     cache_rows,
@@ -24,8 +26,7 @@ from gridplan.scorers import (
     model_bytes_per_row,
     predict_in_calls,
 )
-from gridplan.tasks import TASK_A, TASK_B, Task
-from gridplan.tree import TreeScorer
+from gridplan.planning.tree import TreeScorer
 
 TASKS = pytest.mark.parametrize("task", [TASK_A, TASK_B], ids=["A", "B"])
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from gridplan.threads import available_cpus, training_threads
+from gridplan.util.threads import available_cpus, training_threads
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "bench_training.py"

@@ -9,10 +9,8 @@ import torch
 from helpers_learned import debug_overrides
 from omegaconf import OmegaConf
 
-from gridplan.closed_loop import evaluate
-from gridplan.config import compose
-from gridplan.data import eval_windows
-from gridplan.ensemble import (
+from gridplan.data.datasets import eval_windows
+from gridplan.models.ensemble import (
     EnsembleWorldModel,
     assemble,
     load_ensemble,
@@ -21,8 +19,10 @@ from gridplan.ensemble import (
     rollout_uncertainty,
     uncertainty_vs_error,
 )
-from gridplan.learned import MLPDynamics, load_world_model
-from gridplan.vectorized import Member, train_group
+from gridplan.models.learned import MLPDynamics, load_world_model
+from gridplan.planning.closed_loop import evaluate
+from gridplan.training.config import compose
+from gridplan.training.vectorized import Member, train_group
 
 
 def _biased(biases: list[float], dim: int = 0) -> MLPDynamics:
@@ -175,7 +175,7 @@ def test_assembling_needs_two_members_of_one_architecture(small_ensemble, tmp_pa
 def test_an_ensemble_run_writes_one_stacked_checkpoint_and_its_uncertainty(tmp_path):
     import json
 
-    from gridplan.runs import train
+    from gridplan.training.runs import train
 
     overrides = [o for o in debug_overrides(tmp_path) if not o.startswith("model.")]
     cfg = compose(

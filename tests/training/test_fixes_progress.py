@@ -9,12 +9,12 @@ import warnings
 import pytest
 from helpers_learned import debug_overrides
 
-from gridplan.lightning_output import (
+from gridplan.training.lightning_output import (
     EpochLines,
     quiet_lightning_chatter,
     trainer_progress,
 )
-from gridplan.progress import bar, is_terminal
+from gridplan.util.progress import bar, is_terminal
 from train.__main__ import main as train_main
 
 

@@ -1,4 +1,4 @@
-"""MLP world model, its WorldModel wrapper and checkpoint loading (gridplan.learned)."""
+"""MLP world model, its WorldModel wrapper and checkpoint loading (gridplan.models.learned)."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import pytest
 import torch
 from helpers_learned import module_checkpoint, probe_batch, tiny_module, zero_last_layer
 
-from gridplan import learned
-from gridplan.constants import STATE_LAYOUT_VERSION
-from gridplan.learned import LearnedWorldModel, MLPDynamics, load_world_model
-from gridplan.models import WorldModel
-from gridplan.planner import Planner
+from gridplan.core.constants import STATE_LAYOUT_VERSION
+from gridplan.models import learned
+from gridplan.models.learned import LearnedWorldModel, MLPDynamics, load_world_model
+from gridplan.models.noise import WorldModel
+from gridplan.planning.planner import Planner
 
 
 def test_network_returns_one_prediction_per_member_and_row():

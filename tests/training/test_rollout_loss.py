@@ -1,6 +1,6 @@
 """The multi-step (open-loop rollout) loss: links between logged steps, the loss on hand-built
-values, and a rollout member of a vectorized group equals its run alone (gridplan.training,
-gridplan.vectorized)."""
+values, and a rollout member of a vectorized group equals its run alone (gridplan.training.module,
+gridplan.training.vectorized)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import pytest
 import torch
 from helpers_learned import assert_members_equal_runs_alone, debug_overrides, zero_last_layer
 
-from gridplan.config import compose
-from gridplan.learned import MLPDynamics
-from gridplan.runs import new_run_dir, train
-from gridplan.training import next_rows, rollout_mse, rollout_rows, weighted_mse
-from gridplan.vectorized import Member, train_group
+from gridplan.models.learned import MLPDynamics
+from gridplan.training.config import compose
+from gridplan.training.module import next_rows, rollout_mse, rollout_rows, weighted_mse
+from gridplan.training.runs import new_run_dir, train
+from gridplan.training.vectorized import Member, train_group
 
 
 def test_next_rows_follow_each_episode_and_stop_at_its_end():

@@ -16,9 +16,9 @@ from helpers_learned import debug_overrides, tiny_config
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from gridplan import runs
-from gridplan.files import write_text_atomic
-from gridplan.run_status import read_status, write_status
+from gridplan.training import runs
+from gridplan.training.run_status import read_status, write_status
+from gridplan.util.files import write_text_atomic
 from train.__main__ import INTERRUPTED, main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,7 +46,7 @@ class _SigtermAfter(Callback):
 
 @pytest.fixture
 def sigterm_after_second_epoch(monkeypatch):
-    """Every trainer ``gridplan.runs`` builds gets SIGTERM after its second epoch."""
+    """Every trainer ``gridplan.training.runs`` builds gets SIGTERM after its second epoch."""
     build = runs._trainer
 
     monkeypatch.setattr(
@@ -182,7 +182,7 @@ def test_status_records_are_checked(tmp_path):
 
 
 def test_atomic_writes_leave_no_temporary_file_and_keep_the_old_one_on_error(tmp_path):
-    from gridplan.files import write_atomic
+    from gridplan.util.files import write_atomic
 
     path = write_text_atomic(tmp_path / "a" / "f.txt", "one")
     assert path.read_text() == "one"
@@ -199,8 +199,8 @@ def test_atomic_writes_leave_no_temporary_file_and_keep_the_old_one_on_error(tmp
 
 _COLLECT = """
 import sys
-from gridplan.tasks import TASK_A
-from gridplan.training import cached_dataset
+from gridplan.core.tasks import TASK_A
+from gridplan.training.module import cached_dataset
 print(cached_dataset("balanced", 3000, 5, TASK_A, sys.argv[1]).fingerprint())
 """
 
@@ -222,7 +222,7 @@ def test_four_processes_asking_for_one_dataset_write_one_identical_cache_file(tm
     prints = {out.strip() for out, _ in outputs}
     assert len(prints) == 1
     assert [p.name for p in tmp_path.iterdir()] == ["A-balanced-3000-seed5.pt"]
-    from gridplan.data import TransitionDataset
+    from gridplan.data.datasets import TransitionDataset
 
     assert TransitionDataset.load(tmp_path / "A-balanced-3000-seed5.pt").fingerprint() in prints
 

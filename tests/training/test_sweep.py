@@ -16,9 +16,9 @@ from hydra import initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import OmegaConf, open_dict
 
-from gridplan.config import DEFAULT_CONFIG_DIR
-from gridplan.run_status import read_status
-from gridplan.threads import available_cpus
+from gridplan.training.config import DEFAULT_CONFIG_DIR
+from gridplan.training.run_status import read_status
+from gridplan.util.threads import available_cpus
 from train.__main__ import main
 from train.sweep import GROUP_ENV, plan, read_group
 
@@ -128,8 +128,8 @@ def test_joblib_sends_one_group_per_job(tmp_path):
 def test_an_interrupted_group_marks_its_runs_interrupted_and_keeps_their_folders(
     tmp_path, monkeypatch
 ):
-    from gridplan import runs
-    from gridplan.config import compose
+    from gridplan.training import runs
+    from gridplan.training.config import compose
 
     def stopped(*args, **kwargs):
         raise KeyboardInterrupt

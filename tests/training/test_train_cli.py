@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from helpers_learned import debug_overrides
 
-from gridplan.config import compose, expand_sweeps, run_name
-from gridplan.learned import load_world_model
+from gridplan.models.learned import load_world_model
+from gridplan.training.config import compose, expand_sweeps, run_name
 from train.__main__ import main
 
 
@@ -218,7 +218,7 @@ def test_eval_reports_bad_checkpoint_arguments(args, message, capsys):
 
 def test_eval_reports_of_another_task_or_depth_go_beside_the_default_one():
     from eval.cli import checkpoint_json_path
-    from gridplan.protocols import LEARNED
+    from gridplan.core.protocols import LEARNED
 
     ckpt = Path("runs/x/version_0/checkpoints/best.ckpt")
     assert checkpoint_json_path(ckpt).name == "best.eval.json"

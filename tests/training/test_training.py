@@ -11,15 +11,14 @@ from helpers_learned import probe_batch, tiny_config, tiny_module
 from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from gridplan import training
-from gridplan.closed_loop import evaluate
-from gridplan.constants import DIM_NAMES, STATE_LAYOUT_VERSION
-from gridplan.data import EvalWindows, collect, eval_windows
-from gridplan.learned import load_world_model
-from gridplan.metrics import prediction_metrics
-from gridplan.runs import new_run_dir, train
-from gridplan.tasks import TASK_A, TASK_B
-from gridplan.training import (
+from gridplan.core.constants import DIM_NAMES, STATE_LAYOUT_VERSION
+from gridplan.core.tasks import TASK_A, TASK_B
+from gridplan.data.datasets import EvalWindows, collect, eval_windows
+from gridplan.metrics.prediction import prediction_metrics
+from gridplan.models.learned import load_world_model
+from gridplan.planning.closed_loop import evaluate
+from gridplan.training import module as training
+from gridplan.training.module import (
     TransitionDataModule,
     cache_path,
     cached_dataset,
@@ -29,6 +28,7 @@ from gridplan.training import (
     sample_weights,
     weighted_mse,
 )
+from gridplan.training.runs import new_run_dir, train
 
 
 @pytest.mark.parametrize(
@@ -144,7 +144,7 @@ def test_an_unusable_windows_file_is_reported_and_made_again(tmp_path, monkeypat
     else:
         meta = {"seed": 5} if damage == "other settings" else {"layout_version": -1}
         dataclasses.replace(want, meta={**want.meta, **meta}).save(path)
-    with caplog.at_level("WARNING", logger="gridplan.training"):
+    with caplog.at_level("WARNING", logger="gridplan.training.module"):
         got = held_out_windows(12, 3, 77, "balanced", TASK_A, tmp_path)
     reported = "do not match" if damage == "other settings" else "are unusable"
     assert f"cached windows {path} {reported}" in caplog.text
@@ -211,7 +211,7 @@ def test_checkpoint_describes_config_layout_and_data(tiny_run):
 
 
 def test_trained_checkpoint_is_scored_by_the_metrics_and_the_closed_loop(tiny_run):
-    from gridplan.data import eval_windows
+    from gridplan.data.datasets import eval_windows
 
     model = load_world_model(tiny_run[2]["best_checkpoint"])
     metrics = prediction_metrics(model, eval_windows(8))[0]
@@ -237,8 +237,8 @@ def test_tensorboard_has_the_dashboard_scalars_and_images(tiny_run):
 def test_balanced_data_plans_well_and_random_data_misses_the_pickup(tmp_path):
     """Paper §5.4 (i) with the default recipe: 20k balanced transitions give a model that
     learns the pickup and plans at depth 2; 12k uniform-random ones never learn it."""
-    from gridplan.config import compose
-    from gridplan.data import eval_windows
+    from gridplan.data.datasets import eval_windows
+    from gridplan.training.config import compose
 
     base = [f"out_dir={tmp_path / 'runs'}", f"data.cache_dir={tmp_path / 'cache'}"]
     base.append("trainer.progress_bar=false")

@@ -12,11 +12,11 @@ from helpers_learned import assert_members_equal_runs_alone, debug_overrides
 from omegaconf import OmegaConf
 from torch.utils.data import BatchSampler, DataLoader, RandomSampler, TensorDataset
 
-from gridplan.config import compose
-from gridplan.learned import MLPDynamics, load_world_model
-from gridplan.runs import new_run_dir, train
-from gridplan.training import WorldModelModule, lr_factor
-from gridplan.vectorized import (
+from gridplan.models.learned import MLPDynamics, load_world_model
+from gridplan.training.config import compose
+from gridplan.training.module import WorldModelModule, lr_factor
+from gridplan.training.runs import new_run_dir, train
+from gridplan.training.vectorized import (
     GroupProgress,
     Member,
     MemberStack,
@@ -302,7 +302,7 @@ def _weights(path) -> list[torch.Tensor]:
 def test_train_all_vectorized_in_two_workers_equals_one_after_another(tmp_path):
     """A sweep of four runs: as two groups in two worker processes, and with
     ``train.vectorize=false`` (each run by ``train``), the same checkpoints come out."""
-    from gridplan.runs import train_all
+    from gridplan.training.runs import train_all
 
     base = [*debug_overrides(tmp_path), "trainer.figures_every_n_epochs=0"]
     seeds = (0, 1, 2, 3)
@@ -333,7 +333,7 @@ def test_figures_every_zero_draws_no_images(tmp_path):
 
 
 def test_groups_take_one_worker_per_core_at_most_one_per_run(monkeypatch):
-    import gridplan.vectorized as vectorized
+    import gridplan.training.vectorized as vectorized
 
     monkeypatch.setattr(vectorized, "available_cpus", lambda: 4)
     cpu = compose(["trainer.accelerator=cpu"])

@@ -9,11 +9,11 @@ import torch
 from helpers_learned import debug_overrides
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from gridplan.config import compose
-from gridplan.learned import load_world_model
-from gridplan.runs import train
-from gridplan.training import metrics_due
-from gridplan.vectorized import Member, train_group
+from gridplan.models.learned import load_world_model
+from gridplan.training.config import compose
+from gridplan.training.module import metrics_due
+from gridplan.training.runs import train
+from gridplan.training.vectorized import Member, train_group
 
 
 def _logged_epochs(run_dir: str, tag: str) -> list[int]:

@@ -1,0 +1,5 @@
+"""Logged data: behaviour policies, transition datasets and held-out evaluation windows.
+
+``datasets`` (``random``/``balanced``/``expert`` behaviour policies, budgets, ``collect``,
+``TransitionDataset``, ``EvalWindows``). Paper §5.4, §5.5.
+"""

@@ -1,0 +1,399 @@
+"""Bring your own world model: load it by import path and hold it to the ``WorldModel`` contract.
+
+A plug-in is a factory, named ``pkg.module:factory`` (importable) or ``path/to/file.py:factory``
+(a file, loaded under a private module name), called with keyword arguments
+(``--model-arg key=value``, or inline ``TARGET,key=value,...``) and returning a model:
+
+- ``predict(state (N, 12), action (N,), generator) -> (N, 12)`` (required): one imagined step;
+  ``state`` is float32 in ``[0, 1]`` on the evaluation device (possibly the model's own previous
+  output), ``action`` long in ``0..3``, ``generator`` the only randomness it may use. The output
+  must be a tensor of the input's shape, dtype and device;
+- ``start_rollout(batch, generator)`` (optional): called before each imagined rollout;
+- ``predict_reward(state, action, next_state) -> (N,)`` (optional): the model's own reward;
+  where given the planner (``RewardScorer``), the probes and the ladder's imagined rollouts use
+  it instead of the true reward on predicted states (termination is still read from them);
+- ``uncertainty(state, action) -> (N,)`` or ``predict_members(state, action) -> (K, N, 12)``
+  (optional): see ``gridplan.evaluation.uncertainty``.
+
+If the factory has parameters named ``task`` or ``device`` that the arguments leave unset, it
+receives the evaluation's ``Task`` and device.
+
+Every call of a plug-in goes through ``CheckedModel``, which turns a broken output into an error
+that names the method, the imagined step and the rows: wrong type, shape, dtype or device, and
+non-finite values are errors. Values outside ``[0, 1]`` are clamped to it with one
+``OutOfRangeWarning`` per model (how many values, their range, the step) and a note in the
+report. The planner, V* and the anchor policies read a state through rounded, clamped cells and
+flags thresholded at 0.5, so clamping never changes how a predicted state is read; the model's
+next imagined step starts from the clamped state, and squared errors measure the clamped
+prediction.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import math
+import sys
+import warnings
+from pathlib import Path
+
+import torch
+
+from gridplan.core.constants import N_ACTIONS, STATE_DIM
+from gridplan.core.env import reset
+from gridplan.core.tasks import Task
+from gridplan.models.learned import LearnedWorldModel
+from gridplan.models.noise import AR1NoiseModel, NoiseModel, OracleModel, WorldModel
+from gridplan.planning.scorers import DEFAULT_MAX_MEMORY, GenericScorer
+
+#: Model types evaluated as they are (already validated, and eligible for the fused rollout).
+TRUSTED = (NoiseModel, OracleModel, AR1NoiseModel, LearnedWorldModel)
+#: Rows of the contract check's probe batch.
+CHECK_ROWS = 8
+
+
+class PluginError(ValueError):
+    """A plug-in cannot be loaded or breaks the ``WorldModel`` contract."""
+
+
+class OutOfRangeWarning(UserWarning):
+    """A plug-in predicted values outside ``[0, 1]``; they were clamped."""
+
+
+def parse_value(text: str):
+    """A ``--model-arg`` value: a Python literal (number, bool, None, string, list, ...) if
+    it parses as one, ``true``/``false``/``none`` in any case, else the text itself."""
+    lowered = text.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered == "none":
+        return None
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def parse_args(items) -> dict:
+    """``["key=value", ...]`` -> ``{key: value}``.
+
+    Raises:
+        PluginError: on an item without ``=``, an empty or non-identifier key, or a repeat.
+    """
+    out: dict = {}
+    for item in items or ():
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key.isidentifier():
+            raise PluginError(f"model argument {item!r} must look like key=value")
+        if key in out:
+            raise PluginError(f"model argument {key!r} given twice")
+        out[key] = parse_value(value)
+    return out
+
+
+def split_spec(spec: str) -> tuple[str, dict]:
+    """``"TARGET,key=value,..."`` -> ``(TARGET, {key: value})``.
+
+    Raises:
+        PluginError: on an empty target or malformed arguments.
+    """
+    target, *items = spec.split(",")
+    if not target.strip():
+        raise PluginError(f"model spec {spec!r} names no model")
+    return target.strip(), parse_args(items)
+
+
+def is_plugin_target(target: str) -> bool:
+    """Whether ``target`` names a factory (``module:factory`` or ``file.py:factory``)."""
+    left, sep, right = target.rpartition(":")
+    return bool(sep and left and right)
+
+
+def _load_file(path: Path):
+    if not path.is_file():
+        raise PluginError(f"plug-in file {str(path)!r} does not exist")
+    digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]
+    name = f"gridplan_plugin_{path.stem}_{digest}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise PluginError(f"{str(path)!r} cannot be loaded as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as err:
+        sys.modules.pop(name, None)
+        raise PluginError(f"importing {str(path)!r} failed: {type(err).__name__}: {err}") from err
+    return module
+
+
+def _load_module(name: str):
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as err:
+        raise PluginError(
+            f"cannot import module {name!r}: {err} (give an importable pkg.module:factory, or "
+            "a file path ending in .py)"
+        ) from err
+    except Exception as err:
+        raise PluginError(f"importing module {name!r} failed: {type(err).__name__}: {err}") from err
+
+
+def load_factory(target: str):
+    """The factory named by ``module:factory`` or ``path/file.py:factory``.
+
+    Raises:
+        PluginError: if the target is malformed, the module or file cannot be imported, it has
+            no such attribute (the message lists the callables it has), or the attribute is
+            not callable.
+    """
+    left, sep, attr = target.rpartition(":")
+    if not sep or not left or not attr:
+        raise PluginError(
+            f"--model {target!r} is neither a built-in model nor pkg.module:factory / "
+            "path/file.py:factory"
+        )
+    module = _load_file(Path(left)) if left.endswith(".py") else _load_module(left)
+    if not hasattr(module, attr):
+        found = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_"))
+        raise PluginError(
+            f"{left!r} has no attribute {attr!r}; its public callables are: "
+            f"{', '.join(found) or 'none'}"
+        )
+    factory = getattr(module, attr)
+    if not callable(factory):
+        raise PluginError(f"{target!r} is a {type(factory).__name__}, not a callable factory")
+    return factory
+
+
+def build(target: str, args: dict, task: Task, device: torch.device | str) -> object:
+    """Call the factory of ``target`` with ``args`` (plus ``task``/``device`` where it takes them
+    and they are unset) and return its model, unchecked.
+
+    Raises:
+        PluginError: if loading fails, the factory rejects its arguments or raises, or it
+            returns something without a callable ``predict``.
+    """
+    factory = load_factory(target)
+    kwargs = dict(args)
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        params = {}
+    for name, value in (("task", task), ("device", torch.device(device))):
+        if name in params and name not in kwargs:
+            kwargs[name] = value
+    try:
+        model = factory(**kwargs)
+    except TypeError as err:
+        raise PluginError(f"factory {target!r} rejected its arguments {args}: {err}") from err
+    except Exception as err:
+        raise PluginError(f"factory {target!r} raised {type(err).__name__}: {err}") from err
+    if not callable(getattr(model, "predict", None)):
+        raise PluginError(
+            f"factory {target!r} returned a {type(model).__name__} without a callable "
+            "predict(state, action, generator)"
+        )
+    return model
+
+
+def _describe_rows(bad: torch.Tensor) -> str:
+    rows = bad.reshape(bad.shape[0], -1).any(dim=1) if bad.dim() > 1 else bad
+    idx = rows.nonzero().flatten()
+    return f"{idx.numel()} of {rows.numel()} rows (first rows {idx[:5].tolist()})"
+
+
+class RewardScorer(GenericScorer):
+    """The generic leaf scorer with the model's own reward: ``model.predict_reward(state,
+    action, next_state)`` replaces the true reward of the predicted state; termination is
+    still read from the predicted state (agent on the goal or hazard cell)."""
+
+    def arrival(self, state, action, nxt):
+        _, goal, hazard = super().arrival(state, action, nxt)
+        return self.model.predict_reward(state, action, nxt).float(), goal, hazard
+
+
+class CheckedModel(WorldModel):
+    """A plug-in behind the contract checks of the module docstring.
+
+    Optional methods (``start_rollout``, ``predict_reward``, ``predict_members``,
+    ``uncertainty``) exist on the wrapper exactly when the wrapped model has them;
+    ``clamped`` counts the predicted values clamped into ``[0, 1]`` so far.
+
+    Args:
+        model: the plug-in.
+        name: what to call it in messages.
+
+    Raises:
+        PluginError: if the model declares ``n_settings`` other than 1.
+    """
+
+    n_settings = 1
+
+    def __init__(self, model, name: str = "model") -> None:
+        settings = getattr(model, "n_settings", 1)
+        if settings != 1:
+            raise PluginError(f"{name} declares n_settings={settings!r}; plug-ins have one")
+        self.inner = model
+        self.name = name
+        self.step = 0
+        self.clamped = 0
+        self._warned = False
+        for method in ("predict_reward", "predict_members", "uncertainty"):
+            if callable(getattr(model, method, None)):
+                setattr(self, method, getattr(self, f"_checked_{method}"))
+        members = getattr(model, "members", None)
+        if isinstance(members, int):
+            self.members = members
+
+    def leaf_scorer(
+        self,
+        task: Task,
+        depth: int,
+        device: torch.device | str = "cpu",
+        max_memory: int = DEFAULT_MAX_MEMORY,
+        max_rows: int | None = None,
+    ) -> GenericScorer:
+        """The generic scorer, with the model's own reward where it predicts one."""
+        scorer = RewardScorer if callable(getattr(self, "predict_reward", None)) else GenericScorer
+        return scorer(self, task, depth, device, max_memory, max_rows)
+
+    def start_rollout(self, batch: int, generator: torch.Generator) -> None:
+        self.step = 0
+        start = getattr(self.inner, "start_rollout", None)
+        if callable(start):
+            self._call("start_rollout", start, batch, generator)
+
+    def _call(self, method: str, fn, *args):
+        try:
+            return fn(*args)
+        except PluginError:
+            raise
+        except Exception as err:
+            raise PluginError(
+                f"{self.name}.{method} raised {type(err).__name__} at imagined step "
+                f"{self.step}: {err}"
+            ) from err
+
+    def _where(self) -> str:
+        return f"at imagined step {self.step}"
+
+    def _check_tensor(
+        self, method: str, out, shape: tuple, like: torch.Tensor
+    ) -> tuple[float, float]:
+        """Check type, shape, dtype, device and finiteness; returns ``(min, max)``."""
+        if not isinstance(out, torch.Tensor):
+            raise PluginError(
+                f"{self.name}.{method} must return a torch.Tensor, got {type(out).__name__}"
+            )
+        if tuple(out.shape) != shape:
+            raise PluginError(
+                f"{self.name}.{method} returned shape {tuple(out.shape)}, expected {shape} "
+                f"{self._where()}"
+            )
+        if out.dtype != like.dtype:
+            raise PluginError(
+                f"{self.name}.{method} returned dtype {out.dtype}, expected {like.dtype} "
+                f"(the input's) {self._where()}"
+            )
+        if out.device != like.device:
+            raise PluginError(
+                f"{self.name}.{method} returned a tensor on {out.device}, expected "
+                f"{like.device} (the input's device) {self._where()}"
+            )
+        return self._range(method, out)
+
+    def _range(self, method: str, out: torch.Tensor) -> tuple[float, float]:
+        """``(min, max)`` of a checked output, in one pass (NaN and inf propagate into them);
+        only when they are not finite is the output scanned for the rows to name.
+
+        Raises:
+            PluginError: if ``out`` holds NaN or inf.
+        """
+        if out.numel() == 0:
+            return 0.0, 0.0
+        lo, hi = (float(v) for v in torch.aminmax(out))
+        if math.isfinite(lo) and math.isfinite(hi):
+            return lo, hi
+        bad = ~torch.isfinite(out)
+        raise PluginError(
+            f"{self.name}.{method} returned non-finite values (NaN or inf) in "
+            f"{_describe_rows(bad)} {self._where()}"
+        )
+
+    def predict(self, state, action, generator):
+        self.step += 1
+        out = self._call("predict", self.inner.predict, state, action, generator)
+        lo, hi = self._check_tensor("predict", out, tuple(state.shape), state)
+        if lo < 0.0 or hi > 1.0:
+            outside = int(((out < 0) | (out > 1)).sum())
+            self.clamped += outside
+            if not self._warned:
+                warnings.warn(
+                    f"{self.name}.predict returned {outside} values outside [0, 1] "
+                    f"(range [{lo:.4g}, {hi:.4g}]) {self._where()}; clamped to [0, 1] "
+                    "(warned once per model)",
+                    OutOfRangeWarning,
+                    stacklevel=2,
+                )
+                self._warned = True
+            out = out.clamp(0.0, 1.0)
+        return out
+
+    def _checked_predict_reward(self, state, action, next_state):
+        out = self._call("predict_reward", self.inner.predict_reward, state, action, next_state)
+        self._check_tensor("predict_reward", out, (state.shape[0],), state)
+        return out
+
+    def _checked_predict_members(self, state, action):
+        out = self._call("predict_members", self.inner.predict_members, state, action)
+        if not isinstance(out, torch.Tensor) or out.dim() != 3:
+            got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+            raise PluginError(
+                f"{self.name}.predict_members must return (K, {state.shape[0]}, {STATE_DIM}), "
+                f"got {got}"
+            )
+        self._check_tensor("predict_members", out, (out.shape[0], state.shape[0], STATE_DIM), state)
+        return out
+
+    def _checked_uncertainty(self, state, action):
+        out = self._call("uncertainty", self.inner.uncertainty, state, action)
+        lowest, _ = self._check_tensor("uncertainty", out, (state.shape[0],), state)
+        if lowest < 0:
+            raise PluginError(
+                f"{self.name}.uncertainty returned negative scores in {_describe_rows(out < 0)}"
+            )
+        return out
+
+
+def checked(model, name: str = "model"):
+    """``model`` itself if it is a built-in type (``TRUSTED``), else a ``CheckedModel``."""
+    if type(model) in TRUSTED or isinstance(model, CheckedModel):
+        return model
+    return CheckedModel(model, name)
+
+
+def check_contract(model, task: Task, device: torch.device | str, name: str = "model") -> None:
+    """Exercise every method ``model`` offers once on a small batch of reset states.
+
+    Raises:
+        PluginError: naming the first broken method and what is wrong with it.
+    """
+    model = checked(model, name)
+    dev = torch.device(device)
+    gen = torch.Generator(device=dev).manual_seed(0)
+    state = reset(CHECK_ROWS, gen, task)
+    action = torch.arange(CHECK_ROWS, device=dev) % N_ACTIONS
+    if callable(getattr(model, "start_rollout", None)):
+        model.start_rollout(CHECK_ROWS, gen)
+    nxt = model.predict(state, action, gen)
+    if callable(getattr(model, "predict_reward", None)):
+        model.predict_reward(state, action, nxt)
+    if callable(getattr(model, "predict_members", None)):
+        model.predict_members(state, action)
+    if callable(getattr(model, "uncertainty", None)):
+        model.uncertainty(state, action)

@@ -1,0 +1,282 @@
+"""Plain-Python reference of the environment and the planner, one episode at a time.
+
+The batched code in ``gridplan.core.env`` and ``gridplan.planning.planner`` is checked against this
+module on random seeds (``tests/test_reference.py``), and benchmarks use ``ref_plan`` as the
+per-episode, leaf-by-leaf baseline. It is written from the rules of paper §3 and appendix D
+on ints, bools and tuples, without calling the batched functions, so that agreement between
+the two is evidence that both follow the rules. The shared inputs are the task's data (its
+goal and hazard cells, ``gamma``: ``gridplan.core.tasks.Task``) and the exact V* table
+(``gridplan.core.values``), read here as a plain Python list; V* itself is checked on hand-worked
+cells by the tests.
+
+Conventions shared with the batched code (they are the specification, not code reuse):
+state layout and normalization (position = cell / 7), action order up/down/left/right, the
+d1 walk's five moves (the four actions, then stay), the V* table's flat index order, and the
+planner's tie rule (``TIE_TOLERANCE``, uniform tie draws). To match ``gridplan.core.env.to_cell``
+bit for bit on noisy predictions, ``ref_decode`` rounds ``value * 7`` in float32 arithmetic
+(half to even), as torch does.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+import struct
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+from gridplan.core.constants import DOOR_CELL, GRID_SIZE, STATE_DIM, WALL_X
+from gridplan.core.tasks import GOAL_REWARD, HAZARD_REWARD, TASK_A, Task, check
+from gridplan.planning.planner import TIE_TOLERANCE
+
+#: (dx, dy) of up, down, left, right (paper appendix D).
+REF_MOVES = ((0, 1), (0, -1), (-1, 0), (1, 0))
+#: Moves of the d1 random walk: the four actions, then stay (index 4).
+REF_DISTRACTOR_MOVES = (*REF_MOVES, (0, 0))
+_SCALE = GRID_SIZE - 1
+_FLAG_FIELDS = ("carrying", "door_open", "c1", "c2")
+
+PredictFn = Callable[[list, int], list]
+
+
+class RefState(NamedTuple):
+    """One discrete state: integer cells ``0..7`` and bool flags, in the 12-dim layout order."""
+
+    agent_x: int
+    agent_y: int
+    key_x: int
+    key_y: int
+    carrying: bool
+    door_open: bool
+    c1: bool
+    c2: bool
+    d1_x: int
+    d1_y: int
+    d2_x: int
+    d2_y: int
+
+
+def _f32(value: float) -> float:
+    """Round a Python float to the nearest float32 value."""
+    return struct.unpack("f", struct.pack("f", value))[0]
+
+
+def _cell(value: float) -> int:
+    """Normalized coordinate -> cell: ``round(value * 7)`` in float32, half to even, clamped."""
+    scaled = _f32(_f32(value) * float(_SCALE))
+    return min(max(round(scaled), 0), _SCALE)
+
+
+def ref_encode(state: RefState) -> list[float]:
+    """A ``RefState`` as a normalized 12-vector: positions ``cell / 7``, flags 0.0 or 1.0."""
+    return [
+        float(bool(v)) if name in _FLAG_FIELDS else v / _SCALE
+        for name, v in zip(RefState._fields, state, strict=True)
+    ]
+
+
+def ref_decode(vector: Sequence[float]) -> RefState:
+    """A (possibly noisy) normalized 12-vector read as the ``RefState`` it rounds to:
+    positions to the nearest cell clamped to the grid, flags thresholded at 0.5.
+
+    Raises:
+        ValueError: if ``vector`` does not have 12 finite entries.
+    """
+    if len(vector) != STATE_DIM:
+        raise ValueError(f"state vector must have {STATE_DIM} entries, got {len(vector)}")
+    if not all(math.isfinite(v) for v in vector):
+        raise ValueError("state vector holds non-finite values (NaN or inf)")
+    fields = []
+    for name, value in zip(RefState._fields, vector, strict=True):
+        if name in _FLAG_FIELDS:
+            fields.append(_f32(value) > 0.5)
+        else:
+            fields.append(_cell(value))
+    return RefState(*fields)
+
+
+def ref_outcome(cell: tuple[int, int], c1: bool, task: Task) -> tuple[float, bool, bool]:
+    """Reward of arriving at ``cell``: ``(reward, goal, hazard)`` (paper §3, §5.3)."""
+    goal, hazard = task.goal, task.hazard
+    if task.swap_on_c1 and c1:
+        goal, hazard = hazard, goal
+    if cell == goal:
+        return GOAL_REWARD, True, False
+    if cell == hazard:
+        return HAZARD_REWARD, False, True
+    return 0.0, False, False
+
+
+def ref_step(
+    state: RefState, action: int, d1_move: int, d2_cell: tuple[int, int], task: Task = TASK_A
+) -> tuple[RefState, float, bool, dict[str, bool]]:
+    """One true environment step of one episode, with the distractor draws given (paper §3).
+
+    Args:
+        state: the current discrete state.
+        action: ``0..3`` (up, down, left, right).
+        d1_move: ``0..4``, index into ``REF_DISTRACTOR_MOVES`` (4 = stay); clipped to the grid.
+        d2_cell: the freshly drawn d2 cell ``(x, y)``.
+        task: the goal and hazard cells.
+
+    Returns:
+        ``(next_state, reward, terminated, info)`` with ``info`` the bool events ``pickup``,
+        ``door_opened``, ``goal``, ``hazard``.
+
+    Raises:
+        ValueError: on an action outside ``0..3`` or a d1 move outside ``0..4``.
+        TypeError: if ``task`` is not a ``Task``.
+    """
+    check(task)
+    if not isinstance(action, int) or not 0 <= action < len(REF_MOVES):
+        raise ValueError(f"action must be an int in 0..3, got {action!r}")
+    if not isinstance(d1_move, int) or not 0 <= d1_move < len(REF_DISTRACTOR_MOVES):
+        raise ValueError(f"d1_move must be an int in 0..4, got {d1_move!r}")
+    dx, dy = REF_MOVES[action]
+    ax, ay = state.agent_x, state.agent_y
+    tx, ty = ax + dx, ay + dy
+    door_open = state.door_open
+    door_opened = False
+    if not (0 <= tx < GRID_SIZE and 0 <= ty < GRID_SIZE):
+        pass
+    elif (tx, ty) == DOOR_CELL:
+        if door_open:
+            ax, ay = tx, ty
+        elif state.carrying:
+            door_open = door_opened = True
+    elif tx != WALL_X:
+        ax, ay = tx, ty
+    pickup = not state.carrying and (ax, ay) == (state.key_x, state.key_y)
+    carrying = state.carrying or pickup
+    key = (ax, ay) if carrying else (state.key_x, state.key_y)
+    mx, my = REF_DISTRACTOR_MOVES[d1_move]
+    d1 = (min(max(state.d1_x + mx, 0), _SCALE), min(max(state.d1_y + my, 0), _SCALE))
+    reward, goal, hazard = ref_outcome((ax, ay), state.c1, task)
+    nxt = RefState(ax, ay, *key, carrying, door_open, state.c1, not state.c2, *d1, *d2_cell)
+    info = {"pickup": pickup, "door_opened": door_opened, "goal": goal, "hazard": hazard}
+    return nxt, reward, goal or hazard, info
+
+
+def ref_value(table: Sequence[float], state: RefState, task: Task = TASK_A) -> float:
+    """V* of a discrete state read from the flat table of ``gridplan.core.values.ValueTable``.
+
+    The table is ordered agent x, agent y, key x, key y, carrying, door open (, c1 when
+    ``task.reads_c1``), last index fastest.
+    """
+    idx = (state.agent_x * GRID_SIZE + state.agent_y) * GRID_SIZE**2
+    idx += state.key_x * GRID_SIZE + state.key_y
+    idx = (idx * 2 + state.carrying) * 2 + state.door_open
+    if task.reads_c1:
+        idx = idx * 2 + state.c1
+    return table[idx]
+
+
+@functools.lru_cache(maxsize=8)
+def value_table_list(task: Task = TASK_A) -> tuple[float, ...]:
+    """The exact V* table of ``task`` as a plain tuple (computed once, then cached).
+
+    Raises:
+        TypeError: if ``task`` is not a ``Task``.
+    """
+    return tuple(check(task).value_table().table.tolist())
+
+
+def ref_oracle_predict(vector: Sequence[float], action: int) -> list[float]:
+    """Per-state oracle for ``ref_plan``: the true step of the rounded state.
+
+    The distractor draws are fixed (d1 stays, d2 stays); leaf scores never read them.
+    """
+    state = ref_decode(vector)
+    nxt = ref_step(state, action, len(REF_DISTRACTOR_MOVES) - 1, (state.d2_x, state.d2_y))[0]
+    return ref_encode(nxt)
+
+
+def _root_vector(state: RefState | Sequence[float]) -> list[float]:
+    if isinstance(state, RefState):
+        return ref_encode(state)
+    vector = [float(v) for v in state]
+    ref_decode(vector)
+    return vector
+
+
+def ref_action_values(
+    state: RefState | Sequence[float],
+    depth: int,
+    task: Task,
+    predict_fn: PredictFn,
+    table: Sequence[float] | None = None,
+) -> list[float]:
+    """Best leaf score under each first action, enumerating all ``4^D`` sequences one by one.
+
+    Each leaf is rolled from the root by ``predict_fn`` (no shared prefixes, as in the batched
+    planner); its score is ``sum_t gamma^t r_t`` over the predicted states until the first
+    goal or hazard, plus ``gamma^D V*`` of the last predicted state if none was reached.
+    A leaf stops calling ``predict_fn`` once it is terminal.
+
+    Args:
+        state: root as a ``RefState`` or a normalized 12-vector.
+        depth: ``D >= 1``.
+        task: the reward, the discount ``task.gamma`` and the V* table.
+        predict_fn: ``(vector12, action) -> vector12``, one imagined step of one state.
+        table: the flat V* table (default: ``value_table_list(task)``).
+
+    Returns:
+        Four floats, indexed by first action.
+
+    Raises:
+        ValueError: on ``depth < 1`` or a malformed root.
+        TypeError: if ``task`` is not a ``Task``.
+    """
+    check(task)
+    if not isinstance(depth, int) or depth < 1:
+        raise ValueError(f"depth must be an integer >= 1, got {depth!r}")
+    table = value_table_list(task) if table is None else table
+    gamma = task.gamma
+    root = _root_vector(state)
+    best = [-math.inf] * len(REF_MOVES)
+    for sequence in itertools.product(range(len(REF_MOVES)), repeat=depth):
+        vector, score, alive = root, 0.0, True
+        for t, action in enumerate(sequence):
+            vector = predict_fn(vector, action)
+            decoded = ref_decode(vector)
+            reward, goal, hazard = ref_outcome((decoded.agent_x, decoded.agent_y), decoded.c1, task)
+            score += gamma**t * reward
+            if goal or hazard:
+                alive = False
+                break
+        if alive:
+            score += gamma**depth * ref_value(table, decoded, task)
+        best[sequence[0]] = max(best[sequence[0]], score)
+    return best
+
+
+def ref_plan(
+    state: RefState | Sequence[float],
+    depth: int,
+    task: Task,
+    predict_fn: PredictFn,
+    tie_draws: Sequence[float],
+    table: Sequence[float] | None = None,
+) -> int:
+    """The planner's first action for one episode (paper §3 "Planner"; ``Planner.act``).
+
+    Among first actions whose value is within ``TIE_TOLERANCE`` of the best, the one with the
+    largest tie draw wins (the first such action if draws are equal).
+
+    Args:
+        state, depth, task, predict_fn, table: as in ``ref_action_values``.
+        tie_draws: four uniform ``[0, 1)`` draws, one per action.
+
+    Returns:
+        The chosen action ``0..3``.
+
+    Raises:
+        ValueError: as ``ref_action_values``, or if ``tie_draws`` does not hold 4 values.
+    """
+    if len(tie_draws) != len(REF_MOVES):
+        raise ValueError(f"tie_draws must hold {len(REF_MOVES)} values, got {len(tie_draws)}")
+    values = ref_action_values(state, depth, task, predict_fn, table)
+    top = max(values)
+    keys = [d if v >= top - TIE_TOLERANCE else 0.0 for v, d in zip(values, tie_draws, strict=True)]
+    return keys.index(max(keys))

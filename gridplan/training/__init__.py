@@ -1,0 +1,7 @@
+"""Training learned world models with Lightning, one run or many as vectorized groups.
+
+``config`` (the typed config composed from ``configs/``), ``module`` (losses, data module,
+dashboards, the ``LightningModule``), ``runs`` (``train(cfg)``, ``train_all(cfgs)``), ``vectorized``
+(many runs as members of one stacked network), ``lightning_output`` and ``run_status`` (console
+lines and a run folder's status). Paper §5.4.
+"""

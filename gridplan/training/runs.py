@@ -1,0 +1,577 @@
+"""Training runs of learned world models: ``train(cfg)`` and ``train_all(cfgs)``.
+
+``train(cfg) -> (metrics, artifacts)`` trains one run with its own Lightning trainer;
+``train_all(cfgs)`` trains many, by default as vectorized groups (``gridplan.training.vectorized``:
+runs sharing an architecture train as members of one stack, each ending exactly as it would
+alone), one after another with ``train.vectorize=false``. An ensemble (``model.members=K``,
+``gridplan.models.ensemble``) is always trained through its members. ``python -m train`` and the
+learned-model experiment groups (E3, E4) train through these. Importing this module imports
+Lightning (seconds); import it where a run starts.
+
+The run folder ``<out_dir>/<run name>/version_<N>/`` is created fresh (a new version number
+if earlier runs exist, never reusing one) and holds::
+
+    config.yaml          the resolved config
+    status.json          running, complete, failed or interrupted (``gridplan.training.run_status``)
+    checkpoints/best.ckpt, checkpoints/last.ckpt   self-describing Lightning checkpoints
+    events.out.tfevents.*   TensorBoard scalars, images, the config as text and the run's
+                            hparams with its final metrics (the HParams tab of a sweep)
+    metrics.json         the best checkpoint's prediction metrics and training summary
+
+The data are collected (or read from the cache) before the folder is made, so a run that
+cannot start leaves nothing behind. ``resume`` continues an interrupted run from its
+``last.ckpt``: weights, optimizer, early-stopping and checkpoint state through Lightning,
+and the random number generators through ``RNGState``, so it ends where the uninterrupted
+run would.
+
+An ensemble's run folder also holds ``members/member<k>/`` (each member's own run folder) and
+``group.json`` when its members trained on their own; its checkpoints stack the members' best
+(and last) networks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+import numpy as np
+import torch
+from lightning.pytorch.callbacks import Callback, EarlyStopping, ModelCheckpoint
+from lightning.pytorch.loggers import TensorBoardLogger
+from lightning.pytorch.utilities.exceptions import SIGTERMException
+from omegaconf import DictConfig, OmegaConf
+
+from gridplan.core import tasks
+from gridplan.models import ensemble
+from gridplan.training.config import run_name, schema, to_yaml, validate
+from gridplan.training.lightning_output import quiet_lightning_chatter, trainer_progress
+from gridplan.training.module import (
+    TransitionDataModule,
+    WorldModelModule,
+    held_out_windows,
+    keep_freed_memory,
+    score_best,
+)
+from gridplan.training.run_status import read_status, write_status
+from gridplan.training.vectorized import (
+    GroupResult,
+    Member,
+    auto_workers,
+    deal,
+    group_key,
+    train_groups,
+)
+from gridplan.util.files import write_text_atomic
+from gridplan.util.jsonio import dumps
+
+
+def new_run_dir(out_dir: str | os.PathLike, name: str) -> tuple[Path, int]:
+    """Create ``out_dir/name/version_<N>`` with the next free ``N``; returns (path, N).
+
+    The folder is created with ``exist_ok=False``, so two runs started at once never share
+    one: the loser of the race moves on to the next number.
+    """
+    parent = Path(out_dir) / name
+    parent.mkdir(parents=True, exist_ok=True)
+    taken = [
+        int(p.name.split("_", 1)[1])
+        for p in parent.glob("version_*")
+        if p.name.split("_", 1)[1].isdigit()
+    ]
+    version = max(taken, default=-1) + 1
+    while True:
+        path = parent / f"version_{version}"
+        try:
+            path.mkdir()
+            return path, version
+        except FileExistsError:
+            version += 1
+
+
+class RNGState(Callback):
+    """Keeps the Python, NumPy and torch random states in every checkpoint and restores them
+    on resume (Lightning restores weights, optimizer and callbacks, not the generators), so
+    the batches after a resume are the ones the uninterrupted run would have drawn."""
+
+    # Plain ints, lists and tensors only: checkpoints are read with torch's weights_only.
+    def state_dict(self) -> dict[str, Any]:
+        version, mt, gauss = random.getstate()
+        _, key, pos, has_gauss, cached = np.random.get_state()
+        return {
+            "python": [version, list(mt), gauss],
+            "numpy": [torch.from_numpy(key.astype(np.int64)), pos, has_gauss, cached],
+            "torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        }
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        version, mt, gauss = state_dict["python"]
+        random.setstate((version, tuple(mt), gauss))
+        key, pos, has_gauss, cached = state_dict["numpy"]
+        np.random.set_state(("MT19937", key.numpy().astype(np.uint32), pos, has_gauss, cached))
+        torch.set_rng_state(state_dict["torch"])
+        if state_dict["cuda"] and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state_dict["cuda"])
+
+
+def _trainer(t: dict, run_dir: Path, logger, best: ModelCheckpoint) -> pl.Trainer:
+    """The Lightning trainer of the ``trainer`` config section, early stopping on
+    ``t["monitor"]``."""
+    stop = EarlyStopping(monitor=t["monitor"], mode="min", patience=t["patience"])
+    bar, progress_lines = trainer_progress(t["progress_bar"])
+    return pl.Trainer(
+        accelerator=t["accelerator"],
+        devices=1,
+        max_epochs=t["max_epochs"],
+        min_epochs=t["min_epochs"],
+        limit_train_batches=t["limit_train_batches"],
+        deterministic=t["deterministic"],
+        enable_progress_bar=bar,
+        enable_model_summary=False,
+        log_every_n_steps=t["log_every_n_steps"],
+        num_sanity_val_steps=0,
+        logger=logger,
+        callbacks=[best, stop, RNGState(), *progress_lines],
+        default_root_dir=run_dir,
+    )
+
+
+#: Config keys logged as TensorBoard hparams (HParams tab), with the run's final metrics.
+HPARAMS = {
+    "variant": ("variant", "name"),
+    "budget": ("data", "budget"),
+    "policy": ("data", "policy"),
+    "task": ("data", "task"),
+    "seed": ("seed",),
+    "members": ("model", "members"),
+    "hidden": ("model", "hidden"),
+    "lr": ("model", "lr"),
+    "monitor": ("trainer", "monitor"),
+    "experiment": ("experiment",),
+}
+#: Final metrics logged beside the hparams (``hp/<name>``, from the best checkpoint).
+HPARAM_METRICS = ("best/E_tot", "best/DRPE_graded", "best/DRPE_binary", "best_score")
+
+
+def hparams(resolved: dict) -> dict[str, Any]:
+    """The ``HPARAMS`` of a resolved config as TensorBoard-friendly scalars and strings."""
+    out = {}
+    for name, path in HPARAMS.items():
+        value: Any = resolved
+        for key in path:
+            value = value[key]
+        out[name] = value if isinstance(value, int | float | str | bool) else str(value)
+    return out
+
+
+def train(
+    cfg: DictConfig, record: dict[str, str] | None = None
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """Train one world model as configured and score its best checkpoint.
+
+    Args:
+        cfg: a composed config (``gridplan.training.config.compose``).
+        record: more text files for the run folder, ``{relative path: text}`` (the train CLI
+            keeps Hydra's config and overrides as ``.hydra/*.yaml``).
+
+    Returns:
+        ``(metrics, artifacts)``. ``metrics``: the best checkpoint's held-out prediction
+        metrics (``best/E_tot``, ``best/DRPE_graded``, ``best/err_dim/<dim>``, ...) plus
+        ``epochs``, ``best_score`` (of ``trainer.monitor``) and ``train_seconds``.
+        ``artifacts``: paths of ``run_dir``, ``config``, ``status``, ``best_checkpoint``,
+        ``last_checkpoint``, ``metrics`` (JSON) and ``tensorboard`` (the event folder).
+
+    An ensemble config (``model.members > 1``) is trained as ``train_all([cfg])`` does.
+
+    Raises:
+        ValueError: if the config fails validation or its data cannot be made; no run
+            folder exists then.
+        SIGTERMException, KeyboardInterrupt: if training is stopped by SIGTERM or SIGINT;
+            the folder's status is then ``interrupted`` and ``resume`` continues it.
+    """
+    validate(cfg)
+    if int(cfg.model.members) > 1:
+        return train_all([cfg])[0]
+    quiet_lightning_chatter()
+    keep_freed_memory()
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    pl.seed_everything(resolved["seed"], workers=True, verbose=False)
+    data = TransitionDataModule(resolved["data"], resolved["variant"]["rollout_horizon"])
+    data.setup()
+    run_dir, version = new_run_dir(resolved["out_dir"], run_name(cfg))
+    write_text_atomic(run_dir / "config.yaml", to_yaml(cfg))
+    for name, text in (record or {}).items():
+        write_text_atomic(run_dir / name, text)
+    return _fit(cfg, data, run_dir, version, ckpt_path=None)
+
+
+def resumable_config(run_dir: str | os.PathLike) -> DictConfig:
+    """The saved config of a run folder that ``resume`` can continue.
+
+    Raises:
+        ValueError: if the folder is not a run folder, is already complete, has no
+            ``checkpoints/last.ckpt`` (it stopped before its first epoch ended), or trained
+            as a member of a vectorized group (no loop state to resume from).
+    """
+    run_dir = Path(run_dir)
+    config_path = run_dir / "config.yaml"
+    if not config_path.is_file():
+        raise ValueError(f"{run_dir} is not a run folder (no config.yaml)")
+    status = (read_status(run_dir) or {}).get("status")
+    if status == "complete":
+        raise ValueError(f"run {run_dir} is already complete; nothing to resume")
+    if not (run_dir / "checkpoints" / "last.ckpt").is_file():
+        raise ValueError(
+            f"run {run_dir} has no checkpoints/last.ckpt (status {status}); it stopped before "
+            "its first epoch ended, start it again instead"
+        )
+    if not run_dir.name.startswith("version_") or not run_dir.name[8:].isdigit():
+        raise ValueError(f"{run_dir} is not a run folder named version_<N>")
+    last = torch.load(
+        run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False, mmap=True
+    )
+    if "loops" not in last:  # gridplan.training.vectorized.write_checkpoint keeps no loop state
+        raise ValueError(
+            f"run {run_dir} trained as a member of a vectorized group: its checkpoints hold no "
+            "training-loop state to resume from; train it again (train.vectorize=false makes "
+            "runs that can resume)"
+        )
+    return validate(OmegaConf.merge(schema(), OmegaConf.load(config_path)))
+
+
+def resume(run_dir: str | os.PathLike) -> tuple[dict[str, Any], dict[str, str]]:
+    """Continue an interrupted run in its own folder from ``checkpoints/last.ckpt``.
+
+    Returns:
+        ``(metrics, artifacts)`` as ``train`` does, for the whole run.
+
+    Raises:
+        ValueError: as ``resumable_config``.
+        SIGTERMException, KeyboardInterrupt: as ``train``.
+    """
+    run_dir = Path(run_dir)
+    cfg = resumable_config(run_dir)
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    pl.seed_everything(resolved["seed"], workers=True, verbose=False)
+    data = TransitionDataModule(resolved["data"], resolved["variant"]["rollout_horizon"])
+    data.setup()
+    last = run_dir / "checkpoints" / "last.ckpt"
+    return _fit(cfg, data, run_dir, int(run_dir.name[8:]), ckpt_path=last)
+
+
+def _fit(
+    cfg: DictConfig, data: TransitionDataModule, run_dir: Path, version: int, ckpt_path
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """Fit (from ``ckpt_path`` when resuming), score the best checkpoint and record the
+    run's status, metrics and hparams."""
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    status_path = write_status(run_dir, "running", resumed_from=ckpt_path and str(ckpt_path))
+    module = WorldModelModule(resolved, data.summary())
+    t = resolved["trainer"]
+    logger = TensorBoardLogger(
+        save_dir=run_dir.parent.parent,
+        name=run_dir.parent.name,
+        version=version,
+        default_hp_metric=False,
+    )
+    logger.experiment.add_text("config", _indented(to_yaml(cfg)), 0)
+    best = ModelCheckpoint(
+        dirpath=run_dir / "checkpoints",
+        filename="best",
+        monitor=t["monitor"],
+        mode="min",
+        save_top_k=1,
+        save_last=True,
+        auto_insert_metric_name=False,
+    )
+    trainer = _trainer(t, run_dir, logger, best)
+    start = time.perf_counter()
+    try:
+        with warnings.catch_warnings():
+            # Resuming writes into the run's own checkpoint folder, which is not empty.
+            warnings.filterwarnings("ignore", message="Checkpoint directory .* is not empty")
+            trainer.fit(module, datamodule=data, ckpt_path=ckpt_path)
+        seconds = time.perf_counter() - start
+        task = tasks.get(resolved["data"]["task"])
+        figures = int(t["figures_every_n_epochs"]) > 0
+        metrics = score_best(
+            best.best_model_path, data.windows, task, logger.experiment, trainer.global_step,
+            figures,
+        )
+    except BaseException as err:
+        _record_stop(run_dir, err, trainer.current_epoch)
+        if isinstance(err, SystemExit) and not isinstance(err, SIGTERMException):
+            # Lightning turns Ctrl+C into sys.exit(1) after its graceful shutdown.
+            raise KeyboardInterrupt from err
+        raise
+    metrics.update(
+        epochs=trainer.current_epoch,
+        best_score=float(best.best_model_score),
+        monitor=t["monitor"],
+        train_seconds=round(seconds, 2),
+    )
+    logger.log_hyperparams(
+        hparams(resolved), {f"hp/{k.removeprefix('best/')}": metrics[k] for k in HPARAM_METRICS}
+    )
+    logger.experiment.flush()
+    metrics_path = run_dir / "metrics.json"
+    summary = {"metrics": metrics, "dataset": module.hparams["dataset"]}
+    write_text_atomic(metrics_path, dumps(summary, indent=2) + "\n")
+    write_status(run_dir, "complete", epochs=metrics["epochs"])
+    artifacts = {
+        "run_dir": str(run_dir),
+        "config": str(run_dir / "config.yaml"),
+        "status": str(status_path),
+        "best_checkpoint": str(best.best_model_path),
+        "last_checkpoint": str(run_dir / "checkpoints" / "last.ckpt"),
+        "metrics": str(metrics_path),
+        "tensorboard": str(logger.log_dir),
+    }
+    return metrics, artifacts
+
+
+def _record_stop(run_dir: Path, err: BaseException, epoch: int) -> None:
+    """Mark the run ``interrupted`` (SIGTERM, SIGINT) or ``failed`` (any other error)."""
+    if isinstance(err, KeyboardInterrupt | SystemExit):
+        write_status(run_dir, "interrupted", epoch=epoch, signal=type(err).__name__)
+    else:
+        write_status(run_dir, "failed", epoch=epoch, error=f"{type(err).__name__}: {err}")
+
+
+def _indented(text: str) -> str:
+    """``text`` as a Markdown code block (TensorBoard renders text summaries as Markdown)."""
+    return "\n".join("    " + line for line in text.splitlines())
+
+
+def train_all(
+    cfgs: list[DictConfig],
+    progress: bool = True,
+    record_dir: str | os.PathLike | None = None,
+    records: list[dict[str, str] | None] | None = None,
+) -> list[tuple[dict[str, Any], dict[str, str]]]:
+    """Train every config; ``(metrics, artifacts)`` of each, in order, as ``train`` gives them.
+
+    Runs whose ``train.vectorize`` is true (the default) and whose configs agree on
+    ``gridplan.training.vectorized.GROUP_KEYS`` train as vectorized groups: dealt into
+    ``train.workers`` groups (of the first such run), trained in that many worker processes.
+    Each member's run folder, checkpoints, ``metrics.json`` and TensorBoard events are those
+    of its run alone. The others train one after another with ``train``. An ensemble's
+    members join the groups (or, with ``train.vectorize=false``, train one after another);
+    then their best and last networks are stacked into the ensemble run's checkpoints
+    (``gridplan.models.ensemble.assemble``), scored, and ``metrics.json`` adds the members' epochs
+    and scores and the disagreement's relation to rollout error on the run's windows
+    (``gridplan.models.ensemble.uncertainty_vs_error``).
+
+    Every run folder records its status (``running``, then ``complete``; ``interrupted`` or
+    ``failed`` if training stops). A group whose data cannot be made fails before it trains:
+    the folders reserved for its runs, holding nothing but their status and ``records``, are
+    removed again, so such a run leaves no folder behind, as ``train`` does.
+
+    Args:
+        cfgs: composed configs (``gridplan.training.config.compose``).
+        progress: one progress line per group.
+        record_dir: folder of the groups' ``group.json`` records (default
+            ``<out_dir>/groups/version_<N>`` of the first vectorized run).
+        records: per config, more text files for its run folder (``{relative path: text}``,
+            as ``train``'s ``record``), or None.
+
+    Raises:
+        ValueError: if a config fails validation or a run's data cannot be made.
+        SIGTERMException, KeyboardInterrupt: if training is stopped by SIGTERM or SIGINT;
+            the unfinished runs' status is then ``interrupted``.
+    """
+    for cfg in cfgs:
+        validate(cfg)
+    records = list(records) if records is not None else [None] * len(cfgs)
+    if len(records) != len(cfgs):
+        raise ValueError(f"{len(records)} records for {len(cfgs)} configs")
+    results: list[tuple[dict, dict] | None] = [None] * len(cfgs)
+    ensembles: dict[int, tuple[Path, list[int]]] = {}
+    members: list[Member] = []
+    owners: list[int | None] = []
+    alone: list[int] = []
+    reserved: list[Path] = []
+
+    def reserve(cfg: DictConfig, record: dict[str, str] | None) -> Path:
+        run_dir, _ = new_run_dir(cfg.out_dir, run_name(cfg))
+        reserved.append(run_dir)
+        for name, text in (record or {}).items():
+            write_text_atomic(run_dir / name, text)
+        write_status(run_dir, "running")
+        return run_dir
+
+    for i, cfg in enumerate(cfgs):
+        if int(cfg.model.members) > 1:
+            run_dir = reserve(cfg, records[i])
+            slots = []
+            for k, (mcfg, resample) in enumerate(
+                ensemble.member_configs(cfg, bool(cfg.model.bootstrap))
+            ):
+                slots.append(len(members))
+                member_dir = run_dir / "members" / f"member{k}"
+                write_status(member_dir, "running")
+                members.append(Member(mcfg, member_dir, resample))
+                owners.append(None)
+            ensembles[i] = (run_dir, slots)
+        elif cfg.train.vectorize:
+            members.append(Member(cfg, reserve(cfg, records[i])))
+            owners.append(i)
+        else:
+            alone.append(i)
+    try:
+        member_results = _train_members(members, ensembles, progress, record_dir, reserved)
+    except BaseException as err:
+        _stop_members(members, reserved, err)
+        raise
+    for m, (metrics, artifacts) in zip(members, member_results, strict=True):
+        artifacts["status"] = str(write_status(m.run_dir, "complete", epochs=metrics["epochs"]))
+    for slot, i in enumerate(owners):
+        if i is not None:
+            results[i] = member_results[slot]
+    for i in alone:
+        results[i] = train(cfgs[i], record=records[i])
+    for i, (run_dir, slots) in ensembles.items():
+        results[i] = _finish_ensemble(cfgs[i], run_dir, [member_results[s] for s in slots])
+    return results
+
+
+def _stop_members(members: list[Member], reserved: list[Path], err: BaseException) -> None:
+    """After ``err`` stopped the groups: when the data could not be made (ValueError),
+    remove the reserved folders that no group started (no ``config.yaml`` or ``group.json``
+    inside: nothing but status and records); mark the members that finished ``complete`` and
+    every other run ``interrupted`` or ``failed``."""
+    import shutil
+
+    if isinstance(err, ValueError):
+        for run_dir in reserved:
+            started = [run_dir / "config.yaml", *run_dir.glob("members/*/config.yaml")]
+            if not any(p.is_file() for p in started) and not any(run_dir.glob("*/group.json")):
+                shutil.rmtree(run_dir)
+                if not any(run_dir.parent.iterdir()):
+                    run_dir.parent.rmdir()
+    for run_dir in [*reserved, *(Path(m.run_dir) for m in members)]:
+        if not (run_dir / "status.json").is_file():
+            continue
+        if (run_dir / "metrics.json").is_file():  # a member of a group that finished
+            epochs = json.loads((run_dir / "metrics.json").read_text())["metrics"]["epochs"]
+            write_status(run_dir, "complete", epochs=epochs)
+        else:
+            _record_stop(run_dir, err, epoch=None)
+
+
+def _train_members(members, ensembles, progress, record_dir, reserved) -> list[tuple[dict, dict]]:
+    """Train ``members``; each one's ``(metrics, artifacts)``, in order. A record folder made
+    here is added to ``reserved``."""
+    if not members:
+        return []
+    sequential = {s for i, (_, slots) in ensembles.items() for s in slots}
+    sequential = {s for s in sequential if not members[s].config.train.vectorize}
+    buckets: dict[tuple, list[int]] = {}
+    for slot, m in enumerate(members):
+        if slot not in sequential:
+            key = group_key(OmegaConf.to_container(m.config, resolve=True))
+            buckets.setdefault(key, []).append(slot)
+    groups: list[tuple[str, list[Member]]] = []
+    order: list[list[int]] = []
+    workers = 1
+    for b, slots in enumerate(buckets.values(), 1):
+        parts = auto_workers(members[slots[0]].config, len(slots))
+        # Groups of different architectures share the pool: as many processes as any
+        # bucket's config allows, however few runs each bucket has.
+        workers = max(workers, auto_workers(members[slots[0]].config, len(members)))
+        for g, part in enumerate(deal(slots, parts), 1):
+            name = f"group{b}" if parts == 1 else f"group{b}.{g}"
+            groups.append((name, [members[s] for s in part]))
+            order.append(part)
+    for slot in sorted(sequential):
+        groups.append((run_name(members[slot].config), [members[slot]]))
+        order.append([slot])
+    first = members[order[0][0]].config
+    if record_dir is None:
+        record_dir, _ = new_run_dir(first.out_dir, "groups")
+        reserved.append(record_dir)
+    parallel = [g for g, part in zip(groups, order, strict=True) if part[0] not in sequential]
+    workers = min(workers, max(1, len(parallel)))
+    done: list[GroupResult] = train_groups(parallel, workers, record_dir, progress)
+    done += train_groups(groups[len(parallel) :], 1, record_dir, progress)
+    out: list[tuple[dict, dict] | None] = [None] * len(members)
+    for part, result in zip(order, done, strict=True):
+        for slot, run in zip(part, result.runs, strict=True):
+            out[slot] = run
+    return out
+
+
+def _finish_ensemble(cfg: DictConfig, run_dir: Path, member_runs) -> tuple[dict, dict]:
+    """Stack an ensemble's trained members into its run folder; score it."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    (run_dir / "config.yaml").write_text(to_yaml(cfg))
+    info = {"bootstrap": bool(cfg.model.bootstrap), "sampling": cfg.model.sampling}
+    ckpts = {}
+    for which in ("best", "last"):
+        paths = [a[f"{which}_checkpoint"] for _, a in member_runs]
+        ckpts[which] = ensemble.assemble(
+            paths, resolved, run_dir / "checkpoints" / f"{which}.ckpt", info
+        )
+    d = resolved["data"]
+    task = tasks.get(d["task"])
+    windows = held_out_windows(
+        d["windows"],
+        d["window_horizon"],
+        d["window_seed"],
+        d["window_policy"],
+        task,
+        d["cache_dir"],
+    )
+    model = ensemble.load_ensemble(ckpts["best"])
+    writer = SummaryWriter(log_dir=str(run_dir))
+    figures = int(resolved["trainer"]["figures_every_n_epochs"]) > 0
+    steps = sum(m["global_step"] for m in model.metadata["ensemble"]["members"])
+    try:
+        metrics = score_best(ckpts["best"], windows, task, writer, steps, figures)
+        quality = ensemble.uncertainty_vs_error(model, windows)
+        rho = quality.spearman
+        writer.add_scalar("best/uncertainty_spearman", rho.rho, steps)
+        writer.add_scalar("best/uncertainty_aurc", quality.aurc, steps)
+    finally:
+        writer.close()
+    member_metrics = [m for m, _ in member_runs]
+    metrics.update(
+        epochs=max(m["epochs"] for m in member_metrics),
+        best_score=sum(m["best_score"] for m in member_metrics) / len(member_metrics),
+        monitor=resolved["trainer"]["monitor"],
+        train_seconds=max(m["train_seconds"] for m in member_metrics),
+        uncertainty_spearman=rho.rho,
+        uncertainty_spearman_low=rho.low,
+        uncertainty_spearman_high=rho.high,
+        uncertainty_aurc=quality.aurc,
+    )
+    summary = {
+        "metrics": metrics,
+        "dataset": model.metadata["dataset"],
+        "members": [
+            {k: m[k] for k in ("epochs", "best_score", "best/E_tot", "best/DRPE_graded")}
+            for m in member_metrics
+        ],
+        "uncertainty": quality.to_dict(),
+    }
+    metrics_path = run_dir / "metrics.json"
+    write_text_atomic(metrics_path, json.dumps(summary, indent=2))
+    status = write_status(run_dir, "complete", epochs=metrics["epochs"])
+    return metrics, {
+        "run_dir": str(run_dir),
+        "config": str(run_dir / "config.yaml"),
+        "status": str(status),
+        "best_checkpoint": str(ckpts["best"]),
+        "last_checkpoint": str(ckpts["last"]),
+        "metrics": str(metrics_path),
+        "tensorboard": str(run_dir),
+        "members": json.dumps([a["run_dir"] for _, a in member_runs]),
+    }
