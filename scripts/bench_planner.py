@@ -63,6 +63,7 @@ from torch.utils._pytree import tree_flatten  # noqa: E402
 from gridplan.core.constants import AGENT_X, AGENT_Y, C1, N_ACTIONS, STATE_DIM  # noqa: E402
 from gridplan.core.env import outcome, to_cell, to_flag  # noqa: E402
 from gridplan.core.tasks import TASK_A, Task  # noqa: E402
+from gridplan.core.values import value_table  # noqa: E402
 from gridplan.models.learned import LearnedWorldModel, MLPDynamics  # noqa: E402
 from gridplan.models.noise import NoiseModel, OracleModel, noise_grid  # noqa: E402
 from gridplan.planning.closed_loop import evaluate, start_states  # noqa: E402
@@ -515,7 +516,7 @@ def torchrl_decider(model, task: Task, depth: int, root: torch.Tensor):
 
     device, episodes, leaves = root.device, root.shape[0], 4**depth
     rows = episodes * leaves
-    values = task.value_table(device)
+    values = value_table(task, device)
     discounts = [task.gamma**t for t in range(depth + 1)]
     plan = [a.repeat(episodes) for a in action_sequences(depth, device).T]
 

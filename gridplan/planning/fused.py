@@ -67,6 +67,7 @@ from gridplan.core.constants import (
 )
 from gridplan.core.readings import PROJECT, Reading, check
 from gridplan.core.tasks import Task
+from gridplan.core.values import value_table
 from gridplan.planning.scorers import (
     DEFAULT_MAX_MEMORY,
     LeafScorer,
@@ -146,7 +147,7 @@ class FusedNoiseScorer(LeafScorer):
         self.depth = depth
         self.rho = rho
         self.n_settings = sigma.shape[0]
-        self.values = task.value_table(device)
+        self.values = value_table(task, device)
         self.device = self.values.device
         self.discounts = [task.gamma**t for t in range(depth + 1)]
         self.dims = list(task.relevant_dims)

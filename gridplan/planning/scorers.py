@@ -53,6 +53,7 @@ from torch.utils._pytree import tree_flatten
 from gridplan.core.constants import AGENT_X, AGENT_Y, C1, N_ACTIONS, STATE_DIM
 from gridplan.core.env import outcome, to_cell, to_flag
 from gridplan.core.tasks import Task
+from gridplan.core.values import value_table
 
 #: Default memory budget for the leaf tensors of one chunk, in bytes.
 DEFAULT_MAX_MEMORY = 2 * 1024**3
@@ -393,7 +394,7 @@ class GenericScorer(LeafScorer):
         self.model = model
         self.task = task
         self.depth = depth
-        self.values = task.value_table(device)
+        self.values = value_table(task, device)
         self.sequences = action_sequences(depth, device)
         self.discounts = [task.gamma**t for t in range(depth + 1)]
         model_bytes = model_bytes_per_row(model, self.values.device)

@@ -33,6 +33,7 @@ import torch
 from gridplan.core.constants import AGENT_X, AGENT_Y, C1, N_ACTIONS, STATE_DIM
 from gridplan.core.env import outcome, to_cell, to_flag
 from gridplan.core.tasks import Task
+from gridplan.core.values import value_table
 from gridplan.models.noise import WorldModel
 from gridplan.planning.scorers import (
     DEFAULT_MAX_MEMORY,
@@ -105,7 +106,7 @@ class TreeScorer(LeafScorer):
         self.model = model
         self.task = task
         self.depth = depth
-        self.values = task.value_table(device)
+        self.values = value_table(task, device)
         self.discounts = [task.gamma**t for t in range(depth + 1)]
         model_bytes = model_bytes_per_row(model, self.values.device)
         # A block and a call take at most a quarter of the budget (a small budget shrinks them).

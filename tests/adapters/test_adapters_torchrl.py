@@ -28,6 +28,7 @@ from gridplan.adapters.torchrl import (
 from gridplan.core import env as core
 from gridplan.core import tasks
 from gridplan.core.constants import DOWN, LEFT, RIGHT, UP
+from gridplan.core.values import value_table
 from gridplan.models.noise import NoiseModel, OracleModel, WorldModel
 from gridplan.planning.closed_loop import start_states
 
@@ -61,7 +62,7 @@ def closed_loop(planner, start: torch.Tensor, task="A", seed: int = 0) -> Tensor
 
 
 def optimal_steps(start: torch.Tensor) -> torch.Tensor:
-    v = TASK_A.value_table().lookup(start).double()
+    v = value_table(TASK_A).lookup(start).double()
     return (1 + torch.round(torch.log(v) / math.log(GAMMA))).long()
 
 

@@ -14,6 +14,7 @@ import gridplan
 from gridplan.core import tasks
 from gridplan.core.constants import AGENT_X, CELL_SCALE
 from gridplan.core.env import transition
+from gridplan.core.values import value_table
 from gridplan.evaluation.decisions import decide, exploitability
 from gridplan.evaluation.ladder import LadderProtocol, check_levels
 from gridplan.models.noise import NoiseModel, OracleModel, noise_grid
@@ -141,7 +142,7 @@ def test_decisions_of_a_frozen_model_against_the_exact_values(make_state, random
         [make_state(agent=(6, 4), carrying=True, door_open=True), random_states(31, gen)]
     )
     d = decide(FrozenModel(), states, TASK_A, 2, torch.Generator().manual_seed(0))
-    table = TASK_A.value_table()
+    table = value_table(TASK_A)
     # Every leaf scores gamma^2 V*(s), so the tie-break picks uniformly; the chosen leaf's true
     # return and Q* come from the exact table.
     torch.testing.assert_close(d.predicted, TASK_A.gamma**2 * table.lookup(states))

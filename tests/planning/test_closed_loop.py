@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from gridplan.core.tasks import TASK_A, TASK_B, Task
+from gridplan.core.values import value_table
 from gridplan.models.noise import NoiseModel, OracleModel, noise_grid
 from gridplan.planning.closed_loop import (
     GOAL,
@@ -22,7 +23,7 @@ from gridplan.planning.planner import Planner
 
 def optimal_steps(task: Task, start: torch.Tensor) -> torch.Tensor:
     """Shortest number of steps to the goal, read back from ``V* = gamma^(n - 1)``."""
-    v = task.value_table().lookup(start).double()
+    v = value_table(task).lookup(start).double()
     return (1 + torch.round(torch.log(v) / math.log(task.gamma))).long()
 
 

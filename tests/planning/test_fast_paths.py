@@ -19,6 +19,7 @@ import gridplan.planning.fused
 from gridplan.core.constants import AGENT_X, CARRYING, STATE_DIM
 from gridplan.core.env import reset, transition
 from gridplan.core.tasks import TASK_A, TASK_B, Task
+from gridplan.core.values import value_table
 from gridplan.models.noise import AR1NoiseModel, NoiseModel, OracleModel, WorldModel, noise_grid
 from gridplan.planning.fused import FusedNoiseScorer
 from gridplan.planning.planner import Planner
@@ -246,7 +247,7 @@ def test_the_fused_scorer_reads_any_goal_and_hazard_geometry_from_the_task(rando
     generic = Planner(OracleModel(), 2, task, generic=True)
     want = generic.action_values(roots, torch.Generator())
     assert torch.equal(fused.action_values(roots, torch.Generator()), want)
-    torch.testing.assert_close(want, task.value_table().q_values(roots), atol=1e-6, rtol=0)
+    torch.testing.assert_close(want, value_table(task).q_values(roots), atol=1e-6, rtol=0)
     model = NoiseModel.controlled(2.0, 0.8)
     noisy = Planner(model, 2, task).action_values(roots, torch.Generator().manual_seed(3))
     replay = ReplayedNoise(fused_draws(Planner(model, 2, task), roots, 3), task)
