@@ -78,6 +78,7 @@ from gridplan.planning.reference import (  # noqa: E402
     ref_step,
     value_table_list,
 )
+from gridplan.planning.registry import through_predict  # noqa: E402
 from gridplan.planning.scorers import action_sequences  # noqa: E402
 from gridplan.util.threads import configure_threads, describe  # noqa: E402
 
@@ -360,9 +361,9 @@ def run_reference(planner: Planner, root: torch.Tensor, episodes: int) -> dict:
 def bench_row(model_name, path, depth, episodes, args, device) -> dict:
     """One timed configuration of the batched planner."""
     model = MODELS[model_name]()
-    planner = Planner(
-        model, depth, max_memory=args.max_memory, device=device, generic=(path == "generic")
-    )
+    # "generic": the model's leaves through its predict, in place of its registered scorer.
+    factory = through_predict if path == "generic" else None
+    planner = Planner(model, depth, max_memory=args.max_memory, device=device, scorer=factory)
     root = start_states([0], episodes, device=device)
     with PeakMemory(device) as mem:
         seconds, calls = time_decisions(planner, root, args.min_time)
@@ -589,11 +590,11 @@ def learned_deciders(
 ) -> dict:
     """``path -> generator -> actions`` of the available learned ``paths`` (and the tree)."""
     device = root.device
-    single = Planner(model, depth, max_memory=max_memory, device=device, generic=True)
+    single = Planner(model, depth, max_memory=max_memory, device=device, tree="independent")
     single.scorer.call_rows = None  # one predict call per chunk and step, as before the tree
     planners = {
         "generic-1call": single,
-        "generic": Planner(model, depth, max_memory=max_memory, device=device, generic=True),
+        "generic": Planner(model, depth, max_memory=max_memory, device=device, tree="independent"),
         "tree": Planner(model, depth, max_memory=max_memory, device=device),
     }
     out = {

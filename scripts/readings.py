@@ -41,6 +41,7 @@ from gridplan.experiments.runner import RESULTS_FILE, group_folders, read_done  
 from gridplan.experiments.tables import fmt, md_table  # noqa: E402
 from gridplan.models.noise import NoiseModel  # noqa: E402
 from gridplan.planning.planner import Planner  # noqa: E402
+from gridplan.planning.registry import through_predict  # noqa: E402
 from gridplan.util.threads import configure_threads, describe  # noqa: E402
 
 #: The groups whose effects depend on the reading.
@@ -192,10 +193,10 @@ def decision_costs(
     variants = [
         ("fused", "independent", NoiseModel.controlled(0.35, 0.1), {}, depth * leaves),
         ("fused", "shared-prefix", NoiseModel.controlled(0.35, 0.1, reading=shared), {}, nodes),
-        ("predict", "independent", NoiseModel.controlled(0.35, 0.1), {"generic": True},
-         depth * leaves),
+        ("predict", "independent", NoiseModel.controlled(0.35, 0.1),
+         {"scorer": through_predict}, depth * leaves),
         ("predict", "shared-prefix", NoiseModel.controlled(0.35, 0.1),
-         {"tree": "shared-prefix"}, nodes),
+         {"tree": "shared-prefix", "scorer": through_predict}, nodes),
     ]
     rows = []
     for path, tree, model, kwargs, draws in variants:

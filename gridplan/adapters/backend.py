@@ -14,7 +14,7 @@ from gridplan.core import env, tasks, values
 from gridplan.core.constants import AGENT_X, AGENT_Y, C1
 from gridplan.core.tasks import Task
 from gridplan.core.values import ValueTable
-from gridplan.models.noise import WorldModel
+from gridplan.models.contract import WorldModel
 from gridplan.planning import closed_loop as loop
 from gridplan.planning.closed_loop import EpisodeResults
 from gridplan.planning.planner import Planner

@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from gridplan.core.constants import N_ACTIONS, STATE_DIM, STATE_LAYOUT_VERSION
-from gridplan.models.noise import WorldModel
+from gridplan.models.contract import WorldModel
 
 #: Key of the gridplan metadata inside a Lightning checkpoint.
 CHECKPOINT_KEY = "gridplan"

@@ -14,11 +14,12 @@ read through rounded cells and 0.5-thresholded flags (``gridplan.core.env``,
 ``gridplan.core.values``).
 
 A scorer chooses everything the search need not know: how to chunk the batch for memory,
-how and where it draws the model's randomness, whether leaves share prefixes. The model
-declares its scorer (``model.leaf_scorer``); ``GenericScorer`` serves any model through
-``model.predict``; ``gridplan.planning.fused.FusedNoiseScorer`` serves the built-in noise family;
-``gridplan.planning.tree.TreeScorer`` expands the tree level by level, one prediction per tree node
-(the planner's ``shared-prefix`` tree, chosen by default for deterministic models).
+how and where it draws the model's randomness, whether leaves share prefixes. Which scorer
+serves a model is the planner's decision (``gridplan.planning.registry``): ``GenericScorer``
+serves any model through ``model.predict``; ``RewardScorer`` a plug-in that predicts its own
+reward; ``gridplan.planning.fused.FusedNoiseScorer`` the built-in noise family;
+``gridplan.planning.tree.TreeScorer`` expands the tree level by level, one prediction per tree
+node (the planner's ``shared-prefix`` tree, chosen by default for deterministic models).
 
 Model declarations read here (all optional):
 
@@ -422,7 +423,7 @@ class GenericScorer(LeafScorer):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(reward, goal, hazard)``, each ``(R,)``, of the imagined step ``state --action-->
         nxt``: the task's true sparse reward of the predicted state. A subclass may score the
-        reward otherwise (``gridplan.models.plugins.RewardScorer``: the model's own reward)."""
+        reward otherwise (``RewardScorer``: the model's own reward)."""
         return outcome(to_cell(nxt[:, AGENT_X : AGENT_Y + 1]), to_flag(nxt[:, C1]), self.task)
 
     def scores(self, root: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
@@ -452,3 +453,15 @@ class GenericScorer(LeafScorer):
             alive &= ~(goal | hazard)
         score += self.discounts[self.depth] * self.values.lookup(state) * alive
         return score.view(b, self.n_leaves)
+
+
+class RewardScorer(GenericScorer):
+    """The generic leaf scorer with the model's own reward: ``model.predict_reward(state,
+    action, next_state)`` ``(R,)`` replaces the true reward of the predicted state; termination
+    is still read from the predicted state (agent on the goal or hazard cell). Served to a
+    plug-in that predicts its reward (``gridplan.models.plugins``, ``gridplan.planning.registry``).
+    """
+
+    def arrival(self, state, action, nxt):
+        _, goal, hazard = super().arrival(state, action, nxt)
+        return self.model.predict_reward(state, action, nxt).float(), goal, hazard

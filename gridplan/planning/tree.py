@@ -11,7 +11,8 @@ score is its parent's plus ``gamma^t`` times its reward while alive, the leaves 
 
 * for a **deterministic** model (``deterministic = True``: the learned MLP's mean
   prediction) every leaf score is bit-identical to the generic scorer's, hence so is every
-  decision; the planner picks this scorer for such a model by default;
+  decision; the planner picks this scorer for such a model by default
+  (``gridplan.planning.registry``);
 * for a **stochastic** model it is the planner's ``shared-prefix`` tree: one draw per tree
   node, so all leaves under a node share the noise of their common path (the generic
   scorer's independent leaves each draw their own). Blocks and calls, in order, decide which
@@ -34,7 +35,7 @@ from gridplan.core.constants import AGENT_X, AGENT_Y, C1, N_ACTIONS, STATE_DIM
 from gridplan.core.env import outcome, to_cell, to_flag
 from gridplan.core.tasks import Task
 from gridplan.core.values import value_table
-from gridplan.models.noise import WorldModel
+from gridplan.models.contract import keeps_memory
 from gridplan.planning.scorers import (
     DEFAULT_MAX_MEMORY,
     GENERIC_BYTES_PER_ROW,
@@ -95,8 +96,7 @@ class TreeScorer(LeafScorer):
         max_memory: int = DEFAULT_MAX_MEMORY,
         max_rows: int | None = None,
     ) -> None:
-        start = getattr(type(model), "start_rollout", None)
-        if start is not None and start is not WorldModel.start_rollout:
+        if keeps_memory(model):
             raise ValueError(
                 f"the shared-prefix tree needs a model without memory across imagined steps; "
                 f"{type(model).__name__} defines start_rollout (use the independent tree)"

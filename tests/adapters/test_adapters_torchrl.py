@@ -29,7 +29,8 @@ from gridplan.core import env as core
 from gridplan.core import tasks
 from gridplan.core.constants import DOWN, LEFT, RIGHT, UP
 from gridplan.core.values import value_table
-from gridplan.models.noise import NoiseModel, OracleModel, WorldModel
+from gridplan.models.contract import WorldModel
+from gridplan.models.noise import NoiseModel, OracleModel
 from gridplan.planning.closed_loop import start_states
 
 TASK_A, TASK_B = tasks.get("A"), tasks.get("B")

@@ -21,6 +21,7 @@ from gridplan.models.noise import NoiseModel, OracleModel
 from gridplan.planning.closed_loop import evaluate
 from gridplan.planning.planner import Planner
 from gridplan.planning.reference import ref_decode, ref_encode, ref_step
+from gridplan.planning.registry import through_predict
 from gridplan.planning.tree import TreeScorer
 
 
@@ -61,10 +62,14 @@ def test_env_step_on_the_device_matches_the_reference(device, task, replay_draws
 
 @DEVICES
 @TASKS
-@pytest.mark.parametrize("tree", [None, "shared-prefix"], ids=["fused", "tree"])
-def test_the_oracle_planner_on_the_device_gives_exact_q_star(device, task, tree, random_states):
+@pytest.mark.parametrize(
+    ("tree", "scorer"), [(None, None), ("shared-prefix", through_predict)], ids=["fused", "tree"]
+)
+def test_the_oracle_planner_on_the_device_gives_exact_q_star(
+    device, task, tree, scorer, random_states
+):
     state = random_states(40, torch.Generator().manual_seed(4)).to(device)
-    planner = Planner(OracleModel(), 3, task, device=device, tree=tree)
+    planner = Planner(OracleModel(), 3, task, device=device, tree=tree, scorer=scorer)
     q = planner.action_values(state, torch.Generator(device=device).manual_seed(0))
     want = value_table(task, device).q_values(state)
     torch.testing.assert_close(q, want, atol=1e-6, rtol=0)
@@ -77,7 +82,7 @@ def test_the_learned_tree_on_the_device_chooses_as_independent_leaves(device):
     state = reset(50, torch.Generator(device=device).manual_seed(5))
     tree = Planner(model, 3, device=device)
     assert isinstance(tree.scorer, TreeScorer)
-    leaves = Planner(model, 3, device=device, generic=True)
+    leaves = Planner(model, 3, device=device, tree="independent")
     q_tree = tree.action_values(state, torch.Generator(device=device))
     q_leaves = leaves.action_values(state, torch.Generator(device=device))
     if torch.device(device).type == "cpu":
@@ -98,10 +103,11 @@ def test_a_noisy_closed_loop_on_the_device_is_seeded(device):
 
 
 @DEVICES
-def test_shared_prefix_noise_runs_on_the_device(device):
+@pytest.mark.parametrize("scorer", [None, through_predict], ids=["fused", "tree"])
+def test_shared_prefix_noise_runs_on_the_device(device, scorer):
     model = NoiseModel.controlled(0.35, 0.1)
     state = reset(64, torch.Generator(device=device).manual_seed(7))
-    planner = Planner(model, 3, device=device, tree="shared-prefix")
+    planner = Planner(model, 3, device=device, tree="shared-prefix", scorer=scorer)
     first = planner.act(state, torch.Generator(device=device).manual_seed(8))
     again = planner.act(state, torch.Generator(device=device).manual_seed(8))
     assert first.device == state.device and torch.equal(first, again)

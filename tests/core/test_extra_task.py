@@ -25,6 +25,7 @@ from gridplan.models.noise import NoiseModel, OracleModel
 from gridplan.planning.closed_loop import GOAL, evaluate
 from gridplan.planning.planner import Planner
 from gridplan.planning.reference import ref_action_values, ref_oracle_predict
+from gridplan.planning.registry import through_predict
 
 CORNER = (7, 0)
 
@@ -76,15 +77,15 @@ def test_v_star_counts_steps_to_the_new_goal(corner, make_state):
     assert value_table(corner) is table
 
 
-@pytest.mark.parametrize("generic", [False, True], ids=["fused", "generic"])
-def test_the_oracle_planner_heads_for_the_new_goal(corner, make_state, random_states, generic):
+@pytest.mark.parametrize("scorer", [None, through_predict], ids=["fused", "generic"])
+def test_the_oracle_planner_heads_for_the_new_goal(corner, make_state, random_states, scorer):
     state = torch.cat(
         [
             make_state(agent=(7, 1), carrying=True, door_open=True),
             make_state(agent=(6, 0), carrying=True, door_open=True),
         ]
     )
-    planner = Planner(OracleModel(), 2, corner, generic=generic)
+    planner = Planner(OracleModel(), 2, corner, scorer=scorer)
     assert planner.act(state, torch.Generator().manual_seed(0)).tolist() == [DOWN, RIGHT]
     roots = random_states(20, torch.Generator().manual_seed(3))
     q = planner.action_values(roots, torch.Generator())

@@ -27,7 +27,8 @@ from gridplan.core.constants import AGENT_Y, C1, CELL_SCALE, RIGHT, UP
 from gridplan.core.env import reset, step, to_cell, to_flag
 from gridplan.core.tasks import TASK_A, TASK_B
 from gridplan.core.values import value_table
-from gridplan.models.noise import OracleModel, WorldModel
+from gridplan.models.contract import WorldModel
+from gridplan.models.noise import OracleModel
 from gridplan.planning.closed_loop import run_closed_loop, start_states
 from gridplan.planning.planner import TIE_TOLERANCE, Planner
 from gridplan.planning.reference import (

@@ -24,8 +24,8 @@ from gridplan.experiments.learned_runs import DATA_CACHE, RUNS, ModelStack, grou
 from gridplan.experiments.records import MODEL_FIELDS, LearnedRecord, read_models
 from gridplan.experiments.runner import read_done, run_groups
 from gridplan.metrics.prediction import PredictionMetrics, prediction_metrics
+from gridplan.models.contract import WorldModel
 from gridplan.models.learned import load_world_model
-from gridplan.models.noise import WorldModel
 
 
 def read_csv(path: Path) -> list[dict]:

@@ -10,8 +10,10 @@ from gridplan.core.constants import DOWN, LEFT, RIGHT, UP
 from gridplan.core.env import reset
 from gridplan.core.tasks import TASK_A, TASK_B
 from gridplan.core.values import value_table
-from gridplan.models.noise import NoiseModel, OracleModel, WorldModel
+from gridplan.models.contract import WorldModel
+from gridplan.models.noise import NoiseModel, OracleModel
 from gridplan.planning.planner import Planner, action_sequences
+from gridplan.planning.registry import register_scorer, through_predict
 from gridplan.planning.scorers import GenericScorer, LeafScorer
 
 # (task, state, the one optimal first action, why), worked out by hand.
@@ -44,13 +46,13 @@ def test_the_oracle_planner_picks_the_one_optimal_first_action(
 
 @pytest.mark.parametrize("depth", [1, 2, 3])
 @pytest.mark.parametrize("task", [TASK_A, TASK_B], ids=["A", "B"])
-@pytest.mark.parametrize("generic", [False, True], ids=["declared", "generic"])
+@pytest.mark.parametrize("scorer", [None, through_predict], ids=["registered", "generic"])
 def test_oracle_action_values_equal_exact_q_star_at_every_depth(
-    random_states, depth, task, generic
+    random_states, depth, task, scorer
 ):
     # With the exact model, D steps of lookahead plus gamma^D V* is Bellman's equation.
     state = random_states(24, torch.Generator().manual_seed(10 + depth))
-    planner = Planner(OracleModel(), depth, task, generic=generic)
+    planner = Planner(OracleModel(), depth, task, scorer=scorer)
     q = planner.action_values(state, torch.Generator())
     torch.testing.assert_close(q, value_table(task).q_values(state), atol=1e-6, rtol=0)
 
@@ -172,14 +174,18 @@ class Scripted(WorldModel):
         self.scorer = ScriptedScorer(scores)
 
     def predict(self, state, action, generator):
-        raise AssertionError("the search must only use the declared scorer")
-
-    def leaf_scorer(self, task, depth, device, max_memory, max_rows):
-        assert (task, depth) == (TASK_A, 2)
-        return self.scorer
+        raise AssertionError("the search must only use the registered scorer")
 
 
-def test_the_search_takes_the_best_leaf_per_first_action_from_any_declared_scorer():
+def scripted_scorer(model, task, depth, device, max_memory, max_rows, tree):
+    assert (task, depth, tree) == (TASK_A, 2, "independent")
+    return model.scorer
+
+
+register_scorer(Scripted, scripted_scorer)
+
+
+def test_the_search_takes_the_best_leaf_per_first_action_from_any_registered_scorer():
     # 16 leaves per episode; leaves 4a..4a+3 start with action a.
     scores = torch.zeros(3, 16)
     scores[0, 9] = 0.5  # first action 2 (left)
@@ -204,14 +210,14 @@ def test_ties_are_drawn_before_the_scorer_draws():
     assert model.scorer.draws == [torch.rand(1, generator=replay).item() for _ in range(2)]
 
 
-def test_a_model_without_a_declared_scorer_is_rolled_through_predict():
+def test_a_model_without_a_registered_scorer_is_rolled_through_predict():
     class Bare:  # duck-typed: predict only
         def predict(self, state, action, generator):
             return OracleModel().predict(state, action, generator)
 
     planner = Planner(Bare(), 1)
     assert isinstance(planner.scorer, GenericScorer)
-    assert isinstance(Planner(OracleModel(), 1, generic=True).scorer, GenericScorer)
+    assert isinstance(Planner(OracleModel(), 1, scorer=through_predict).scorer, GenericScorer)
     state = reset(5, torch.Generator().manual_seed(1))
     want = Planner(OracleModel(), 1).action_values(state, torch.Generator())
     assert torch.equal(planner.action_values(state, torch.Generator()), want)

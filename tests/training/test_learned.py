@@ -8,8 +8,8 @@ from helpers_learned import module_checkpoint, probe_batch, tiny_module, zero_la
 
 from gridplan.core.constants import STATE_LAYOUT_VERSION
 from gridplan.models import learned
+from gridplan.models.contract import WorldModel
 from gridplan.models.learned import LearnedWorldModel, MLPDynamics, load_world_model
-from gridplan.models.noise import WorldModel
 from gridplan.planning.planner import Planner
 
 
