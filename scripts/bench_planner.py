@@ -363,7 +363,7 @@ def bench_row(model_name, path, depth, episodes, args, device) -> dict:
     model = MODELS[model_name]()
     # "generic": the model's leaves through its predict, in place of its registered scorer.
     factory = through_predict if path == "generic" else None
-    planner = Planner(model, depth, max_memory=args.max_memory, device=device, scorer=factory)
+    planner = Planner(model, depth, max_memory=args.max_memory, device=device, factory=factory)
     root = start_states([0], episodes, device=device)
     with PeakMemory(device) as mem:
         seconds, calls = time_decisions(planner, root, args.min_time)

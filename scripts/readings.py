@@ -194,9 +194,9 @@ def decision_costs(
         ("fused", "independent", NoiseModel.controlled(0.35, 0.1), {}, depth * leaves),
         ("fused", "shared-prefix", NoiseModel.controlled(0.35, 0.1, reading=shared), {}, nodes),
         ("predict", "independent", NoiseModel.controlled(0.35, 0.1),
-         {"scorer": through_predict}, depth * leaves),
+         {"factory": through_predict}, depth * leaves),
         ("predict", "shared-prefix", NoiseModel.controlled(0.35, 0.1),
-         {"tree": "shared-prefix", "scorer": through_predict}, nodes),
+         {"tree": "shared-prefix", "factory": through_predict}, nodes),
     ]
     rows = []
     for path, tree, model, kwargs, draws in variants:

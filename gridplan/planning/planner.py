@@ -53,7 +53,7 @@ class Planner:
         device: where the V* table lives (move it with the states).
         tree: ``"independent"``, ``"shared-prefix"`` or ``None`` (the model's default; module
             docstring).
-        scorer: optional ``gridplan.planning.registry.ScorerFactory`` that replaces the
+        factory: optional ``gridplan.planning.registry.ScorerFactory`` that replaces the
             registered one, e.g. ``through_predict`` to roll a model with a fast scorer
             through its ``predict`` (for comparisons and benchmarks).
 
@@ -77,7 +77,7 @@ class Planner:
         max_rows: int | None = None,
         device: torch.device | str = "cpu",
         tree: str | None = None,
-        scorer: ScorerFactory | None = None,
+        factory: ScorerFactory | None = None,
     ) -> None:
         if not isinstance(depth, int) or depth < 1:
             raise ValueError(f"depth must be an integer >= 1, got {depth!r}")
@@ -90,7 +90,7 @@ class Planner:
         self.n_leaves = N_ACTIONS**depth
         self.tree = resolve_tree(model, tree)
         self.scorer: LeafScorer = leaf_scorer(
-            model, task, depth, device, max_memory, max_rows, self.tree, scorer
+            model, task, depth, device, max_memory, max_rows, self.tree, factory
         )
 
     @property

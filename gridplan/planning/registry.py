@@ -21,7 +21,7 @@ and nothing else does:
 
 A registration holds for its class only, not for subclasses: a subclass that changes
 ``predict`` would otherwise keep a fast path that no longer rolls its predictions, so a
-subclass that keeps the arithmetic registers the factory again. ``Planner(scorer=...)``
+subclass that keeps the arithmetic registers the factory again. ``Planner(factory=...)``
 replaces the registered factory for one planner; ``through_predict`` there rolls a
 registered model through its ``predict``, which is how the tests and
 ``scripts/bench_planner.py`` compare a fast scorer with the generic one.

@@ -63,13 +63,13 @@ def test_env_step_on_the_device_matches_the_reference(device, task, replay_draws
 @DEVICES
 @TASKS
 @pytest.mark.parametrize(
-    ("tree", "scorer"), [(None, None), ("shared-prefix", through_predict)], ids=["fused", "tree"]
+    ("tree", "factory"), [(None, None), ("shared-prefix", through_predict)], ids=["fused", "tree"]
 )
 def test_the_oracle_planner_on_the_device_gives_exact_q_star(
-    device, task, tree, scorer, random_states
+    device, task, tree, factory, random_states
 ):
     state = random_states(40, torch.Generator().manual_seed(4)).to(device)
-    planner = Planner(OracleModel(), 3, task, device=device, tree=tree, scorer=scorer)
+    planner = Planner(OracleModel(), 3, task, device=device, tree=tree, factory=factory)
     q = planner.action_values(state, torch.Generator(device=device).manual_seed(0))
     want = value_table(task, device).q_values(state)
     torch.testing.assert_close(q, want, atol=1e-6, rtol=0)
@@ -103,11 +103,11 @@ def test_a_noisy_closed_loop_on_the_device_is_seeded(device):
 
 
 @DEVICES
-@pytest.mark.parametrize("scorer", [None, through_predict], ids=["fused", "tree"])
-def test_shared_prefix_noise_runs_on_the_device(device, scorer):
+@pytest.mark.parametrize("factory", [None, through_predict], ids=["fused", "tree"])
+def test_shared_prefix_noise_runs_on_the_device(device, factory):
     model = NoiseModel.controlled(0.35, 0.1)
     state = reset(64, torch.Generator(device=device).manual_seed(7))
-    planner = Planner(model, 3, device=device, tree="shared-prefix", scorer=scorer)
+    planner = Planner(model, 3, device=device, tree="shared-prefix", factory=factory)
     first = planner.act(state, torch.Generator(device=device).manual_seed(8))
     again = planner.act(state, torch.Generator(device=device).manual_seed(8))
     assert first.device == state.device and torch.equal(first, again)

@@ -77,15 +77,15 @@ def test_v_star_counts_steps_to_the_new_goal(corner, make_state):
     assert value_table(corner) is table
 
 
-@pytest.mark.parametrize("scorer", [None, through_predict], ids=["fused", "generic"])
-def test_the_oracle_planner_heads_for_the_new_goal(corner, make_state, random_states, scorer):
+@pytest.mark.parametrize("factory", [None, through_predict], ids=["fused", "generic"])
+def test_the_oracle_planner_heads_for_the_new_goal(corner, make_state, random_states, factory):
     state = torch.cat(
         [
             make_state(agent=(7, 1), carrying=True, door_open=True),
             make_state(agent=(6, 0), carrying=True, door_open=True),
         ]
     )
-    planner = Planner(OracleModel(), 2, corner, scorer=scorer)
+    planner = Planner(OracleModel(), 2, corner, factory=factory)
     assert planner.act(state, torch.Generator().manual_seed(0)).tolist() == [DOWN, RIGHT]
     roots = random_states(20, torch.Generator().manual_seed(3))
     q = planner.action_values(roots, torch.Generator())

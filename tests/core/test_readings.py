@@ -333,7 +333,7 @@ def test_fused_oracle_values_equal_the_generic_ones_under_every_reading(
     r = SCORED_READINGS[name]
     roots = mixed_roots(task, 60, 1, random_states, seed=depth)
     fused = Planner(OracleModel(r), depth, task)
-    generic = Planner(OracleModel(r), depth, task, tree="independent", scorer=through_predict)
+    generic = Planner(OracleModel(r), depth, task, tree="independent", factory=through_predict)
     assert isinstance(fused.scorer, FusedNoiseScorer)
     assert isinstance(generic.scorer, GenericScorer)
     want = generic.action_values(roots, torch.Generator())
@@ -432,7 +432,9 @@ def test_fused_shared_prefixes_and_the_tree_scorer_agree_in_distribution(make_st
     state = make_state(agent=(3, 4), key=(2, 4), rows=3000)
     shared = NoiseModel.controlled(1.0, 0.6, reading=reading(tree="shared-prefix"))
     fused = Planner(shared, 2).action_values(state, torch.Generator().manual_seed(0))
-    tree = Planner(NoiseModel.controlled(1.0, 0.6), 2, tree="shared-prefix", scorer=through_predict)
+    tree = Planner(
+        NoiseModel.controlled(1.0, 0.6), 2, tree="shared-prefix", factory=through_predict
+    )
     assert type(tree.scorer).__name__ == "TreeScorer"
     generic = tree.action_values(state, torch.Generator().manual_seed(1))
     independent = Planner(NoiseModel.controlled(1.0, 0.6), 2).action_values(

@@ -96,7 +96,7 @@ NOISY_MODELS = {
 def test_fused_oracle_values_are_bit_identical_to_the_generic_scorers(random_states, depth, task):
     roots = mixed_roots(task, 40, 1, random_states, seed=depth)
     fused = Planner(OracleModel(), depth, task)
-    generic = Planner(OracleModel(), depth, task, scorer=through_predict)
+    generic = Planner(OracleModel(), depth, task, factory=through_predict)
     assert isinstance(fused.scorer, FusedNoiseScorer)
     assert isinstance(generic.scorer, GenericScorer)
     want = generic.action_values(roots, torch.Generator())
@@ -127,7 +127,7 @@ def test_fused_and_generic_noisy_planners_agree_in_distribution(make_state):
     state = make_state(agent=(3, 4), key=(2, 4), rows=3000)
     model = NoiseModel.controlled(1.0, 0.6)
     fused = Planner(model, 2).action_values(state, torch.Generator().manual_seed(0))
-    generic = Planner(model, 2, scorer=through_predict).action_values(
+    generic = Planner(model, 2, factory=through_predict).action_values(
         state, torch.Generator().manual_seed(1)
     )
     se = (fused.var(dim=0) / 3000 + generic.var(dim=0) / 3000).sqrt()
@@ -233,7 +233,7 @@ def test_a_noise_family_subclass_is_rolled_through_predict_unless_it_registers_a
     assert scorer(OracleModel()) is FusedNoiseScorer
     assert scorer(Custom(torch.zeros(STATE_DIM))) is GenericScorer
     assert scorer(Declared(torch.zeros(STATE_DIM))) is FusedNoiseScorer
-    assert type(Planner(OracleModel(), 1, scorer=through_predict).scorer) is GenericScorer
+    assert type(Planner(OracleModel(), 1, factory=through_predict).scorer) is GenericScorer
 
 
 @pytest.mark.parametrize(
@@ -248,7 +248,7 @@ def test_the_fused_scorer_reads_any_goal_and_hazard_geometry_from_the_task(rando
     # Beyond the paper's tasks: a hazard that never swaps, and a swap across rows and columns.
     roots = mixed_roots(task, 30, 1, random_states, seed=12)
     fused = Planner(OracleModel(), 2, task)
-    generic = Planner(OracleModel(), 2, task, scorer=through_predict)
+    generic = Planner(OracleModel(), 2, task, factory=through_predict)
     want = generic.action_values(roots, torch.Generator())
     assert torch.equal(fused.action_values(roots, torch.Generator()), want)
     torch.testing.assert_close(want, value_table(task).q_values(roots), atol=1e-6, rtol=0)

@@ -48,7 +48,7 @@ def test_the_generic_path_of_a_built_in_model_is_checked_too():
     # through_predict routes the oracle through predict; a finite model passes untouched.
     root = reset(4, torch.Generator().manual_seed(0))
     fused = Planner(OracleModel(), 2).action_values(root, torch.Generator())
-    generic = Planner(OracleModel(), 2, scorer=through_predict)
+    generic = Planner(OracleModel(), 2, factory=through_predict)
     assert isinstance(generic.scorer, GenericScorer)
     generic = generic.action_values(root, torch.Generator())
     torch.testing.assert_close(fused, generic, rtol=0, atol=0)
@@ -65,21 +65,21 @@ def test_check_prediction_counts_the_rows_holding_any_non_finite_value(value):
     check_prediction(torch.zeros(5, STATE_DIM), OracleModel(), 2, 5)
 
 
-@pytest.mark.parametrize("scorer", [None, through_predict], ids=["fused", "generic"])
-def test_a_depth_beyond_the_memory_budget_is_refused_before_any_allocation(scorer):
+@pytest.mark.parametrize("factory", [None, through_predict], ids=["fused", "generic"])
+def test_a_depth_beyond_the_memory_budget_is_refused_before_any_allocation(factory):
     with pytest.raises(ValueError, match=r"depth 20 needs .* GiB .* max_memory = 2.00 GiB"):
-        Planner(OracleModel(), 20, scorer=scorer)
+        Planner(OracleModel(), 20, factory=factory)
 
 
 def test_the_budget_check_names_the_largest_depth_that_fits_and_counts_setting_blocks():
     # Generic scorer: 4^D leaves x (GENERIC_BYTES_PER_ROW + 8 (D + 1)) bytes per setting.
     per_leaf = GENERIC_BYTES_PER_ROW + 8 * 4
-    Planner(OracleModel(), 3, max_memory=64 * per_leaf, scorer=through_predict)
+    Planner(OracleModel(), 3, max_memory=64 * per_leaf, factory=through_predict)
     with pytest.raises(ValueError, match="depth 4 .* the largest depth that fits is 3"):
-        Planner(OracleModel(), 4, max_memory=64 * per_leaf + 8 * 64, scorer=through_predict)
+        Planner(OracleModel(), 4, max_memory=64 * per_leaf + 8 * 64, factory=through_predict)
     two = NoiseModel.controlled([0.0, 0.1], [0.0, 0.0])
     with pytest.raises(ValueError, match=r"depth 3 needs .* \(2 x 4\^3 leaves"):
-        Planner(two, 3, max_memory=64 * per_leaf, scorer=through_predict)
+        Planner(two, 3, max_memory=64 * per_leaf, factory=through_predict)
 
 
 def test_eval_cli_rejects_a_too_deep_search_up_front_naming_depth_and_budget(capsys):

@@ -46,13 +46,13 @@ def test_the_oracle_planner_picks_the_one_optimal_first_action(
 
 @pytest.mark.parametrize("depth", [1, 2, 3])
 @pytest.mark.parametrize("task", [TASK_A, TASK_B], ids=["A", "B"])
-@pytest.mark.parametrize("scorer", [None, through_predict], ids=["registered", "generic"])
+@pytest.mark.parametrize("factory", [None, through_predict], ids=["registered", "generic"])
 def test_oracle_action_values_equal_exact_q_star_at_every_depth(
-    random_states, depth, task, scorer
+    random_states, depth, task, factory
 ):
     # With the exact model, D steps of lookahead plus gamma^D V* is Bellman's equation.
     state = random_states(24, torch.Generator().manual_seed(10 + depth))
-    planner = Planner(OracleModel(), depth, task, scorer=scorer)
+    planner = Planner(OracleModel(), depth, task, factory=factory)
     q = planner.action_values(state, torch.Generator())
     torch.testing.assert_close(q, value_table(task).q_values(state), atol=1e-6, rtol=0)
 
@@ -217,7 +217,7 @@ def test_a_model_without_a_registered_scorer_is_rolled_through_predict():
 
     planner = Planner(Bare(), 1)
     assert isinstance(planner.scorer, GenericScorer)
-    assert isinstance(Planner(OracleModel(), 1, scorer=through_predict).scorer, GenericScorer)
+    assert isinstance(Planner(OracleModel(), 1, factory=through_predict).scorer, GenericScorer)
     state = reset(5, torch.Generator().manual_seed(1))
     want = Planner(OracleModel(), 1).action_values(state, torch.Generator())
     assert torch.equal(planner.action_values(state, torch.Generator()), want)

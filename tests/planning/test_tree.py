@@ -114,7 +114,7 @@ def test_the_oracle_through_the_tree_gives_exact_q_star(task, depth, random_stat
     # The oracle's distractors are random, but its relevant dims are deterministic: the tree
     # shares their prefixes exactly (one distractor draw per node changes no score).
     state = random_states(24, torch.Generator().manual_seed(20 + depth))
-    planner = Planner(OracleModel(), depth, task, tree="shared-prefix", scorer=through_predict)
+    planner = Planner(OracleModel(), depth, task, tree="shared-prefix", factory=through_predict)
     assert isinstance(planner.scorer, TreeScorer)
     q = planner.action_values(state, torch.Generator().manual_seed(0))
     torch.testing.assert_close(q, value_table(task).q_values(state), atol=1e-6, rtol=0)
@@ -162,7 +162,9 @@ def test_shared_prefix_noise_keeps_every_setting_block_on_its_own_setting():
     state = reset(16, torch.Generator().manual_seed(3)).repeat(3, 1)
     oracle = Planner(OracleModel(), 2).action_values(state[:16], torch.Generator())
     for max_rows in (None, 3 * 16 * 5):
-        planner = Planner(model, 2, tree="shared-prefix", max_rows=max_rows, scorer=through_predict)
+        planner = Planner(
+            model, 2, tree="shared-prefix", max_rows=max_rows, factory=through_predict
+        )
         assert isinstance(planner.scorer, TreeScorer)
         blocks = planner.action_values(state, torch.Generator().manual_seed(4)).view(3, 16, 4)
         torch.testing.assert_close(blocks[0], oracle)
@@ -173,7 +175,7 @@ def test_shared_prefix_noise_keeps_every_setting_block_on_its_own_setting():
 def test_shared_prefix_noise_is_seeded_and_differs_from_independent_leaves():
     model = NoiseModel.controlled(0.35, 0.1)
     state = reset(200, torch.Generator().manual_seed(5))
-    shared = Planner(model, 3, tree="shared-prefix", scorer=through_predict)
+    shared = Planner(model, 3, tree="shared-prefix", factory=through_predict)
     first = shared.action_values(state, torch.Generator().manual_seed(6))
     assert torch.equal(first, shared.action_values(state, torch.Generator().manual_seed(6)))
     independent = Planner(model, 3).action_values(state, torch.Generator().manual_seed(6))
@@ -186,7 +188,7 @@ def test_shared_prefix_noise_is_seeded_and_differs_from_independent_leaves():
 def test_the_tree_refuses_a_model_with_memory_across_imagined_steps():
     model = AR1NoiseModel.controlled(0.35, 0.1)
     with pytest.raises(ValueError, match="AR1NoiseModel defines start_rollout"):
-        Planner(model, 2, tree="shared-prefix", scorer=through_predict)
+        Planner(model, 2, tree="shared-prefix", factory=through_predict)
     # Its fused scorer draws per node instead, so the planner's own choice serves it.
     fused = Planner(model, 2, tree="shared-prefix").scorer
     assert isinstance(fused, FusedNoiseScorer) and fused.tree == "shared-prefix"
@@ -205,9 +207,9 @@ def test_which_scorer_each_model_and_option_gets():
     for tree in (None, "independent", "shared-prefix"):
         fused = Planner(OracleModel(), 2, tree=tree).scorer
         assert isinstance(fused, FusedNoiseScorer) and fused.tree == (tree or "independent")
-    generic = Planner(OracleModel(), 2, scorer=through_predict)
+    generic = Planner(OracleModel(), 2, factory=through_predict)
     assert type(generic.scorer) is GenericScorer and generic.tree == "independent"
-    shared = Planner(OracleModel(), 2, tree="shared-prefix", scorer=through_predict).scorer
+    shared = Planner(OracleModel(), 2, tree="shared-prefix", factory=through_predict).scorer
     assert isinstance(shared, TreeScorer)
 
 
@@ -254,7 +256,7 @@ def test_cache_sized_calls_of_the_generic_path():
     assert cache_rows(10**9) == MIN_CALL_ROWS
     generic = Planner(model, 4, tree="independent")
     assert generic.scorer.call_rows == rows
-    noisy = Planner(NoiseModel.controlled(0.1, 0.1), 4, scorer=through_predict)
+    noisy = Planner(NoiseModel.controlled(0.1, 0.1), 4, factory=through_predict)
     assert noisy.scorer.call_rows is None
     state = reset(10, torch.Generator().manual_seed(2))
     split = generic.action_values(state, torch.Generator())
