@@ -124,7 +124,6 @@ def test_a_wait_policy_the_user_set_is_kept():
     assert done.returncode == 0 and not openmp_started_passive(done)
 
 
-@pytest.mark.slow
 def test_a_plain_torch_process_starts_openmp_spinning():
     # The check above can fail: without the entry point's set-up OpenMP spins.
     done = run_cli(["-c", "import torch; torch.ones(8).sum()"])
