@@ -3,9 +3,8 @@ suits the machine (docs/PERFORMANCE.md §8).
 
 torch's intra-op threads meet at a barrier after every parallel op. With OpenMP's default
 (active) wait policy a thread that arrives first spins there, so when another process holds
-one of the cores, its partner is descheduled and every op waits a scheduler slice: with a
-busy neighbour the noisy planner fell to 0.4-13 M transitions per second on 2 threads, against
-15 M/s on 1.
+one of the cores, its partner is descheduled and every op waits a scheduler slice (the
+planner's rates beside a busy neighbour: docs/PERFORMANCE.md §8).
 ``OMP_WAIT_POLICY=PASSIVE`` makes waiting threads sleep instead. OpenMP reads the variable
 once, when torch loads it, so the entry points call ``set_wait_policy`` before anything
 imports torch, and ``configure_threads`` after::
