@@ -42,8 +42,7 @@ def read_fragments(path: str | Path) -> dict[str, Template]:
             body.pop()
         if not body or any(not line.strip() for line in body):
             raise ValueError(
-                f"{path}: fragment {name!r} must be one paragraph (no blank line inside, "
-                "not empty)"
+                f"{path}: fragment {name!r} must be one paragraph (no blank line inside, not empty)"
             )
         out[name] = Template(" ".join(body))
     return out
