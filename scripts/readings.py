@@ -6,7 +6,7 @@ Examples::
     python scripts/readings.py --readings project,paper --profile quick --out results
     python scripts/readings.py --no-run                 # the tables from finished runs only
 
-For each reading (``gridplan/readings.py``) the groups e1, e2, e5 and e6 of
+For each reading (``gridplan/core/readings.py``) the groups e1, e2, e5 and e6 of
 ``scripts/reproduce.py`` run into the reading's folder (``<out>`` for ``project``,
 ``<out>/<reading>`` otherwise; finished groups are reused, as by ``reproduce.py``). Then
 ``<out>/readings.md`` gets the comparison: Table 2 with the paper's exact pair under each
