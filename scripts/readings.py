@@ -375,21 +375,21 @@ def explanations(summaries: dict[str, dict], learned: dict | None) -> list[str]:
     s, out = summaries, []
     ladder = ("project", "unclamped", "noisy-bits", "expected-distractors", "carried-flags")
     if _has(s, *ladder, "flag-sigma-r", "belief"):
-        pair = PAIR[1]
+        irrelevant, relevant = PAIR  # M(0, 0.3), M(0.35, 0.1)
         out.append(
             TEXT["e1-pair"].substitute(
-                weak_irrelevant=_e1(s, "project", PAIR[0]),
-                pair_relevant=_e1(s, "project", pair),
+                weak_irrelevant=_e1(s, "project", irrelevant),
+                pair_relevant=_e1(s, "project", relevant),
                 pair_gap=_pct(s["project"]["e1"]["pair_E_tot_gap"]),
-                carried_flags=_e1(s, "carried-flags", pair),
-                belief=_e1(s, "belief", pair),
-                c1_clamped=_e1(s, "project", PAIR[0], "err_c1"),
-                c1_carried=_e1(s, "noisy-bits", PAIR[0], "err_c1"),
-                noisy_bits=_e1(s, "noisy-bits", PAIR[0]),
-                carrying_expected=_e1(s, "expected-distractors", pair, "err_carrying"),
-                expected_distractors=_e1(s, "expected-distractors", pair),
-                flag_sigma_r=_e1(s, "flag-sigma-r", pair),
-                carrying_carried=_e1(s, "carried-flags", pair, "err_carrying"),
+                carried_flags=_e1(s, "carried-flags", relevant),
+                belief=_e1(s, "belief", relevant),
+                c1_clamped=_e1(s, "project", irrelevant, "err_c1"),
+                c1_carried=_e1(s, "noisy-bits", irrelevant, "err_c1"),
+                noisy_bits=_e1(s, "noisy-bits", irrelevant),
+                carrying_expected=_e1(s, "expected-distractors", relevant, "err_carrying"),
+                expected_distractors=_e1(s, "expected-distractors", relevant),
+                flag_sigma_r=_e1(s, "flag-sigma-r", relevant),
+                carrying_carried=_e1(s, "carried-flags", relevant, "err_carrying"),
                 floor_sampled=_e1(s, "project", "M(0, 0)"),
                 d2_sampled=_e1(s, "project", "M(0, 0)", "err_d2_x"),
                 floor_expected=_e1(s, "expected-distractors", "M(0, 0)"),
