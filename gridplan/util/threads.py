@@ -95,7 +95,7 @@ def training_threads(requested: int | None = None) -> int:
     """Intra-op threads of a training process: ``requested``, else ``OMP_NUM_THREADS``, else 1.
 
     One thread by default: a 256-row step of the paper's MLP gains nothing from a second
-    thread, and with the passive wait policy two threads trained 1.8x slower than one
+    thread, and with the passive wait policy two threads train slower than one
     (docs/PERFORMANCE.md §12). A vectorized sweep takes the cores as worker processes
     instead (``gridplan.training.vectorized.auto_workers``).
 
