@@ -589,7 +589,7 @@ def learned_deciders(
     """``path -> generator -> actions`` of the available learned ``paths`` (and the tree)."""
     device = root.device
     single = Planner(model, depth, max_memory=max_memory, device=device, generic=True)
-    single.scorer.call_rows = None  # one predict call per chunk and step: the untreed baseline
+    single.scorer.call_rows = None  # one predict call per chunk and step, no tree
     planners = {
         "generic-1call": single,
         "generic": Planner(model, depth, max_memory=max_memory, device=device, generic=True),
