@@ -11,8 +11,8 @@ with ``--e1``, the wall time of the full E1 sweep (paper §5.1: 48 noise setting
 
 Learned-model rows (``--learned``, on by default): the 16-256-256-12 SiLU delta MLP of paper
 §5.4 (fixed random weights) planned four ways on the same start states, timed interleaved:
-the independent-leaf generic planner in one ``predict`` call per step (as before the
-shared-prefix tree), the same with cache-sized calls, the shared-prefix tree (the planner's
+the independent-leaf generic planner in one ``predict`` call per step (the baseline without
+the shared-prefix tree), the same with cache-sized calls, the shared-prefix tree (the planner's
 default for this deterministic model) and a TorchRL ``ModelBasedEnvBase`` rollout of the
 same network (when ``torchrl`` is installed); all four must choose identical actions. Beside
 them the measured matmul ceiling of the network's layers (each layer's shape at its best sgemm
@@ -21,7 +21,7 @@ budget, and with ``--call-sweep`` the MLP's rate per ``predict`` call size (the 
 behind ``gridplan.planning.scorers.CACHE_BYTES``). ``--busy`` adds rows with a neighbour process
 spinning on one core, at 1 and 2 threads.
 
-    python scripts/bench_planner.py --quick                 # sanity run, ~2 minutes on 2 cores
+    python scripts/bench_planner.py --quick                 # sanity run: fewer sizes and repeats
     python scripts/bench_planner.py --json bench.json --e1  # the numbers of docs/PERFORMANCE.md
     python scripts/bench_planner.py --threads 1 --only-learned --call-sweep --busy
     python scripts/bench_planner.py --device cuda --max-memory 8G
@@ -467,8 +467,8 @@ def matmul_ceiling(device: torch.device, net: MLPDynamics, min_time: float = 0.3
     """The matmul ceiling of one transition of ``net``: every linear layer's shape at its
     best sgemm rate (``sgemm_rate``), the transition's FLOP over the sum of the layers' best
     times (``flop_per_s``). ``widest_flop_per_s`` is the widest layer's rate alone, at which
-    the 16-wide input and 12-wide output layers cannot run on this CPU (a ceiling that counted
-    them at it, as runs before 2026-12-01 did, sat ~4% above what the shapes allow)."""
+    the 16-wide input and 12-wide output layers cannot run, so a ceiling at that rate lies
+    above what the shapes allow."""
     widths = [STATE_DIM + N_ACTIONS, *net.hidden, STATE_DIM]
     layers = [
         sgemm_rate(device, a, b, min_time) for a, b in zip(widths[:-1], widths[1:], strict=False)
@@ -591,7 +591,7 @@ def learned_deciders(
     """``path -> generator -> actions`` of the available learned ``paths`` (and the tree)."""
     device = root.device
     single = Planner(model, depth, max_memory=max_memory, device=device, tree="independent")
-    single.scorer.call_rows = None  # one predict call per chunk and step, as before the tree
+    single.scorer.call_rows = None  # one predict call per chunk and step, no tree
     planners = {
         "generic-1call": single,
         "generic": Planner(model, depth, max_memory=max_memory, device=device, tree="independent"),
@@ -720,7 +720,7 @@ def learned_section(args, device: torch.device) -> dict:
     out = {"flop_per_transition": flop, "matmul_ceiling": ceiling, "rows": rows}
     if args.learned_d6:
         out["depth6"] = learned_depth6(model, args, device, flop, ceiling["flop_per_s"])
-    # The same rows against the widest layer's rate alone (the definition of earlier runs).
+    # The same rows against the widest layer's rate alone (the looser ceiling).
     narrower = ceiling["flop_per_s"] / ceiling["widest_flop_per_s"]
     for r in rows + ([out["depth6"]] if args.learned_d6 else []):
         r["widest_ceiling_fraction"] = r["ceiling_fraction"] * narrower

@@ -183,9 +183,8 @@ def intra_op_threads(n: int):
     """Run the block with ``n`` torch intra-op threads, restoring the setting after.
 
     For loops of small ops (fits of small MLPs): a second thread costs more in
-    synchronisation than it saves, and far more on a shared, oversubscribed CPU (measured on
-    the 2-core machine under load: 100 steps of the value fit 0.1 s with 1 thread, 13 s with
-    2; 5 epochs of a 20k world-model training run 5 s vs 48 s).
+    synchronisation than it saves, and far more on a shared, oversubscribed CPU
+    (docs/PERFORMANCE.md §8).
     """
     before = torch.get_num_threads()
     torch.set_num_threads(n)

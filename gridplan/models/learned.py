@@ -175,8 +175,8 @@ class MLPDynamics(nn.Module):
         """``forward`` without autograd, bit-identical: the input encoding written in place,
         each hidden layer's ``baddbmm`` into an owned buffer and its activation applied in
         place. The output layer runs transposed, ``out^T = W^T h^T + b^T``: the same sums in
-        the same order, and MKL's sgemm runs a 12-row output ~1.7x faster than a 12-column
-        one (docs/PERFORMANCE.md §7)."""
+        the same order, and MKL's sgemm runs a 12-row output faster than a 12-column one
+        (docs/PERFORMANCE.md §7)."""
         batch = state.shape[:-1]
         *hidden, last = [layer for layer in self.layers if isinstance(layer, EnsembleLinear)]
         stacks, n = last.weight.shape[0], batch[-1]

@@ -82,7 +82,7 @@ from gridplan.planning.scorers import (
 
 #: Leaf rows per noise draw unit, by device type. Part of the draw layout: changing it changes
 #: which draw each leaf gets (not the distribution). CPU: a unit's noise and buffers (13-30 MB
-#: at D <= 6) stay in a 32 MB last-level cache; 2^18 rows spill at D = 6 and run 25% slower
+#: at D <= 6) stay in a 32 MB last-level cache; 2^18 rows spill at D = 6 and run slower
 #: (docs/PERFORMANCE.md). CUDA: large enough to fill the device.
 UNIT_ROWS = {"cpu": 2**17, "cuda": 2**22}
 #: Float32 buffers of one chunk row: K <= 7 state dims, 2 targets, 3 temporaries, score, alive

@@ -63,10 +63,8 @@ DEFAULT_MAX_MEMORY = 2 * 1024**3
 GENERIC_BYTES_PER_ROW = 6 * STATE_DIM * 4 + 3 * 8 + 16
 #: Working memory that one ``predict`` call of a deterministic model should fill: the
 #: 16-256-256-12 SiLU MLP (2.2 kB per row in its reused buffers) then runs 3,307-row calls, on
-#: the flat top of its measured rate on this CPU (1 thread: 0.31-0.40 M rows/s from 1,024 to
-#: 8,192 rows, 0.19 M/s at 65,536 where its buffers are no longer kept; 1.6 k- and 3.3 k-row
-#: calls plan equally fast within the noise; ``scripts/bench_planner.py --call-sweep``,
-#: docs/PERFORMANCE.md §7).
+#: the flat top of its rate per call size, below the sizes whose buffers leave the cache
+#: (``scripts/bench_planner.py --call-sweep``, docs/PERFORMANCE.md §7).
 CACHE_BYTES = 8 * 2**20
 #: Fewest rows per split ``predict`` call: below this a call's fixed op overhead dominates.
 MIN_CALL_ROWS = 256

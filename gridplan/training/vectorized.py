@@ -1121,9 +1121,8 @@ def train_groups(
     """Train several groups, ``workers`` of them at a time in worker processes.
 
     One worker process per CPU core with one intra-op thread each uses the cores without
-    OpenMP threads that spin at barriers (on a busy 2-core machine two threads ran a group
-    several times slower than one). Worker processes are forked where the platform allows
-    (no second import of torch and Lightning), else spawned.
+    OpenMP threads that spin at barriers (docs/PERFORMANCE.md §12). Worker processes are
+    forked where the platform allows (no second import of torch and Lightning), else spawned.
 
     Args:
         groups: ``(name, members)`` pairs.

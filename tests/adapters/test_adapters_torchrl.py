@@ -281,6 +281,7 @@ def test_bad_input_is_refused(make_state):
         env.step(td)
 
 
+@pytest.mark.slow
 def test_a_missing_torchrl_names_the_extra():
     code = (
         "import sys; sys.modules['torchrl'] = None\n"

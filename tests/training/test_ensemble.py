@@ -43,7 +43,7 @@ def _mid_states(n: int) -> tuple[torch.Tensor, torch.Tensor]:
 def test_member_seeds_are_distinct_and_reproducible():
     seeds = [member_seed(s, k) for s in range(3) for k in range(5)]
     assert len(set(seeds)) == 15
-    assert member_seed(2, 4) == member_seed(2, 4)
+    assert member_seed(2, 4) == 4008876094  # the same in every process and on every machine
 
 
 def test_member_configs_pin_the_data_and_vary_the_seed(tmp_path):
