@@ -60,7 +60,7 @@ from gridplan.metrics.prediction import prediction_metrics
 from gridplan.metrics.stats import summarize_episodes
 from gridplan.models.noise import OracleModel
 from gridplan.models.plugins import check_contract, checked
-from gridplan.planning.closed_loop import evaluate as closed_loop_evaluate
+from gridplan.planning.closed_loop import run_episodes as closed_loop_evaluate
 from gridplan.planning.closed_loop import start_states
 
 #: Offsets of the seeded random streams, one per component.

@@ -53,7 +53,7 @@ def model_report(
     Planner(model, protocol.depth, task, device=device)
     windows = data.eval_windows(protocol.n_windows, protocol.horizon, task=task, device=device)
     metrics = prediction_metrics(model, windows, task)[0].to_dict()
-    results = closed_loop.evaluate(
+    results = closed_loop.run_episodes(
         model,
         task=task,
         depth=protocol.depth,

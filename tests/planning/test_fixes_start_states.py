@@ -44,8 +44,8 @@ def test_the_first_resets_of_a_big_batch_are_those_of_a_small_one():
 
 
 def test_a_closed_loop_of_any_size_plays_the_shared_start_states():
-    small = closed_loop.evaluate(OracleModel(), depth=1, seeds=[0], episodes=3, record=True)
-    large = closed_loop.evaluate(OracleModel(), depth=1, seeds=[0, 1], episodes=5, record=True)
+    small = closed_loop.run_episodes(OracleModel(), depth=1, seeds=[0], episodes=3, record=True)
+    large = closed_loop.run_episodes(OracleModel(), depth=1, seeds=[0, 1], episodes=5, record=True)
     assert torch.equal(small.trajectory[0], large.trajectory[0, :3])
     assert torch.equal(large.trajectory[0, 5:], start_states([1], 5))
 

@@ -20,7 +20,7 @@ from gridplan.models.ensemble import (
     uncertainty_vs_error,
 )
 from gridplan.models.learned import MLPDynamics, load_world_model
-from gridplan.planning.closed_loop import evaluate
+from gridplan.planning.closed_loop import run_episodes
 from gridplan.training.config import compose
 from gridplan.training.vectorized import Member, train_group
 
@@ -144,7 +144,8 @@ def test_an_assembled_checkpoint_stacks_the_members(small_ensemble):
 def test_an_ensemble_plans_with_either_mode(small_ensemble):
     _, path = small_ensemble
     for sampling in ("mean", "ts"):
-        results = evaluate(load_ensemble(path, sampling=sampling), depth=1, seeds=[0], episodes=3)
+        model = load_ensemble(path, sampling=sampling)
+        results = run_episodes(model, depth=1, seeds=[0], episodes=3)
         assert results.success.shape == (3,)
 
 
