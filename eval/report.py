@@ -1,5 +1,5 @@
-"""Printing and saving ``gridplan.evaluation.model_report.model_report`` dicts for ``python -m
-eval``."""
+"""Printing and saving the paper's reports (``gridplan.evaluation.ladder.paper_report``) for
+``python -m eval``."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ def _fmt(value, digits: int = 4) -> str:
 
 
 def format_table(report: dict) -> str:
-    """Human-readable table of a ``model_report`` dict; the profile is ordered by relevance."""
+    """Human-readable table of a ``paper_report`` dict (or of any report holding its keys); the
+    profile is ordered by relevance."""
     model = ", ".join(f"{k}={v}" for k, v in report["model"].items())
     s, o = report["success"], report["outcomes"]
     drpe = ", ".join(f"{k} {v:.4f}" for k, v in report["DRPE"].items())

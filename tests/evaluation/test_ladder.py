@@ -15,7 +15,8 @@ from gridplan.core import tasks
 from gridplan.core.constants import AGENT_X, CELL_SCALE
 from gridplan.core.env import transition
 from gridplan.evaluation.decisions import decide, exploitability
-from gridplan.evaluation.ladder import LadderProtocol, check_levels
+from gridplan.evaluation.ladder import check_levels
+from gridplan.evaluation.ladder_protocol import LadderProtocol
 from gridplan.models.noise import NoiseModel, OracleModel, noise_grid
 from gridplan.planning.closed_loop import start_states
 
