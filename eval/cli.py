@@ -37,10 +37,11 @@ import torch
 
 from eval import ladder
 from eval.ladder import BUILTIN_MODELS
-from eval.report import format_table, write_json
+from eval.report import format_table
 from gridplan.core import readings, tasks
 from gridplan.core.protocols import CONTROLLED, LEARNED, Protocol
 from gridplan.evaluation.ladder import paper_report
+from gridplan.evaluation.schema import write_report
 from gridplan.models.plugins import is_plugin_target
 from gridplan.training.run_status import STATUS_FILE, read_status
 from gridplan.util.threads import configure_threads, describe
@@ -331,7 +332,7 @@ def _evaluate_checkpoints(args: argparse.Namespace) -> None:
         print(format_table(report))
         if getattr(model, "members", 1) >= 2:
             report["uncertainty"] = _ensemble_uncertainty(model, args)
-        write_json(report, out, overwrite=args.force)
+        write_report(report, out, overwrite=args.force)
         log_report(log_dir, report, step, "eval", tasks.get(args.task))
         print(f"json: {out}\ntensorboard: {log_dir} (eval/)", flush=True)
 
@@ -358,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
         report = _report(model, info, args)
         print(format_table(report))
         if args.json:
-            path = write_json(report, args.json, overwrite=args.force)
+            path = write_report(report, args.json, overwrite=args.force)
             print(f"json: {path}")
         if args.tensorboard:
             ladder.log_tensorboard(Path(args.tensorboard), report, 0, tasks.get(args.task))

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import numpy as np
 import torch
@@ -196,7 +196,7 @@ class Level(NamedTuple):
     """One level of the ladder (module docstring)."""
 
     measure: Callable[[LevelContext], dict]
-    section: str = "ladder"
+    section: Literal["ladder", "prediction", "closed_loop"] = "ladder"
     requires: tuple[str, ...] = ()
 
 
