@@ -66,7 +66,7 @@ def check_levels(levels: Sequence[str] | None, model=None) -> tuple[str, ...]:
     return tuple(lv for lv in LEVELS if lv in levels)
 
 
-def _context(
+def _measure(
     model,
     task: Task,
     depth: int,
@@ -75,8 +75,9 @@ def _context(
     device: torch.device,
     model_info: dict | None,
     progress: bool,
-) -> LevelContext:
-    """A fresh context of the checked model, its report still empty."""
+) -> Report:
+    """The report of ``levels`` of the checked model (``gridplan.evaluation.levels.measure``),
+    with the notes on the model's own reward and on clamped predictions."""
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
         raise ValueError(f"depth must be an integer >= 1, got {depth!r}")
     if getattr(model, "n_settings", 1) != 1:
@@ -100,19 +101,14 @@ def _context(
             "imagined rollouts score its reward (predict_reward), not the true reward of its "
             "predicted states; termination is still read from the predicted states"
         )
-    return LevelContext(model, task, depth, protocol, device, levels, report, progress)
-
-
-def _measured(ctx: LevelContext) -> Report:
-    """``ctx``'s report once its levels ran, with the note on clamped predictions."""
-    measure(ctx)
-    clamped = getattr(ctx.model, "clamped", 0)
+    measure(LevelContext(model, task, depth, protocol, device, levels, report, progress))
+    clamped = getattr(model, "clamped", 0)
     if clamped:
-        ctx.report.notes.append(
+        report.notes.append(
             f"{clamped} predicted values outside [0, 1] were clamped into it; the next "
             "imagined steps started from the clamped states"
         )
-    return ctx.report
+    return report
 
 
 def evaluate(
@@ -154,18 +150,16 @@ def evaluate(
     task = tasks.get(task)
     if depth is None:
         depth = protocol.depth if isinstance(protocol, Protocol) else CONTROLLED.depth
-    levels = check_levels(levels, model)
-    ctx = _context(
+    return _measure(
         model,
         task,
         depth,
         get_protocol(protocol),
-        levels,
+        check_levels(levels, model),
         torch.device(device),
         model_info,
         progress,
     )
-    return _measured(ctx)
 
 
 def paper_report(
@@ -194,7 +188,7 @@ def paper_report(
     Raises:
         ValueError: as ``evaluate``.
     """
-    ctx = _context(
+    report = _measure(
         model,
         tasks.get(task),
         protocol.depth,
@@ -204,4 +198,4 @@ def paper_report(
         model_info,
         progress,
     )
-    return _measured(ctx).paper_dict()
+    return report.paper_dict()
