@@ -25,7 +25,7 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "evaluate": "gridplan.evaluation.ladder",
-    "LadderProtocol": "gridplan.evaluation.ladder",
+    "LadderProtocol": "gridplan.evaluation.ladder_protocol",
     "compare": "gridplan.evaluation.compare",
     "Report": "gridplan.evaluation.schema",
     "Task": "gridplan.core.tasks",

@@ -66,7 +66,7 @@ from gridplan.core.tasks import TASK_A, Task  # noqa: E402
 from gridplan.core.values import value_table  # noqa: E402
 from gridplan.models.learned import LearnedWorldModel, MLPDynamics  # noqa: E402
 from gridplan.models.noise import NoiseModel, OracleModel, noise_grid  # noqa: E402
-from gridplan.planning.closed_loop import evaluate, start_states  # noqa: E402
+from gridplan.planning.closed_loop import run_episodes, start_states  # noqa: E402
 from gridplan.planning.fused import FusedNoiseScorer  # noqa: E402
 from gridplan.planning.planner import DEFAULT_MAX_MEMORY, Planner  # noqa: E402
 from gridplan.planning.reference import (  # noqa: E402
@@ -387,7 +387,9 @@ def e1_sweep(device: torch.device, max_memory: int) -> dict:
     """Wall time of the full E1 sweep as one setting-major batch."""
     model = noise_grid(E1_SIGMA_R, E1_SIGMA_I)
     start = time.perf_counter()
-    result = evaluate(model, TASK_A, 4, tuple(range(10)), 30, device=device, max_memory=max_memory)
+    result = run_episodes(
+        model, TASK_A, 4, tuple(range(10)), 30, device=device, max_memory=max_memory
+    )
     sync(device)
     wall = time.perf_counter() - start
     success = result.success.float().view(model.n_settings, -1).mean(dim=1)

@@ -430,7 +430,7 @@ def metric_scalars(metrics, prefix: str = "val") -> dict[str, float]:
 
     Args:
         metrics: a ``gridplan.metrics.prediction.PredictionMetrics`` or its ``to_dict()`` form
-            (also a ``gridplan.evaluation.model_report.model_report`` dict, whose ``success`` is
+            (also a ``gridplan.evaluation.ladder.paper_report`` dict, whose ``success`` is
             included).
         prefix: tag group, e.g. ``val``, ``best`` or ``eval``.
 

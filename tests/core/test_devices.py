@@ -18,7 +18,7 @@ from gridplan.core.tasks import TASK_A, TASK_B
 from gridplan.core.values import value_table
 from gridplan.models.learned import LearnedWorldModel, MLPDynamics
 from gridplan.models.noise import NoiseModel, OracleModel
-from gridplan.planning.closed_loop import evaluate
+from gridplan.planning.closed_loop import run_episodes
 from gridplan.planning.planner import Planner
 from gridplan.planning.reference import ref_decode, ref_encode, ref_step
 from gridplan.planning.registry import through_predict
@@ -96,7 +96,7 @@ def test_the_learned_tree_on_the_device_chooses_as_independent_leaves(device):
 @DEVICES
 def test_a_noisy_closed_loop_on_the_device_is_seeded(device):
     model = NoiseModel.controlled([0.0, 0.35], [0.1, 0.1])
-    runs = [evaluate(model, TASK_A, 2, (0, 1), 6, device=device) for _ in range(2)]
+    runs = [run_episodes(model, TASK_A, 2, (0, 1), 6, device=device) for _ in range(2)]
     assert torch.equal(runs[0].success, runs[1].success)
     assert torch.equal(runs[0].steps, runs[1].steps)
     assert runs[0].success.view(2, -1)[0].float().mean() >= 0.5, "sigma_r = 0 mostly succeeds"

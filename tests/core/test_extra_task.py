@@ -22,7 +22,7 @@ from gridplan.core.values import relevance_weights, value_table
 from gridplan.data.datasets import collect, eval_windows
 from gridplan.metrics.prediction import prediction_metrics
 from gridplan.models.noise import NoiseModel, OracleModel
-from gridplan.planning.closed_loop import GOAL, evaluate
+from gridplan.planning.closed_loop import GOAL, run_episodes
 from gridplan.planning.planner import Planner
 from gridplan.planning.reference import ref_action_values, ref_oracle_predict
 from gridplan.planning.registry import through_predict
@@ -96,12 +96,12 @@ def test_the_oracle_planner_heads_for_the_new_goal(corner, make_state, random_st
 
 
 def test_a_short_closed_loop_reaches_the_new_goal_in_every_episode(corner):
-    result = evaluate(OracleModel(), corner, depth=2, seeds=(0,), episodes=4, record=True)
+    result = run_episodes(OracleModel(), corner, depth=2, seeds=(0,), episodes=4, record=True)
     assert result.success.float().mean().item() == 1.0
     assert (result.outcome == GOAL).all()
     last = result.trajectory[result.steps, torch.arange(4)]
     assert agent_cells(last) == [CORNER] * 4
-    noisy = evaluate(NoiseModel.controlled(0.35, 0.1), corner, depth=2, seeds=(0,), episodes=4)
+    noisy = run_episodes(NoiseModel.controlled(0.35, 0.1), corner, depth=2, seeds=(0,), episodes=4)
     assert noisy.success.shape == (4,)
 
 

@@ -16,7 +16,10 @@ from gridplan.core.constants import AGENT_X, CELL_SCALE
 from gridplan.core.env import transition
 from gridplan.core.values import value_table
 from gridplan.evaluation.decisions import decide, exploitability
-from gridplan.evaluation.ladder import LadderProtocol, check_levels
+from gridplan.evaluation.ladder import check_levels, paper_report
+from gridplan.evaluation.ladder_protocol import LadderProtocol
+from gridplan.evaluation.levels import PAPER_LEVELS, REGISTRY, run_order
+from gridplan.evaluation.schema import LEVELS
 from gridplan.models.noise import NoiseModel, OracleModel, noise_grid
 from gridplan.planning.closed_loop import start_states
 
@@ -94,6 +97,32 @@ def test_a_level_alone_gives_the_same_numbers_as_in_the_full_ladder(oracle_repor
     assert alone["levels"] == ["L4"] and set(alone["ladder"]) == {"L4"}
     assert alone["ladder"]["L4"] == full["ladder"]["L4"]
     assert "success" not in alone and "E_tot" not in alone
+
+
+def test_the_paper_report_is_the_ladder_s_l1_and_closed_loop_success():
+    model, info = NoiseModel.controlled(0.35, 0.1), {"name": "noise"}
+    paper = paper_report(model, info, TASK_A, PROTOCOL.closed_loop(DEPTH), progress=False)
+    ladder = _ladder(model, levels=["L1", "L7"], model_info=info)
+    head = ["model", "task", "depth", "seeds", "episodes", "success", "outcomes", "mean_steps"]
+    assert list(paper)[: len(head) + 2] == [*head, "device", "E_tot"]
+    assert paper == {key: ladder[key] for key in paper}
+    assert paper["success"]["n"] == len(PROTOCOL.seeds) * PROTOCOL.episodes
+    assert ladder["ladder"]["L7"]["success"]["mean"] == paper["success"]["mean"]
+    # L7's closed-loop success is a level of its own, timed with L7.
+    assert run_order(("L7",)) == ("success", "L7")
+    assert set(_ladder(model, levels=["L7"])["timing"]) == {"L7"}
+
+
+def test_the_paper_report_needs_l1_and_the_closed_loop():
+    report = gridplan.evaluate(OracleModel(), depth=DEPTH, protocol=PROTOCOL, levels=["L6"])
+    with pytest.raises(ValueError, match="L1 metrics and the closed-loop success"):
+        report.paper_dict()
+
+
+def test_every_level_of_the_schema_is_registered_in_report_order():
+    ladder_levels = [name for name in REGISTRY if name != "success"]
+    assert tuple(ladder_levels) == LEVELS
+    assert PAPER_LEVELS == ("L1", "success")
 
 
 def test_reports_are_seeded_json_with_the_paper_keys(oracle_report):

@@ -17,8 +17,8 @@ from gridplan.planning.closed_loop import (
     GOAL,
     START_BLOCK,
     TIMEOUT,
-    evaluate,
     run_closed_loop,
+    run_episodes,
     start_block,
     start_states,
 )
@@ -33,7 +33,7 @@ def optimal_steps(task: Task, start: torch.Tensor) -> torch.Tensor:
 
 @pytest.mark.parametrize("task", [TASK_A, TASK_B], ids=["A", "B"])
 def test_the_depth_2_oracle_reaches_the_goal_by_a_shortest_path_in_every_episode(task):
-    result = evaluate(OracleModel(), task, depth=2, seeds=(0, 1), episodes=6)
+    result = run_episodes(OracleModel(), task, depth=2, seeds=(0, 1), episodes=6)
     start = start_states((0, 1), 6, task)
     assert result.success.all()
     assert result.outcome_counts() == {"goal": 12, "hazard": 0, "timeout": 0}
@@ -83,27 +83,27 @@ def test_recorded_trajectories_have_one_row_per_step_and_freeze_after_the_end(ma
 
 
 def test_without_recording_no_trajectory_is_kept():
-    result = evaluate(OracleModel(), depth=1, seeds=(0,), episodes=2)
+    result = run_episodes(OracleModel(), depth=1, seeds=(0,), episodes=2)
     assert result.trajectory is None and result.actions is None
 
 
 def test_zero_noise_models_give_exactly_the_oracles_closed_loop_results():
     kwargs = {"depth": 2, "seeds": (3, 4), "episodes": 4, "record": True}
-    oracle = evaluate(OracleModel(), **kwargs)
-    zero = evaluate(NoiseModel.controlled(0.0, 0.0), **kwargs)
+    oracle = run_episodes(OracleModel(), **kwargs)
+    zero = run_episodes(NoiseModel.controlled(0.0, 0.0), **kwargs)
     for field in ("success", "returns", "steps", "outcome", "trajectory", "actions"):
         assert torch.equal(getattr(zero, field), getattr(oracle, field)), field
 
 
-def test_evaluate_is_reproducible():
-    a = evaluate(NoiseModel.controlled(0.5, 0.1), depth=2, seeds=(0,), episodes=6)
-    b = evaluate(NoiseModel.controlled(0.5, 0.1), depth=2, seeds=(0,), episodes=6)
+def test_run_episodes_is_reproducible():
+    a = run_episodes(NoiseModel.controlled(0.5, 0.1), depth=2, seeds=(0,), episodes=6)
+    b = run_episodes(NoiseModel.controlled(0.5, 0.1), depth=2, seeds=(0,), episodes=6)
     assert torch.equal(a.steps, b.steps) and torch.equal(a.outcome, b.outcome)
 
 
 def test_a_multi_setting_model_plays_the_same_start_states_in_every_setting_block():
     # Irrelevant noise never changes a Task A decision's value: both blocks walk shortest paths.
-    result = evaluate(noise_grid([0.0], [0.0, 1.2]), depth=2, seeds=(0,), episodes=5)
+    result = run_episodes(noise_grid([0.0], [0.0, 1.2]), depth=2, seeds=(0,), episodes=5)
     assert result.success.shape == (10,) and result.success.all()
     expected = optimal_steps(TASK_A, start_states((0,), 5))
     assert torch.equal(result.steps.view(2, 5), expected.repeat(2, 1))
@@ -121,13 +121,13 @@ def test_closed_loop_rejects_bad_input(make_state):
     with pytest.raises(ValueError, match=r"start must have shape \(B, 12\)"):
         run_closed_loop(planner, torch.zeros(2, 3), torch.Generator())
     with pytest.raises(ValueError, match="seeds must not be empty"):
-        evaluate(OracleModel(), seeds=(), episodes=2)
+        run_episodes(OracleModel(), seeds=(), episodes=2)
     with pytest.raises(ValueError, match="episodes must be >= 1, got 0"):
-        evaluate(OracleModel(), seeds=(0,), episodes=0)
+        run_episodes(OracleModel(), seeds=(0,), episodes=0)
     with pytest.raises(TypeError, match="got str 'Z'"):
-        evaluate(OracleModel(), task="Z", seeds=(0,), episodes=1)
+        run_episodes(OracleModel(), task="Z", seeds=(0,), episodes=1)
     with pytest.raises(ValueError, match="depth must be an integer >= 1, got 0"):
-        evaluate(OracleModel(), depth=0, seeds=(0,), episodes=1)
+        run_episodes(OracleModel(), depth=0, seeds=(0,), episodes=1)
 
 
 @pytest.mark.parametrize("task", [TASK_A, TASK_B], ids=["A", "B"])
@@ -162,8 +162,8 @@ def test_the_first_resets_of_a_big_batch_are_those_of_a_small_one():
 
 
 def test_a_closed_loop_of_any_size_plays_the_shared_start_states():
-    small = closed_loop.evaluate(OracleModel(), depth=1, seeds=[0], episodes=3, record=True)
-    large = closed_loop.evaluate(OracleModel(), depth=1, seeds=[0, 1], episodes=5, record=True)
+    small = closed_loop.run_episodes(OracleModel(), depth=1, seeds=[0], episodes=3, record=True)
+    large = closed_loop.run_episodes(OracleModel(), depth=1, seeds=[0, 1], episodes=5, record=True)
     assert torch.equal(small.trajectory[0], large.trajectory[0, :3])
     assert torch.equal(large.trajectory[0, 5:], start_states([1], 5))
 

@@ -255,7 +255,7 @@ def test_a_model_returning_nan_for_some_leaves_stops_the_planner_with_a_clear_er
 
 def test_a_model_returning_nan_everywhere_cannot_finish_a_closed_loop():
     with pytest.raises(ValueError, match=r"AllNaN.predict returned non-finite .* in 16 of 16"):
-        closed_loop.evaluate(AllNaN(), depth=1, seeds=[0], episodes=4)
+        closed_loop.run_episodes(AllNaN(), depth=1, seeds=[0], episodes=4)
 
 
 def test_the_generic_path_of_a_built_in_model_is_checked_too():
