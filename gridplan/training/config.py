@@ -36,7 +36,7 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.global_hydra import GlobalHydra
 from hydra.errors import HydraException
 from omegaconf import II, MISSING, DictConfig, OmegaConf
-from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
 from gridplan.core import tasks
 from gridplan.data.datasets import BEHAVIOUR_POLICIES, parse_budget
@@ -338,7 +338,7 @@ def _extra_keys(cfg: DictConfig, kind: type, where: str = "") -> list[str]:
         dotted = f"{where}{key}"
         if key not in names:
             out.append(dotted)
-        elif isinstance(cfg[key], DictConfig) and is_dataclass(OmegaConf.get_type(cfg[key])):
+        elif not OmegaConf.is_missing(cfg, key) and isinstance(cfg[key], DictConfig) and is_dataclass(OmegaConf.get_type(cfg[key])):
             out += _extra_keys(cfg[key], OmegaConf.get_type(cfg[key]), f"{dotted}.")
     return out
 
@@ -375,7 +375,7 @@ def compose_error(err: HydraException | OmegaConfBaseException) -> str:
     if isinstance(cause, OmegaConfBaseException):
         message += f"\n{_first_line(cause)}"
         full_key = getattr(cause, "full_key", None)
-        if isinstance(cause, ConfigKeyError) and full_key:
+        if isinstance(cause, (ConfigKeyError, ConfigAttributeError)) and full_key:
             message += _valid_keys(str(full_key))
     return message
 
