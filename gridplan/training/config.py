@@ -338,8 +338,9 @@ def _extra_keys(cfg: DictConfig, kind: type, where: str = "") -> list[str]:
         dotted = f"{where}{key}"
         if key not in names:
             out.append(dotted)
-        elif not OmegaConf.is_missing(cfg, key) and isinstance(cfg[key], DictConfig) and is_dataclass(OmegaConf.get_type(cfg[key])):
-            out += _extra_keys(cfg[key], OmegaConf.get_type(cfg[key]), f"{dotted}.")
+        elif not OmegaConf.is_missing(cfg, key) and isinstance(cfg[key], DictConfig):
+            kind = OmegaConf.get_type(cfg[key])
+            out += _extra_keys(cfg[key], kind, f"{dotted}.") if is_dataclass(kind) else []
     return out
 
 

@@ -130,7 +130,8 @@ def test_cli_config_dir_composes_a_user_config_and_cfg_job_shows_it(tmp_path, ca
     assert main(["--config-dir", str(folder), "variant=mine", "--cfg", "job"]) == 0
     shown = OmegaConf.create(capsys.readouterr().out)
     assert (shown.variant.name, shown.variant.relevant_weight) == ("mine", 3.0)
-    assert main(["--config-dir", str(folder), "variant=mine", "+trainer.foo=1", "--cfg", "job"]) == 2
+    added = ["--config-dir", str(folder), "variant=mine", "+trainer.foo=1"]
+    assert main([*added, "--cfg", "job"]) == 2
     assert "unknown config key 'trainer.foo'" in capsys.readouterr().err
     assert main(["--config-dir", str(tmp_path / "nowhere"), "--cfg", "job"]) == 2
     assert "nowhere not found" in capsys.readouterr().err
