@@ -381,6 +381,33 @@ def compose_error(err: HydraException | OmegaConfBaseException) -> str:
     return message
 
 
+def compose_config(
+    config_dir: Path | str, config_name: str, overrides: Sequence[str] = ()
+) -> DictConfig:
+    """``config_name`` of ``config_dir`` composed by Hydra's Compose API with ``overrides``
+    (its defaults list applied, Hydra's own node dropped), unvalidated.
+
+    Raises:
+        ValueError: if the folder has no ``<config_name>.yaml``, or Hydra cannot compose it
+            (``compose_error``).
+    """
+    config_dir = Path(config_dir).resolve()
+    if not (config_dir / f"{config_name}.yaml").is_file():
+        raise ValueError(f"no {config_name}.yaml in config folder {config_dir}")
+    # A Hydra app (python -m train) holds the global Hydra; compose beside it, then hand it back.
+    held = GlobalHydra.instance().hydra
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(str(config_dir), version_base="1.3", job_name="train"):
+            return hydra_compose(config_name, list(overrides))
+    except (HydraException, OmegaConfBaseException) as err:
+        raise ValueError(compose_error(err)) from err
+    finally:
+        GlobalHydra.instance().clear()
+        if held is not None:
+            GlobalHydra.instance().initialize(held)
+
+
 def compose(
     overrides: Sequence[str] = (),
     config_dir: Path | str | None = None,
@@ -404,22 +431,7 @@ def compose(
         ValueError: on an unknown group choice or key (Hydra's message, with the valid
             keys), a value of the wrong type, a sweep, or a value that fails ``validate``.
     """
-    config_dir = Path(config_dir or DEFAULT_CONFIG_DIR).resolve()
-    if not (config_dir / f"{config_name}.yaml").is_file():
-        raise ValueError(f"no {config_name}.yaml in config folder {config_dir}")
-    # A Hydra app (python -m train) holds the global Hydra; compose beside it, then hand it back.
-    held = GlobalHydra.instance().hydra
-    GlobalHydra.instance().clear()
-    try:
-        with initialize_config_dir(str(config_dir), version_base="1.3", job_name="train"):
-            cfg = hydra_compose(config_name, list(overrides))
-    except (HydraException, OmegaConfBaseException) as err:
-        raise ValueError(compose_error(err)) from err
-    finally:
-        GlobalHydra.instance().clear()
-        if held is not None:
-            GlobalHydra.instance().initialize(held)
-    return validate(cfg)
+    return validate(compose_config(config_dir or DEFAULT_CONFIG_DIR, config_name, overrides))
 
 
 def run_name(cfg: DictConfig) -> str:
