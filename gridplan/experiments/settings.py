@@ -447,8 +447,9 @@ def _key(override: str) -> str:
 
 
 def _merge(*lists: Sequence[str]) -> tuple[str, ...]:
-    """Overrides of several lists, a later one replacing an earlier one of the same key
-    (``compose`` refuses a key given twice), in first-seen order."""
+    """Overrides of several lists, a later one replacing an earlier one of the same key, in
+    first-seen order: a model's settings (recorded with its results, read by ``_cap``) name
+    each key once."""
     out: dict[str, str] = {}
     for overrides in lists:
         for o in overrides:
