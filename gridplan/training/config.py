@@ -62,6 +62,12 @@ def _one_of(key: str, value: str, valid: Sequence[str]) -> None:
     _require(value in valid, f"unknown {key} {value!r}; valid: {', '.join(valid)}")
 
 
+def _at_least(key: str, value: int | None, low: int, optional: bool = False) -> None:
+    """``value >= low`` (or None where ``optional``)."""
+    ok = (optional and value is None) or (value is not None and value >= low)
+    _require(ok, f"{key} must be >= {low}{' or null' if optional else ''}, got {value}")
+
+
 @dataclass
 class VariantConfig:
     """Loss variant (paper Table 3) as weights of a per-dimension weighted MSE.
@@ -100,10 +106,7 @@ class VariantConfig:
             self.relevant_weight + self.irrelevant_weight > 0,
             "variant.relevant_weight and variant.irrelevant_weight cannot both be 0",
         )
-        _require(
-            self.rollout_horizon >= 1,
-            f"variant.rollout_horizon must be >= 1, got {self.rollout_horizon}",
-        )
+        _at_least("variant.rollout_horizon", self.rollout_horizon, 1)
 
 
 @dataclass
@@ -146,7 +149,7 @@ class DataConfig:
             f"data.val_fraction must lie in (0, 1): {self.val_fraction}",
         )
         for key in ("batch_size", "windows", "window_horizon"):
-            _require(getattr(self, key) >= 1, f"data.{key} must be >= 1, got {getattr(self, key)}")
+            _at_least(f"data.{key}", getattr(self, key), 1)
 
 
 @dataclass
@@ -180,7 +183,7 @@ class ModelConfig:
             bool(self.hidden) and min(self.hidden) >= 1,
             f"model.hidden must be a non-empty list of positive widths, got {self.hidden}",
         )
-        _require(self.members >= 1, f"model.members must be >= 1, got {self.members}")
+        _at_least("model.members", self.members, 1)
         _one_of("model.activation", self.activation, sorted(ACTIVATIONS))
         _require(self.lr > 0, f"model.lr must be > 0, got {self.lr}")
         _require(
@@ -223,28 +226,16 @@ class TrainerConfig:
 
     def __post_init__(self) -> None:
         _one_of("trainer.monitor", self.monitor, MONITORS)
+        for key, low in (("figures_every_n_epochs", 0), ("metrics_every_n_epochs", 0)):
+            _at_least(f"trainer.{key}", getattr(self, key), low)
         _require(
-            self.figures_every_n_epochs >= 0,
-            "trainer.figures_every_n_epochs must be >= 0 (0: no images), got "
-            f"{self.figures_every_n_epochs}",
-        )
-        every = self.metrics_every_n_epochs
-        _require(
-            every >= 0,
-            f"trainer.metrics_every_n_epochs must be >= 0 (0: the best only), got {every}",
-        )
-        _require(
-            every == 1 or self.monitor == "val/loss",
+            self.metrics_every_n_epochs == 1 or self.monitor == "val/loss",
             f"trainer.monitor {self.monitor!r} needs the window metrics every epoch "
-            f"(trainer.metrics_every_n_epochs=1), got {every}",
+            f"(trainer.metrics_every_n_epochs=1), got {self.metrics_every_n_epochs}",
         )
         for key in ("max_epochs", "min_epochs", "patience"):
-            value = getattr(self, key)
-            _require(value >= 1, f"trainer.{key} must be >= 1, got {value}")
-        _require(
-            self.limit_train_batches is None or self.limit_train_batches >= 1,
-            f"trainer.limit_train_batches must be >= 1 or null, got {self.limit_train_batches}",
-        )
+            _at_least(f"trainer.{key}", getattr(self, key), 1)
+        _at_least("trainer.limit_train_batches", self.limit_train_batches, 1, optional=True)
         _one_of("trainer.accelerator", self.accelerator, ACCELERATORS)
         _require(
             self.accelerator not in ("gpu", "cuda") or torch.cuda.is_available(),
@@ -270,10 +261,7 @@ class TrainConfig:
     workers: int | None = None
 
     def __post_init__(self) -> None:
-        _require(
-            self.workers is None or self.workers >= 1,
-            f"train.workers must be >= 1 or null, got {self.workers}",
-        )
+        _at_least("train.workers", self.workers, 1, optional=True)
 
 
 @dataclass
@@ -332,15 +320,15 @@ def _valid_keys(dotted: str) -> str:
 def _extra_keys(cfg: DictConfig, kind: type, where: str = "") -> list[str]:
     """Dotted keys of ``cfg`` that are no field of the dataclass ``kind`` (Hydra adds them for
     ``+key=value``; ``OmegaConf.to_object`` would keep them as stray attributes)."""
-    names = {f.name: f for f in fields(kind)}
+    names = {f.name for f in fields(kind)}
     out = []
     for key in cfg:
         dotted = f"{where}{key}"
         if key not in names:
             out.append(dotted)
         elif not OmegaConf.is_missing(cfg, key) and isinstance(cfg[key], DictConfig):
-            kind = OmegaConf.get_type(cfg[key])
-            out += _extra_keys(cfg[key], kind, f"{dotted}.") if is_dataclass(kind) else []
+            sub = OmegaConf.get_type(cfg[key])
+            out += _extra_keys(cfg[key], sub, f"{dotted}.") if is_dataclass(sub) else []
     return out
 
 
@@ -368,10 +356,12 @@ def _first_line(err: BaseException) -> str:
     return lines[0] if lines else type(err).__name__
 
 
-def compose_error(err: HydraException | OmegaConfBaseException) -> str:
+def _compose_error(err: HydraException | OmegaConfBaseException) -> str:
     """Hydra's message of a failed composition, with the valid keys where a key is unknown
     (Hydra names the key only)."""
-    message = str(err).strip()
+    # Hydra suggests ``+key=value`` for an unknown key; the schema refuses that too.
+    lines = str(err).strip().splitlines()
+    message = "\n".join(line for line in lines if not line.startswith("To append to your config"))
     cause = err.__cause__
     if isinstance(cause, OmegaConfBaseException):
         message += f"\n{_first_line(cause)}"
@@ -389,7 +379,7 @@ def compose_config(
 
     Raises:
         ValueError: if the folder has no ``<config_name>.yaml``, or Hydra cannot compose it
-            (``compose_error``).
+            (Hydra's message).
     """
     config_dir = Path(config_dir).resolve()
     if not (config_dir / f"{config_name}.yaml").is_file():
@@ -401,7 +391,7 @@ def compose_config(
         with initialize_config_dir(str(config_dir), version_base="1.3", job_name="train"):
             return hydra_compose(config_name, list(overrides))
     except (HydraException, OmegaConfBaseException) as err:
-        raise ValueError(compose_error(err)) from err
+        raise ValueError(_compose_error(err)) from err
     finally:
         GlobalHydra.instance().clear()
         if held is not None:
