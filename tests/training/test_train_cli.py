@@ -135,6 +135,14 @@ def test_cli_config_dir_composes_a_user_config_and_cfg_job_shows_it(tmp_path, ca
     assert "unknown config key 'trainer.foo'" in capsys.readouterr().err
     assert main(["--config-dir", str(tmp_path / "nowhere"), "--cfg", "job"]) == 2
     assert "nowhere not found" in capsys.readouterr().err
+    # --config-dir and hydra.searchpath together: both folders are searched.
+    other = tmp_path / "other"
+    (other / "data").mkdir(parents=True)
+    (other / "data" / "tiny.yaml").write_text("name: tiny\nbudget: 300\n")
+    both = ["--config-dir", str(folder), f"hydra.searchpath=[file://{other}]"]
+    assert main([*both, "variant=mine", "data=tiny", "--cfg", "job"]) == 0
+    shown = OmegaConf.create(capsys.readouterr().out)
+    assert (shown.variant.name, shown.data.name, shown.data.budget) == ("mine", "tiny", "300")
 
 
 def test_run_names_spell_variant_policy_budget_and_seed():
