@@ -12,7 +12,6 @@ Examples::
     python -m train experiment=random_12k out_dir=/tmp/runs
     python -m train resume=runs/uniform-balanced-20k-seed0/version_0
     python -m train threads=2                         # torch CPU threads (default: 1 per process)
-
     python -m train --config-dir ~/my_configs variant=mine   # a group choice kept elsewhere
     python -m train --cfg job --resolve variant=rel_only      # the config that would run
 
@@ -75,7 +74,10 @@ def main(argv: list[str] | None = None) -> int:
     resume = [a for a in args if a.startswith("resume=")]
     if resume:
         return _resume(args, resume[0].split("=", 1)[1])
-    parsed = get_args_parser().parse_args(args)
+    try:
+        parsed = get_args_parser().parse_args(args)
+    except SystemExit as exit_:  # argparse has printed its usage error
+        return int(exit_.code or 0)
     if not (parsed.help or parsed.hydra_help or parsed.info or parsed.shell_completion):
         try:
             overrides = OverridesParser.create().parse_overrides(parsed.overrides)

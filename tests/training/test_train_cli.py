@@ -187,6 +187,8 @@ def test_cli_reports_a_bad_argument_and_trains_nothing(tmp_path, capsys):
     captured = capsys.readouterr()
     assert "error: In 'config': Could not find 'variant/heavy'" in captured.err
     assert "Available options in 'variant':" in captured.err
+    assert main(["--no-such-flag"]) == 2
+    assert "unrecognized arguments: --no-such-flag" in capsys.readouterr().err
     assert not (tmp_path / "runs").exists()
 
 
