@@ -43,8 +43,6 @@ from gridplan.data.datasets import BEHAVIOUR_POLICIES, parse_budget
 from gridplan.models.learned import ACTIVATIONS
 from gridplan.util.threads import check_threads
 
-#: Config groups, in composition order.
-GROUPS = ("variant", "data", "model", "trainer")
 #: Metrics a run may select its best checkpoint and early stopping by (lower is better).
 MONITORS = ("val/loss", "val/E_tot", "val/DRPE_graded", "val/DRPE_binary")
 #: Lightning accelerators accepted by ``trainer.accelerator``.
