@@ -12,14 +12,20 @@ Examples::
     python -m train experiment=random_12k out_dir=/tmp/runs
     python -m train resume=runs/uniform-balanced-20k-seed0/version_0
     python -m train threads=2                         # torch CPU threads (default: 1 per process)
+    python -m train --config-dir ~/my_configs variant=mine   # a group choice kept elsewhere
+    python -m train --cfg job --resolve variant=rel_only      # the config that would run
 
 Groups: variant, data, model, trainer (and experiment presets); any key can be overridden
-with a dotted path; ``--help`` lists them all. Every run of a command line (every point of a
-``-m`` sweep) is composed and checked before the first one starts, so a bad argument trains
-nothing and makes no folder. Each run prints its resolved config (also saved as
-``config.yaml`` in the run folder, beside Hydra's ``.hydra/`` record) and ends with a line
-``checkpoint: PATH`` naming its best checkpoint, so the last line of the output can be handed
-to ``python -m eval --ckpt``. A sweep given without ``-m`` (``seed=0,1``) runs as ``-m``.
+with a dotted path; ``--help`` lists them all. ``--config-dir DIR`` and
+``hydra.searchpath=[file://DIR]`` add config folders (Hydra's search path). A command line
+of one run is composed and validated before Hydra runs it (and before ``--cfg`` prints it),
+so a bad argument trains nothing, makes no folder and prints ``error: ...`` (exit status 2);
+the sweeper composes and validates every point of a ``-m`` sweep before the first one
+starts. Each run prints its resolved config (also saved as ``config.yaml`` in the run
+folder, beside Hydra's ``.hydra/`` record; ``--cfg job --resolve`` prints the same text) and
+ends with a line ``checkpoint: PATH`` naming its best checkpoint, so the last line of the
+output can be handed to ``python -m eval --ckpt``. A sweep given without ``-m``
+(``seed=0,1``) runs as ``-m``.
 A sweep's points that share an architecture train as vectorized groups, one launcher job per
 group (the sweeper ``hydra/sweeper=gridplan``, ``train.sweep``); ``train.vectorize=false``
 makes a point one job trained alone.
@@ -37,15 +43,15 @@ from gridplan.util.threads import set_wait_policy
 set_wait_policy()  # before torch is imported: OpenMP reads it once (gridplan.util.threads)
 
 import hydra  # noqa: E402
+from hydra._internal.utils import get_args_parser  # noqa: E402
 from hydra.core.hydra_config import HydraConfig  # noqa: E402
+from hydra.core.override_parser.overrides_parser import OverridesParser  # noqa: E402
+from hydra.errors import HydraException  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
 from gridplan.training.config import (  # noqa: E402
     DEFAULT_CONFIG_DIR,
     compose,
-    expand_sweeps,
-    finish,
-    parse_overrides,
     run_name,
     to_yaml,
 )
@@ -59,8 +65,8 @@ from train.sweep import group_file, read_group  # noqa: E402
 
 #: Exit status of a run stopped by SIGTERM or SIGINT (128 + SIGTERM), so it never looks done.
 INTERRUPTED = 143
-#: Flags that only print (help, the composed config) and train nothing.
-_PRINT_ONLY = ("-h", "--help", "--hydra-help", "-c", "--cfg", "-i", "--info")
+#: Hydra's searchpath key: ``--config-dir`` joins it at the front (``hydra.main``'s order).
+SEARCHPATH = "hydra.searchpath"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,36 +74,47 @@ def main(argv: list[str] | None = None) -> int:
     resume = [a for a in args if a.startswith("resume=")]
     if resume:
         return _resume(args, resume[0].split("=", 1)[1])
-    flags = [a for a in args if a.startswith("-")]
-    if not any(f in _PRINT_ONLY for f in flags):
+    try:
+        parsed = get_args_parser().parse_args(args)
+    except SystemExit as exit_:  # argparse has printed its usage error
+        return int(exit_.code or 0)
+    if not (parsed.help or parsed.hydra_help or parsed.info or parsed.shell_completion):
         try:
-            multirun = bool({"-m", "--multirun"} & set(flags))
-            if not multirun and _has_sweep(args):
+            overrides = OverridesParser.create().parse_overrides(parsed.overrides)
+            if not parsed.multirun and any(o.is_sweep_override() for o in overrides):
                 note = f"note: a sweep runs as: python -m train -m {' '.join(args)}"
                 print(note, file=sys.stderr)
-                args, multirun = ["-m", *args], True
-            _check_all(args, multirun)
-        except ValueError as err:
+                args, parsed.multirun = ["-m", *args], True
+            if not parsed.multirun:
+                _check(parsed)
+        except (HydraException, ValueError) as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
     return _hydra(args)
 
 
-def _has_sweep(args: list[str]) -> bool:
-    """Whether an override sweeps (``seed=0,1``): such a command line runs as ``-m``."""
-    return any(o.is_sweep_override() for o in parse_overrides(a for a in args if a[:1] != "-"))
-
-
-def _check_all(args: list[str], multirun: bool) -> None:
-    """Compose every run of the command line (the sweep points of ``-m``) before any starts.
+def _check(parsed) -> None:
+    """Compose and validate the one run of a command line (Hydra's parsed arguments) with the
+    config folders, primary config and search path ``hydra.main`` uses.
 
     Raises:
-        ValueError: on the first bad argument, naming it.
+        ValueError: on a bad argument, naming it.
     """
-    overrides = [a for a in args if not a.startswith("-")]
-    runs = expand_sweeps(overrides) if multirun else [overrides]
-    for run in runs:
-        training_threads(compose(run).threads)
+    primary = DEFAULT_CONFIG_DIR
+    if parsed.config_path is not None:  # relative to this package, as Hydra reads it
+        primary = Path(__file__).parent / parsed.config_path
+    overrides = list(parsed.overrides)
+    if parsed.config_dir is not None:
+        extra = Path(parsed.config_dir).resolve()
+        if not extra.is_dir():
+            raise ValueError(f"additional config folder {extra} not found (--config-dir)")
+        given = OverridesParser.create().parse_overrides(overrides)
+        paths = [o.value() for o in given if o.get_key_element() == SEARCHPATH]
+        overrides = [o.input_line for o in given if o.get_key_element() != SEARCHPATH]
+        joined = [f"file://{extra}", *(paths[-1] if paths else [])]
+        overrides.append(f"{SEARCHPATH}=[{','.join(repr(str(p)) for p in joined)}]")
+    cfg = compose(overrides, primary, parsed.config_name or "config")
+    training_threads(cfg.threads)
 
 
 def _hydra(args: list[str]) -> int:
@@ -116,7 +133,6 @@ def _hydra(args: list[str]) -> int:
 @hydra.main(version_base="1.3", config_path=str(DEFAULT_CONFIG_DIR), config_name="config")
 def _app(cfg: DictConfig) -> None:
     hc = HydraConfig.get()
-    cfg = finish(cfg, hc.runtime.choices)
     print(describe(configure_threads(training_threads(cfg.threads))), flush=True)
     group = group_file()
     if group is not None:  # a job of vectorized sweep points (train.sweep)

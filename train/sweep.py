@@ -26,7 +26,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from gridplan.training.config import finish, schema
+from gridplan.training.config import schema, validate
 from gridplan.util.files import write_text_atomic
 
 #: Environment variable (set through ``hydra.job.env_set``) naming a job's group file.
@@ -35,15 +35,13 @@ GROUP_ENV = "GRIDPLAN_GROUP"
 
 def point_config(point: DictConfig) -> DictConfig:
     """A composed sweep point (with its ``hydra`` node) as the run config ``python -m train``
-    trains (``gridplan.training.config.finish``: group names recorded, Hydra's node dropped).
+    trains: Hydra's node dropped, validated (``gridplan.training.config.validate``).
 
     Raises:
         ValueError: if the config fails validation.
     """
-    choices = dict(point.hydra.runtime.choices)
     own = OmegaConf.masked_copy(point, [k for k in point if k != "hydra"])
-    cfg = OmegaConf.merge(schema(), own)
-    return finish(cfg, choices)
+    return validate(OmegaConf.merge(schema(), own))
 
 
 def _quoted(text: str) -> str:

@@ -17,17 +17,18 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from omegaconf import OmegaConf
+from omegaconf import MISSING, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from gridplan.core.protocols import PROFILES, Profile, Protocol
 from gridplan.evaluation.ladder_protocol import LadderProtocol
 from gridplan.metrics.relevance_estimation import FVIConfig
 from gridplan.metrics.stats import ISO_TOLERANCE
-from gridplan.training.config import DEFAULT_CONFIG_DIR
+from gridplan.training.config import DEFAULT_CONFIG_DIR, compose_config
 
 FULL, QUICK, TINY = PROFILES["full"], PROFILES["quick"], PROFILES["tiny"]
 
@@ -446,8 +447,9 @@ def _key(override: str) -> str:
 
 
 def _merge(*lists: Sequence[str]) -> tuple[str, ...]:
-    """Overrides of several lists, a later one replacing an earlier one of the same key
-    (``compose`` refuses a key given twice), in first-seen order."""
+    """Overrides of several lists, a later one replacing an earlier one of the same key, in
+    first-seen order: a model's settings (recorded with its results, read by ``_cap``) name
+    each key once."""
     out: dict[str, str] = {}
     for overrides in lists:
         for o in overrides:
@@ -460,42 +462,62 @@ def _cap(model: ZooModel, cap: int) -> int:
     return min([cap, *set_to])
 
 
-def load_zoo(name: str, folder: str | os.PathLike | None = None) -> Zoo:
-    """The zoo of ``<folder>/<name>.yaml`` (default folder ``configs/zoo``).
+@dataclass
+class ZooEntry:
+    """A model of a zoo file: ``name`` (display name; None: its key) and its ``python -m train``
+    overrides."""
 
-    The file holds ``seeds`` (training seeds), ``eval_seeds`` (closed-loop seeds),
-    ``common`` (overrides of every model) and ``models`` (key -> ``name``, ``overrides``); or
-    ``base: <zoo>`` to take another zoo's ``common`` and ``models`` and set its own seeds.
+    overrides: list[str] = MISSING
+    name: str | None = None
+
+
+@dataclass
+class ZooFile:
+    """The schema of a zoo file, ``configs/zoo/<name>.yaml``: training ``seeds``, closed-loop
+    ``eval_seeds``, ``common`` overrides of every model and the ``models`` (key -> entry). A
+    file takes another zoo's keys through its Hydra defaults list (``defaults: [default,
+    _self_]``: that zoo's keys, then its own).
 
     Raises:
-        ValueError: if the file is missing, names no model or no seed, or a model lacks
-            ``overrides``.
+        ValueError: if it names no model, no seed or no evaluation seed.
+    """
+
+    seeds: list[int] = field(default_factory=list)
+    eval_seeds: list[int] = field(default_factory=list)
+    common: list[str] = field(default_factory=list)
+    models: dict[str, ZooEntry] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.models:
+            raise ValueError("names no model")
+        if not self.seeds or not self.eval_seeds:
+            raise ValueError("needs seeds and eval_seeds")
+
+
+def load_zoo(name: str, folder: str | os.PathLike | None = None) -> Zoo:
+    """The zoo of ``<folder>/<name>.yaml`` (default folder ``configs/zoo``), composed by Hydra
+    (its defaults list applied) and checked against ``ZooFile``; each model's overrides are the
+    zoo's ``common`` ones, then its own (``_merge``).
+
+    Raises:
+        ValueError: if the file is missing (listing the zoos of ``folder``), does not compose,
+            names no model or no seed, or a model lacks ``overrides``.
     """
     folder = Path(folder or ZOO_DIR)
     path = folder / f"{name}.yaml"
     if not path.is_file():
         valid = sorted(p.stem for p in folder.glob("*.yaml"))
         raise ValueError(f"no zoo {name!r} in {folder}; valid zoos: {', '.join(valid)}")
-    raw = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
-    base = raw.pop("base", None)
-    if base is not None:
-        parent = load_zoo(base, folder)
-        seeds = tuple(raw.get("seeds", parent.seeds))
-        eval_seeds = tuple(raw.get("eval_seeds", parent.eval_seeds))
-        return Zoo(name, parent.models, seeds, eval_seeds)
-    entries = raw.get("models") or {}
-    if not entries:
-        raise ValueError(f"zoo {name!r} ({path}) names no model")
-    models = []
-    for key, entry in entries.items():
-        if not isinstance(entry, dict) or "overrides" not in entry:
-            raise ValueError(f"zoo {name!r}: model {key!r} needs a list of overrides")
-        settings = _merge(raw.get("common", []), entry["overrides"])
-        models.append(ZooModel(str(key), str(entry.get("name", key)), settings))
-    seeds, eval_seeds = tuple(raw.get("seeds", ())), tuple(raw.get("eval_seeds", ()))
-    if not seeds or not eval_seeds:
-        raise ValueError(f"zoo {name!r} ({path}) needs seeds and eval_seeds")
-    return Zoo(name, tuple(models), seeds, eval_seeds)
+    try:
+        composed = OmegaConf.merge(OmegaConf.structured(ZooFile), compose_config(folder, name))
+        raw = OmegaConf.to_object(composed)
+    except (ValueError, OmegaConfBaseException) as err:
+        raise ValueError(f"zoo {name!r} ({path}): {str(err).splitlines()[0]}") from err
+    models = tuple(
+        ZooModel(str(key), entry.name or str(key), _merge(raw.common, entry.overrides))
+        for key, entry in raw.models.items()
+    )
+    return Zoo(name, models, tuple(raw.seeds), tuple(raw.eval_seeds))
 
 
 @dataclass(frozen=True, kw_only=True)

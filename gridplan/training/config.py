@@ -3,28 +3,30 @@
 The schema is a tree of dataclasses stored in Hydra's ``ConfigStore`` as ``gridplan_schema``
 and named first in the defaults list of ``configs/config.yaml``, so every group file and
 override merges into a typed, struct-mode config: unknown keys and ill-typed values are
-rejected. ``python -m train`` composes through ``hydra.main``; ``compose`` builds the same
-config through Hydra's Compose API for library callers and tests::
+Hydra's errors. The dataclasses hold every default; a group file sets only what its choice
+changes, and its ``name``. Each dataclass checks its own ranges in ``__post_init__``, run by
+``validate`` (``OmegaConf.to_object``). ``python -m train`` composes through ``hydra.main``;
+``compose`` builds the same config through Hydra's Compose API for library callers::
 
-    configs/config.yaml              defaults list: one choice per group, plus top-level values
+    configs/config.yaml              defaults list: one choice per group
     configs/<group>/<choice>.yaml    merged into cfg.<group>  (groups: variant data model trainer)
     configs/experiment/<name>.yaml   optional preset (``@package _global_``): group choices and
                                      any values
     key=value                        dotted overrides of any key, e.g. trainer.max_epochs=50
 
 Precedence is Hydra's: the primary config's defaults, then the experiment's ``override``
-entries, then command-line choices; values merge in defaults-list order, the experiment's over
-``config.yaml``'s, and dotted overrides last. A value with top-level commas is a sweep
-(``seed=0,1,2``), run with Hydra's multirun (``python -m train -m ...``); ``expand_sweeps``
-lists the runs of a sweep so all of them can be checked before the first one starts.
+entries, then command-line choices; values merge in defaults-list order and dotted overrides
+last (a key given twice: the last wins). More config folders join Hydra's search path with
+``--config-dir`` or ``hydra.searchpath`` (a group choice found there composes like one of
+``configs/``). A value with top-level commas is a sweep (``seed=0,1,2``), run with Hydra's
+multirun (``python -m train -m ...``).
 """
 
 from __future__ import annotations
 
-import itertools
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 
 import torch
@@ -32,22 +34,36 @@ from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
 from hydra.core.config_store import ConfigStore
 from hydra.core.global_hydra import GlobalHydra
-from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.core.override_parser.types import Override
 from hydra.errors import HydraException
-from omegaconf import II, DictConfig, OmegaConf, open_dict
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf import II, MISSING, DictConfig, OmegaConf
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
 from gridplan.core import tasks
+from gridplan.data.datasets import BEHAVIOUR_POLICIES, parse_budget
+from gridplan.models.learned import ACTIVATIONS
+from gridplan.util.threads import check_threads
 
-#: Config groups, in composition order.
-GROUPS = ("variant", "data", "model", "trainer")
-#: Optional preset group: may select group choices and override any key.
-EXPERIMENT = "experiment"
 #: Metrics a run may select its best checkpoint and early stopping by (lower is better).
 MONITORS = ("val/loss", "val/E_tot", "val/DRPE_graded", "val/DRPE_binary")
+#: Lightning accelerators accepted by ``trainer.accelerator``.
+ACCELERATORS = ("auto", "cpu", "gpu", "cuda", "mps")
 #: ``configs/`` at the repository root (it is read from the source tree, not packaged).
 DEFAULT_CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
+
+
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise ValueError(message)
+
+
+def _one_of(key: str, value: str, valid: Sequence[str]) -> None:
+    _require(value in valid, f"unknown {key} {value!r}; valid: {', '.join(valid)}")
+
+
+def _at_least(key: str, value: int | None, low: int, optional: bool = False) -> None:
+    """``value >= low`` (or None where ``optional``)."""
+    ok = (optional and value is None) or (value is not None and value >= low)
+    _require(ok, f"{key} must be >= {low}{' or null' if optional else ''}, got {value}")
 
 
 @dataclass
@@ -59,9 +75,14 @@ class VariantConfig:
     ``dim_weight`` = ``relevant_weight`` on the task's relevant dims and ``irrelevant_weight``
     elsewhere, and ``sample_weight`` = ``event_weight`` on key-pickup or door-opening
     transitions, 1 otherwise.
+
+    Raises:
+        ValueError: on a negative or non-finite weight, ``event_weight`` 0, both dimension
+            weights 0, or ``rollout_horizon`` below 1.
     """
 
-    name: str = "uniform"
+    #: The ``configs/variant`` choice (each choice's file sets it).
+    name: str = MISSING
     relevant_weight: float = 1.0
     irrelevant_weight: float = 1.0
     event_weight: float = 1.0
@@ -71,12 +92,32 @@ class VariantConfig:
     #: (``gridplan.training.module.rollout_mse``); 1 is the one-step loss.
     rollout_horizon: int = 1
 
+    def __post_init__(self) -> None:
+        for key in ("relevant_weight", "irrelevant_weight", "event_weight"):
+            value = getattr(self, key)
+            _require(
+                math.isfinite(value) and value >= 0,
+                f"variant.{key} must be a finite number >= 0, got {value}",
+            )
+        _require(self.event_weight > 0, "variant.event_weight must be > 0")
+        _require(
+            self.relevant_weight + self.irrelevant_weight > 0,
+            "variant.relevant_weight and variant.irrelevant_weight cannot both be 0",
+        )
+        _at_least("variant.rollout_horizon", self.rollout_horizon, 1)
+
 
 @dataclass
 class DataConfig:
-    """Logged training transitions and the held-out evaluation windows used in validation."""
+    """Logged training transitions and the held-out evaluation windows used in validation.
 
-    name: str = "20k"
+    Raises:
+        ValueError: on a budget that is not a count, an unknown policy or task, a
+            ``val_fraction`` outside (0, 1), or a size below 1.
+    """
+
+    #: The ``configs/data`` choice (each choice's file sets it).
+    name: str = MISSING
     #: Transition budget, e.g. ``12k`` or ``12000`` (``gridplan.data.datasets.parse_budget``).
     budget: str = "20k"
     #: Behaviour policy: ``random``, ``balanced`` or ``expert``
@@ -96,12 +137,30 @@ class DataConfig:
     window_seed: int = 10_000
     window_policy: str = "balanced"
 
+    def __post_init__(self) -> None:
+        parse_budget(self.budget)
+        for key in ("policy", "window_policy"):
+            _one_of(f"data.{key}", getattr(self, key), BEHAVIOUR_POLICIES)
+        _one_of("data.task", self.task, tasks.names())
+        _require(
+            0 < self.val_fraction < 1,
+            f"data.val_fraction must lie in (0, 1): {self.val_fraction}",
+        )
+        for key in ("batch_size", "windows", "window_horizon"):
+            _at_least(f"data.{key}", getattr(self, key), 1)
+
 
 @dataclass
 class ModelConfig:
-    """MLP world model and its optimiser."""
+    """MLP world model and its optimiser.
 
-    name: str = "mlp"
+    Raises:
+        ValueError: on an empty or non-positive ``hidden``, ``members`` below 1, an unknown
+            activation or sampling, ``lr`` <= 0 or a negative ``weight_decay``.
+    """
+
+    #: The ``configs/model`` choice (each choice's file sets it).
+    name: str = MISSING
     hidden: list[int] = field(default_factory=lambda: [256, 256])
     activation: str = "silu"
     #: Ensemble members K: K > 1 trains K networks as one vectorized group and stacks them
@@ -117,12 +176,32 @@ class ModelConfig:
     lr: float = 3e-3
     weight_decay: float = 0.0
 
+    def __post_init__(self) -> None:
+        _require(
+            bool(self.hidden) and min(self.hidden) >= 1,
+            f"model.hidden must be a non-empty list of positive widths, got {self.hidden}",
+        )
+        _at_least("model.members", self.members, 1)
+        _one_of("model.activation", self.activation, sorted(ACTIVATIONS))
+        _require(self.lr > 0, f"model.lr must be > 0, got {self.lr}")
+        _require(
+            self.weight_decay >= 0, f"model.weight_decay must be >= 0, got {self.weight_decay}"
+        )
+        _one_of("model.sampling", self.sampling, ("mean", "ts"))
+
 
 @dataclass
 class TrainerConfig:
-    """Lightning trainer, checkpointing, early stopping and dashboards."""
+    """Lightning trainer, checkpointing, early stopping and dashboards.
 
-    name: str = "default"
+    Raises:
+        ValueError: on an unknown monitor or accelerator, a GPU accelerator without a CUDA
+            GPU, a count out of range, or a monitor other than ``val/loss`` with the window
+            metrics less often than every epoch.
+    """
+
+    #: The ``configs/trainer`` choice (each choice's file sets it).
+    name: str = MISSING
     max_epochs: int = 100
     min_epochs: int = 1
     #: Lightning accelerator: ``auto`` uses a GPU when present.
@@ -143,10 +222,33 @@ class TrainerConfig:
     progress_bar: bool = True
     log_every_n_steps: int = 10
 
+    def __post_init__(self) -> None:
+        _one_of("trainer.monitor", self.monitor, MONITORS)
+        for key, low in (("figures_every_n_epochs", 0), ("metrics_every_n_epochs", 0)):
+            _at_least(f"trainer.{key}", getattr(self, key), low)
+        _require(
+            self.metrics_every_n_epochs == 1 or self.monitor == "val/loss",
+            f"trainer.monitor {self.monitor!r} needs the window metrics every epoch "
+            f"(trainer.metrics_every_n_epochs=1), got {self.metrics_every_n_epochs}",
+        )
+        for key in ("max_epochs", "min_epochs", "patience"):
+            _at_least(f"trainer.{key}", getattr(self, key), 1)
+        _at_least("trainer.limit_train_batches", self.limit_train_batches, 1, optional=True)
+        _one_of("trainer.accelerator", self.accelerator, ACCELERATORS)
+        _require(
+            self.accelerator not in ("gpu", "cuda") or torch.cuda.is_available(),
+            f"trainer.accelerator={self.accelerator} but torch sees no CUDA GPU "
+            f"(torch {torch.__version__}); use trainer.accelerator=auto or cpu",
+        )
+
 
 @dataclass
 class TrainConfig:
-    """How ``python -m train`` runs several runs (a sweep, or an ensemble's members)."""
+    """How ``python -m train`` runs several runs (a sweep, or an ensemble's members).
+
+    Raises:
+        ValueError: if ``workers`` is below 1.
+    """
 
     #: Runs that share an architecture train as one vectorized group
     #: (``gridplan.training.vectorized``); False trains them one after another.
@@ -156,17 +258,25 @@ class TrainConfig:
     #: (``gridplan.training.vectorized.auto_workers``; 1 on a GPU).
     workers: int | None = None
 
+    def __post_init__(self) -> None:
+        _at_least("train.workers", self.workers, 1, optional=True)
+
 
 @dataclass
 class Config:
-    """Everything one training run needs; saved resolved into the run folder and checkpoint."""
+    """Everything one training run needs; saved resolved into the run folder and checkpoint.
+
+    Raises:
+        ValueError: on a seed outside ``0..2**32-1``, an empty ``out_dir``, a ``name`` that
+            is not a plain folder name, or ``threads`` below 1.
+    """
 
     variant: VariantConfig = field(default_factory=VariantConfig)
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
-    #: Preset applied from ``configs/experiment/`` (recorded for reference).
+    #: Preset applied from ``configs/experiment/`` (each preset's file sets it).
     experiment: str | None = None
     seed: int = 0
     #: Runs go to ``out_dir/<run name>/version_N``; existing versions are never touched.
@@ -176,6 +286,15 @@ class Config:
     #: torch CPU threads of the run (None: ``gridplan.util.threads.default_threads``).
     threads: int | None = None
 
+    def __post_init__(self) -> None:
+        _require(0 <= self.seed < 2**32, f"seed must lie in 0..2**32-1, got {self.seed}")
+        _require(bool(self.out_dir), "out_dir must not be empty")
+        _require(
+            self.name is None or (self.name not in ("", ".", "..") and "/" not in self.name),
+            f"name must be a plain folder name, got {self.name!r}",
+        )
+        check_threads(self.threads)
+
 
 #: Name of the schema node in Hydra's ConfigStore (first entry of ``config.yaml``'s defaults).
 SCHEMA_NAME = "gridplan_schema"
@@ -183,51 +302,51 @@ ConfigStore.instance().store(name=SCHEMA_NAME, node=Config)
 
 
 def schema() -> DictConfig:
-    """The structured default config (unknown keys rejected)."""
+    """The structured default config (unknown keys rejected; group names missing)."""
     return OmegaConf.structured(Config)
 
 
-def choices(group: str, config_dir: Path | str | None = None) -> list[str]:
-    """Available choices of a config group (its YAML file names), sorted."""
-    folder = Path(config_dir or DEFAULT_CONFIG_DIR) / group
-    return sorted(p.stem for p in folder.glob("*.yaml"))
+def _valid_keys(dotted: str) -> str:
+    """``"; valid keys of <parent>: ..."`` for a dotted key the schema does not have."""
+    parent = dotted.rpartition(".")[0]
+    node = OmegaConf.select(schema(), parent) if parent else schema()
+    if not isinstance(node, DictConfig):
+        return ""
+    return f"; valid keys of {parent or 'the config'}: {', '.join(str(k) for k in node)}"
 
 
-def parse_overrides(args: Iterable[str]) -> list[Override]:
-    """Command-line overrides read with Hydra's override grammar.
-
-    Raises:
-        ValueError: on an argument Hydra cannot read (it names the argument).
-    """
-    parser = OverridesParser.create()
-    parsed = []
-    for arg in args:
-        try:
-            parsed += parser.parse_overrides([arg])
-        except HydraException as err:
-            raise ValueError(
-                f"cannot read argument {arg!r} (expected key=value): {_first_line(err)}"
-            ) from err
-    return parsed
+def _extra_keys(cfg: DictConfig, kind: type, where: str = "") -> list[str]:
+    """Dotted keys of ``cfg`` that are no field of the dataclass ``kind`` (Hydra adds them for
+    ``+key=value``; ``OmegaConf.to_object`` would keep them as stray attributes)."""
+    names = {f.name for f in fields(kind)}
+    out = []
+    for key in cfg:
+        dotted = f"{where}{key}"
+        if key not in names:
+            out.append(dotted)
+        elif not OmegaConf.is_missing(cfg, key) and isinstance(cfg[key], DictConfig):
+            sub = OmegaConf.get_type(cfg[key])
+            out += _extra_keys(cfg[key], sub, f"{dotted}.") if is_dataclass(sub) else []
+    return out
 
 
-def expand_sweeps(args: Sequence[str]) -> list[list[str]]:
-    """One override list per run of a multirun sweep (the cartesian product, in command-line
-    order, as Hydra's basic sweeper orders it).
-
-    Example: ``["seed=0,1", "variant=uniform,rel_only"]`` -> 4 lists, seed-major.
+def validate(cfg: DictConfig) -> DictConfig:
+    """Check a composed config: every key in the schema, every value in range (each
+    dataclass's ``__post_init__``, run by ``OmegaConf.to_object``); returns ``cfg``.
 
     Raises:
-        ValueError: on an argument that is not ``key=value``.
+        ValueError: naming the first offending key and the valid keys, values or range.
     """
-    options = []
-    for override in parse_overrides(args):
-        key = override.get_key_element()
-        if override.is_sweep_override():
-            options.append([f"{key}={v}" for v in override.sweep_string_iterator()])
-        else:
-            options.append([override.input_line])
-    return [list(combo) for combo in itertools.product(*options)]
+    extra = _extra_keys(cfg, Config)
+    if extra:
+        raise ValueError(f"unknown config key {extra[0]!r}{_valid_keys(extra[0])}")
+    try:
+        OmegaConf.to_object(cfg)
+    except OmegaConfBaseException as err:
+        key = getattr(err, "full_key", None)
+        where = f" at {key}" if key else ""
+        raise ValueError(f"invalid config{where}: {_first_line(err)}") from err
+    return cfg
 
 
 def _first_line(err: BaseException) -> str:
@@ -235,228 +354,76 @@ def _first_line(err: BaseException) -> str:
     return lines[0] if lines else type(err).__name__
 
 
-def _check_key(base: DictConfig, dotted: str) -> None:
-    """Raise a ValueError listing the valid keys if ``dotted`` is not in the schema."""
-    node = base
-    walked = []
-    for part in dotted.split("."):
-        if not isinstance(node, DictConfig) or part not in node:
-            where = ".".join(walked) or "the config"
-            valid = sorted(node.keys()) if isinstance(node, DictConfig) else []
-            raise ValueError(
-                f"unknown config key {dotted!r}: no {part!r} in {where}; valid keys: "
-                f"{', '.join(str(k) for k in valid) or '(none, it is a value)'}"
-            )
-        walked.append(part)
-        node = node[part]
+def _compose_error(err: HydraException | OmegaConfBaseException) -> str:
+    """Hydra's message of a failed composition, with the valid keys where a key is unknown
+    (Hydra names the key only)."""
+    # Hydra suggests ``+key=value`` for an unknown key; the schema refuses that too.
+    lines = str(err).strip().splitlines()
+    message = "\n".join(line for line in lines if not line.startswith("To append to your config"))
+    cause = err.__cause__
+    if isinstance(cause, OmegaConfBaseException):
+        message += f"\n{_first_line(cause)}"
+        full_key = getattr(cause, "full_key", None)
+        if isinstance(cause, (ConfigKeyError, ConfigAttributeError)) and full_key:
+            message += _valid_keys(str(full_key))
+    return message
 
 
-def check_overrides(args: Sequence[str], config_dir: Path | str | None = None) -> None:
-    """Check one run's overrides against the groups and the schema before Hydra composes.
-
-    Hydra would reject the same arguments; this names the valid choices and keys.
-    ``hydra/...`` and ``hydra.*`` arguments are Hydra's own and pass through.
-
-    Raises:
-        ValueError: on a sweep, a key given twice, an unknown group choice or key.
-    """
-    base = schema()
-    seen: set[str] = set()
-    for override in parse_overrides(args):
-        key = override.key_or_group
-        if override.is_sweep_override():
-            raise ValueError(
-                f"{override.input_line!r} is a sweep; run sweeps with Hydra's multirun: "
-                f"python -m train -m {' '.join(args)}"
-            )
-        if key in seen:
-            raise ValueError(f"config key {key!r} is given twice")
-        seen.add(key)
-        if key == "hydra" or key.startswith(("hydra/", "hydra.")):
-            continue
-        if key in (*GROUPS, EXPERIMENT):
-            value = override.value()
-            valid = choices(key, config_dir)
-            if value is not None and str(value) not in valid:
-                raise ValueError(
-                    f"unknown {key} {value!r}; valid choices: {', '.join(valid) or '(none found)'}"
-                )
-        elif not override.is_delete():
-            _check_key(base, key)
-
-
-def finish(cfg: DictConfig, picked: Mapping[str, str | None]) -> DictConfig:
-    """Record the group choices Hydra made (``hydra.runtime.choices``) as ``<group>.name``
-    and ``experiment``, drop Hydra's own node, and ``validate``; returns ``cfg``.
+def compose_config(
+    config_dir: Path | str, config_name: str, overrides: Sequence[str] = ()
+) -> DictConfig:
+    """``config_name`` of ``config_dir`` composed by Hydra's Compose API with ``overrides``
+    (its defaults list applied, Hydra's own node dropped), unvalidated.
 
     Raises:
-        ValueError: if a group has no choice or the config fails ``validate``.
+        ValueError: if the folder has no ``<config_name>.yaml``, or Hydra cannot compose it
+            (Hydra's message).
     """
-    with open_dict(cfg):
-        cfg.pop("hydra", None)
-    for group in GROUPS:
-        if picked.get(group) is None:
-            raise ValueError(f"no choice for config group {group!r}; add one to config.yaml")
-        cfg[group].name = picked[group]
-    cfg.experiment = picked.get(EXPERIMENT)
-    return validate(cfg)
-
-
-def compose(overrides: Sequence[str] = (), config_dir: Path | str | None = None) -> DictConfig:
-    """Compose and validate one run's config with Hydra's Compose API.
-
-    Args:
-        overrides: ``group=choice`` selections (``variant=rel_only``, ``data=12k``,
-            ``experiment=NAME``) and dotted ``key=value`` overrides (``data.policy=random``,
-            ``model.hidden=[128,128]``), in Hydra's override grammar. No sweeps: see
-            ``expand_sweeps``.
-        config_dir: folder with ``config.yaml`` and the group folders (default: the
-            repository's ``configs/``).
-
-    Returns:
-        A structured ``DictConfig`` following ``Config`` (interpolations unresolved).
-
-    Raises:
-        ValueError: on an unknown group choice or key (listing the valid ones), a value of
-            the wrong type, a repeated key, a sweep, or a value that fails ``validate``.
-    """
-    config_dir = Path(config_dir or DEFAULT_CONFIG_DIR).resolve()
-    if not (config_dir / "config.yaml").is_file():
-        raise ValueError(f"no config.yaml in config folder {config_dir}")
-    check_overrides(overrides, config_dir)
+    config_dir = Path(config_dir).resolve()
+    if not (config_dir / f"{config_name}.yaml").is_file():
+        raise ValueError(f"no {config_name}.yaml in config folder {config_dir}")
     # A Hydra app (python -m train) holds the global Hydra; compose beside it, then hand it back.
     held = GlobalHydra.instance().hydra
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(str(config_dir), version_base="1.3", job_name="train"):
-            cfg = hydra_compose("config", list(overrides), return_hydra_config=True)
-            picked = dict(cfg.hydra.runtime.choices)
+            return hydra_compose(config_name, list(overrides))
     except (HydraException, OmegaConfBaseException) as err:
-        cause = f": {_first_line(err.__cause__)}" if err.__cause__ else ""
-        raise ValueError(f"{_first_line(err)}{cause}") from err
+        raise ValueError(_compose_error(err)) from err
     finally:
         GlobalHydra.instance().clear()
         if held is not None:
             GlobalHydra.instance().initialize(held)
-    return finish(cfg, picked)
 
 
-def _require(ok: bool, message: str) -> None:
-    if not ok:
-        raise ValueError(message)
+def compose(
+    overrides: Sequence[str] = (),
+    config_dir: Path | str | None = None,
+    config_name: str = "config",
+) -> DictConfig:
+    """Compose and validate one run's config with Hydra's Compose API.
 
+    Args:
+        overrides: ``group=choice`` selections (``variant=rel_only``, ``data=12k``,
+            ``experiment=NAME``) and dotted ``key=value`` overrides (``data.policy=random``,
+            ``model.hidden=[128,128]``), in Hydra's override grammar; ``hydra.searchpath``
+            adds config folders. No sweeps (Hydra's multirun runs them).
+        config_dir: folder with the primary config and the group folders (default: the
+            repository's ``configs/``).
+        config_name: the primary config's name in ``config_dir``.
 
-#: Lightning accelerators accepted by ``trainer.accelerator``.
-ACCELERATORS = ("auto", "cpu", "gpu", "cuda", "mps")
-
-
-def validate(cfg: DictConfig) -> DictConfig:
-    """Check value ranges the type system cannot; returns ``cfg``.
+    Returns:
+        A structured ``DictConfig`` following ``Config`` (interpolations unresolved).
 
     Raises:
-        ValueError: naming the first offending key and the valid values or range.
+        ValueError: on an unknown group choice or key (Hydra's message, with the valid
+            keys), a value of the wrong type, a sweep, or a value that fails ``validate``.
     """
-    from gridplan.data.datasets import BEHAVIOUR_POLICIES, parse_budget
-    from gridplan.models.learned import ACTIVATIONS
-
-    try:
-        c = OmegaConf.to_container(cfg, resolve=True)
-    except OmegaConfBaseException as err:
-        raise ValueError(f"config does not resolve: {err}") from err
-    v, d, m, t = c["variant"], c["data"], c["model"], c["trainer"]
-    for key in ("relevant_weight", "irrelevant_weight", "event_weight"):
-        _require(
-            math.isfinite(v[key]) and v[key] >= 0,
-            f"variant.{key} must be a finite number >= 0, got {v[key]}",
-        )
-    _require(v["event_weight"] > 0, "variant.event_weight must be > 0")
-    _require(
-        v["relevant_weight"] + v["irrelevant_weight"] > 0,
-        "variant.relevant_weight and variant.irrelevant_weight cannot both be 0",
-    )
-    _require(
-        v["rollout_horizon"] >= 1,
-        f"variant.rollout_horizon must be >= 1, got {v['rollout_horizon']}",
-    )
-    parse_budget(d["budget"])
-    for key in ("policy", "window_policy"):
-        _require(
-            d[key] in BEHAVIOUR_POLICIES,
-            f"unknown data.{key} {d[key]!r}; valid choices: {', '.join(BEHAVIOUR_POLICIES)}",
-        )
-    _require(
-        d["task"] in tasks.names(),
-        f"unknown data.task {d['task']!r}; valid: {', '.join(tasks.names())}",
-    )
-    _require(
-        0 < d["val_fraction"] < 1, f"data.val_fraction must lie in (0, 1): {d['val_fraction']}"
-    )
-    for key in ("batch_size", "windows", "window_horizon"):
-        _require(d[key] >= 1, f"data.{key} must be >= 1, got {d[key]}")
-    _require(
-        bool(m["hidden"]) and min(m["hidden"]) >= 1,
-        f"model.hidden must be a non-empty list of positive widths, got {m['hidden']}",
-    )
-    _require(m["members"] >= 1, f"model.members must be >= 1, got {m['members']}")
-    _require(
-        m["activation"] in ACTIVATIONS,
-        f"unknown model.activation {m['activation']!r}; valid: {', '.join(sorted(ACTIVATIONS))}",
-    )
-    _require(m["lr"] > 0, f"model.lr must be > 0, got {m['lr']}")
-    _require(m["weight_decay"] >= 0, f"model.weight_decay must be >= 0, got {m['weight_decay']}")
-    _require(
-        t["monitor"] in MONITORS,
-        f"unknown trainer.monitor {t['monitor']!r}; valid: {', '.join(MONITORS)}",
-    )
-    _require(
-        m["sampling"] in ("mean", "ts"),
-        f"unknown model.sampling {m['sampling']!r}; valid: mean, ts",
-    )
-    _require(
-        t["figures_every_n_epochs"] >= 0,
-        f"trainer.figures_every_n_epochs must be >= 0 (0: no images), got "
-        f"{t['figures_every_n_epochs']}",
-    )
-    every = t["metrics_every_n_epochs"]
-    _require(
-        every >= 0, f"trainer.metrics_every_n_epochs must be >= 0 (0: the best only), got {every}"
-    )
-    _require(
-        every == 1 or t["monitor"] == "val/loss",
-        f"trainer.monitor {t['monitor']!r} needs the window metrics every epoch "
-        f"(trainer.metrics_every_n_epochs=1), got {every}",
-    )
-    workers = c["train"]["workers"]
-    _require(workers is None or workers >= 1, f"train.workers must be >= 1 or null, got {workers}")
-    for key in ("max_epochs", "min_epochs", "patience"):
-        _require(t[key] >= 1, f"trainer.{key} must be >= 1, got {t[key]}")
-    _require(
-        t["limit_train_batches"] is None or t["limit_train_batches"] >= 1,
-        f"trainer.limit_train_batches must be >= 1 or null, got {t['limit_train_batches']}",
-    )
-    _require(
-        t["accelerator"] in ACCELERATORS,
-        f"unknown trainer.accelerator {t['accelerator']!r}; valid: {', '.join(ACCELERATORS)}",
-    )
-    _require(
-        t["accelerator"] not in ("gpu", "cuda") or torch.cuda.is_available(),
-        f"trainer.accelerator={t['accelerator']} but torch sees no CUDA GPU "
-        f"(torch {torch.__version__}); use trainer.accelerator=auto or cpu",
-    )
-    _require(0 <= c["seed"] < 2**32, f"seed must lie in 0..2**32-1, got {c['seed']}")
-    _require(bool(c["out_dir"]), "out_dir must not be empty")
-    name = c["name"]
-    _require(
-        name is None or (name not in ("", ".", "..") and "/" not in name),
-        f"name must be a plain folder name, got {name!r}",
-    )
-    return cfg
+    return validate(compose_config(config_dir or DEFAULT_CONFIG_DIR, config_name, overrides))
 
 
 def run_name(cfg: DictConfig) -> str:
     """Folder name of a run: ``cfg.name`` or ``<variant>-<policy>-<budget>-seed<seed>``."""
-    from gridplan.data.datasets import parse_budget
-
     if cfg.name:
         return str(cfg.name)
     n = parse_budget(cfg.data.budget)

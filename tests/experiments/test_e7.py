@@ -89,8 +89,32 @@ def test_an_unknown_zoo_names_the_valid_ones(tmp_path):
     with pytest.raises(ValueError, match="valid zoos: .*default"):
         load_zoo("nope")
     (tmp_path / "empty.yaml").write_text("seeds: [0]\neval_seeds: [0]\nmodels: {}\n")
-    with pytest.raises(ValueError, match="names no model"):
+    with pytest.raises(ValueError, match="zoo 'empty' .*: names no model"):
         load_zoo("empty", tmp_path)
+    (tmp_path / "bare.yaml").write_text("seeds: [0]\neval_seeds: [0]\nmodels: {a: {name: A}}\n")
+    with pytest.raises(ValueError, match="zoo 'bare' .*missing mandatory value: overrides"):
+        load_zoo("bare", tmp_path)
+    (tmp_path / "typo.yaml").write_text("seed: [0]\nmodels: {a: {overrides: [seed=1]}}\n")
+    with pytest.raises(ValueError, match="zoo 'typo' .*Key 'seed' not in 'ZooFile'"):
+        load_zoo("typo", tmp_path)
+
+
+def test_a_zoo_file_extends_another_through_its_defaults_list(tmp_path):
+    (tmp_path / "base.yaml").write_text(
+        "seeds: [0, 1]\neval_seeds: [0]\ncommon: [trainer=debug, data.windows=16]\n"
+        "models:\n  one: {name: first, overrides: [data.windows=8]}\n"
+        "  two: {overrides: [variant=rel_only]}\n"
+    )
+    (tmp_path / "more.yaml").write_text(
+        "defaults: [base, _self_]\nseeds: [7]\nmodels:\n  three: {overrides: [data=4k]}\n"
+    )
+    zoo = load_zoo("more", tmp_path)
+    assert (zoo.seeds, zoo.eval_seeds) == ((7,), (0,))
+    assert [(m.key, m.name, m.settings) for m in zoo.models] == [
+        ("one", "first", ("trainer=debug", "data.windows=8")),
+        ("two", "two", ("trainer=debug", "data.windows=16", "variant=rel_only")),
+        ("three", "three", ("trainer=debug", "data.windows=16", "data=4k")),
+    ]
 
 
 def test_the_deterministic_stack_refuses_a_stochastic_model():
