@@ -20,8 +20,8 @@ nothing and makes no folder. Each run prints its resolved config (also saved as
 ``config.yaml`` in the run folder, beside Hydra's ``.hydra/`` record) and ends with a line
 ``checkpoint: PATH`` naming its best checkpoint, so the last line of the output can be handed
 to ``python -m eval --ckpt``. A sweep given without ``-m`` (``seed=0,1``) runs as ``-m``.
-A sweep's points that share an architecture train as vectorized groups, one launcher job per
-group (the sweeper ``hydra/sweeper=gridplan``, ``train.sweep``); ``train.vectorize=false``
+A sweep's points that share an architecture train as vectorized groups, one Hydra launcher
+job per group (``train.sweep``, ``gridplan.training.dispatch``); ``train.vectorize=false``
 makes a point one job trained alone.
 ``resume=<run folder>`` continues an interrupted run from its ``last.ckpt`` and takes no
 other argument.
@@ -43,7 +43,6 @@ from omegaconf import DictConfig, OmegaConf  # noqa: E402
 from gridplan.training.config import (  # noqa: E402
     DEFAULT_CONFIG_DIR,
     compose,
-    expand_sweeps,
     finish,
     parse_overrides,
     run_name,
@@ -55,7 +54,7 @@ from gridplan.util.threads import (  # noqa: E402
     describe,
     training_threads,
 )
-from train.sweep import group_file, read_group  # noqa: E402
+from train.sweep import plan  # noqa: E402
 
 #: Exit status of a run stopped by SIGTERM or SIGINT (128 + SIGTERM), so it never looks done.
 INTERRUPTED = 143
@@ -76,7 +75,9 @@ def main(argv: list[str] | None = None) -> int:
                 note = f"note: a sweep runs as: python -m train -m {' '.join(args)}"
                 print(note, file=sys.stderr)
                 args, multirun = ["-m", *args], True
-            _check_all(args, multirun)
+            if multirun:
+                return _sweep(args)
+            _check_all(args)
         except ValueError as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
@@ -88,16 +89,13 @@ def _has_sweep(args: list[str]) -> bool:
     return any(o.is_sweep_override() for o in parse_overrides(a for a in args if a[:1] != "-"))
 
 
-def _check_all(args: list[str], multirun: bool) -> None:
-    """Compose every run of the command line (the sweep points of ``-m``) before any starts.
+def _check_all(args: list[str]) -> None:
+    """Compose the run of the command line before it starts.
 
     Raises:
         ValueError: on the first bad argument, naming it.
     """
-    overrides = [a for a in args if not a.startswith("-")]
-    runs = expand_sweeps(overrides) if multirun else [overrides]
-    for run in runs:
-        training_threads(compose(run).threads)
+    training_threads(compose([a for a in args if not a.startswith("-")]).threads)
 
 
 def _hydra(args: list[str]) -> int:
@@ -118,11 +116,6 @@ def _app(cfg: DictConfig) -> None:
     hc = HydraConfig.get()
     cfg = finish(cfg, hc.runtime.choices)
     print(describe(configure_threads(training_threads(cfg.threads))), flush=True)
-    group = group_file()
-    if group is not None:  # a job of vectorized sweep points (train.sweep)
-        launched = hc.runtime.choices.get("hydra/launcher") not in (None, "basic")
-        _run_group(group, launched)
-        return
     record = {
         ".hydra/config.yaml": OmegaConf.to_yaml(cfg),
         ".hydra/overrides.yaml": OmegaConf.to_yaml(hc.overrides.task),
@@ -160,37 +153,36 @@ def _run(cfg: DictConfig, header: str, record: dict[str, str] | None = None, res
     _summary(metrics, artifacts)
 
 
-def _run_group(path: Path, launched: bool) -> None:
-    """Train the sweep points of a group file as vectorized groups (``train.sweep``) and print
-    each one's summary and ``checkpoint:`` line, in sweep order. A job of a parallel
-    launcher (``launched``) trains in its own process only, unless ``train.workers`` is set:
-    the launcher's jobs already share the cores."""
+def _sweep(args: list[str]) -> int:
+    """Train the points of a ``-m`` sweep (``train.sweep``) and print each one's summary and
+    ``checkpoint:`` line, in sweep order; returns the exit status."""
     from lightning.pytorch.utilities.exceptions import SIGTERMException
 
     from gridplan.training import runs
     from gridplan.training.lightning_output import quiet_lightning_chatter
 
+    sweep = plan(args)
+    cfgs = sweep.configs
+    print(describe(configure_threads(training_threads(cfgs[0].threads))), flush=True)
     quiet_lightning_chatter()
+    for num, cfg in enumerate(cfgs):
+        print(f"=== run {num}: resolved config ===\n{to_yaml(cfg)}", flush=True)
+    grouped = [str(num) for num, cfg in enumerate(cfgs) if cfg.train.vectorize]
+    if grouped:
+        print(f"training runs {', '.join(grouped)} as vectorized groups", flush=True)
     try:
-        points = read_group(path)
-        if launched:
-            for _, cfg, _ in points:
-                if cfg.train.workers is None:
-                    cfg.train.workers = 1
-        for num, cfg, _ in points:
-            print(f"=== run {num}: resolved config ===\n{to_yaml(cfg)}", flush=True)
-        nums = ", ".join(str(num) for num, _, _ in points)
-        print(f"training runs {nums} as vectorized groups", flush=True)
-        results = runs.train_all([c for _, c, _ in points], records=[r for _, _, r in points])
+        results = runs.train_all(cfgs, records=sweep.records, launcher=sweep.launcher,
+                                 record_dir=sweep.folder)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
-        raise SystemExit(2) from None
+        return 2
     except (SIGTERMException, KeyboardInterrupt):
         print("error: training was interrupted; no checkpoint line", file=sys.stderr)
-        raise SystemExit(INTERRUPTED) from None
-    for (num, _, _), (metrics, artifacts) in zip(points, results, strict=True):
+        return INTERRUPTED
+    for num, (metrics, artifacts) in enumerate(results):
         print(f"=== run {num} ===")
         _summary(metrics, artifacts)
+    return 0
 
 
 def _summary(metrics: dict, artifacts: dict) -> None:
