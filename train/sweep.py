@@ -10,8 +10,8 @@ Hydra launcher (``gridplan.training.dispatch``).
 
 Of Hydra's own settings a sweep takes the launcher (``hydra/launcher=NAME`` and
 ``hydra.launcher.KEY=VALUE``; none: this machine, one worker process per usable core) and
-``hydra.sweep.dir`` (the folder of the jobs and the groups' records; default
-``<out_dir>/groups/version_<N>``). ``joblib``'s ``hydra.launcher.n_jobs=N`` deals each
+``hydra.sweep.dir`` (the folder of the jobs, the groups' records and Hydra's
+``multirun.yaml``; ``configs/config.yaml`` sets its default under ``out_dir``). ``joblib``'s ``hydra.launcher.n_jobs=N`` deals each
 architecture's points into ``N`` groups; ``train.workers=N`` does so on any launcher (unset,
 one group per usable core here and one per architecture on a cluster).
 """
@@ -47,13 +47,13 @@ class Sweep:
         configs: every point's run config, in sweep order.
         records: per point, its ``.hydra/`` files (``{relative path: text}``).
         launcher: where the jobs go.
-        folder: the jobs' folder (``hydra.sweep.dir``), or None for the default.
+        folder: the jobs' folder (``hydra.sweep.dir``).
     """
 
     configs: list[DictConfig]
     records: list[dict[str, str]]
     launcher: Launcher
-    folder: Path | None
+    folder: Path
 
 
 def plan(args: list[str]) -> Sweep:
@@ -108,4 +108,5 @@ def plan(args: list[str]) -> Sweep:
         jobs = int(n_jobs) if n_jobs is not None and int(n_jobs) >= 1 else None
     settings = tuple(a for a in launch if a.startswith("hydra.launcher."))
     launcher = Launcher(name, jobs, settings)
-    return Sweep(configs, records, launcher, Path(folders[-1]) if folders else None)
+    folder = folders[-1] if folders else str(nodes[0].hydra.sweep.dir)
+    return Sweep(configs, records, launcher, Path(folder))

@@ -43,7 +43,7 @@ def test_a_seed_sweep_trains_as_groups_and_each_member_equals_its_run_alone(tmp_
     assert [Path(c).parents[1].parent.name[-5:] for c in grouped] == ["seed0", "seed1", "seed2"]
     assert out.strip().splitlines()[-1] == f"checkpoint: {grouped[-1]}"
     # One group per worker process, one worker per core (train.workers unset).
-    records = sorted((tmp_path / "vec" / "runs" / "groups").glob("version_*/*/group.json"))
+    records = sorted((tmp_path / "vec" / "runs" / "_sweeps").glob("*/*/group.json"))
     assert len(records) == min(3, available_cpus())
     groups = [[m["seed"] for m in json.loads(r.read_text())["members"]] for r in records]
     assert sorted(s for seeds in groups for s in seeds) == [0, 1, 2]
@@ -59,7 +59,7 @@ def test_a_seed_sweep_trains_as_groups_and_each_member_equals_its_run_alone(tmp_
     out = capsys.readouterr().out
     assert "as vectorized groups" not in out
     alone = _checkpoints(out)
-    assert not list((tmp_path / "seq" / "runs" / "groups").glob("*/*/group.json"))
+    assert not list((tmp_path / "seq" / "runs" / "_sweeps").glob("*/*/group.json"))
     for a, b in zip(grouped, alone, strict=True):
         got, want = _final(a), _final(b)
         for key in FINAL:
@@ -70,7 +70,7 @@ def test_a_sweep_whose_data_cannot_be_made_leaves_no_run_folder(tmp_path, capsys
     tiny = [a for a in debug_overrides(tmp_path) if not a.startswith("data.budget=")]
     assert main(["-m", *tiny, "data.budget=1", "seed=0,1"]) == 2
     assert "cannot split 1 episode(s) into train and validation" in capsys.readouterr().err
-    assert list((tmp_path / "runs").iterdir()) == []
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["_sweeps"]
 
 
 def test_a_sweep_plan_composes_every_point_in_command_line_order(tmp_path):
@@ -84,7 +84,7 @@ def test_a_sweep_plan_composes_every_point_in_command_line_order(tmp_path):
     ]
     assert (sweep.launcher.name, sweep.launcher.jobs) == ("joblib", 2)
     assert sweep.launcher.overrides == ("hydra.launcher.n_jobs=2",)
-    assert sweep.folder is None
+    assert sweep.folder.parent == tmp_path / "runs" / "_sweeps"  # configs/config.yaml
     overrides = OmegaConf.create(sweep.records[3][".hydra/overrides.yaml"])
     assert list(overrides[-2:]) == ["seed=1", "model.lr=0.002"]
     hydra = OmegaConf.create(sweep.records[3][".hydra/hydra.yaml"])
@@ -120,7 +120,7 @@ def test_joblib_sends_one_group_per_job(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert "launching 2 training job(s) through hydra/launcher=joblib" in done.stderr
     assert len(_checkpoints(done.stdout)) == 3
-    records = sorted((tmp_path / "runs" / "groups").glob("version_*/*/group.json"))
+    records = sorted((tmp_path / "runs" / "_sweeps").glob("*/*/group.json"))
     seeds = sorted(sorted(m["seed"] for m in json.loads(r.read_text())["members"]) for r in records)
     assert seeds == [[0, 2], [1]]
     for run_dir in (tmp_path / "runs").glob("uniform-*/version_0"):
