@@ -3,8 +3,10 @@
 ``train(cfg) -> (metrics, artifacts)`` trains one run with its own Lightning trainer;
 ``train_all(cfgs)`` trains many, by default as vectorized groups (``gridplan.training.vectorized``:
 runs sharing an architecture train as members of one stack, each ending exactly as it would
-alone), one after another with ``train.vectorize=false``. An ensemble (``model.members=K``,
-``gridplan.models.ensemble``) is always trained through its members. ``python -m train`` and the
+alone), alone with ``train.vectorize=false``; every group and every run alone is one job of
+a Hydra launcher (``gridplan.training.dispatch``, ``train_groups``). An ensemble
+(``model.members=K``, ``gridplan.models.ensemble``) is always trained through its members
+(``member_configs``). ``python -m train`` and the
 learned-model experiment groups (E3, E4) train through these. Importing this module imports
 Lightning (seconds); import it where a run starts.
 
