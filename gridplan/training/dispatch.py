@@ -255,11 +255,9 @@ class _passed_on_to_workers:
 
     def __init__(self, folder: Path, names: Sequence[str], grace: float) -> None:
         self.folder, self.names, self.grace = folder, list(names), grace
-        self.before: set = set()
         self.previous: dict[int, Any] = {}
 
     def __enter__(self) -> _passed_on_to_workers:
-        self.before = set(multiprocessing.active_children())
         if threading.current_thread() is threading.main_thread():
             for signum in (signal.SIGTERM, signal.SIGINT):
                 self.previous[signum] = signal.signal(signum, self._stop)
@@ -272,7 +270,9 @@ class _passed_on_to_workers:
     def _stop(self, signum, frame) -> None:
         for signum_ in self.previous:  # a second signal does not cut the wait short
             signal.signal(signum_, signal.SIG_IGN)
-        workers = [p for p in multiprocessing.active_children() if p not in self.before]
+        # Every live child: joblib keeps its workers between launches, so one started for an
+        # earlier launch may be training this one's job.
+        workers = multiprocessing.active_children()
         for process in workers:
             if process.is_alive():
                 process.terminate()
