@@ -51,6 +51,7 @@ from typing import Any, TextIO
 import lightning.pytorch as pl
 import torch
 from lightning.pytorch.loggers import TensorBoardLogger
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
@@ -978,6 +979,8 @@ def train_group(
     Raises:
         ValueError: if a config fails validation, the members disagree on ``GROUP_KEYS`` or
             one is an ensemble (``model.members > 1``), or ``members`` is empty.
+        SIGTERMException, KeyboardInterrupt: on SIGTERM or SIGINT, after every member
+            still training has written its best and last checkpoints (``MemberRuns``).
     """
     start, cpu = time.perf_counter(), time.process_time()
     keep_freed_memory()
@@ -1012,7 +1015,13 @@ def train_group(
     with warnings.catch_warnings():
         # The step lists are plain Python lists (the buffers live on the module): no workers.
         warnings.filterwarnings("ignore", message=r".*does not have many workers.*")
-        trainer.fit(module)
+        try:
+            trainer.fit(module)
+        except SystemExit as err:
+            if isinstance(err, SIGTERMException):
+                raise
+            # Lightning turns Ctrl+C into sys.exit(1) after its graceful shutdown.
+            raise KeyboardInterrupt from err
     wall = time.perf_counter() - start
     missing = [r.label for r in runs if r.result is None]
     if missing:
