@@ -629,7 +629,8 @@ def _fresh(member: Member) -> Member:
     if (old / ".hydra").is_dir():
         shutil.copytree(old / ".hydra", new / ".hydra")
     write_status(new, "running", earlier_attempt=str(old))
-    write_status(old, "interrupted", continued_in=str(new))
+    if not (old / "metrics.json").is_file():  # a member that finished keeps its status
+        write_status(old, "interrupted", continued_in=str(new))
     return dataclasses.replace(member, run_dir=new)
 
 
