@@ -23,6 +23,7 @@ here; joblib would otherwise kill its workers at once.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import signal
@@ -220,6 +221,8 @@ def launch(
     folder = Path(folder).resolve()
     folder.mkdir(parents=True, exist_ok=True)
     for job in jobs:
+        for stale in (STARTED, RESULT):  # of an earlier launch into this folder
+            (folder / f"{job.name}{stale}").unlink(missing_ok=True)
         write_atomic(folder / f"{job.name}{JOB}", lambda tmp, j=job: torch.save(j, tmp))
     argv = ["-m", *job_overrides(names, folder, name, parallel, launcher.overrides)]
     print(
@@ -248,40 +251,25 @@ def launch(
     return values
 
 
-class _passed_on_to_workers:
+@contextlib.contextmanager
+def _passed_on_to_workers(folder: Path, names: Sequence[str], grace: float):
     """While joblib's workers train: SIGTERM or SIGINT here is sent on to them as SIGTERM,
     then this process waits until every started job has a result (or ``grace`` runs out)
     and raises ``SIGTERMException`` or ``KeyboardInterrupt``."""
+    signals = (signal.SIGTERM, signal.SIGINT)
 
-    def __init__(self, folder: Path, names: Sequence[str], grace: float) -> None:
-        self.folder, self.names, self.grace = folder, list(names), grace
-        self.previous: dict[int, Any] = {}
-
-    def __enter__(self) -> _passed_on_to_workers:
-        if threading.current_thread() is threading.main_thread():
-            for signum in (signal.SIGTERM, signal.SIGINT):
-                self.previous[signum] = signal.signal(signum, self._stop)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for signum, handler in self.previous.items():
-            signal.signal(signum, handler)
-
-    def _stop(self, signum, frame) -> None:
-        for signum_ in self.previous:  # a second signal does not cut the wait short
+    def stop(signum, frame) -> None:
+        for signum_ in signals:  # a second signal does not cut the wait short
             signal.signal(signum_, signal.SIG_IGN)
         # Every live child: joblib keeps its workers between launches, so one started for an
         # earlier launch may be training this one's job.
         workers = multiprocessing.active_children()
         for process in workers:
-            if process.is_alive():
-                process.terminate()
-        deadline = time.monotonic() + self.grace
-        while time.monotonic() < deadline:
-            started = [n for n in self.names if (self.folder / f"{n}{STARTED}").is_file()]
-            if all((self.folder / f"{n}{RESULT}").is_file() for n in started):
-                break
-            if not any(p.is_alive() for p in workers):
+            process.terminate()
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and any(p.is_alive() for p in workers):
+            started = [n for n in names if (folder / f"{n}{STARTED}").is_file()]
+            if all((folder / f"{n}{RESULT}").is_file() for n in started):
                 break
             time.sleep(0.2)
         if signum == signal.SIGTERM:
@@ -289,6 +277,16 @@ class _passed_on_to_workers:
 
             raise SIGTERMException
         raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():  # signals reach it only
+        yield
+        return
+    previous = {signum: signal.signal(signum, stop) for signum in signals}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _hold_hydra():

@@ -580,27 +580,17 @@ def _launch(groups, singles: list[Job], record_dir, launcher: Launcher, progress
     else:  # one thread per job, as each job of this machine has
         parallel, threads = max(1, min(count, launcher.jobs or count)), 1
     jobs = [
-        Job(
-            name,
-            _group_job,
-            {
-                "members": list(ms),
-                "name": name,
-                "record_dir": record_dir / name,
-                "progress": progress,
-                "threads": threads,
-            },
-        )
+        Job(name, _group_job, {"members": list(ms), "name": name, "progress": progress,
+                               "record_dir": record_dir / name})
         for name, ms in groups
     ]
-    for job in singles:
-        jobs.append(Job(job.name, job.fn, {**job.kwargs, "threads": threads}))
+    jobs = [Job(j.name, j.fn, {**j.kwargs, "threads": threads}) for j in [*jobs, *singles]]
     values = launch(jobs, record_dir, launcher, parallel)
     return values[: len(groups)], values[len(groups) :]
 
 
 def _group_job(
-    members: list[Member], name: str, record_dir: Path, progress: bool, threads: int
+    members: list[Member], name: str, progress: bool, threads: int, record_dir: Path
 ) -> GroupResult:
     """A launcher job: train one vectorized group. A member whose folder holds an earlier
     attempt (a requeued or rerun job) trains in a new ``version_<N>`` folder instead."""

@@ -190,10 +190,11 @@ def test_a_rerun_group_job_trains_in_new_folders_and_keeps_the_old_ones(tmp_path
     (run_dir / ".hydra").mkdir()
     (run_dir / ".hydra" / "overrides.yaml").write_text("- seed=0\n")
     member = Member(cfg, run_dir)
-    first = runs._group_job([member], "g", tmp_path / "g", False, 1).runs[0]
+    job = {"name": "g", "progress": False, "threads": 1, "record_dir": tmp_path / "g"}
+    first = runs._group_job([member], **job).runs[0]
     best = (run_dir / "checkpoints" / "best.ckpt").read_bytes()
     (run_dir / "metrics.json").unlink()  # as if the job stopped before its member finished
-    again = runs._group_job([member], "g", tmp_path / "g", False, 1).runs[0]
+    again = runs._group_job([member], **job).runs[0]
     new = Path(again[1]["run_dir"])
     assert (first[1]["run_dir"], new.name) == (str(run_dir), "version_1")
     assert (run_dir / "checkpoints" / "best.ckpt").read_bytes() == best  # never overwritten
