@@ -14,8 +14,9 @@ Examples::
     python -m eval --compare oracle noise,sigma_r=0.35,sigma_i=0.1   # paired, same draws
 
 Without ladder options (``--levels``, ``--card``, ``--compare``) the report is the paper's
-(``gridplan.evaluation.model_report.model_report``); with them it is ``gridplan.evaluate``'s, a
-superset (``eval.ladder``).
+(``gridplan.evaluation.ladder.paper_report``: the levels L1 and closed-loop success); with them
+it is ``gridplan.evaluate``'s, a superset measured by the same level functions
+(``eval.ladder``).
 
 A built-in model is evaluated with the controlled grid's protocol by default, a checkpoint of
 ``python -m train`` with the learned models' (``gridplan.core.protocols``: paper §5.1, §5.4); the
@@ -36,10 +37,11 @@ import torch
 
 from eval import ladder
 from eval.ladder import BUILTIN_MODELS
-from eval.report import format_table, write_json
+from eval.report import format_table
 from gridplan.core import readings, tasks
 from gridplan.core.protocols import CONTROLLED, LEARNED, Protocol
-from gridplan.evaluation.model_report import model_report
+from gridplan.evaluation.ladder import paper_report
+from gridplan.evaluation.schema import write_report
 from gridplan.models.plugins import is_plugin_target
 from gridplan.training.run_status import STATUS_FILE, read_status
 from gridplan.util.threads import configure_threads, describe
@@ -266,8 +268,8 @@ def _checkpoint_info(path: Path, model) -> dict:
 
 
 def _report(model, info: dict, args: argparse.Namespace) -> dict:
-    """``model_report`` with the protocol given on the command line."""
-    return model_report(
+    """``paper_report`` with the protocol given on the command line."""
+    return paper_report(
         model,
         info,
         task=tasks.get(args.task),
@@ -279,10 +281,10 @@ def _report(model, info: dict, args: argparse.Namespace) -> dict:
 
 def _ensemble_uncertainty(model, args: argparse.Namespace) -> dict:
     """An ensemble's disagreement against its rollout error on the report's held-out windows
-    (``gridplan.models.ensemble.uncertainty_vs_error``: Spearman with a seeded bootstrap 95% CI,
+    (``gridplan.metrics.calibration.uncertainty_vs_error``: Spearman with a seeded bootstrap 95% CI,
     AURC), printed; the card (``--card``) adds the ladder's risk–coverage figure."""
     from gridplan.data.datasets import eval_windows
-    from gridplan.models.ensemble import uncertainty_vs_error
+    from gridplan.metrics.calibration import uncertainty_vs_error
 
     p = args.protocol
     windows = eval_windows(p.n_windows, p.horizon, task=tasks.get(args.task), device=args.device)
@@ -330,7 +332,7 @@ def _evaluate_checkpoints(args: argparse.Namespace) -> None:
         print(format_table(report))
         if getattr(model, "members", 1) >= 2:
             report["uncertainty"] = _ensemble_uncertainty(model, args)
-        write_json(report, out, overwrite=args.force)
+        write_report(report, out, overwrite=args.force)
         log_report(log_dir, report, step, "eval", tasks.get(args.task))
         print(f"json: {out}\ntensorboard: {log_dir} (eval/)", flush=True)
 
@@ -357,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
         report = _report(model, info, args)
         print(format_table(report))
         if args.json:
-            path = write_json(report, args.json, overwrite=args.force)
+            path = write_report(report, args.json, overwrite=args.force)
             print(f"json: {path}")
         if args.tensorboard:
             ladder.log_tensorboard(Path(args.tensorboard), report, 0, tasks.get(args.task))

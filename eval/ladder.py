@@ -23,7 +23,8 @@ from gridplan.core import readings, tasks
 from gridplan.core.readings import PROJECT, Reading
 from gridplan.evaluation.card import card_paths, write_card
 from gridplan.evaluation.compare import compare
-from gridplan.evaluation.ladder import PROTOCOLS, LadderProtocol, check_levels, evaluate
+from gridplan.evaluation.ladder import check_levels, evaluate
+from gridplan.evaluation.ladder_protocol import PROTOCOLS, LadderProtocol
 from gridplan.evaluation.schema import LEVELS, ladder_lines, log_ladder, write_report
 from gridplan.models.noise import NoiseModel, OracleModel
 from gridplan.models.plugins import (

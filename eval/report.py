@@ -1,15 +1,13 @@
-"""Printing and saving ``gridplan.evaluation.model_report.model_report`` dicts for ``python -m
-eval``."""
+"""Printing the paper's reports (``gridplan.evaluation.ladder.paper_report``) for ``python -m
+eval``; ``gridplan.evaluation.schema.write_report`` writes them."""
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 from gridplan.core import tasks
 from gridplan.core.constants import DIM_NAMES, STATE_DIM
 from gridplan.core.values import relevance_weights
-from gridplan.util.jsonio import dumps
 
 
 def _fmt(value, digits: int = 4) -> str:
@@ -20,7 +18,8 @@ def _fmt(value, digits: int = 4) -> str:
 
 
 def format_table(report: dict) -> str:
-    """Human-readable table of a ``model_report`` dict; the profile is ordered by relevance."""
+    """Human-readable table of a ``paper_report`` dict (or of any report holding its keys); the
+    profile is ordered by relevance."""
     model = ", ".join(f"{k}={v}" for k, v in report["model"].items())
     s, o = report["success"], report["outcomes"]
     drpe = ", ".join(f"{k} {v:.4f}" for k, v in report["DRPE"].items())
@@ -52,18 +51,3 @@ def format_table(report: dict) -> str:
         name = DIM_NAMES[d]
         lines.append(f"  {name:<10} w={weights[d]:.3f}  err={report['profile'][name]:.5f}")
     return "\n".join(lines)
-
-
-def write_json(report: dict, path: Path, overwrite: bool = False) -> Path:
-    """Write ``report`` to ``path`` as strict JSON (NaN as ``null``, ``gridplan.util.jsonio``);
-    refuses to replace an existing file unless ``overwrite``.
-
-    Raises:
-        FileExistsError: if ``path`` exists and ``overwrite`` is False.
-    """
-    path = Path(path)
-    if path.exists() and not overwrite:
-        raise FileExistsError(f"{path} already exists; pass --force to overwrite it")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(dumps(report, indent=2) + "\n")
-    return path

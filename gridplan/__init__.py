@@ -16,7 +16,7 @@ stays light:
 - ``compare(a, b, ...)``: a paired comparison of two models (``gridplan.evaluation.compare``);
 - ``Report``, ``LadderProtocol``: the versioned report and the ladder's protocol;
 - ``Task``: the task as data (``gridplan.core.tasks``);
-- ``WorldModel``: the model contract (``gridplan.models.noise``).
+- ``WorldModel``: the model contract (``gridplan.models.contract``).
 """
 
 from importlib import import_module
@@ -25,11 +25,11 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "evaluate": "gridplan.evaluation.ladder",
-    "LadderProtocol": "gridplan.evaluation.ladder",
+    "LadderProtocol": "gridplan.evaluation.ladder_protocol",
     "compare": "gridplan.evaluation.compare",
     "Report": "gridplan.evaluation.schema",
     "Task": "gridplan.core.tasks",
-    "WorldModel": "gridplan.models.noise",
+    "WorldModel": "gridplan.models.contract",
 }
 __all__ = list(_EXPORTS)
 

@@ -3,7 +3,7 @@
 Both run in one process on the same machine, interleaved (eval, ladder, eval, ladder, ...) so
 a change of load hits both alike, at the default protocol of a built-in model
 (``gridplan.core.protocols.CONTROLLED``, paper §5.1: depth 4, 10 seeds x 30 episodes, 1000 held-out
-windows of H = 10): ``python -m eval`` (``gridplan.evaluation.model_report.model_report``) computes
+windows of H = 10): ``python -m eval`` (``gridplan.evaluation.ladder.paper_report``) computes
 the L1 prediction metrics and the closed-loop success;
 ``gridplan.evaluate`` adds L4-L7, the WorldModelGym probe and, for models exposing it,
 uncertainty. The cost ratio is ladder / eval of the medians per model (the target is at most
@@ -33,8 +33,8 @@ sys.path.insert(0, str(ROOT))
 
 import gridplan  # noqa: E402
 from gridplan.core import tasks  # noqa: E402
-from gridplan.evaluation.ladder import PROTOCOLS  # noqa: E402
-from gridplan.evaluation.model_report import model_report  # noqa: E402
+from gridplan.evaluation.ladder import paper_report  # noqa: E402
+from gridplan.evaluation.ladder_protocol import PROTOCOLS  # noqa: E402
 from gridplan.models.noise import NoiseModel, OracleModel  # noqa: E402
 from gridplan.models.plugins import build, checked  # noqa: E402
 from gridplan.util.jsonio import dumps  # noqa: E402
@@ -51,7 +51,7 @@ MODELS = {
 
 def _eval_today(model, name: str, task, depth: int, protocol, device) -> float:
     start = time.perf_counter()
-    model_report(model, {"name": name}, task, protocol.closed_loop(depth), device, progress=False)
+    paper_report(model, {"name": name}, task, protocol.closed_loop(depth), device, progress=False)
     return time.perf_counter() - start
 
 

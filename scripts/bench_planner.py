@@ -11,8 +11,8 @@ with ``--e1``, the wall time of the full E1 sweep (paper §5.1: 48 noise setting
 
 Learned-model rows (``--learned``, on by default): the 16-256-256-12 SiLU delta MLP of paper
 §5.4 (fixed random weights) planned four ways on the same start states, timed interleaved:
-the independent-leaf generic planner in one ``predict`` call per step (as before the
-shared-prefix tree), the same with cache-sized calls, the shared-prefix tree (the planner's
+the independent-leaf generic planner in one ``predict`` call per step (the baseline without
+the shared-prefix tree), the same with cache-sized calls, the shared-prefix tree (the planner's
 default for this deterministic model) and a TorchRL ``ModelBasedEnvBase`` rollout of the
 same network (when ``torchrl`` is installed); all four must choose identical actions. Beside
 them the measured matmul ceiling of the network's layers (each layer's shape at its best sgemm
@@ -21,7 +21,7 @@ budget, and with ``--call-sweep`` the MLP's rate per ``predict`` call size (the 
 behind ``gridplan.planning.scorers.CACHE_BYTES``). ``--busy`` adds rows with a neighbour process
 spinning on one core, at 1 and 2 threads.
 
-    python scripts/bench_planner.py --quick                 # sanity run, ~2 minutes on 2 cores
+    python scripts/bench_planner.py --quick                 # sanity run: fewer sizes and repeats
     python scripts/bench_planner.py --json bench.json --e1  # the numbers of docs/PERFORMANCE.md
     python scripts/bench_planner.py --threads 1 --only-learned --call-sweep --busy
     python scripts/bench_planner.py --device cuda --max-memory 8G
@@ -63,9 +63,10 @@ from torch.utils._pytree import tree_flatten  # noqa: E402
 from gridplan.core.constants import AGENT_X, AGENT_Y, C1, N_ACTIONS, STATE_DIM  # noqa: E402
 from gridplan.core.env import outcome, to_cell, to_flag  # noqa: E402
 from gridplan.core.tasks import TASK_A, Task  # noqa: E402
+from gridplan.core.values import value_table  # noqa: E402
 from gridplan.models.learned import LearnedWorldModel, MLPDynamics  # noqa: E402
 from gridplan.models.noise import NoiseModel, OracleModel, noise_grid  # noqa: E402
-from gridplan.planning.closed_loop import evaluate, start_states  # noqa: E402
+from gridplan.planning.closed_loop import run_episodes, start_states  # noqa: E402
 from gridplan.planning.fused import FusedNoiseScorer  # noqa: E402
 from gridplan.planning.planner import DEFAULT_MAX_MEMORY, Planner  # noqa: E402
 from gridplan.planning.reference import (  # noqa: E402
@@ -77,6 +78,7 @@ from gridplan.planning.reference import (  # noqa: E402
     ref_step,
     value_table_list,
 )
+from gridplan.planning.registry import through_predict  # noqa: E402
 from gridplan.planning.scorers import action_sequences  # noqa: E402
 from gridplan.util.threads import configure_threads, describe  # noqa: E402
 
@@ -359,9 +361,9 @@ def run_reference(planner: Planner, root: torch.Tensor, episodes: int) -> dict:
 def bench_row(model_name, path, depth, episodes, args, device) -> dict:
     """One timed configuration of the batched planner."""
     model = MODELS[model_name]()
-    planner = Planner(
-        model, depth, max_memory=args.max_memory, device=device, generic=(path == "generic")
-    )
+    # "generic": the model's leaves through its predict, in place of its registered scorer.
+    factory = through_predict if path == "generic" else None
+    planner = Planner(model, depth, max_memory=args.max_memory, device=device, factory=factory)
     root = start_states([0], episodes, device=device)
     with PeakMemory(device) as mem:
         seconds, calls = time_decisions(planner, root, args.min_time)
@@ -385,7 +387,9 @@ def e1_sweep(device: torch.device, max_memory: int) -> dict:
     """Wall time of the full E1 sweep as one setting-major batch."""
     model = noise_grid(E1_SIGMA_R, E1_SIGMA_I)
     start = time.perf_counter()
-    result = evaluate(model, TASK_A, 4, tuple(range(10)), 30, device=device, max_memory=max_memory)
+    result = run_episodes(
+        model, TASK_A, 4, tuple(range(10)), 30, device=device, max_memory=max_memory
+    )
     sync(device)
     wall = time.perf_counter() - start
     success = result.success.float().view(model.n_settings, -1).mean(dim=1)
@@ -465,8 +469,8 @@ def matmul_ceiling(device: torch.device, net: MLPDynamics, min_time: float = 0.3
     """The matmul ceiling of one transition of ``net``: every linear layer's shape at its
     best sgemm rate (``sgemm_rate``), the transition's FLOP over the sum of the layers' best
     times (``flop_per_s``). ``widest_flop_per_s`` is the widest layer's rate alone, at which
-    the 16-wide input and 12-wide output layers cannot run on this CPU (a ceiling that counted
-    them at it, as runs before 2026-12-01 did, sat ~4% above what the shapes allow)."""
+    the 16-wide input and 12-wide output layers cannot run, so a ceiling at that rate lies
+    above what the shapes allow."""
     widths = [STATE_DIM + N_ACTIONS, *net.hidden, STATE_DIM]
     layers = [
         sgemm_rate(device, a, b, min_time) for a, b in zip(widths[:-1], widths[1:], strict=False)
@@ -515,7 +519,7 @@ def torchrl_decider(model, task: Task, depth: int, root: torch.Tensor):
 
     device, episodes, leaves = root.device, root.shape[0], 4**depth
     rows = episodes * leaves
-    values = task.value_table(device)
+    values = value_table(task, device)
     discounts = [task.gamma**t for t in range(depth + 1)]
     plan = [a.repeat(episodes) for a in action_sequences(depth, device).T]
 
@@ -588,11 +592,11 @@ def learned_deciders(
 ) -> dict:
     """``path -> generator -> actions`` of the available learned ``paths`` (and the tree)."""
     device = root.device
-    single = Planner(model, depth, max_memory=max_memory, device=device, generic=True)
-    single.scorer.call_rows = None  # one predict call per chunk and step, as before the tree
+    single = Planner(model, depth, max_memory=max_memory, device=device, tree="independent")
+    single.scorer.call_rows = None  # one predict call per chunk and step, no tree
     planners = {
         "generic-1call": single,
-        "generic": Planner(model, depth, max_memory=max_memory, device=device, generic=True),
+        "generic": Planner(model, depth, max_memory=max_memory, device=device, tree="independent"),
         "tree": Planner(model, depth, max_memory=max_memory, device=device),
     }
     out = {
@@ -718,7 +722,7 @@ def learned_section(args, device: torch.device) -> dict:
     out = {"flop_per_transition": flop, "matmul_ceiling": ceiling, "rows": rows}
     if args.learned_d6:
         out["depth6"] = learned_depth6(model, args, device, flop, ceiling["flop_per_s"])
-    # The same rows against the widest layer's rate alone (the definition of earlier runs).
+    # The same rows against the widest layer's rate alone (the looser ceiling).
     narrower = ceiling["flop_per_s"] / ceiling["widest_flop_per_s"]
     for r in rows + ([out["depth6"]] if args.learned_d6 else []):
         r["widest_ceiling_fraction"] = r["ceiling_fraction"] * narrower

@@ -34,7 +34,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gridplan  # noqa: E402
-from gridplan.evaluation.ladder import PROTOCOLS  # noqa: E402
+from gridplan.evaluation.ladder_protocol import PROTOCOLS  # noqa: E402
 from gridplan.evaluation.ranking import spearman  # noqa: E402
 from gridplan.experiments.settings import E1  # noqa: E402
 from gridplan.metrics.stats import spearman_ci  # noqa: E402

@@ -6,7 +6,7 @@ Examples::
     python scripts/readings.py --readings project,paper --profile quick --out results
     python scripts/readings.py --no-run                 # the tables from finished runs only
 
-For each reading (``gridplan/readings.py``) the groups e1, e2, e5 and e6 of
+For each reading (``gridplan/core/readings.py``) the groups e1, e2, e5 and e6 of
 ``scripts/reproduce.py`` run into the reading's folder (``<out>`` for ``project``,
 ``<out>/<reading>`` otherwise; finished groups are reused, as by ``reproduce.py``). Then
 ``<out>/readings.md`` gets the comparison: Table 2 with the paper's exact pair under each
@@ -41,6 +41,8 @@ from gridplan.experiments.runner import RESULTS_FILE, group_folders, read_done  
 from gridplan.experiments.tables import fmt, md_table  # noqa: E402
 from gridplan.models.noise import NoiseModel  # noqa: E402
 from gridplan.planning.planner import Planner  # noqa: E402
+from gridplan.planning.registry import through_predict  # noqa: E402
+from gridplan.util.fragments import read_fragments  # noqa: E402
 from gridplan.util.threads import configure_threads, describe  # noqa: E402
 
 #: The groups whose effects depend on the reading.
@@ -53,6 +55,9 @@ SUMMARY_FILE = "readings.md"
 SUMMARY_JSON = "readings.json"
 PAIR = ("M(0, 0.3)", "M(0.35, 0.1)")
 PAPER_SWITCHES = readings.PAPER.switches()
+#: The prose of readings.md: named fragments with ``${...}`` placeholders.
+TEMPLATE = Path(__file__).resolve().parent / "templates" / "readings.md"
+TEXT = read_fragments(TEMPLATE)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -192,10 +197,10 @@ def decision_costs(
     variants = [
         ("fused", "independent", NoiseModel.controlled(0.35, 0.1), {}, depth * leaves),
         ("fused", "shared-prefix", NoiseModel.controlled(0.35, 0.1, reading=shared), {}, nodes),
-        ("predict", "independent", NoiseModel.controlled(0.35, 0.1), {"generic": True},
-         depth * leaves),
+        ("predict", "independent", NoiseModel.controlled(0.35, 0.1),
+         {"factory": through_predict}, depth * leaves),
         ("predict", "shared-prefix", NoiseModel.controlled(0.35, 0.1),
-         {"tree": "shared-prefix"}, nodes),
+         {"tree": "shared-prefix", "factory": through_predict}, nodes),
     ]
     rows = []
     for path, tree, model, kwargs, draws in variants:
@@ -366,98 +371,90 @@ def _has(summaries: dict, *names: str, group: str = "e1") -> bool:
 
 
 def explanations(summaries: dict[str, dict], learned: dict | None) -> list[str]:
-    """The explanations of docs/RESULTS.md, each quoting the measurements above (a paragraph
-    is left out when a reading it needs was not run)."""
+    """The explanations of docs/RESULTS.md (fragments of ``TEMPLATE``), each quoting the
+    measurements above (a paragraph is left out when a reading it needs was not run)."""
     s, out = summaries, []
     ladder = ("project", "unclamped", "noisy-bits", "expected-distractors", "carried-flags")
     if _has(s, *ladder, "flag-sigma-r", "belief"):
-        p = s["project"]["e1"]
+        irrelevant, relevant = PAIR  # M(0, 0.3), M(0.35, 0.1)
         out.append(
-            "**E1, Table 2: why the paper's pair is not matched under `project`.** "
-            f"M(0, 0.3) and M(0.35, 0.1) read {_e1(s, 'project', 'M(0, 0.3)')} and "
-            f"{_e1(s, 'project', 'M(0.35, 0.1)')} ({_pct(p['pair_E_tot_gap'])} apart). Not because "
-            "relevant noise below half a cell is snapped away: carrying the sub-cell offset "
-            f"(`belief`) moves M(0.35, 0.1) from {_e1(s, 'carried-flags', 'M(0.35, 0.1)')} to "
-            f"{_e1(s, 'belief', 'M(0.35, 0.1)')}. Three switches set the pair. M(0, 0.3) is too "
-            "small because σI on c1 and c2 is re-thresholded and clamped every step (c1's error "
-            f"{_e1(s, 'project', 'M(0, 0.3)', 'err_c1')}); unclamped and carried noisy it "
-            f"compounds (`noisy-bits`: c1 {_e1(s, 'noisy-bits', 'M(0, 0.3)', 'err_c1')}, E_tot "
-            f"{_e1(s, 'noisy-bits', 'M(0, 0.3)')}). M(0.35, 0.1) is too small because σR / 7 "
-            "≤ 0.05 on the flags never flips them: its carrying error "
-            f"({_e1(s, 'expected-distractors', 'M(0.35, 0.1)', 'err_carrying')}) comes from "
-            "position noise that misplaces the pickup, and its E_tot is "
-            f"{_e1(s, 'expected-distractors', 'M(0.35, 0.1)')}. With σR on the flags it is "
-            f"{_e1(s, 'flag-sigma-r', 'M(0.35, 0.1)')} thresholded (`flag-sigma-r`) and "
-            f"{_e1(s, 'carried-flags', 'M(0.35, 0.1)')} when they carry their noisy value "
-            f"(`carried-flags`, carrying error "
-            f"{_e1(s, 'carried-flags', 'M(0.35, 0.1)', 'err_carrying')}). And the oracle's "
-            "sampled distractors "
-            f"put the floor at {_e1(s, 'project', 'M(0, 0)')} (d2's error "
-            f"{_e1(s, 'project', 'M(0, 0)', 'err_d2_x')} = 2 Var); predicted at their expected "
-            f"position it is {_e1(s, 'expected-distractors', 'M(0, 0)')} (d2 "
-            f"{_e1(s, 'expected-distractors', 'M(0, 0)', 'err_d2_x')} = Var; paper 0.020)."
+            TEXT["e1-pair"].substitute(
+                weak_irrelevant=_e1(s, "project", irrelevant),
+                pair_relevant=_e1(s, "project", relevant),
+                pair_gap=_pct(s["project"]["e1"]["pair_E_tot_gap"]),
+                carried_flags=_e1(s, "carried-flags", relevant),
+                belief=_e1(s, "belief", relevant),
+                c1_clamped=_e1(s, "project", irrelevant, "err_c1"),
+                c1_carried=_e1(s, "noisy-bits", irrelevant, "err_c1"),
+                noisy_bits=_e1(s, "noisy-bits", irrelevant),
+                carrying_expected=_e1(s, "expected-distractors", relevant, "err_carrying"),
+                expected_distractors=_e1(s, "expected-distractors", relevant),
+                flag_sigma_r=_e1(s, "flag-sigma-r", relevant),
+                carrying_carried=_e1(s, "carried-flags", relevant, "err_carrying"),
+                floor_sampled=_e1(s, "project", "M(0, 0)"),
+                d2_sampled=_e1(s, "project", "M(0, 0)", "err_d2_x"),
+                floor_expected=_e1(s, "expected-distractors", "M(0, 0)"),
+                d2_expected=_e1(s, "expected-distractors", "M(0, 0)", "err_d2_x"),
+            )
         )
         rows = {n: s[n]["e1"]["row_factor"] for n in ladder}
         out.append(
-            "**E1, the row factor.** A row's factor is M(σR, 1.2) over M(σR, 0). Clamped, no "
-            "squared error exceeds 1 and a thresholded bit's noise never compounds: M(0, 1.2) "
-            f"is {_e1(s, 'project', 'M(0, 1.2)')} and the factors ×{fmt(rows['project'][0], 1)}"
-            f"–×{fmt(rows['project'][1], 1)}. Unclamped M(0, 1.2) reads "
-            f"{_e1(s, 'unclamped', 'M(0, 1.2)')} (×{fmt(rows['unclamped'][1], 1)}), with c1 and "
-            f"c2 carried {_e1(s, 'noisy-bits', 'M(0, 1.2)')} "
-            f"(×{fmt(rows['noisy-bits'][1], 1)}), and over the expected-distractor floor "
-            f"×{fmt(rows['expected-distractors'][1], 1)}; the σR = 0.35 row's low end reaches "
-            f"×{fmt(rows['carried-flags'][0], 1)} only once the flags' noise compounds "
-            "(`carried-flags`). Paper ×14–×91; with a clamp ×91 is impossible: M(0, 1.2) noises "
-            "six dims whose squared errors are then at most 1, so its E_tot is at most 0.5, ×25 "
-            "over a 0.020 floor."
+            TEXT["e1-rows"].substitute(
+                clamped=_e1(s, "project", "M(0, 1.2)"),
+                clamped_low=fmt(rows["project"][0], 1),
+                clamped_high=fmt(rows["project"][1], 1),
+                unclamped=_e1(s, "unclamped", "M(0, 1.2)"),
+                unclamped_high=fmt(rows["unclamped"][1], 1),
+                noisy_bits=_e1(s, "noisy-bits", "M(0, 1.2)"),
+                noisy_bits_high=fmt(rows["noisy-bits"][1], 1),
+                expected_high=fmt(rows["expected-distractors"][1], 1),
+                carried_flags_low=fmt(rows["carried-flags"][0], 1),
+            )
         )
     if _has(s, "project", "noisy-bits", "expected-distractors", group="e5"):
-        walk = 0.8**2 * 11 / 2 / 12
         e = {n: s[n]["e5"]["E_tot"] for n in ("project", "noisy-bits", "expected-distractors")}
         out.append(
-            "**E5, the scale of E_tot.** The paper's 0.310 and 0.333 are not on another scale. "
-            "Thresholded and clamped, noise of σ = 0.8 on one bit gives "
-            f"{fmt(e['project'][0])} / {fmt(e['project'][1])}: it is drawn afresh every step. "
-            "Carried noisy and unclamped it is a random walk, t σ² after t steps, "
-            f"σ² (H + 1) / 2 / 12 = {walk:.3f} of E_tot over H = 10; `noisy-bits` measures "
-            f"{fmt(e['noisy-bits'][0])} / {fmt(e['noisy-bits'][1])} over the sampled floor, "
-            f"`expected-distractors` {fmt(e['expected-distractors'][0])} / "
-            f"{fmt(e['expected-distractors'][1])} over the expected one (paper: 0.310 / 0.333 "
-            "over 0.020)."
+            TEXT["e5-scale"].substitute(
+                c1_clamped=fmt(e["project"][0]),
+                c2_clamped=fmt(e["project"][1]),
+                walk=f"{0.8**2 * 11 / 2 / 12:.3f}",
+                c1_carried=fmt(e["noisy-bits"][0]),
+                c2_carried=fmt(e["noisy-bits"][1]),
+                c1_expected=fmt(e["expected-distractors"][0]),
+                c2_expected=fmt(e["expected-distractors"][1]),
+            )
         )
     trees = [n for n in ("paper", "shared-prefix") if _has(s, n, group="e5")]
     tree = trees[0] if trees else None
     if _has(s, "project", group="e5") and tree:
         g = s["project"]["e5"]["by_goal"]
         t = s[tree]["e5"]
-        gt, ht, tt = t["c1_B_outcomes"]
+        goals, hazards, timeouts = t["c1_B_outcomes"]
         out.append(
-            "**E5, the Task B mechanism.** With independent leaves the c1-noise model succeeds "
-            f"{fmt(g.get('(7, 5)'), 2)} of the time when the true goal is the nearer cell (7, 5) "
-            f"and {fmt(g.get('(7, 2)'), 2)} when it is (7, 2): every leaf draws its own c1 noise, "
-            "and the best of the 4^D leaves under the first action towards (7, 5) is nearly "
-            "always one whose imagined c1 has flipped to make (7, 5) the goal, so the planner "
-            "walks there whatever the truth. With the shared-prefix tree (one draw per tree "
-            "node, so the leaves under a node share their path's noise) far fewer independent "
-            f"draws reach a goal cell: reading `{tree}` gives {fmt(t['c1_B_success'], 2)} "
-            f"({gt} goals, {ht} hazards, {tt} timeouts in {t['n_episodes']}; by true goal "
-            + " / ".join(f"{k} {fmt(v, 2)}" for k, v in t["by_goal"].items())
-            + "), the paper 0.82 (197, 35, 8 in 240)."
+            TEXT["e5-task-b"].substitute(
+                near=fmt(g.get("(7, 5)"), 2),
+                far=fmt(g.get("(7, 2)"), 2),
+                tree=tree,
+                success=fmt(t["c1_B_success"], 2),
+                goals=goals,
+                hazards=hazards,
+                timeouts=timeouts,
+                episodes=t["n_episodes"],
+                by_goal=" / ".join(f"{k} {fmt(v, 2)}" for k, v in t["by_goal"].items()),
+            )
         )
     if learned and _has(s, "project", "expected-distractors"):
         oracle = s["project"]["e1"]["models"]["M(0, 0)"]
         mean_floor = s["expected-distractors"]["e1"]["models"]["M(0, 0)"]["E_tot"]
         out.append(
-            "**E3, learned E_tot below the paper's and below our oracle's floor.** The "
-            f"uniform-20k models' E_tot is {fmt(learned['E_tot'])}, below the sampled oracle's "
-            f"{fmt(oracle['E_tot'])}: trained by squared error, a model predicts the distractors' "
-            f"conditional mean, so its d2 error is {fmt(learned['err_d2_x'])} ≈ Var (the sampled "
-            f"oracle's {fmt(oracle['err_d2_x'])} ≈ 2 Var), and its floor is the expected-"
-            f"distractor oracle's {fmt(mean_floor)}. Above that floor our models add "
-            f"{fmt(learned['E_tot'] - mean_floor)}; the paper's uniform-20k model adds 0.125 to "
-            "its 0.020 (E_tot 0.145). Its learned models err far more than ours; the paper "
-            "gives too little of its training to say why."
+            TEXT["e3-learned"].substitute(
+                learned=fmt(learned["E_tot"]),
+                oracle=fmt(oracle["E_tot"]),
+                learned_d2=fmt(learned["err_d2_x"]),
+                oracle_d2=fmt(oracle["err_d2_x"]),
+                mean_floor=fmt(mean_floor),
+                above_floor=fmt(learned["E_tot"] - mean_floor),
+            )
         )
     if "paper" in s and all(s[n]["verdicts"] for n in s):
         out.append(_paper_paragraph(s))
@@ -485,51 +482,40 @@ def _paper_paragraph(s: dict) -> str:
     others = {n: c for n, c in counts.items() if n != "paper" and n not in twins}
     ahead = [n for n, c in others.items() if c > mine]
     tied = [n for n, c in others.items() if c == mine]
-    text = "**Why `paper` is the reading it is.** " + (
-        f"It has the switches of `{twins[0]}`. " if twins else ""
-    )
-    text += f"It reproduces {mine} of {total} of the paper's effects on E1, E2, E5 and E6"
+    pieces = dict.fromkeys(("twins", "rank", "e1", "belief", "gained", "lost"), "")
+    if twins:
+        pieces["twins"] = TEXT["paper-twins"].substitute(twin=twins[0])
     if ahead:
-        text += "; " + ", ".join(f"`{n}` ({others[n]})" for n in ahead) + " reproduce more"
+        ranked = ", ".join(f"`{n}` ({others[n]})" for n in ahead)
+        pieces["rank"] = TEXT["paper-ahead"].substitute(ahead=ranked)
     else:
-        text += "; no measured reading reproduces more"
-        if tied:
-            text += " (" + ", ".join(f"`{n}`" for n in tied) + " as many)"
+        level = ", ".join(f"`{n}`" for n in tied)
+        pieces["rank"] = TEXT["paper-none-ahead"].substitute(
+            tied=TEXT["paper-tied"].substitute(tied=level) if tied else ""
+        )
     e1 = s["paper"].get("e1")
     if e1:
-        text += (
-            f". Under it the oracle's E_tot is {fmt(e1['oracle_E_tot'])} (paper 0.020), "
-            f"M(0, 0.3) and M(0.35, 0.1) are {_pct(e1['pair_E_tot_gap'])} apart in E_tot "
-            f"(paper 1%) and {_pct(e1['pair_success_gap']).rstrip('%')} points apart in "
-            "success (paper 60)"
+        pieces["e1"] = TEXT["paper-e1"].substitute(
+            oracle=fmt(e1["oracle_E_tot"]),
+            pair_gap=_pct(e1["pair_E_tot_gap"]),
+            success_gap=_pct(e1["pair_success_gap"]).rstrip("%"),
         )
-    text += (
-        ". Each of its model switches is what §4.2 describes: the true transition applied "
-        "to the current belief state (the sub-cell offset carried); noise that compounds "
-        "because each prediction feeds the next step (c1, c2 and the flags keep their noisy "
-        "value, nothing clamps them); flag noise that in time flips the carrying and door "
-        "flags (σR on a unit-range flag, not σR / 7); and Table 2's oracle floor of 0.020 is "
-        "the distractors' expected position, not a sample. The tree is chosen against a "
-        "literal reading of §3, which speaks of one noise sample per leaf, by what it "
-        "measures"
-    )
-    if "belief" in s and s["belief"].get("e5") and s["paper"].get("e5"):
+    if e1 and all(s.get("belief", {}).get(g) for g in ("e1", "e5")) and s["paper"].get("e5"):
         b5, p5 = s["belief"]["e5"], s["paper"]["e5"]
         b1, p1 = s["belief"]["e1"]["pair"][PAIR[1]], s["paper"]["e1"]["pair"][PAIR[1]]
-        text += (
-            f": over `belief` (the same model, independent leaves) it moves E5's Task B "
-            f"success from {fmt(b5['c1_B_success'], 2)} to {fmt(p5['c1_B_success'], 2)} "
-            f"(paper 0.82) and M(0.35, 0.1)'s from {fmt(b1['success'], 2)} to "
-            f"{fmt(p1['success'], 2)} (paper 0.37)"
+        pieces["belief"] = TEXT["paper-belief"].substitute(
+            belief_b=fmt(b5["c1_B_success"], 2),
+            paper_b=fmt(p5["c1_B_success"], 2),
+            belief_pair=fmt(b1["success"], 2),
+            paper_pair=fmt(p1["success"], 2),
         )
-    text += "."
     if "project" in s:
         gained, lost = _flips(s, "project", "paper")
         if gained:
-            text += " Against `project` it gains: " + "; ".join(gained) + "."
+            pieces["gained"] = TEXT["paper-gained"].substitute(claims="; ".join(gained))
         if lost:
-            text += " It loses: " + "; ".join(lost) + "."
-    return text
+            pieces["lost"] = TEXT["paper-lost"].substitute(claims="; ".join(lost))
+    return TEXT["paper"].substitute(mine=mine, total=total, **pieces)
 
 
 def reproduced(summary: dict) -> tuple[int, int]:
@@ -548,26 +534,20 @@ def write_summary(
 ) -> Path:
     parts = [
         "## Readings of the paper's ambiguous choices",
-        f"Profile `{profile}`; each reading's groups e1, e2, e5, e6 under "
-        "`results/<reading>/` (`project`: `results/`), computed by `python scripts/readings.py`.",
+        TEXT["intro"].substitute(profile=profile),
         "### The readings\n\n" + switches_table(names),
         "### Table 2 under each reading\n\n" + table2_table(summaries),
         "### Row factor, Table 1, E5 and E6 under each reading\n\n" + effects_table(summaries),
         "### Which reading reproduces which effect\n\n"
         + verdict_matrix(summaries)
-        + "\n\nThe groups' verdicts (criteria in each group's section); checks that hold by "
-        "construction are not counted.",
+        + "\n\n"
+        + TEXT["verdicts"].substitute(),
     ]
     parts.append(
         "### The shared-prefix tree: cost per decision\n\n"
         + cost_table(costs)
-        + "\n\nM(0.35, 0.1), depth 4, 300 reset states, one thread, best of 3 (`python "
-        "scripts/readings.py` times it on every run). Fused: noise drawn on the relevant dims "
-        "only (`gridplan/fused.py`); through `predict`: every leaf (`GenericScorer`) or every "
-        "tree node (`TreeScorer`) rolled by the model. Decisions: the same for a "
-        "deterministic model on either tree (`tests/test_tree.py`); for the noise family the "
-        "two trees are different searches (the tables above), and the fused and `predict` "
-        "paths of one tree agree (`tests/test_readings.py`)."
+        + "\n\n"
+        + TEXT["costs"].substitute()
     )
     notes = explanations(summaries, learned)
     if notes:

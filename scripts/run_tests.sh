@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set up the venv, lint, then run the test suite. Extra arguments go to pytest.
+# Set up the venv, lint, then run the default tier of the tests (not `slow`). Extra arguments
+# go to pytest: `-m slow` runs the heavier tier, `-m ''` every test.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

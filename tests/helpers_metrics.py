@@ -6,7 +6,10 @@ import torch
 
 from gridplan.core.constants import CARRYING, STATE_DIM
 from gridplan.data.datasets import EvalWindows
-from gridplan.models.noise import OracleModel, WorldModel
+from gridplan.models.contract import WorldModel
+
+#: A valid state: agent (2, 3), key (1, 1), door closed, c1 = 1, c2 = 0, d1 (4, 4), d2 (6, 0).
+from gridplan.models.noise import OracleModel
 
 #: A valid state: agent (2, 3), key (1, 1), door closed, c1 = 1, c2 = 0, d1 (4, 4), d2 (6, 0).
 FIXED_STATE = torch.tensor(

@@ -10,11 +10,11 @@ from collections.abc import Sequence
 
 import torch
 
-from gridplan.core import env, tasks
+from gridplan.core import env, tasks, values
 from gridplan.core.constants import AGENT_X, AGENT_Y, C1
 from gridplan.core.tasks import Task
 from gridplan.core.values import ValueTable
-from gridplan.models.noise import WorldModel
+from gridplan.models.contract import WorldModel
 from gridplan.planning import closed_loop as loop
 from gridplan.planning.closed_loop import EpisodeResults
 from gridplan.planning.planner import Planner
@@ -47,7 +47,7 @@ def outcome(state: torch.Tensor, task: Task) -> tuple[torch.Tensor, torch.Tensor
 
 def value_table(task: Task, device: torch.device | str) -> ValueTable:
     """The task's exact V* table on ``device`` (built once per device, shared, read-only)."""
-    return task.value_table(device)
+    return values.value_table(task, device)
 
 
 def planner(model: WorldModel, depth: int, task: Task, **kwargs) -> Planner:

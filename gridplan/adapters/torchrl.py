@@ -37,7 +37,7 @@ from gridplan.adapters import backend, require
 from gridplan.core.constants import N_ACTIONS, STATE_DIM
 from gridplan.core.env import check_state
 from gridplan.core.tasks import Task
-from gridplan.models.noise import WorldModel
+from gridplan.models.contract import WorldModel
 
 require("tensordict", "torchrl")
 require("torchrl", "torchrl")

@@ -67,7 +67,7 @@ def check_state(state: torch.Tensor, name: str = "state") -> torch.Tensor:
         raise ValueError(f"{name} must have shape (B, {STATE_DIM}), got {tuple(state.shape)}")
     if not state.is_floating_point():
         raise ValueError(f"{name} must be a floating-point tensor, got dtype {state.dtype}")
-    # aminmax propagates NaN and is 25x cheaper than isfinite(state).all() on CPU.
+    # aminmax propagates NaN and costs far less than isfinite(state).all() on CPU.
     if state.numel() and not torch.isfinite(torch.stack(torch.aminmax(state))).all():
         bad = (~torch.isfinite(state)).any(dim=1).nonzero().flatten()[:5].tolist()
         raise ValueError(f"{name} holds non-finite values (NaN or inf) in rows {bad}")
@@ -292,7 +292,7 @@ def transition(
     tables = transition_tables(task, state.device, state.dtype)
     b = state.shape[0]
     read = torch.mul(state, tables.scale, out=state.new_empty(b, STATE_DIM))
-    # Scalar clamps: a clamp with per-dim bounds costs 2x both together.
+    # Scalar clamps: a clamp with per-dim bounds costs more than both together.
     read.round_().clamp_(0, GRID_SIZE - 1)
     read[:, CARRYING : C2 + 1].clamp_(max=1)
     relevant = torch.mv(read, tables.relevant_weights).long().add_(action)

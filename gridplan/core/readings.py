@@ -32,9 +32,9 @@ The switches (first value: ``project``):
   next position (``d2`` at the grid's centre).
 * ``tree`` -- ``"independent"``: the planner rolls every leaf with its own draws;
   ``"shared-prefix"``: one draw per tree node, so leaves share the noise of their common
-  path (``4 + 16 + ... + 4^D`` draws per dim and decision). The noise family's fused scorer
-  follows it; a planner built with its own ``tree`` (``gridplan.planning.planner.Planner``) or
-  ``generic=True`` (independent leaves through ``predict``) overrides it.
+  path (``4 + 16 + ... + 4^D`` draws per dim and decision). It is only the default of the
+  planner's one tree knob: ``Planner(tree=None)`` reads it from the model's reading, an
+  explicit ``Planner(tree=...)`` wins over it (``gridplan.planning.registry``).
 
 Presets are registered by name (``get``, ``names``, ``register``); a results folder of a
 reading other than ``project`` is named after it.

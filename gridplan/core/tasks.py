@@ -15,9 +15,7 @@ names a task. Paper §3 (Task A), §5.3 (Task B); ``docs/DESIGN.md`` describes h
 
 from __future__ import annotations
 
-import threading
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 import torch
 
@@ -32,9 +30,6 @@ from gridplan.core.constants import (
     KEY_Y,
     STATE_DIM,
 )
-
-if TYPE_CHECKING:
-    from gridplan.core.values import ValueTable
 
 Cell = tuple[int, int]
 
@@ -107,7 +102,6 @@ class Task:
     noise_relevant_dims: tuple[int, ...] = PAPER_RELEVANT_DIMS
     horizon: int = DEFAULT_HORIZON
     gamma: float = DEFAULT_GAMMA
-    _tables: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -159,24 +153,6 @@ class Task:
         pick = c1.unsqueeze(1)
         return torch.where(pick, hazard, goal), torch.where(pick, goal, hazard)
 
-    def value_table(self, device: torch.device | str = "cpu") -> ValueTable:
-        """The task's exact V* table on ``device``, built once per device and cached.
-
-        The returned table is shared; it hands out copies of its values, never the cached
-        tensor (see ``gridplan.core.values.ValueTable``).
-        """
-        from gridplan.core.values import ValueTable
-
-        key = str(torch.device(device))
-        with _TABLE_LOCK:
-            table = self._tables.get(key)
-            if table is None:
-                table = ValueTable(self, device=device)
-                self._tables[key] = table
-        return table
-
-
-_TABLE_LOCK = threading.Lock()
 
 TASK_A = Task(name="A", goal=(7, 4))
 TASK_B = Task(

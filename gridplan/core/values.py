@@ -10,12 +10,13 @@ two steps gamma, and so on; terminal states have V* = 0.
 
 Eq. 1 is implemented once, as ``perturbation_saliency`` of any value function; the graded
 weights ``relevance_weights`` are the saliency of the exact V* on the optimal policy's states.
-Use ``task.value_table(device)`` for the cached table rather than building ``ValueTable``.
+Use ``value_table(task, device)`` for the cached table rather than building ``ValueTable``.
 """
 
 from __future__ import annotations
 
 import functools
+import threading
 
 import torch
 
@@ -101,8 +102,8 @@ def _value_iteration(task: Task) -> torch.Tensor:
 class ValueTable:
     """Exact V* of one task with batched lookup from continuous (predicted) states.
 
-    Prefer ``task.value_table(device)``, which builds the table once per device and shares
-    it. The values themselves stay private: ``table`` hands out a copy, so no caller can
+    Prefer ``value_table(task, device)``, which builds the table once per task and device
+    and shares it. The values themselves stay private: ``table`` hands out a copy, so no caller can
     change what every other caller reads.
 
     Args:
@@ -174,6 +175,28 @@ class ValueTable:
         return torch.stack(q, dim=1)
 
 
+_TABLES: dict[tuple[Task, str], ValueTable] = {}
+_TABLES_LOCK = threading.Lock()
+
+
+def value_table(task: Task = TASK_A, device: torch.device | str = "cpu") -> ValueTable:
+    """The exact V* table of ``task`` on ``device``, built once per task and device and shared.
+
+    Tasks are frozen and compared by value, so equal tasks share one table. The shared table
+    hands out copies of its values, never the cached tensor (``ValueTable.table``). Safe to
+    call from several threads: a table is built at most once.
+
+    Raises:
+        TypeError: if ``task`` is not a ``Task``.
+    """
+    key = (check(task), str(torch.device(device)))
+    with _TABLES_LOCK:
+        table = _TABLES.get(key)
+        if table is None:
+            table = _TABLES[key] = ValueTable(task, device)
+    return table
+
+
 def optimal_state_distribution(
     task: Task = TASK_A, episodes: int = 2048, seed: int = 0
 ) -> torch.Tensor:
@@ -186,7 +209,7 @@ def optimal_state_distribution(
     Raises:
         TypeError: if ``task`` is not a ``Task``.
     """
-    table = check(task).value_table()
+    table = value_table(task)
     gen = torch.Generator().manual_seed(seed)
     state = reset(episodes, gen, task)
     visited = []
@@ -270,7 +293,7 @@ def perturbation_saliency(value_fn, states: torch.Tensor, normalize: bool = True
 @functools.lru_cache(maxsize=8)
 def _graded_weights(task: Task) -> torch.Tensor:
     states = optimal_state_distribution(task)
-    return perturbation_saliency(task.value_table().lookup, states)
+    return perturbation_saliency(value_table(task).lookup, states)
 
 
 def relevance_weights(task: Task = TASK_A) -> torch.Tensor:

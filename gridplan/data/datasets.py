@@ -10,7 +10,7 @@ environment, batched over ``COLLECT_ENVS`` parallel episodes and seeded by one e
 - ``balanced``: an epsilon-greedy mixture over the exact optimal policy. At every reset an
   episode draws its exploration rate uniformly from ``BALANCED_EPSILONS``; each step it acts
   uniformly at random with that probability and greedily on exact ``Q*``
-  (``task.value_table().q_values``, ties broken at random) otherwise. The low-epsilon episodes
+  (``value_table(task).q_values``, ties broken at random) otherwise. The low-epsilon episodes
   pick up the key and open the door almost every time; the high-epsilon ones cover the state
   space around those paths.
 - ``expert``: the exact optimal policy alone (greedy on ``Q*``, ties broken at random, no
@@ -41,6 +41,7 @@ import torch
 from gridplan.core.constants import N_ACTIONS, STATE_DIM, STATE_LAYOUT_VERSION
 from gridplan.core.env import check_state, reset, transition
 from gridplan.core.tasks import TASK_A, Task, check
+from gridplan.core.values import value_table
 from gridplan.util.files import write_atomic
 
 BEHAVIOUR_POLICIES = ("random", "balanced", "expert")
@@ -114,7 +115,7 @@ class _Behaviour:
 
     def __init__(self, policy: str, task: Task, device: torch.device) -> None:
         self.policy = check_policy(policy)
-        self.table = task.value_table(device) if policy != "random" else None
+        self.table = value_table(task, device) if policy != "random" else None
         rates = EXPERT_EPSILONS if policy == "expert" else BALANCED_EPSILONS
         self.epsilons = torch.tensor(rates, device=device)
 

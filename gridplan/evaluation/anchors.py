@@ -58,7 +58,7 @@ from gridplan.core.constants import (
 )
 from gridplan.core.env import outcome, relevant_step, to_cell, to_flag
 from gridplan.core.tasks import Task
-from gridplan.core.values import discrete_index
+from gridplan.core.values import discrete_index, value_table
 from gridplan.planning.planner import TIE_TOLERANCE
 
 
@@ -231,7 +231,7 @@ class AnchorSet:
         self.task = task
         device = str(torch.device(device))
         self.dynamics = discrete_dynamics(task, device)
-        v_star = task.value_table(device).table
+        v_star = value_table(task, device).table
         # Q_d(s, a) = r + gamma * V_{d-1}(s'): the depth-d table is d - 1 steps deep.
         tables = [
             v_star if a.lookahead == 0 else _lookahead_table(task, str(device), a.lookahead - 1)

@@ -150,7 +150,8 @@ def compare(
     Raises:
         ValueError: if the arms hold different numbers of models, or as ``evaluate``.
     """
-    from gridplan.evaluation.ladder import evaluate, get_protocol
+    from gridplan.evaluation.ladder import evaluate
+    from gridplan.evaluation.ladder_protocol import get_protocol
 
     models_a = list(arm_a) if isinstance(arm_a, (list, tuple)) else [arm_a]
     models_b = list(arm_b) if isinstance(arm_b, (list, tuple)) else [arm_b]

@@ -130,7 +130,7 @@ def decide(
         depth: planner depth ``D``.
         generator: tie-breaks first, then the model's noise.
         keep_scores: keep every leaf's model and true score (``(B, 4^D)`` each).
-        **planner_kwargs: passed to both ``Planner``s (``max_memory``, ``generic``, ...).
+        **planner_kwargs: passed to both ``Planner``s (``max_memory``, ``tree``, ...).
 
     Returns:
         Decisions.

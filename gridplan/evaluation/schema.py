@@ -1,10 +1,11 @@
 """The evaluation report of one model: a dataclass, its versioned JSON form and its scalars.
 
-``Report.to_dict()`` is what ``python -m eval --json`` writes. Its top level keeps the keys of
-the paper's measurements that scripts already read (``success {mean, se, n}``, ``outcomes``,
-``mean_steps``, ``seeds``, ``episodes``, ``E_tot``, ``DRPE``, ``profile``, ``step_profile``,
-``event_audit``, ``VPE``, ``horizon``, ``n_windows``, ``model``, ``task``, ``depth``,
-``device``) and adds:
+``Report.to_dict()`` is what ``python -m eval --json`` writes with ladder options
+(``Report.paper_dict()``, the paper's measurements alone, without them). Its top level keeps
+the keys of the paper's measurements that scripts already read (``success {mean, se, n}``,
+``outcomes``, ``mean_steps``, ``seeds``, ``episodes``, ``E_tot``, ``DRPE``, ``profile``,
+``step_profile``, ``event_audit``, ``VPE``, ``horizon``, ``n_windows``, ``model``, ``task``,
+``depth``, ``device``) and adds:
 
 - ``schema_version``: ``SCHEMA_VERSION``; readers reject other major versions;
 - ``levels``: the levels measured, in ``LEVELS`` order;
@@ -15,8 +16,8 @@ the paper's measurements that scripts already read (``success {mean, se, n}``, `
 - ``notes``: plain-language caveats (e.g. the model's own reward was used);
 - ``timing``: seconds per level.
 
-Schema history: 1 (no ``schema_version`` key) held only the paper's measurements; 2 adds the
-keys above.
+Schema history: 1 (no ``schema_version`` key, ``Report.paper_dict``) holds only the paper's
+measurements; 2 adds the keys above.
 """
 
 from __future__ import annotations
@@ -117,6 +118,29 @@ class Report:
         out["notes"] = list(self.notes)
         out["timing"] = {k: round(v, 4) for k, v in self.timing.items()}
         return to_jsonable(out)
+
+    def paper_dict(self) -> dict:
+        """The paper's report (schema 1, no ``schema_version``): ``model``, ``task``,
+        ``depth``, ``seeds``, ``episodes``, ``success {mean, se, n}``, ``outcomes``,
+        ``mean_steps``, ``device``, then the L1 metrics (``E_tot``, ``DRPE``, ``profile``,
+        ``step_profile``, ``event_audit``, ``VPE``, ``horizon``, ``n_windows``).
+
+        Raises:
+            ValueError: if the L1 metrics or the closed-loop success were not measured.
+        """
+        if self.prediction is None or self.closed_loop is None:
+            raise ValueError(
+                "the paper's report needs the L1 metrics and the closed-loop success "
+                f"(measured: {', '.join(self.levels) or 'nothing'})"
+            )
+        return {
+            "model": self.model,
+            "task": self.task,
+            "depth": self.depth,
+            **self.closed_loop,
+            "device": self.device,
+            **self.prediction,
+        }
 
 
 def _walk(prefix: str, value, out: dict[str, float]) -> None:

@@ -1,4 +1,4 @@
-"""Uncertainty quality, for models that say how sure they are.
+"""Uncertainty scores of models that say how sure they are, at the ladder's rollouts.
 
 A model exposes uncertainty in one of two optional ways (checked in this order):
 
@@ -10,16 +10,10 @@ A model exposes uncertainty in one of two optional ways (checked in this order):
 
 Scores are taken at every step of the model's own open-loop rollouts of the branch set under
 random actions (the IPE rollouts, ``gridplan.evaluation.fidelity``) and averaged over the ``H``
-steps of each row; each row's error is its IPE. Then:
-
-- ``spearman``: Spearman of uncertainty with rollout error, with a percentile bootstrap
-  interval over rows (``gridplan.metrics.bootstrap.resample_spearman``);
-- risk-coverage: rows sorted by uncertainty, most certain first; ``risk(k)`` is the mean error
-  of the ``k`` most certain rows, at coverage ``k / N``; tied scores are ordered at random in
-  expectation (each tied row counts with its group's mean error), so a constant score gives
-  the flat curve at the mean error;
-- ``AURC = (1/N) sum_k risk(k)``, the area under that curve; ``aurc_optimal`` sorts by the error
-  itself (the best any score can do), ``aurc_random`` is the mean error (an uninformative score).
+steps of each row; each row's error is its IPE. The ladder's ``uncertainty`` level scores them
+with ``gridplan.metrics.calibration.uncertainty_quality``: Spearman of uncertainty with rollout
+error (bootstrap interval over rows), the risk-coverage curve and its area AURC against the
+optimal and the random one.
 
 Definitions: "How Should World Models Be Evaluated for Embodied Decision-Making?"
 (arXiv 2606.15032), §5 (uncertainty calibration: risk-coverage, error-uncertainty correlation).
@@ -28,17 +22,10 @@ Definitions: "How Should World Models Be Evaluated for Embodied Decision-Making?
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
-import numpy as np
 import torch
 
 from gridplan.core.tasks import Task
-from gridplan.metrics.bootstrap import percentile_interval, resample_spearman, spearman_of_counts
-from gridplan.metrics.stats import SpearmanResult
-
-#: Points of the risk-coverage curve kept in reports.
-CURVE_POINTS = 50
 
 
 def uncertainty_source(model) -> str | None:
@@ -78,86 +65,6 @@ def uncertainty_fn(model, task: Task) -> Callable[[torch.Tensor, torch.Tensor], 
         return members[..., dims].float().var(dim=0, unbiased=False).mean(dim=-1)
 
     return disagreement
-
-
-def risk_coverage(uncertainty, error) -> tuple[np.ndarray, np.ndarray]:
-    """``(coverage, risk)``, both ``(N,)``: the risk-coverage curve (module docstring).
-
-    Raises:
-        ValueError: on lengths that differ, an empty input or non-finite values.
-    """
-    u = np.asarray(uncertainty, dtype=np.float64).reshape(-1)
-    e = np.asarray(error, dtype=np.float64).reshape(-1)
-    if u.shape != e.shape or u.size == 0:
-        raise ValueError(
-            f"uncertainty and error must be non-empty and alike, got {u.shape}, {e.shape}"
-        )
-    if not (np.isfinite(u).all() and np.isfinite(e).all()):
-        raise ValueError("uncertainty and error must be finite")
-    order = np.argsort(u, kind="stable")
-    us, es = u[order], e[order]
-    _, group, counts = np.unique(us, return_inverse=True, return_counts=True)
-    group_mean = np.bincount(group, weights=es) / counts
-    n = u.size
-    risk = np.cumsum(group_mean[group]) / np.arange(1, n + 1)
-    return np.arange(1, n + 1) / n, risk
-
-
-def aurc(uncertainty, error) -> float:
-    """Area under the risk-coverage curve, ``mean_k risk(k)``."""
-    return float(risk_coverage(uncertainty, error)[1].mean())
-
-
-@dataclass(frozen=True)
-class UncertaintyQuality:
-    """Uncertainty numbers (module docstring); ``curve`` is ``CURVE_POINTS`` pairs
-    ``(coverage, risk)`` of the risk-coverage curve."""
-
-    source: str
-    spearman: SpearmanResult
-    aurc: float
-    aurc_optimal: float
-    aurc_random: float
-    curve: tuple[tuple[float, float], ...]
-    n: int
-
-    def to_dict(self) -> dict:
-        return {
-            "source": self.source,
-            "spearman": self.spearman.to_dict(),
-            "aurc": self.aurc,
-            "aurc_optimal": self.aurc_optimal,
-            "aurc_random": self.aurc_random,
-            "curve": [list(p) for p in self.curve],
-            "n": self.n,
-        }
-
-
-def uncertainty_quality(
-    uncertainty, error, source: str, n_resamples: int = 2000, seed: int = 0
-) -> UncertaintyQuality:
-    """Spearman, risk-coverage and AURC of per-row uncertainty against per-row error.
-
-    Raises:
-        ValueError: on lengths that differ, fewer than 3 rows or non-finite values.
-    """
-    u = np.asarray(uncertainty, dtype=np.float64).reshape(-1)
-    e = np.asarray(error, dtype=np.float64).reshape(-1)
-    point = float(spearman_of_counts(u, e, np.ones((1, u.size)))[0])
-    rho = SpearmanResult(
-        point, *percentile_interval(resample_spearman(u, e, n_resamples, seed)), int(u.size)
-    )
-    coverage, risk = risk_coverage(u, e)
-    keep = np.unique(np.linspace(0, u.size - 1, min(CURVE_POINTS, u.size)).round().astype(int))
-    return UncertaintyQuality(
-        source=source,
-        spearman=rho,
-        aurc=float(risk.mean()),
-        aurc_optimal=aurc(e, e),
-        aurc_random=float(e.mean()),
-        curve=tuple((float(coverage[i]), float(risk[i])) for i in keep),
-        n=int(u.size),
-    )
 
 
 def rollout_uncertainty(scores: torch.Tensor) -> torch.Tensor:

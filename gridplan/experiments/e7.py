@@ -70,8 +70,8 @@ from gridplan.experiments.tables import GroupReport, fmt, fmt_rho, fmt_se
 from gridplan.metrics.bootstrap import percentile_interval, spearman_of_counts
 from gridplan.metrics.prediction import prediction_metrics
 from gridplan.metrics.stats import SpearmanResult, mean_se, spearman_ci
+from gridplan.models.contract import WorldModel
 from gridplan.models.learned import load_world_model
-from gridplan.models.noise import WorldModel
 from gridplan.planning.scorers import is_deterministic
 from gridplan.util.threads import available_cpus
 

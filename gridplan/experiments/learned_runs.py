@@ -30,8 +30,8 @@ from gridplan.experiments.records import TrainingRun
 from gridplan.experiments.runner import RESULTS_FILE, GroupContext
 from gridplan.experiments.settings import E3Config, LearnedRow
 from gridplan.metrics.relevance_estimation import intra_op_threads
+from gridplan.models.contract import WorldModel
 from gridplan.models.learned import load_world_model
-from gridplan.models.noise import WorldModel
 from gridplan.training.config import compose
 from gridplan.util.threads import available_cpus
 

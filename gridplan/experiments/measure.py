@@ -12,7 +12,7 @@ from gridplan.core.tasks import TASK_A, Task
 from gridplan.data.datasets import EvalWindows, eval_windows
 from gridplan.experiments.runner import GroupContext
 from gridplan.metrics.stats import EpisodeSummary, summarize_episodes
-from gridplan.planning.closed_loop import EpisodeResults, evaluate
+from gridplan.planning.closed_loop import EpisodeResults, run_episodes
 
 _WINDOWS_CACHE: dict[tuple, EvalWindows] = {}
 
@@ -32,13 +32,13 @@ def closed_loop(
     ctx: GroupContext, model, task: Task, protocol: Protocol, record: bool = False
 ) -> tuple[list[EpisodeSummary], EpisodeResults]:
     """Closed-loop success of every setting of ``model`` under ``protocol`` (one batched
-    ``evaluate`` call).
+    ``run_episodes`` call).
 
     Returns:
         ``(summaries, results)``: one ``EpisodeSummary`` per setting and the raw setting-major
         ``EpisodeResults`` (with trajectories when ``record``).
     """
-    results = evaluate(
+    results = run_episodes(
         model,
         task=task,
         depth=protocol.depth,

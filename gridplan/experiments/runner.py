@@ -400,8 +400,7 @@ def run_groups(
         progress: show progress bars.
         threads: torch CPU threads while the groups run (None: leave torch's setting). The
             planner's tensor work is memory-bound, and on a busy shared machine several
-            threads spin at barriers: an E1-sized closed loop ran 20x slower with 2 threads
-            than with 1 on 2 loaded cores (same results).
+            threads spin at barriers (docs/PERFORMANCE.md §8); the results are the same.
         reading: the choices of §4.2 every controlled model and planner follows
             (``gridplan.core.readings``).
         launcher: send the training groups to this Hydra launcher

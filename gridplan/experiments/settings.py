@@ -24,7 +24,7 @@ from typing import ClassVar
 from omegaconf import OmegaConf
 
 from gridplan.core.protocols import PROFILES, Profile, Protocol
-from gridplan.evaluation.ladder import LadderProtocol
+from gridplan.evaluation.ladder_protocol import LadderProtocol
 from gridplan.metrics.relevance_estimation import FVIConfig
 from gridplan.metrics.stats import ISO_TOLERANCE
 from gridplan.training.config import DEFAULT_CONFIG_DIR

@@ -34,7 +34,7 @@ import torch
 
 from gridplan.core.constants import CARRYING, DIM_NAMES, DOOR_OPEN, STATE_DIM
 from gridplan.core.tasks import TASK_A, Task, check
-from gridplan.core.values import binary_weights, relevance_weights
+from gridplan.core.values import binary_weights, relevance_weights, value_table
 from gridplan.data.datasets import EvalWindows
 
 #: Names of the built-in DRPE weightings; user weights may not reuse them.
@@ -372,7 +372,7 @@ def prediction_metrics(
         m, len(windows), windows.horizon, STATE_DIM
     )
     sq = squared_errors(pred, windows.targets)
-    table = task.value_table(device)
+    table = value_table(task, device)
     v_pred = table.lookup(pred.reshape(-1, STATE_DIM)).view(m, -1)
     v_true = table.lookup(windows.targets.reshape(-1, STATE_DIM)).view(1, -1)
     vpe = (v_pred - v_true).square().mean(dim=1)

@@ -38,7 +38,7 @@ from torch import nn
 from gridplan.core.constants import AGENT_X, AGENT_Y, C1, N_ACTIONS, STATE_DIM
 from gridplan.core.env import check_state, outcome, to_cell, to_flag
 from gridplan.core.tasks import DEFAULT_GAMMA, TASK_A, Task, check
-from gridplan.core.values import perturbation_saliency
+from gridplan.core.values import perturbation_saliency, value_table
 
 #: Rows per forward pass when evaluating a fitted value function (bounds peak memory).
 EVAL_CHUNK = 65_536
@@ -183,9 +183,8 @@ def intra_op_threads(n: int):
     """Run the block with ``n`` torch intra-op threads, restoring the setting after.
 
     For loops of small ops (fits of small MLPs): a second thread costs more in
-    synchronisation than it saves, and far more on a shared, oversubscribed CPU (measured on
-    the 2-core machine under load: 100 steps of the value fit 0.1 s with 1 thread, 13 s with
-    2; 5 epochs of a 20k world-model training run 5 s vs 48 s).
+    synchronisation than it saves, and far more on a shared, oversubscribed CPU
+    (docs/PERFORMANCE.md §8).
     """
     before = torch.get_num_threads()
     torch.set_num_threads(n)
@@ -331,7 +330,7 @@ def estimate_relevance(
     weights = perturbation_saliency(fitted, probe)
     irrelevant = [d for d in range(STATE_DIM) if d not in task.relevant_dims]
     v_fit = fitted(probe).double().cpu()
-    v_true = task.value_table(probe.device).lookup(probe).double().cpu()
+    v_true = value_table(task, probe.device).lookup(probe).double().cpu()
     if float(v_fit.std()) > 0 and float(v_true.std()) > 0:
         rho = float(spearmanr(v_fit.numpy(), v_true.numpy()).statistic)
     else:

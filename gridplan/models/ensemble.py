@@ -5,12 +5,11 @@ group (``gridplan.training.vectorized``): member ``k`` is a single run with its 
 (``gridplan.training.runs.member_seed``: initialisation and minibatch order) and, with
 ``model.bootstrap`` (the default), its own bootstrap resample of the run's training split
 (``n`` rows drawn with replacement, seeded by the same member seed), as in deep-ensemble and
-PETS practice. All
-members share the run's logged dataset, validation split and windows, and each stops early
-on its own validation loss. The members' best checkpoints are stacked into one checkpoint
-(``assemble``) that ``gridplan.models.learned.load_world_model`` reads as a ``K``-member
-``MLPDynamics`` behind an ``EnsembleWorldModel`` (defined in ``gridplan.models.learned``,
-which builds it).
+PETS practice. All members share the run's logged dataset, validation split and windows, and
+each stops early on its own validation loss. The members' best checkpoints are stacked into
+one checkpoint (``assemble``) that ``gridplan.models.learned.load_world_model`` reads as a
+``K``-member ``MLPDynamics`` behind an ``EnsembleWorldModel`` (defined in
+``gridplan.models.learned``, which builds it).
 
 ``EnsembleWorldModel`` plans with either
 
@@ -22,9 +21,9 @@ which builds it).
 
 It exposes ``member_predictions(state, action) -> (K, N, 12)`` and the disagreement score
 ``uncertainty(state, action) -> (N,)``: the across-member variance of the predicted next
-state, averaged over the 12 dimensions. ``uncertainty_vs_error`` relates it to the
-ensemble's open-loop rollout error on held-out windows (Spearman with a seeded bootstrap CI,
-the risk–coverage curve and its area, AURC: ``gridplan.evaluation.uncertainty``).
+state, averaged over the 12 dimensions. ``gridplan.metrics.calibration.uncertainty_vs_error``
+relates it to the ensemble's open-loop rollout error on held-out windows (Spearman with a
+seeded bootstrap CI, the risk–coverage curve and its area, AURC).
 """
 
 from __future__ import annotations
@@ -39,7 +38,6 @@ from gridplan.models.learned import (
     CHECKPOINT_KEY,
     STATE_DICT_PREFIX,
     EnsembleWorldModel,
-    LearnedWorldModel,
     load_world_model,
 )
 
@@ -139,61 +137,3 @@ def load_ensemble(
     if sampling is None:
         sampling = getattr(model, "sampling", "mean")
     return EnsembleWorldModel(model.net, model.metadata, sampling)
-
-
-@torch.no_grad()
-def rollout_uncertainty(model: LearnedWorldModel, windows) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-window disagreement and error of the members' mean open-loop rollout.
-
-    From each window's start, under its logged actions, the members' mean is rolled ``H``
-    steps (the open-loop rollout of the prediction metrics, paper §4.1). At every imagined
-    step the disagreement is ``uncertainty`` at the state the rollout is in and the logged
-    action.
-
-    Args:
-        model: a learned model of ``K`` members (``K >= 2`` for a non-zero disagreement), e.g.
-            an ``EnsembleWorldModel`` or ``load_world_model`` of an ensemble checkpoint.
-        windows: held-out ``EvalWindows`` (``W`` windows of ``H`` steps).
-
-    Returns:
-        ``(disagreement, error)``, each ``(W,)`` float on the windows' device: the mean over
-        the ``H`` steps of the disagreement, and the mean squared error of the mean rollout
-        over the ``H`` steps and 12 dims.
-    """
-    windows.check()
-    state = windows.start
-    disagreement, preds = [], []
-    for t in range(windows.horizon):
-        action = windows.actions[:, t].long()
-        members = model.predict_members(state, action)
-        disagreement.append(members.var(dim=0, unbiased=False).mean(dim=-1))
-        state = members.mean(dim=0)
-        preds.append(state)
-    pred = torch.stack(preds, dim=1)
-    error = (pred - windows.targets).square().mean(dim=(1, 2))
-    return torch.stack(disagreement, dim=1).mean(dim=1), error
-
-
-def uncertainty_vs_error(
-    model: LearnedWorldModel, windows, n_resamples: int = 2000, seed: int = 0
-):
-    """How well the ensemble's disagreement predicts its rollout error on ``windows``.
-
-    The per-window disagreement and error of ``rollout_uncertainty`` scored by
-    ``gridplan.evaluation.uncertainty.uncertainty_quality``: Spearman ρ with a seeded percentile
-    bootstrap 95% CI over windows (``n_resamples`` resamples of ``seed``), the risk–coverage
-    curve, its area AURC, the optimal AURC (windows ordered by their true error) and the
-    random one (the mean error).
-
-    Returns:
-        ``UncertaintyQuality`` (``source`` ``"predict_members"``, ``n`` the windows).
-
-    Raises:
-        ValueError: on fewer than 3 windows.
-    """
-    from gridplan.evaluation.uncertainty import uncertainty_quality
-
-    disagreement, error = rollout_uncertainty(model, windows)
-    return uncertainty_quality(
-        disagreement.cpu().numpy(), error.cpu().numpy(), "predict_members", n_resamples, seed
-    )

@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from gridplan.core.constants import N_ACTIONS, STATE_DIM, STATE_LAYOUT_VERSION
-from gridplan.models.noise import WorldModel
+from gridplan.models.contract import WorldModel
 
 #: Planning modes of an ensemble (``EnsembleWorldModel``).
 SAMPLING = ("mean", "ts")
@@ -177,8 +177,8 @@ class MLPDynamics(nn.Module):
         """``forward`` without autograd, bit-identical: the input encoding written in place,
         each hidden layer's ``baddbmm`` into an owned buffer and its activation applied in
         place. The output layer runs transposed, ``out^T = W^T h^T + b^T``: the same sums in
-        the same order, and MKL's sgemm runs a 12-row output ~1.7x faster than a 12-column
-        one (docs/PERFORMANCE.md §7)."""
+        the same order, and MKL's sgemm runs a 12-row output faster than a 12-column one
+        (docs/PERFORMANCE.md §7)."""
         batch = state.shape[:-1]
         *hidden, last = [layer for layer in self.layers if isinstance(layer, EnsembleLinear)]
         stacks, n = last.weight.shape[0], batch[-1]

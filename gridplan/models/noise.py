@@ -1,32 +1,29 @@
-"""World-model interface, the oracle and the controlled noise family M(sigma_r, sigma_i).
+"""The oracle and the controlled noise family M(sigma_r, sigma_i), independent or AR(1).
 
-Paper §4.2. Every model is one imagined step
-``predict(state (N, 12), action (N,), generator) -> (N, 12)``; every metric uses only this,
-plus ``start_rollout`` before each imagined rollout (models with memory across imagined
-steps, such as AR(1) noise, reset it there). The planner asks the model for its leaf scorer
-(``leaf_scorer``, ``gridplan.planning.scorers``): by default the generic one, through ``predict``;
-the noise family declares ``gridplan.planning.fused.FusedNoiseScorer``, the same arithmetic on the
-decision-relevant dims only. A subclass of ``NoiseModel`` is scored through its ``predict``
-unless it declares ``leaf_scorer`` itself, so changing ``predict`` never leaves a stale fast
-path behind.
+Paper §4.2. Every model here is a ``WorldModel`` (``gridplan.models.contract``): one imagined
+step ``predict(state (N, 12), action (N,), generator) -> (N, 12)``, plus ``start_rollout``
+for AR(1) noise, which keeps memory across imagined steps. The planner scores this family's
+leaves with ``gridplan.planning.fused.FusedNoiseScorer``, the same arithmetic on the
+decision-relevant dims only; it is registered for ``NoiseModel``, ``OracleModel`` and
+``AR1NoiseModel`` themselves (``gridplan.planning.registry``), so a subclass is scored
+through its ``predict`` unless it registers the fused scorer itself, and changing
+``predict`` never leaves a stale fast path behind.
 
 Every model of the family, the oracle included, follows a ``Reading`` (``gridplan.core.readings``)
 of the choices §4.2 leaves open: whether predictions are clamped, whether the transition
 outputs clean cells or carries the belief's sub-cell offset, whether ``c1``/``c2`` and the
 carrying and door flags are thresholded or carried noisy, the flags' noise scale, whether the
-distractors are sampled or predicted at their expected position, and the planner's tree
-(which the fused scorer follows). The default, ``PROJECT``, is what this repository started
-from.
+distractors are sampled or predicted at their expected position, and the planner's default
+tree (``Planner(tree=None)`` reads it). The default, ``PROJECT``, is what this repository
+started from.
 
 Several noise settings can share one batch: a model built from ``M`` settings treats the
 ``N`` rows as ``M`` equal contiguous blocks, block ``m`` belonging to setting ``m``. The
 planner and the metrics keep rows of one episode or window inside its block, so a batch laid
 out setting-major (``B = M * b``) evaluates all ``M`` models at once.
 """
-
 from __future__ import annotations
 
-import abc
 from collections.abc import Sequence
 
 import torch
@@ -59,61 +56,12 @@ from gridplan.core.env import (
 )
 from gridplan.core.readings import PROJECT, Reading, check
 from gridplan.core.tasks import TASK_A, Task
-from gridplan.planning.fused import FusedNoiseScorer
-from gridplan.planning.scorers import DEFAULT_MAX_MEMORY, GenericScorer, LeafScorer
+from gridplan.models.contract import WorldModel
 
 #: Position dims the ``belief`` transition moves from the belief (``d2`` is redrawn instead).
 MOVING_DIMS = (AGENT_X, AGENT_Y, KEY_X, KEY_Y, D1_X, D1_Y)
 #: Expected cell of ``d2``, redrawn uniformly over the grid: the grid's centre.
 D2_EXPECTED_CELL = (GRID_SIZE - 1) / 2
-
-
-class WorldModel(abc.ABC):
-    """A one-step world model. Subclass it (or duck-type ``predict``) to plug a model in."""
-
-    #: Number of settings sharing a batch (rows are split into this many contiguous blocks).
-    n_settings: int = 1
-
-    @abc.abstractmethod
-    def predict(
-        self, state: torch.Tensor, action: torch.Tensor, generator: torch.Generator
-    ) -> torch.Tensor:
-        """One imagined step.
-
-        Args:
-            state: ``(N, 12)`` float, normalized ``[0, 1]`` (possibly the model's own output).
-            action: ``(N,)`` long in ``0..3``.
-            generator: the only source of randomness a stochastic model may use.
-
-        Returns:
-            ``(N, 12)`` predicted next states, finite: the planner raises ValueError on NaN
-            or inf (``gridplan.planning.scorers.check_prediction``).
-        """
-
-    def start_rollout(self, batch: int, generator: torch.Generator) -> None:  # noqa: B027
-        """Called before each imagined rollout of ``batch`` rows; stateless models ignore it."""
-
-    def leaf_scorer(
-        self,
-        task: Task,
-        depth: int,
-        device: torch.device | str = "cpu",
-        max_memory: int = DEFAULT_MAX_MEMORY,
-        max_rows: int | None = None,
-    ) -> LeafScorer:
-        """The scorer the planner's search uses for this model (``gridplan.planning.scorers``).
-
-        The default rolls every leaf through ``predict`` (``GenericScorer``); a model that can
-        score leaves faster, with the same decisions, returns its own ``LeafScorer``.
-
-        Args:
-            task: reward and V* of the leaf scores.
-            depth: search depth ``D >= 1``.
-            device: where the V* table (and any buffers) live.
-            max_memory: bytes for the leaf tensors of one chunk.
-            max_rows: optional hard cap on leaf rows per chunk.
-        """
-        return GenericScorer(self, task, depth, device, max_memory, max_rows)
 
 
 def _expected_distractor_step(
@@ -251,12 +199,6 @@ class NoiseModel(WorldModel):
         self.n_settings = self.sigma.shape[0]
         self._deterministic = bool((self.sigma == 0).all())
 
-    def __init_subclass__(cls, **kwargs) -> None:
-        super().__init_subclass__(**kwargs)
-        # The fused scorer re-derives this family's predict; a subclass opts in explicitly.
-        if "leaf_scorer" not in cls.__dict__:
-            cls.leaf_scorer = WorldModel.leaf_scorer
-
     @classmethod
     def controlled(
         cls, sigma_r, sigma_i, task: Task = TASK_A, reading: Reading = PROJECT
@@ -271,13 +213,6 @@ class NoiseModel(WorldModel):
         """
         dims = task.noise_relevant_dims
         return cls(_sigma_block(sigma_r, sigma_i, dims, reading), dims, reading)
-
-    def leaf_scorer(self, task, depth, device="cpu", max_memory=DEFAULT_MAX_MEMORY, max_rows=None):
-        """``FusedNoiseScorer`` with this model's sigma and reading (see
-        ``WorldModel.leaf_scorer``)."""
-        return FusedNoiseScorer(
-            self.sigma, None, task, depth, device, max_memory, max_rows, self.reading
-        )
 
     def settings(self) -> list[dict]:
         """One dict per setting, for reports: ``sigma_r`` (cells) on ``noise_dims`` and
@@ -336,8 +271,6 @@ class OracleModel(NoiseModel):
             ``clamp`` act on a noise-free model).
     """
 
-    leaf_scorer = NoiseModel.leaf_scorer
-
     def __init__(self, reading: Reading = PROJECT) -> None:
         super().__init__(torch.zeros(1, STATE_DIM), reading=reading)
 
@@ -384,12 +317,6 @@ class AR1NoiseModel(NoiseModel):
         ``NoiseModel.controlled``."""
         dims = task.noise_relevant_dims
         return cls(_sigma_block(sigma_r, sigma_i, dims, reading), rho, dims, reading)
-
-    def leaf_scorer(self, task, depth, device="cpu", max_memory=DEFAULT_MAX_MEMORY, max_rows=None):
-        """``FusedNoiseScorer`` with this model's sigma, ``rho`` and reading."""
-        return FusedNoiseScorer(
-            self.sigma, self.rho, task, depth, device, max_memory, max_rows, self.reading
-        )
 
     def start_rollout(self, batch, generator):
         self._state = None

@@ -10,8 +10,9 @@ A plug-in is a factory, named ``pkg.module:factory`` (importable) or ``path/to/f
   must be a tensor of the input's shape, dtype and device;
 - ``start_rollout(batch, generator)`` (optional): called before each imagined rollout;
 - ``predict_reward(state, action, next_state) -> (N,)`` (optional): the model's own reward;
-  where given the planner (``RewardScorer``), the probes and the ladder's imagined rollouts use
-  it instead of the true reward on predicted states (termination is still read from them);
+  where given, the planner (``gridplan.planning.scorers.RewardScorer``, the scorer it picks for
+  a ``CheckedModel`` that predicts its reward), the probes and the ladder's imagined rollouts
+  use it instead of the true reward on predicted states (termination is still read from them);
 - ``uncertainty(state, action) -> (N,)`` or ``predict_members(state, action) -> (K, N, 12)``
   (optional): see ``gridplan.evaluation.uncertainty``.
 
@@ -45,9 +46,9 @@ import torch
 from gridplan.core.constants import N_ACTIONS, STATE_DIM
 from gridplan.core.env import reset
 from gridplan.core.tasks import Task
+from gridplan.models.contract import WorldModel
 from gridplan.models.learned import LearnedWorldModel
-from gridplan.models.noise import AR1NoiseModel, NoiseModel, OracleModel, WorldModel
-from gridplan.planning.scorers import DEFAULT_MAX_MEMORY, GenericScorer
+from gridplan.models.noise import AR1NoiseModel, NoiseModel, OracleModel
 
 #: Model types evaluated as they are (already validated, and eligible for the fused rollout).
 TRUSTED = (NoiseModel, OracleModel, AR1NoiseModel, LearnedWorldModel)
@@ -207,16 +208,6 @@ def _describe_rows(bad: torch.Tensor) -> str:
     return f"{idx.numel()} of {rows.numel()} rows (first rows {idx[:5].tolist()})"
 
 
-class RewardScorer(GenericScorer):
-    """The generic leaf scorer with the model's own reward: ``model.predict_reward(state,
-    action, next_state)`` replaces the true reward of the predicted state; termination is
-    still read from the predicted state (agent on the goal or hazard cell)."""
-
-    def arrival(self, state, action, nxt):
-        _, goal, hazard = super().arrival(state, action, nxt)
-        return self.model.predict_reward(state, action, nxt).float(), goal, hazard
-
-
 class CheckedModel(WorldModel):
     """A plug-in behind the contract checks of the module docstring.
 
@@ -249,18 +240,6 @@ class CheckedModel(WorldModel):
         members = getattr(model, "members", None)
         if isinstance(members, int):
             self.members = members
-
-    def leaf_scorer(
-        self,
-        task: Task,
-        depth: int,
-        device: torch.device | str = "cpu",
-        max_memory: int = DEFAULT_MAX_MEMORY,
-        max_rows: int | None = None,
-    ) -> GenericScorer:
-        """The generic scorer, with the model's own reward where it predicts one."""
-        scorer = RewardScorer if callable(getattr(self, "predict_reward", None)) else GenericScorer
-        return scorer(self, task, depth, device, max_memory, max_rows)
 
     def start_rollout(self, batch: int, generator: torch.Generator) -> None:
         self.step = 0

@@ -12,7 +12,7 @@ runs of different sizes compare on shared start states (the first 10 episodes of
 ``gridplan.core.env.reset(START_BLOCK, g)`` on CPU with ``g`` seeded from
 ``numpy.random.SeedSequence((s, k))``, and episode ``i`` is its row ``i % START_BLOCK``.
 Everything after the start (the true environment's distractors, planning noise and
-tie-breaks) comes from one stream per ``evaluate`` call, seeded from the seeds and the
+tie-breaks) comes from one stream per ``run_episodes`` call, seeded from the seeds and the
 episode count, so what happens after the start is not shared across run sizes.
 """
 
@@ -180,7 +180,7 @@ def run_closed_loop(
     )
 
 
-def evaluate(
+def run_episodes(
     model,
     task: Task = TASK_A,
     depth: int = 4,

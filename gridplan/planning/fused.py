@@ -2,8 +2,9 @@
 
 ``gridplan.planning.scorers.GenericScorer`` rolls any world model through ``model.predict`` on full
 ``(R, 12)`` states. The oracle and the controlled family ``M(sigma_r, sigma_i)`` (independent
-or AR(1) noise; paper §4.2, appendix) declare ``FusedNoiseScorer`` instead
-(``NoiseModel.leaf_scorer``), which produces the same decisions with a fraction of the work
+or AR(1) noise; paper §4.2, appendix) are served by ``FusedNoiseScorer`` instead (this module
+registers ``noise_scorer`` for ``NoiseModel``, ``OracleModel`` and ``AR1NoiseModel`` in
+``gridplan.planning.registry``), which produces the same decisions with a fraction of the work
 and randomness (``docs/PERFORMANCE.md``):
 
 * **Only the dims V* reads are rolled** (``task.relevant_dims``: agent, key, carrying, door,
@@ -31,7 +32,8 @@ them to exactly 1; under ``bits="carried"`` in a task that reads ``c1`` its nois
 kept. The noise goes to the belief, ``clamp`` clamps it as ``NoiseModel.predict`` clamps
 its predictions, and the cell or bit is re-read from it every step. With clean cells and
 thresholded bits, clamping cannot change a rounded cell or a 0.5 threshold, so there it is
-a no-op. ``distractors`` never reaches a leaf score. Under ``tree="shared-prefix"`` the noise
+a no-op. ``distractors`` never reaches a leaf score. The tree is the planner's (the reading's
+``tree`` unless the planner is given one). Under ``tree="shared-prefix"`` the noise
 is drawn once per tree node, ``randn(K_n, E, 4^(t+1))`` at step ``t``, and every leaf under
 a node gets that node's draw (leaf ``l`` the draw of its prefix ``l // 4^(D-1-t)``): the
 leaves under a node share the noise of their common path, as ``gridplan.planning.tree.TreeScorer``
@@ -67,6 +69,9 @@ from gridplan.core.constants import (
 )
 from gridplan.core.readings import PROJECT, Reading, check
 from gridplan.core.tasks import Task
+from gridplan.core.values import value_table
+from gridplan.models.noise import AR1NoiseModel, NoiseModel, OracleModel
+from gridplan.planning.registry import TREES, register_scorer
 from gridplan.planning.scorers import (
     DEFAULT_MAX_MEMORY,
     LeafScorer,
@@ -77,7 +82,7 @@ from gridplan.planning.scorers import (
 
 #: Leaf rows per noise draw unit, by device type. Part of the draw layout: changing it changes
 #: which draw each leaf gets (not the distribution). CPU: a unit's noise and buffers (13-30 MB
-#: at D <= 6) stay in a 32 MB last-level cache; 2^18 rows spill at D = 6 and run 25% slower
+#: at D <= 6) stay in a 32 MB last-level cache; 2^18 rows spill at D = 6 and run slower
 #: (docs/PERFORMANCE.md). CUDA: large enough to fill the device.
 UNIT_ROWS = {"cpu": 2**17, "cuda": 2**22}
 #: Float32 buffers of one chunk row: K <= 7 state dims, 2 targets, 3 temporaries, score, alive
@@ -123,10 +128,12 @@ class FusedNoiseScorer(LeafScorer):
         max_memory: bytes for one unit's noise plus one chunk's buffers.
         max_rows: optional hard cap on leaf rows per chunk (overrides ``max_memory``).
         reading: the model's reading (the module docstring says how each switch is honoured).
+        tree: the draws' tree, one of ``gridplan.planning.registry.TREES``; None: the
+            reading's ``tree``.
 
     Raises:
         ValueError: if one episode's buffers, noise and action tables exceed ``max_memory``
-            (``gridplan.planning.scorers.check_depth``).
+            (``gridplan.planning.scorers.check_depth``), or ``tree`` is unknown.
         TypeError: if ``reading`` is not a ``Reading``.
     """
 
@@ -140,13 +147,17 @@ class FusedNoiseScorer(LeafScorer):
         max_memory: int = DEFAULT_MAX_MEMORY,
         max_rows: int | None = None,
         reading: Reading = PROJECT,
+        tree: str | None = None,
     ) -> None:
         self.reading = check(reading)
+        self.tree = reading.tree if tree is None else tree
+        if self.tree not in TREES:
+            raise ValueError(f"tree must be one of {', '.join(TREES)}, got {tree!r}")
         self.task = task
         self.depth = depth
         self.rho = rho
         self.n_settings = sigma.shape[0]
-        self.values = task.value_table(device)
+        self.values = value_table(task, device)
         self.device = self.values.device
         self.discounts = [task.gamma**t for t in range(depth + 1)]
         self.dims = list(task.relevant_dims)
@@ -224,7 +235,7 @@ class FusedNoiseScorer(LeafScorer):
         shape = (self.depth, self.hi - self.lo, settings.shape[0], self.n_leaves)
         self._noise = _at_least(self._noise, math.prod(shape))
         z = self._noise[: math.prod(shape)].view(shape)
-        if self.reading.tree == "independent":
+        if self.tree == "independent":
             torch.randn(shape, generator=generator, out=z)
         else:
             k, e = shape[1:3]
@@ -400,3 +411,26 @@ class FusedNoiseScorer(LeafScorer):
         if c1 is not None:
             out.mul_(2).add_(c1)
         return out
+
+
+def noise_scorer(
+    model: NoiseModel,
+    task: Task,
+    depth: int,
+    device: torch.device | str = "cpu",
+    max_memory: int = DEFAULT_MAX_MEMORY,
+    max_rows: int | None = None,
+    tree: str = "independent",
+) -> FusedNoiseScorer:
+    """``FusedNoiseScorer`` with the model's sigma, its AR(1) ``rho`` (None for independent
+    noise) and its reading, drawing on ``tree`` (a ``gridplan.planning.registry.ScorerFactory``).
+    """
+    rho = model.rho if isinstance(model, AR1NoiseModel) else None
+    return FusedNoiseScorer(
+        model.sigma, rho, task, depth, device, max_memory, max_rows, model.reading, tree
+    )
+
+
+register_scorer(NoiseModel, noise_scorer)
+register_scorer(OracleModel, noise_scorer)
+register_scorer(AR1NoiseModel, noise_scorer)

@@ -4,17 +4,17 @@ For every episode all ``L = 4^D`` action sequences are expanded; each leaf gets 
 discounted true reward of its imagined states plus ``gamma^D V*`` of the last one
 (``gridplan.planning.scorers`` defines it exactly). The value of a first action is its best leaf;
 the chosen action is the best first action, ties broken uniformly at random from the explicit
-generator. The search is the same for every model: the model declares the ``LeafScorer``
-that rolls its leaves (``model.leaf_scorer``; ``GenericScorer`` through ``model.predict`` for
-a model that declares none), and the scorer decides chunking, memory and noise draws.
+generator. The search is the same for every model; the ``LeafScorer`` that rolls its leaves
+is chosen by ``gridplan.planning.registry.leaf_scorer`` (the noise family's fused scorer,
+``GenericScorer`` through ``model.predict``, ...), and the scorer decides chunking, memory and
+noise draws.
 
-The tree (``Planner(tree=...)``, ``TREES``): ``"independent"`` leaves, each rolled on its own
-with its own draws (the declared or generic scorer), or ``"shared-prefix"``
-(``gridplan.planning.tree.TreeScorer``): one prediction, hence one draw, per tree node, all leaves
-under a node sharing its path. By default (``tree=None``) the model's declared scorer is
-used, except that a model on the generic path that declares itself ``deterministic`` gets
-the shared-prefix tree: for it both trees give bit-identical scores, the tree with
-``4 + 16 + ... + 4^D`` predictions per episode instead of ``D * 4^D``.
+The tree (``Planner(tree=...)``, ``TREES``), the one knob of the draws' law: ``"independent"``
+leaves, each rolled with its own draws, or ``"shared-prefix"``, one draw per tree node, all
+leaves under a node sharing its path. ``tree=None`` takes the model's default
+(``gridplan.planning.registry.default_tree``: its reading's tree, else shared prefixes for a
+model declared ``deterministic``, for which both trees give bit-identical scores); an
+explicit tree always wins over it.
 
 Random draws of ``act``: first the ``(B, 4)`` tie-break uniforms, then the model's noise
 (through the scorer), so the tie-breaks never depend on chunking or on the model.
@@ -27,20 +27,13 @@ import torch
 from gridplan.core.constants import N_ACTIONS
 from gridplan.core.env import check_state
 from gridplan.core.tasks import TASK_A, Task, check
-from gridplan.models.noise import WorldModel
-from gridplan.planning.scorers import (
-    DEFAULT_MAX_MEMORY,
-    GenericScorer,
-    LeafScorer,
-    action_sequences,
-    is_deterministic,
-)
-from gridplan.planning.tree import TreeScorer
+
+# Imported for its side effect: it registers the noise family's fused scorer.
+from gridplan.planning import fused  # noqa: F401
+from gridplan.planning.registry import TREES, ScorerFactory, leaf_scorer, resolve_tree
+from gridplan.planning.scorers import DEFAULT_MAX_MEMORY, LeafScorer, action_sequences
 
 __all__ = ["DEFAULT_MAX_MEMORY", "TIE_TOLERANCE", "TREES", "Planner", "action_sequences"]
-
-#: The planner's trees: independent leaves, or leaves sharing their prefixes' predictions.
-TREES = ("independent", "shared-prefix")
 
 #: Tie tolerance between first-action values: equal paths give bit-identical scores, so this
 #: only absorbs float32 rounding of different paths with the same true value.
@@ -52,26 +45,26 @@ class Planner:
 
     Args:
         model: any ``WorldModel`` (duck-typed ``predict``; optional ``start_rollout``,
-            ``n_settings`` and ``leaf_scorer``).
+            ``n_settings``, ``deterministic``, ``bytes_per_row``; ``gridplan.models.contract``).
         depth: search depth ``D >= 1``; ``4^D`` leaves per episode.
         task: the reward applied to imagined states, the V* table and ``gamma``.
         max_memory: bytes the scorer may use for the leaf tensors of one chunk (default 2 GiB).
         max_rows: optional hard cap on leaf rows per chunk (overrides ``max_memory``).
         device: where the V* table lives (move it with the states).
-        generic: roll the leaves through ``model.predict`` even if the model declares a
-            faster scorer (for comparisons and benchmarks): ``GenericScorer``, or
-            ``TreeScorer`` with ``tree="shared-prefix"``.
-        tree: ``"independent"``, ``"shared-prefix"`` or ``None`` (the default choice of the
-            module docstring: the declared scorer; shared prefixes for a deterministic model
-            on the generic path).
+        tree: ``"independent"``, ``"shared-prefix"`` or ``None`` (the model's default; module
+            docstring).
+        factory: optional ``gridplan.planning.registry.ScorerFactory`` that replaces the
+            registered one, e.g. ``through_predict`` to roll a model with a fast scorer
+            through its ``predict`` (for comparisons and benchmarks).
 
     Attributes:
         scorer: the ``LeafScorer`` in use.
+        tree: the tree its draws follow.
 
     Raises:
         ValueError: if ``depth < 1``, the budgets are not positive, ``tree`` is not one of
             ``TREES``, or the shared-prefix tree is asked of a model with memory across
-            imagined steps.
+            imagined steps through its ``predict``.
         TypeError: if ``task`` is not a ``Task``.
     """
 
@@ -83,33 +76,22 @@ class Planner:
         max_memory: int = DEFAULT_MAX_MEMORY,
         max_rows: int | None = None,
         device: torch.device | str = "cpu",
-        generic: bool = False,
         tree: str | None = None,
+        factory: ScorerFactory | None = None,
     ) -> None:
         if not isinstance(depth, int) or depth < 1:
             raise ValueError(f"depth must be an integer >= 1, got {depth!r}")
         check(task)
         if max_memory <= 0 or (max_rows is not None and max_rows <= 0):
             raise ValueError("max_memory and max_rows must be positive")
-        if tree is not None and tree not in TREES:
-            raise ValueError(f"tree must be one of {', '.join(TREES)} or None, got {tree!r}")
         self.model = model
         self.depth = depth
         self.task = task
         self.n_leaves = N_ACTIONS**depth
-        budget = (task, depth, device, max_memory, max_rows)
-        declared = getattr(type(model), "leaf_scorer", None)
-        # The generic path: no scorer declared beyond WorldModel's default (GenericScorer).
-        generic_path = generic or declared in (None, WorldModel.leaf_scorer)
-        shared = tree == "shared-prefix" or (
-            tree is None and generic_path and not generic and is_deterministic(model)
+        self.tree = resolve_tree(model, tree)
+        self.scorer: LeafScorer = leaf_scorer(
+            model, task, depth, device, max_memory, max_rows, self.tree, factory
         )
-        if shared:
-            self.scorer: LeafScorer = TreeScorer(model, *budget)
-        elif generic_path:
-            self.scorer = GenericScorer(model, *budget)
-        else:
-            self.scorer = model.leaf_scorer(*budget)
 
     @property
     def gamma(self) -> float:

@@ -28,6 +28,7 @@ from typing import NamedTuple
 
 from gridplan.core.constants import DOOR_CELL, GRID_SIZE, STATE_DIM, WALL_X
 from gridplan.core.tasks import GOAL_REWARD, HAZARD_REWARD, TASK_A, Task, check
+from gridplan.core.values import value_table
 from gridplan.planning.planner import TIE_TOLERANCE
 
 #: (dx, dy) of up, down, left, right (paper appendix D).
@@ -179,7 +180,7 @@ def value_table_list(task: Task = TASK_A) -> tuple[float, ...]:
     Raises:
         TypeError: if ``task`` is not a ``Task``.
     """
-    return tuple(check(task).value_table().table.tolist())
+    return tuple(value_table(task).table.tolist())
 
 
 def ref_oracle_predict(vector: Sequence[float], action: int) -> list[float]:

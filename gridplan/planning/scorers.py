@@ -14,11 +14,12 @@ read through rounded cells and 0.5-thresholded flags (``gridplan.core.env``,
 ``gridplan.core.values``).
 
 A scorer chooses everything the search need not know: how to chunk the batch for memory,
-how and where it draws the model's randomness, whether leaves share prefixes. The model
-declares its scorer (``model.leaf_scorer``); ``GenericScorer`` serves any model through
-``model.predict``; ``gridplan.planning.fused.FusedNoiseScorer`` serves the built-in noise family;
-``gridplan.planning.tree.TreeScorer`` expands the tree level by level, one prediction per tree node
-(the planner's ``shared-prefix`` tree, chosen by default for deterministic models).
+how and where it draws the model's randomness, whether leaves share prefixes. Which scorer
+serves a model is the planner's decision (``gridplan.planning.registry``): ``GenericScorer``
+serves any model through ``model.predict``; ``RewardScorer`` a plug-in that predicts its own
+reward; ``gridplan.planning.fused.FusedNoiseScorer`` the built-in noise family;
+``gridplan.planning.tree.TreeScorer`` expands the tree level by level, one prediction per tree
+node (the planner's ``shared-prefix`` tree, chosen by default for deterministic models).
 
 Model declarations read here (all optional):
 
@@ -53,6 +54,7 @@ from torch.utils._pytree import tree_flatten
 from gridplan.core.constants import AGENT_X, AGENT_Y, C1, N_ACTIONS, STATE_DIM
 from gridplan.core.env import outcome, to_cell, to_flag
 from gridplan.core.tasks import Task
+from gridplan.core.values import value_table
 
 #: Default memory budget for the leaf tensors of one chunk, in bytes.
 DEFAULT_MAX_MEMORY = 2 * 1024**3
@@ -61,10 +63,8 @@ DEFAULT_MAX_MEMORY = 2 * 1024**3
 GENERIC_BYTES_PER_ROW = 6 * STATE_DIM * 4 + 3 * 8 + 16
 #: Working memory that one ``predict`` call of a deterministic model should fill: the
 #: 16-256-256-12 SiLU MLP (2.2 kB per row in its reused buffers) then runs 3,307-row calls, on
-#: the flat top of its measured rate on this CPU (1 thread: 0.31-0.40 M rows/s from 1,024 to
-#: 8,192 rows, 0.19 M/s at 65,536 where its buffers are no longer kept; 1.6 k- and 3.3 k-row
-#: calls plan equally fast within the noise; ``scripts/bench_planner.py --call-sweep``,
-#: docs/PERFORMANCE.md §7).
+#: the flat top of its rate per call size, below the sizes whose buffers leave the cache
+#: (``scripts/bench_planner.py --call-sweep``, docs/PERFORMANCE.md §7).
 CACHE_BYTES = 8 * 2**20
 #: Fewest rows per split ``predict`` call: below this a call's fixed op overhead dominates.
 MIN_CALL_ROWS = 256
@@ -393,7 +393,7 @@ class GenericScorer(LeafScorer):
         self.model = model
         self.task = task
         self.depth = depth
-        self.values = task.value_table(device)
+        self.values = value_table(task, device)
         self.sequences = action_sequences(depth, device)
         self.discounts = [task.gamma**t for t in range(depth + 1)]
         model_bytes = model_bytes_per_row(model, self.values.device)
@@ -421,7 +421,7 @@ class GenericScorer(LeafScorer):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(reward, goal, hazard)``, each ``(R,)``, of the imagined step ``state --action-->
         nxt``: the task's true sparse reward of the predicted state. A subclass may score the
-        reward otherwise (``gridplan.models.plugins.RewardScorer``: the model's own reward)."""
+        reward otherwise (``RewardScorer``: the model's own reward)."""
         return outcome(to_cell(nxt[:, AGENT_X : AGENT_Y + 1]), to_flag(nxt[:, C1]), self.task)
 
     def scores(self, root: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
@@ -451,3 +451,15 @@ class GenericScorer(LeafScorer):
             alive &= ~(goal | hazard)
         score += self.discounts[self.depth] * self.values.lookup(state) * alive
         return score.view(b, self.n_leaves)
+
+
+class RewardScorer(GenericScorer):
+    """The generic leaf scorer with the model's own reward: ``model.predict_reward(state,
+    action, next_state)`` ``(R,)`` replaces the true reward of the predicted state; termination
+    is still read from the predicted state (agent on the goal or hazard cell). Served to a
+    plug-in that predicts its reward (``gridplan.models.plugins``, ``gridplan.planning.registry``).
+    """
+
+    def arrival(self, state, action, nxt):
+        _, goal, hazard = super().arrival(state, action, nxt)
+        return self.model.predict_reward(state, action, nxt).float(), goal, hazard

@@ -11,7 +11,8 @@ score is its parent's plus ``gamma^t`` times its reward while alive, the leaves 
 
 * for a **deterministic** model (``deterministic = True``: the learned MLP's mean
   prediction) every leaf score is bit-identical to the generic scorer's, hence so is every
-  decision; the planner picks this scorer for such a model by default;
+  decision; the planner picks this scorer for such a model by default
+  (``gridplan.planning.registry``);
 * for a **stochastic** model it is the planner's ``shared-prefix`` tree: one draw per tree
   node, so all leaves under a node share the noise of their common path (the generic
   scorer's independent leaves each draw their own). Blocks and calls, in order, decide which
@@ -33,7 +34,8 @@ import torch
 from gridplan.core.constants import AGENT_X, AGENT_Y, C1, N_ACTIONS, STATE_DIM
 from gridplan.core.env import outcome, to_cell, to_flag
 from gridplan.core.tasks import Task
-from gridplan.models.noise import WorldModel
+from gridplan.core.values import value_table
+from gridplan.models.contract import keeps_memory
 from gridplan.planning.scorers import (
     DEFAULT_MAX_MEMORY,
     GENERIC_BYTES_PER_ROW,
@@ -94,8 +96,7 @@ class TreeScorer(LeafScorer):
         max_memory: int = DEFAULT_MAX_MEMORY,
         max_rows: int | None = None,
     ) -> None:
-        start = getattr(type(model), "start_rollout", None)
-        if start is not None and start is not WorldModel.start_rollout:
+        if keeps_memory(model):
             raise ValueError(
                 f"the shared-prefix tree needs a model without memory across imagined steps; "
                 f"{type(model).__name__} defines start_rollout (use the independent tree)"
@@ -105,7 +106,7 @@ class TreeScorer(LeafScorer):
         self.model = model
         self.task = task
         self.depth = depth
-        self.values = task.value_table(device)
+        self.values = value_table(task, device)
         self.discounts = [task.gamma**t for t in range(depth + 1)]
         model_bytes = model_bytes_per_row(model, self.values.device)
         # A block and a call take at most a quarter of the budget (a small budget shrinks them).
@@ -155,7 +156,7 @@ class TreeScorer(LeafScorer):
         parents = max(1, self.block_rows // (N_ACTIONS * m))
         # One block's children and predictions live in buffers reused by every block: fresh
         # block-sized tensors cost page faults on each block, and a gather of the parents'
-        # rows (index_select) copies them ~3x faster than an expanded copy of 12-float rows.
+        # rows (index_select) copies them faster than an expanded copy of 12-float rows.
         rows = m * N_ACTIONS * min(parents, e * N_ACTIONS ** (self.depth - 1))
         children, predicted = root.new_empty(2, rows, STATE_DIM).unbind(0)
         # Child j of a block reads its parent's row j // 4 (all 4 actions of a parent).

@@ -430,7 +430,7 @@ def metric_scalars(metrics, prefix: str = "val") -> dict[str, float]:
 
     Args:
         metrics: a ``gridplan.metrics.prediction.PredictionMetrics`` or its ``to_dict()`` form
-            (also a ``gridplan.evaluation.model_report.model_report`` dict, whose ``success`` is
+            (also a ``gridplan.evaluation.ladder.paper_report`` dict, whose ``success`` is
             included).
         prefix: tag group, e.g. ``val``, ``best`` or ``eval``.
 
@@ -523,8 +523,8 @@ def lr_factor(epoch: int, epochs: int) -> float:
 
 def adamw(params, lr: float, weight_decay: float, device: torch.device | str):
     """``torch.optim.AdamW`` over ``params`` (tensors or parameter groups), with torch's
-    fused kernel on CPU and CUDA: one pass per tensor, 9x faster than the per-tensor loop for
-    a 5-member stack on CPU, the same update within float rounding."""
+    fused kernel on CPU and CUDA: one pass per tensor instead of a loop over the tensors, the
+    same update within float rounding."""
     fused = True if torch.device(device).type in ("cpu", "cuda") else None
     return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, fused=fused)
 
@@ -556,7 +556,7 @@ def keep_freed_memory() -> None:
 def figures_due(trainer: dict, epoch: int) -> bool:
     """Whether epoch ``epoch`` (0-based) draws the two dashboard images: every
     ``figures_every_n_epochs`` epochs from the first and at ``max_epochs``; never when it is
-    0 (the images are Matplotlib renders, about 0.3 s per epoch and run on CPU)."""
+    0 (the images are Matplotlib renders, drawn on CPU)."""
     every = int(trainer["figures_every_n_epochs"])
     return every > 0 and (epoch % every == 0 or epoch + 1 >= int(trainer["max_epochs"]))
 

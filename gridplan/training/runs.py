@@ -52,6 +52,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
 from gridplan.core import tasks
+from gridplan.metrics.calibration import uncertainty_vs_error
 from gridplan.models import ensemble
 from gridplan.training.config import run_name, schema, to_yaml, validate
 from gridplan.training.dispatch import Job, Launcher, launch
@@ -421,7 +422,7 @@ def train_all(
     networks are stacked into the ensemble run's checkpoints
     (``gridplan.models.ensemble.assemble``), scored, and ``metrics.json`` adds the members'
     epochs and scores and the disagreement's relation to rollout error on the run's windows
-    (``gridplan.models.ensemble.uncertainty_vs_error``).
+    (``gridplan.metrics.calibration.uncertainty_vs_error``).
 
     Every run folder records its status (``running``, then ``complete``; ``interrupted`` or
     ``failed`` if training stops). A group whose data cannot be made fails before it trains:
@@ -687,7 +688,7 @@ def _finish_ensemble(cfg: DictConfig, run_dir: Path, member_runs) -> tuple[dict,
     steps = sum(m["global_step"] for m in model.metadata["ensemble"]["members"])
     try:
         metrics = score_best(ckpts["best"], windows, task, writer, steps, figures)
-        quality = ensemble.uncertainty_vs_error(model, windows)
+        quality = uncertainty_vs_error(model, windows)
         rho = quality.spearman
         writer.add_scalar("best/uncertainty_spearman", rho.rho, steps)
         writer.add_scalar("best/uncertainty_aurc", quality.aurc, steps)

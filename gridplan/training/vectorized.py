@@ -58,8 +58,8 @@ from torch import nn
 from gridplan.core import tasks
 from gridplan.core.constants import STATE_DIM
 from gridplan.metrics.prediction import prediction_metrics
+from gridplan.models.contract import WorldModel
 from gridplan.models.learned import MLPDynamics
-from gridplan.models.noise import WorldModel
 from gridplan.training.config import run_name, to_yaml, validate
 from gridplan.training.module import (
     TransitionDataModule,

@@ -3,9 +3,8 @@ suits the machine (docs/PERFORMANCE.md §8).
 
 torch's intra-op threads meet at a barrier after every parallel op. With OpenMP's default
 (active) wait policy a thread that arrives first spins there, so when another process holds
-one of the cores, its partner is descheduled and every op waits a scheduler slice: with a
-busy neighbour the noisy planner fell to 0.4-13 M transitions per second on 2 threads, against
-15 M/s on 1.
+one of the cores, its partner is descheduled and every op waits a scheduler slice (the
+planner's rates beside a busy neighbour: docs/PERFORMANCE.md §8).
 ``OMP_WAIT_POLICY=PASSIVE`` makes waiting threads sleep instead. OpenMP reads the variable
 once, when torch loads it, so the entry points call ``set_wait_policy`` before anything
 imports torch, and ``configure_threads`` after::
@@ -96,7 +95,7 @@ def training_threads(requested: int | None = None) -> int:
     """Intra-op threads of a training process: ``requested``, else ``OMP_NUM_THREADS``, else 1.
 
     One thread by default: a 256-row step of the paper's MLP gains nothing from a second
-    thread, and with the passive wait policy two threads trained 1.8x slower than one
+    thread, and with the passive wait policy two threads train slower than one
     (docs/PERFORMANCE.md §12). A vectorized sweep takes the cores as worker processes
     instead (``gridplan.training.vectorized.auto_workers``).
 

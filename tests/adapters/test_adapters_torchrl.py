@@ -28,7 +28,9 @@ from gridplan.adapters.torchrl import (
 from gridplan.core import env as core
 from gridplan.core import tasks
 from gridplan.core.constants import DOWN, LEFT, RIGHT, UP
-from gridplan.models.noise import NoiseModel, OracleModel, WorldModel
+from gridplan.core.values import value_table
+from gridplan.models.contract import WorldModel
+from gridplan.models.noise import NoiseModel, OracleModel
 from gridplan.planning.closed_loop import start_states
 
 TASK_A, TASK_B = tasks.get("A"), tasks.get("B")
@@ -61,7 +63,7 @@ def closed_loop(planner, start: torch.Tensor, task="A", seed: int = 0) -> Tensor
 
 
 def optimal_steps(start: torch.Tensor) -> torch.Tensor:
-    v = TASK_A.value_table().lookup(start).double()
+    v = value_table(TASK_A).lookup(start).double()
     return (1 + torch.round(torch.log(v) / math.log(GAMMA))).long()
 
 
@@ -279,6 +281,7 @@ def test_bad_input_is_refused(make_state):
         env.step(td)
 
 
+@pytest.mark.slow
 def test_a_missing_torchrl_names_the_extra():
     code = (
         "import sys; sys.modules['torchrl'] = None\n"

@@ -15,11 +15,13 @@ import torch
 
 from gridplan.core.env import reset, step, transition
 from gridplan.core.tasks import TASK_A, TASK_B
+from gridplan.core.values import value_table
 from gridplan.models.learned import LearnedWorldModel, MLPDynamics
 from gridplan.models.noise import NoiseModel, OracleModel
-from gridplan.planning.closed_loop import evaluate
+from gridplan.planning.closed_loop import run_episodes
 from gridplan.planning.planner import Planner
 from gridplan.planning.reference import ref_decode, ref_encode, ref_step
+from gridplan.planning.registry import through_predict
 from gridplan.planning.tree import TreeScorer
 
 
@@ -60,12 +62,16 @@ def test_env_step_on_the_device_matches_the_reference(device, task, replay_draws
 
 @DEVICES
 @TASKS
-@pytest.mark.parametrize("tree", [None, "shared-prefix"], ids=["fused", "tree"])
-def test_the_oracle_planner_on_the_device_gives_exact_q_star(device, task, tree, random_states):
+@pytest.mark.parametrize(
+    ("tree", "factory"), [(None, None), ("shared-prefix", through_predict)], ids=["fused", "tree"]
+)
+def test_the_oracle_planner_on_the_device_gives_exact_q_star(
+    device, task, tree, factory, random_states
+):
     state = random_states(40, torch.Generator().manual_seed(4)).to(device)
-    planner = Planner(OracleModel(), 3, task, device=device, tree=tree)
+    planner = Planner(OracleModel(), 3, task, device=device, tree=tree, factory=factory)
     q = planner.action_values(state, torch.Generator(device=device).manual_seed(0))
-    want = task.value_table(device).q_values(state)
+    want = value_table(task, device).q_values(state)
     torch.testing.assert_close(q, want, atol=1e-6, rtol=0)
 
 
@@ -76,7 +82,7 @@ def test_the_learned_tree_on_the_device_chooses_as_independent_leaves(device):
     state = reset(50, torch.Generator(device=device).manual_seed(5))
     tree = Planner(model, 3, device=device)
     assert isinstance(tree.scorer, TreeScorer)
-    leaves = Planner(model, 3, device=device, generic=True)
+    leaves = Planner(model, 3, device=device, tree="independent")
     q_tree = tree.action_values(state, torch.Generator(device=device))
     q_leaves = leaves.action_values(state, torch.Generator(device=device))
     if torch.device(device).type == "cpu":
@@ -90,17 +96,18 @@ def test_the_learned_tree_on_the_device_chooses_as_independent_leaves(device):
 @DEVICES
 def test_a_noisy_closed_loop_on_the_device_is_seeded(device):
     model = NoiseModel.controlled([0.0, 0.35], [0.1, 0.1])
-    runs = [evaluate(model, TASK_A, 2, (0, 1), 6, device=device) for _ in range(2)]
+    runs = [run_episodes(model, TASK_A, 2, (0, 1), 6, device=device) for _ in range(2)]
     assert torch.equal(runs[0].success, runs[1].success)
     assert torch.equal(runs[0].steps, runs[1].steps)
     assert runs[0].success.view(2, -1)[0].float().mean() >= 0.5, "sigma_r = 0 mostly succeeds"
 
 
 @DEVICES
-def test_shared_prefix_noise_runs_on_the_device(device):
+@pytest.mark.parametrize("factory", [None, through_predict], ids=["fused", "tree"])
+def test_shared_prefix_noise_runs_on_the_device(device, factory):
     model = NoiseModel.controlled(0.35, 0.1)
     state = reset(64, torch.Generator(device=device).manual_seed(7))
-    planner = Planner(model, 3, device=device, tree="shared-prefix")
+    planner = Planner(model, 3, device=device, tree="shared-prefix", factory=factory)
     first = planner.act(state, torch.Generator(device=device).manual_seed(8))
     again = planner.act(state, torch.Generator(device=device).manual_seed(8))
     assert first.device == state.device and torch.equal(first, again)

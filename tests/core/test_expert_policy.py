@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from gridplan.core.tasks import TASK_A
+from gridplan.core.values import value_table
 from gridplan.data.datasets import collect, eval_windows
 
 
@@ -19,14 +20,14 @@ def expert_4k():
 
 def test_every_expert_action_is_optimal_under_q_star(expert_4k):
     d = expert_4k
-    q = TASK_A.value_table().q_values(d.states)
+    q = value_table(TASK_A).q_values(d.states)
     chosen = q.gather(1, d.actions.unsqueeze(1)).squeeze(1)
     assert (chosen >= q.max(dim=1).values - 1e-6).all()
 
 
 def test_balanced_data_do_contain_suboptimal_actions():
     d = collect("balanced", 4_000, seed=5)
-    q = TASK_A.value_table().q_values(d.states)
+    q = value_table(TASK_A).q_values(d.states)
     chosen = q.gather(1, d.actions.unsqueeze(1)).squeeze(1)
     assert (chosen < q.max(dim=1).values - 1e-6).float().mean() > 0.1
 
@@ -49,7 +50,7 @@ def test_every_finished_expert_episode_picks_up_the_key_opens_the_door_and_reach
     lengths = d.t[last & d.terminated] + 1
     first = torch.full((int(d.episode.max()) + 1,), -1)
     first[d.episode[d.t == 0]] = torch.nonzero(d.t == 0).flatten()
-    v0 = TASK_A.value_table().lookup(d.states[first[finished]])
+    v0 = value_table(TASK_A).lookup(d.states[first[finished]])
     steps = 1 + torch.round(torch.log(v0) / math.log(TASK_A.gamma)).long()
     assert torch.equal(steps, lengths)
     assert not (last & ~d.terminated & (d.t == TASK_A.horizon - 1)).any()

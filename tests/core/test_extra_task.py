@@ -18,13 +18,14 @@ from gridplan.core import tasks
 from gridplan.core.constants import AGENT_X, AGENT_Y, CELL_SCALE, DOWN, RIGHT, STATE_DIM
 from gridplan.core.env import reset, step
 from gridplan.core.tasks import TASK_A
-from gridplan.core.values import relevance_weights
+from gridplan.core.values import relevance_weights, value_table
 from gridplan.data.datasets import collect, eval_windows
 from gridplan.metrics.prediction import prediction_metrics
 from gridplan.models.noise import NoiseModel, OracleModel
-from gridplan.planning.closed_loop import GOAL, evaluate
+from gridplan.planning.closed_loop import GOAL, run_episodes
 from gridplan.planning.planner import Planner
 from gridplan.planning.reference import ref_action_values, ref_oracle_predict
+from gridplan.planning.registry import through_predict
 
 CORNER = (7, 0)
 
@@ -64,7 +65,7 @@ def test_reaching_the_new_goal_pays_one_and_the_old_goal_pays_nothing(corner, ma
 
 
 def test_v_star_counts_steps_to_the_new_goal(corner, make_state):
-    table = corner.value_table()
+    table = value_table(corner)
     gamma = corner.gamma
     one_step = make_state(agent=(7, 1), carrying=True, door_open=True)
     old_goal = make_state(agent=(7, 4), carrying=True, door_open=True)
@@ -73,34 +74,34 @@ def test_v_star_counts_steps_to_the_new_goal(corner, make_state):
     assert table(old_goal).item() == pytest.approx(gamma**3, rel=1e-6)
     # Bump the door, enter, (6, 4), then 4 down and 1 right (any order): 8 steps.
     assert table(at_door).item() == pytest.approx(gamma**7, rel=1e-6)
-    assert corner.value_table() is table
+    assert value_table(corner) is table
 
 
-@pytest.mark.parametrize("generic", [False, True], ids=["fused", "generic"])
-def test_the_oracle_planner_heads_for_the_new_goal(corner, make_state, random_states, generic):
+@pytest.mark.parametrize("factory", [None, through_predict], ids=["fused", "generic"])
+def test_the_oracle_planner_heads_for_the_new_goal(corner, make_state, random_states, factory):
     state = torch.cat(
         [
             make_state(agent=(7, 1), carrying=True, door_open=True),
             make_state(agent=(6, 0), carrying=True, door_open=True),
         ]
     )
-    planner = Planner(OracleModel(), 2, corner, generic=generic)
+    planner = Planner(OracleModel(), 2, corner, factory=factory)
     assert planner.act(state, torch.Generator().manual_seed(0)).tolist() == [DOWN, RIGHT]
     roots = random_states(20, torch.Generator().manual_seed(3))
     q = planner.action_values(roots, torch.Generator())
-    torch.testing.assert_close(q, corner.value_table().q_values(roots), atol=1e-6, rtol=0)
+    torch.testing.assert_close(q, value_table(corner).q_values(roots), atol=1e-6, rtol=0)
     for i in range(3):
         want = ref_action_values(roots[i].tolist(), 2, corner, ref_oracle_predict)
         assert q[i].tolist() == pytest.approx(want, abs=1e-6)
 
 
 def test_a_short_closed_loop_reaches_the_new_goal_in_every_episode(corner):
-    result = evaluate(OracleModel(), corner, depth=2, seeds=(0,), episodes=4, record=True)
+    result = run_episodes(OracleModel(), corner, depth=2, seeds=(0,), episodes=4, record=True)
     assert result.success.float().mean().item() == 1.0
     assert (result.outcome == GOAL).all()
     last = result.trajectory[result.steps, torch.arange(4)]
     assert agent_cells(last) == [CORNER] * 4
-    noisy = evaluate(NoiseModel.controlled(0.35, 0.1), corner, depth=2, seeds=(0,), episodes=4)
+    noisy = run_episodes(NoiseModel.controlled(0.35, 0.1), corner, depth=2, seeds=(0,), episodes=4)
     assert noisy.success.shape == (4,)
 
 

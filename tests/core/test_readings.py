@@ -43,6 +43,7 @@ from gridplan.models.noise import (
 )
 from gridplan.planning.fused import FusedNoiseScorer
 from gridplan.planning.planner import Planner
+from gridplan.planning.registry import through_predict
 from gridplan.planning.scorers import GenericScorer
 
 TASKS = pytest.mark.parametrize("task", [TASK_A, TASK_B], ids=["A", "B"])
@@ -332,8 +333,9 @@ def test_fused_oracle_values_equal_the_generic_ones_under_every_reading(
     r = SCORED_READINGS[name]
     roots = mixed_roots(task, 60, 1, random_states, seed=depth)
     fused = Planner(OracleModel(r), depth, task)
-    generic = Planner(OracleModel(r), depth, task, generic=True)
+    generic = Planner(OracleModel(r), depth, task, tree="independent", factory=through_predict)
     assert isinstance(fused.scorer, FusedNoiseScorer)
+    assert isinstance(generic.scorer, GenericScorer)
     want = generic.action_values(roots, torch.Generator())
     assert torch.equal(fused.action_values(roots, torch.Generator()), want)
 
@@ -359,7 +361,8 @@ def test_fused_noisy_values_are_bit_identical_to_predict_under_every_reading(
     planner = Planner(noisy, 3, task)
     fused = planner.action_values(roots, torch.Generator().manual_seed(7))
     noise = BENCH.fused_draws(planner.scorer, roots, torch.Generator().manual_seed(7))
-    replay = Planner(ReplayedNoise(noise, task, r), 3, task)
+    # The replayed draws are laid out per leaf, whatever the reading's tree.
+    replay = Planner(ReplayedNoise(noise, task, r), 3, task, tree="independent")
     assert isinstance(replay.scorer, GenericScorer)
     assert torch.equal(fused, replay.action_values(roots, torch.Generator()))
 
@@ -394,6 +397,33 @@ def test_the_shared_prefix_tree_draws_once_per_node(rho):
     assert draws[2].unique().numel() == draws[2].numel()
 
 
+@pytest.mark.parametrize("rho", [None, 0.7])
+def test_an_explicit_tree_wins_over_the_readings_tree(random_states, rho):
+    # The paper reading shares prefixes; Planner(tree="independent") must draw per leaf, as
+    # the same reading with independent leaves does, and the reverse.
+    shared = readings.PAPER
+    independent = shared.replace("paper-independent", tree="independent")
+
+    def model(r: Reading):
+        if rho is None:
+            return NoiseModel.controlled(1.0, 0.6, reading=r)
+        return AR1NoiseModel.controlled(1.0, 0.6, rho=rho, reading=r)
+
+    roots = mixed_roots(TASK_A, 30, 1, random_states, seed=13)
+
+    def values(planner: Planner) -> torch.Tensor:
+        assert isinstance(planner.scorer, FusedNoiseScorer)
+        return planner.action_values(roots, torch.Generator().manual_seed(14))
+
+    by_reading = {r.tree: values(Planner(model(r), 3)) for r in (shared, independent)}
+    assert not torch.equal(by_reading["independent"], by_reading["shared-prefix"])
+    explicit = Planner(model(shared), 3, tree="independent")
+    assert explicit.tree == explicit.scorer.tree == "independent"
+    assert torch.equal(values(explicit), by_reading["independent"])
+    reverse = Planner(model(independent), 3, tree="shared-prefix")
+    assert torch.equal(values(reverse), by_reading["shared-prefix"])
+
+
 def test_fused_shared_prefixes_and_the_tree_scorer_agree_in_distribution(make_state):
     # One state, many independent searches: the generic shared-prefix tree
     # (gridplan.planning.tree.TreeScorer, one predict per node) and the fused scorer's per-node
@@ -402,7 +432,9 @@ def test_fused_shared_prefixes_and_the_tree_scorer_agree_in_distribution(make_st
     state = make_state(agent=(3, 4), key=(2, 4), rows=3000)
     shared = NoiseModel.controlled(1.0, 0.6, reading=reading(tree="shared-prefix"))
     fused = Planner(shared, 2).action_values(state, torch.Generator().manual_seed(0))
-    tree = Planner(NoiseModel.controlled(1.0, 0.6), 2, tree="shared-prefix")
+    tree = Planner(
+        NoiseModel.controlled(1.0, 0.6), 2, tree="shared-prefix", factory=through_predict
+    )
     assert type(tree.scorer).__name__ == "TreeScorer"
     generic = tree.action_values(state, torch.Generator().manual_seed(1))
     independent = Planner(NoiseModel.controlled(1.0, 0.6), 2).action_values(

@@ -13,6 +13,7 @@ from gridplan.core.values import (
     optimal_state_distribution,
     perturbation_saliency,
     relevance_weights,
+    value_table,
 )
 from gridplan.metrics.relevance_estimation import (
     FVIConfig,
@@ -31,7 +32,7 @@ def test_saliency_of_the_exact_value_is_the_graded_weights_of_eq1_with_zero_on_i
     task,
 ):
     states = optimal_state_distribution(task)
-    w = perturbation_saliency(task.value_table().lookup, states)
+    w = perturbation_saliency(value_table(task).lookup, states)
     assert torch.equal(w, relevance_weights(task))
     irrelevant = [d for d in range(STATE_DIM) if d not in task.relevant_dims]
     assert (w[irrelevant] == 0).all()

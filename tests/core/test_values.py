@@ -12,19 +12,19 @@ import torch
 
 from gridplan.core.constants import RIGHT, UP
 from gridplan.core.tasks import TASK_A, TASK_B
-from gridplan.core.values import ValueTable, binary_weights, relevance_weights
+from gridplan.core.values import ValueTable, binary_weights, relevance_weights, value_table
 
 GAMMA = TASK_A.gamma
 
 
 @pytest.fixture(scope="module")
 def table_a() -> ValueTable:
-    return TASK_A.value_table()
+    return value_table(TASK_A)
 
 
 @pytest.fixture(scope="module")
 def table_b() -> ValueTable:
-    return TASK_B.value_table()
+    return value_table(TASK_B)
 
 
 def value(table: ValueTable, state: torch.Tensor) -> float:
@@ -150,8 +150,8 @@ def test_task_a_graded_weights_keep_their_known_values():
 
 
 def test_the_cached_table_is_built_once_per_device_and_cannot_be_changed_by_callers(make_state):
-    table = TASK_A.value_table()
-    assert TASK_A.value_table("cpu") is table
+    table = value_table(TASK_A)
+    assert value_table(TASK_A, "cpu") is table
     state = make_state(agent=(6, 4), carrying=True, door_open=True)
     copy = table.table
     copy.fill_(-5.0)
@@ -164,8 +164,8 @@ def test_the_cached_table_is_built_once_per_device_and_cannot_be_changed_by_call
 def test_the_discount_comes_from_the_task(make_state):
     slow = dataclasses.replace(TASK_A, gamma=0.5)
     state = make_state(agent=(5, 4), carrying=True, door_open=True)
-    assert slow.value_table()(state).item() == 0.5
-    assert TASK_A.value_table()(state).item() == pytest.approx(GAMMA, rel=1e-6)
+    assert value_table(slow)(state).item() == 0.5
+    assert value_table(TASK_A)(state).item() == pytest.approx(GAMMA, rel=1e-6)
 
 
 def test_value_table_rejects_bad_input(make_state):
@@ -174,8 +174,8 @@ def test_value_table_rejects_bad_input(make_state):
     bad = make_state()
     bad[0, 3] = float("nan")
     with pytest.raises(ValueError, match="non-finite"):
-        TASK_A.value_table()(bad)
+        value_table(TASK_A)(bad)
     with pytest.raises(ValueError, match="shape"):
-        TASK_A.value_table()(torch.zeros(3, 10))
+        value_table(TASK_A)(torch.zeros(3, 10))
     with pytest.raises(TypeError, match="must be a gridplan.core.tasks.Task"):
         relevance_weights("A")

@@ -9,6 +9,7 @@ import torch
 from gridplan.core import tasks
 from gridplan.core.constants import RIGHT
 from gridplan.core.env import step
+from gridplan.core.values import value_table
 from gridplan.evaluation.anchors import (
     ANCHOR_NAMES,
     ANCHORS,
@@ -71,7 +72,7 @@ def test_lookahead_values_equal_a_brute_force_search(random_states, gen):
 def test_many_lookahead_steps_converge_to_v_star():
     dyn = discrete_dynamics(TASK_A)
     torch.testing.assert_close(
-        finite_horizon_values(dyn, 200), TASK_A.value_table().table, atol=1e-5, rtol=0
+        finite_horizon_values(dyn, 200), value_table(TASK_A).table, atol=1e-5, rtol=0
     )
 
 
@@ -79,7 +80,7 @@ def test_greedy_earns_v_star_from_every_start():
     anchors = AnchorSet(get_anchors(("greedy",)), TASK_A)
     starts = start_states([3], 64, TASK_A)
     runs = run_anchor_policies(None, anchors, starts, 2, TASK_A, 0, torch.Generator())
-    v = TASK_A.value_table().lookup(starts)
+    v = value_table(TASK_A).lookup(starts)
     torch.testing.assert_close(runs.true_return[0, :, 0], v)
     assert runs.true_success.all()
 

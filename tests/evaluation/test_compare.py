@@ -8,7 +8,7 @@ import json
 import pytest
 
 import gridplan
-from gridplan.evaluation.ladder import LadderProtocol
+from gridplan.evaluation.ladder_protocol import LadderProtocol
 from gridplan.models.noise import NoiseModel, OracleModel
 
 PROTOCOL = LadderProtocol(

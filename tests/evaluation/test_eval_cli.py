@@ -1,13 +1,19 @@
-"""``python -m eval`` with built-in models: protocol defaults, overrides and the JSON report."""
+"""``python -m eval``: protocol defaults, overrides, the JSON report (strict JSON, named by its
+protocol) and the checks made before any evaluation."""
 
 from __future__ import annotations
 
 import json
+import math
+from pathlib import Path
 
 import pytest
+from helpers_learned import module_checkpoint, tiny_module
 
-from eval.cli import build_parser, fill_defaults, main
+from eval.cli import build_parser, checkpoint_json_path, fill_defaults, main
+from eval.report import format_table
 from gridplan.core.protocols import CONTROLLED, LEARNED
+from gridplan.util.jsonio import dumps
 
 
 def _protocol(*argv: str):
@@ -34,6 +40,12 @@ def test_a_noise_model_is_reported_as_json_with_its_protocol(tmp_path, capsys):
     assert main([*args, "--json", str(out)]) == 0
     assert "success rate" in capsys.readouterr().out
     report = json.loads(out.read_text())
+    # The paper's layout (schema 1), in this order: scripts read these keys.
+    assert list(report) == [
+        *("model", "task", "depth", "seeds", "episodes", "success", "outcomes", "mean_steps"),
+        *("device", "E_tot", "DRPE", "profile", "step_profile", "event_audit", "VPE"),
+        *("horizon", "n_windows"),
+    ]
     assert (report["task"], report["depth"], report["seeds"], report["episodes"]) == (
         "A",
         1,
@@ -48,3 +60,66 @@ def test_a_noise_model_is_reported_as_json_with_its_protocol(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main([*args, "--json", str(out)])  # refuses to overwrite without --force
     assert "already exists" in capsys.readouterr().err
+
+
+def _reject(constant: str):
+    raise ValueError(f"bare {constant} in JSON")
+
+
+def strict_load(text: str):
+    """``json.loads`` as a strict parser reads it: NaN, Infinity and -Infinity refused."""
+    return json.loads(text, parse_constant=_reject)
+
+
+def test_dumps_writes_undefined_numbers_as_null():
+    text = dumps({"se": math.nan, "hi": math.inf, "xs": [1.0, -math.inf], "n": 1})
+    assert strict_load(text) == {"se": None, "hi": None, "xs": [1.0, None], "n": 1}
+    with pytest.raises(ValueError, match="bare NaN"):
+        strict_load(json.dumps({"se": math.nan}))
+
+
+def test_a_single_episode_report_is_strict_json_with_a_null_se_printed_as_na(tmp_path, capsys):
+    out = tmp_path / "one.json"
+    args = ["--model", "oracle", "--depth", "1", "--seeds", "1", "--episodes", "1"]
+    args += ["--eval-windows", "4", "--horizon", "2", "--no-progress", "--json", str(out)]
+    assert main(args) == 0
+    report = strict_load(out.read_text())
+    assert report["success"]["n"] == 1
+    assert report["success"]["se"] is None
+    printed = capsys.readouterr().out
+    assert "(SE, n=1)" in printed and "± n/a" in printed
+    assert "± n/a" in format_table(report)  # the saved report prints the same
+
+
+def test_a_non_default_protocol_names_its_report_file():
+    ckpt = Path("runs/x/version_0/checkpoints/best.ckpt")
+    smoke = LEARNED.replace(seeds=(0,), episodes=5)
+    assert checkpoint_json_path(ckpt, "A", smoke).name == "best.eval.A-d2-s1x5.json"
+    assert checkpoint_json_path(ckpt, "A", LEARNED.replace(episodes=10)).name == (
+        "best.eval.A-d2-s5x10.json"
+    )
+    assert checkpoint_json_path(ckpt, "A", LEARNED.replace(seeds=(3, 4))).name == (
+        "best.eval.A-d2-sfrom3-2x40.json"
+    )
+    quick = LEARNED.replace(depth=3, n_windows=100, horizon=5)
+    assert checkpoint_json_path(ckpt, "B", quick).name == "best.eval.B-d3-w100-h5.json"
+    assert checkpoint_json_path(ckpt, "A", LEARNED).name == "best.eval.json"
+
+
+def test_a_smoke_evaluation_of_a_checkpoint_never_takes_the_protocol_report(tmp_path, capsys):
+    ckpt = module_checkpoint(tiny_module(tmp_path), tmp_path / "best.ckpt")
+    args = ["--ckpt", str(ckpt), "--seeds", "1", "--episodes", "2", "--eval-windows", "4"]
+    assert main([*args, "--no-progress"]) == 0
+    written = tmp_path / "best.eval.A-d2-s1x2-w4.json"
+    assert strict_load(written.read_text())["episodes"] == 2
+    assert not (tmp_path / "best.eval.json").exists()
+    assert f"json: {written}" in capsys.readouterr().out
+
+
+def test_eval_cli_rejects_a_too_deep_search_up_front_naming_depth_and_budget(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--model", "oracle", "--depth", "20", "--no-progress"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "depth 20 needs" in err and "max_memory = 2.00 GiB" in err
+    assert "largest depth that fits is 11" in err

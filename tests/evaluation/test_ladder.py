@@ -14,8 +14,12 @@ import gridplan
 from gridplan.core import tasks
 from gridplan.core.constants import AGENT_X, CELL_SCALE
 from gridplan.core.env import transition
+from gridplan.core.values import value_table
 from gridplan.evaluation.decisions import decide, exploitability
-from gridplan.evaluation.ladder import LadderProtocol, check_levels
+from gridplan.evaluation.ladder import check_levels, paper_report
+from gridplan.evaluation.ladder_protocol import LadderProtocol
+from gridplan.evaluation.levels import PAPER_LEVELS, REGISTRY, run_order
+from gridplan.evaluation.schema import LEVELS
 from gridplan.models.noise import NoiseModel, OracleModel, noise_grid
 from gridplan.planning.closed_loop import start_states
 
@@ -95,6 +99,32 @@ def test_a_level_alone_gives_the_same_numbers_as_in_the_full_ladder(oracle_repor
     assert "success" not in alone and "E_tot" not in alone
 
 
+def test_the_paper_report_is_the_ladder_s_l1_and_closed_loop_success():
+    model, info = NoiseModel.controlled(0.35, 0.1), {"name": "noise"}
+    paper = paper_report(model, info, TASK_A, PROTOCOL.closed_loop(DEPTH), progress=False)
+    ladder = _ladder(model, levels=["L1", "L7"], model_info=info)
+    head = ["model", "task", "depth", "seeds", "episodes", "success", "outcomes", "mean_steps"]
+    assert list(paper)[: len(head) + 2] == [*head, "device", "E_tot"]
+    assert paper == {key: ladder[key] for key in paper}
+    assert paper["success"]["n"] == len(PROTOCOL.seeds) * PROTOCOL.episodes
+    assert ladder["ladder"]["L7"]["success"]["mean"] == paper["success"]["mean"]
+    # L7's closed-loop success is a level of its own, timed with L7.
+    assert run_order(("L7",)) == ("success", "L7")
+    assert set(_ladder(model, levels=["L7"])["timing"]) == {"L7"}
+
+
+def test_the_paper_report_needs_l1_and_the_closed_loop():
+    report = gridplan.evaluate(OracleModel(), depth=DEPTH, protocol=PROTOCOL, levels=["L6"])
+    with pytest.raises(ValueError, match="L1 metrics and the closed-loop success"):
+        report.paper_dict()
+
+
+def test_every_level_of_the_schema_is_registered_in_report_order():
+    ladder_levels = [name for name in REGISTRY if name != "success"]
+    assert tuple(ladder_levels) == LEVELS
+    assert PAPER_LEVELS == ("L1", "success")
+
+
 def test_reports_are_seeded_json_with_the_paper_keys(oracle_report):
     again = _ladder(OracleModel())
     again.pop("timing")
@@ -141,7 +171,7 @@ def test_decisions_of_a_frozen_model_against_the_exact_values(make_state, random
         [make_state(agent=(6, 4), carrying=True, door_open=True), random_states(31, gen)]
     )
     d = decide(FrozenModel(), states, TASK_A, 2, torch.Generator().manual_seed(0))
-    table = TASK_A.value_table()
+    table = value_table(TASK_A)
     # Every leaf scores gamma^2 V*(s), so the tie-break picks uniformly; the chosen leaf's true
     # return and Q* come from the exact table.
     torch.testing.assert_close(d.predicted, TASK_A.gamma**2 * table.lookup(states))

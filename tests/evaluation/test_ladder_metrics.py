@@ -19,13 +19,13 @@ from gridplan.evaluation.ranking import (
     policy_ranking,
     spearman,
 )
-from gridplan.evaluation.uncertainty import aurc, risk_coverage, uncertainty_quality
 from gridplan.metrics.bootstrap import (
     paired_hierarchical_bootstrap,
     resample_means,
     resample_spearman,
     spearman_of_counts,
 )
+from gridplan.metrics.calibration import aurc, risk_coverage, uncertainty_quality
 
 # Three policies: the model swaps the order of the last two.
 J_TRUE = [0.1, 0.5, 0.3]

@@ -17,13 +17,12 @@ from gridplan.core import tasks
 from gridplan.core.constants import RIGHT
 from gridplan.core.env import reset, transition
 from gridplan.evaluation.decisions import decide
-from gridplan.evaluation.ladder import LadderProtocol
+from gridplan.evaluation.ladder_protocol import LadderProtocol
 from gridplan.models.noise import OracleModel
 from gridplan.models.plugins import (
     CheckedModel,
     OutOfRangeWarning,
     PluginError,
-    RewardScorer,
     build,
     check_contract,
     checked,
@@ -31,7 +30,8 @@ from gridplan.models.plugins import (
     parse_args,
     split_spec,
 )
-from gridplan.planning.scorers import GenericScorer
+from gridplan.planning.registry import leaf_scorer
+from gridplan.planning.scorers import GenericScorer, RewardScorer
 
 TASK_A = tasks.get("A")
 EXAMPLE = Path(__file__).resolve().parents[2] / "scripts" / "example_model.py"
@@ -269,8 +269,8 @@ def test_built_in_models_are_trusted_and_plugins_wrapped():
     wrapped = checked(TrueDynamics())
     assert isinstance(wrapped, CheckedModel)
     assert not hasattr(wrapped, "predict_reward") and not hasattr(wrapped, "uncertainty")
-    assert type(wrapped.leaf_scorer(TASK_A, 2)) is GenericScorer
-    assert type(checked(NeverRewarded()).leaf_scorer(TASK_A, 2)) is RewardScorer
+    assert type(leaf_scorer(wrapped, TASK_A, 2)) is GenericScorer
+    assert type(leaf_scorer(checked(NeverRewarded()), TASK_A, 2)) is RewardScorer
     with pytest.raises(PluginError, match="n_settings=3"):
         CheckedModel(type("Multi", (TrueDynamics,), {"n_settings": 3})())
 

@@ -215,6 +215,7 @@ def _csv(path: Path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
+@pytest.mark.slow
 def test_a_tiny_zoo_runs_end_to_end(tmp_path):
     status = run_groups(GROUPS, ["e7", "e1"], tmp_path, "tiny", progress=False)
     assert status == {"e1": "ran", "e7": "ran"}

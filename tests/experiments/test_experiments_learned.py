@@ -12,6 +12,7 @@ import csv
 import json
 import math
 from pathlib import Path
+from unittest import mock
 
 import pytest
 import torch
@@ -24,8 +25,9 @@ from gridplan.experiments.learned_runs import DATA_CACHE, RUNS, ModelStack, grou
 from gridplan.experiments.records import MODEL_FIELDS, LearnedRecord, read_models
 from gridplan.experiments.runner import read_done, run_groups
 from gridplan.metrics.prediction import PredictionMetrics, prediction_metrics
+from gridplan.models.contract import WorldModel
 from gridplan.models.learned import load_world_model
-from gridplan.models.noise import WorldModel
+from gridplan.training import module as training_module
 
 
 def read_csv(path: Path) -> list[dict]:
@@ -37,7 +39,10 @@ def read_csv(path: Path) -> list[dict]:
 def root(tmp_path_factory) -> Path:
     """e1, e2, e3 and e4 once on the tiny profile; e4 must reuse the other three."""
     out = tmp_path_factory.mktemp("results")
-    status = run_groups(GROUPS, ["e4", "e3", "e2", "e1"], out, "tiny", progress=False)
+    # Windows another test made earlier in this process would be reused from memory and never
+    # written to this results root's cache.
+    with mock.patch.dict(training_module._WINDOWS, clear=True):
+        status = run_groups(GROUPS, ["e4", "e3", "e2", "e1"], out, "tiny", progress=False)
     assert status == {"e1": "ran", "e3": "ran", "e2": "ran", "e4": "ran"}
     return out
 
@@ -51,11 +56,13 @@ def test_e3_trains_into_its_group_folder_and_caches_datasets_under_the_results_r
         assert not ckpt.is_absolute() and ckpt.parts[0] == RUNS
         assert (root / "e3" / ckpt).is_file()
     cached = sorted(p.name for p in (root / DATA_CACHE).iterdir())
-    # One dataset per (policy, budget, seed): the two 600-transition rows share one.
+    # One dataset per (policy, budget, seed): the two 600-transition rows share one; one file
+    # of held-out windows, shared by every run.
     assert cached == [
         "A-balanced-200-seed0.pt",
         "A-balanced-600-seed0.pt",
         "A-random-400-seed0.pt",
+        "A-windows-balanced-16x10-seed10000.pt",
     ]
 
 
@@ -114,7 +121,7 @@ def test_e4_reuses_the_grid_the_sweep_and_the_learned_model_and_collects_no_data
     assert not (root / "e4" / "runs").exists()
     done = read_done(root / "e4")
     assert set(done["inputs"]) == {"e1", "e2", "e3"} and None not in done["inputs"].values()
-    assert len(list((root / DATA_CACHE).iterdir())) == 3
+    assert len(list((root / DATA_CACHE).iterdir())) == 4
 
 
 def test_e4_weights_are_normalized_and_the_masks_are_the_named_dimension_sets(root):

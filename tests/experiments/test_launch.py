@@ -70,6 +70,7 @@ def _same_models(default: Path, launched: Path) -> None:
         assert float(ra["E_tot"]) == pytest.approx(float(rb["E_tot"]), rel=1e-5)
 
 
+@pytest.mark.slow
 def test_the_launched_groups_train_the_same_models_as_the_default_path(both):
     _same_models(*both)
 
@@ -83,6 +84,7 @@ def test_submitit_local_jobs_train_the_same_models_too(both, tmp_path):
     assert (tmp_path / "e3" / "runs" / "groups" / ".submitit").is_dir()
 
 
+@pytest.mark.slow
 def test_each_job_trains_one_group_and_leaves_its_record(both):
     default, launched = both
     groups = launched / "runs" / "groups"
@@ -103,6 +105,7 @@ def test_each_job_trains_one_group_and_leaves_its_record(both):
     assert any("hydra/launcher=joblib" in n for n in notes)
 
 
+@pytest.mark.slow
 def test_a_finished_group_is_skipped_whatever_launches_it(both, capsys):
     _, launched = both
     done = json.loads((launched / "done.json").read_text())["run_id"]

@@ -19,9 +19,12 @@ import gridplan.planning.fused
 from gridplan.core.constants import AGENT_X, CARRYING, STATE_DIM
 from gridplan.core.env import reset, transition
 from gridplan.core.tasks import TASK_A, TASK_B, Task
-from gridplan.models.noise import AR1NoiseModel, NoiseModel, OracleModel, WorldModel, noise_grid
-from gridplan.planning.fused import FusedNoiseScorer
+from gridplan.core.values import value_table
+from gridplan.models.contract import WorldModel
+from gridplan.models.noise import AR1NoiseModel, NoiseModel, OracleModel, noise_grid
+from gridplan.planning.fused import FusedNoiseScorer, noise_scorer
 from gridplan.planning.planner import Planner
+from gridplan.planning.registry import register_scorer, through_predict
 from gridplan.planning.scorers import GenericScorer
 
 TASKS = pytest.mark.parametrize("task", [TASK_A, TASK_B], ids=["A", "B"])
@@ -93,7 +96,7 @@ NOISY_MODELS = {
 def test_fused_oracle_values_are_bit_identical_to_the_generic_scorers(random_states, depth, task):
     roots = mixed_roots(task, 40, 1, random_states, seed=depth)
     fused = Planner(OracleModel(), depth, task)
-    generic = Planner(OracleModel(), depth, task, generic=True)
+    generic = Planner(OracleModel(), depth, task, factory=through_predict)
     assert isinstance(fused.scorer, FusedNoiseScorer)
     assert isinstance(generic.scorer, GenericScorer)
     want = generic.action_values(roots, torch.Generator())
@@ -124,7 +127,7 @@ def test_fused_and_generic_noisy_planners_agree_in_distribution(make_state):
     state = make_state(agent=(3, 4), key=(2, 4), rows=3000)
     model = NoiseModel.controlled(1.0, 0.6)
     fused = Planner(model, 2).action_values(state, torch.Generator().manual_seed(0))
-    generic = Planner(model, 2, generic=True).action_values(
+    generic = Planner(model, 2, factory=through_predict).action_values(
         state, torch.Generator().manual_seed(1)
     )
     se = (fused.var(dim=0) / 3000 + generic.var(dim=0) / 3000).sqrt()
@@ -212,13 +215,15 @@ def test_the_plain_python_reference_handed_the_fused_draws_chooses_the_same_acti
     assert (result["identical"], result["checked"]) == (True, 30)
 
 
-def test_a_noise_family_subclass_is_rolled_through_predict_unless_it_declares_a_scorer():
+def test_a_noise_family_subclass_is_rolled_through_predict_unless_it_registers_a_scorer():
     class Custom(NoiseModel):
         def predict(self, state, action, generator):
             return super().predict(state, action, generator)
 
     class Declared(Custom):
-        leaf_scorer = NoiseModel.leaf_scorer
+        pass
+
+    register_scorer(Declared, noise_scorer)
 
     def scorer(model):
         return type(Planner(model, 1).scorer)
@@ -228,7 +233,7 @@ def test_a_noise_family_subclass_is_rolled_through_predict_unless_it_declares_a_
     assert scorer(OracleModel()) is FusedNoiseScorer
     assert scorer(Custom(torch.zeros(STATE_DIM))) is GenericScorer
     assert scorer(Declared(torch.zeros(STATE_DIM))) is FusedNoiseScorer
-    assert type(Planner(OracleModel(), 1, generic=True).scorer) is GenericScorer
+    assert type(Planner(OracleModel(), 1, factory=through_predict).scorer) is GenericScorer
 
 
 @pytest.mark.parametrize(
@@ -243,10 +248,10 @@ def test_the_fused_scorer_reads_any_goal_and_hazard_geometry_from_the_task(rando
     # Beyond the paper's tasks: a hazard that never swaps, and a swap across rows and columns.
     roots = mixed_roots(task, 30, 1, random_states, seed=12)
     fused = Planner(OracleModel(), 2, task)
-    generic = Planner(OracleModel(), 2, task, generic=True)
+    generic = Planner(OracleModel(), 2, task, factory=through_predict)
     want = generic.action_values(roots, torch.Generator())
     assert torch.equal(fused.action_values(roots, torch.Generator()), want)
-    torch.testing.assert_close(want, task.value_table().q_values(roots), atol=1e-6, rtol=0)
+    torch.testing.assert_close(want, value_table(task).q_values(roots), atol=1e-6, rtol=0)
     model = NoiseModel.controlled(2.0, 0.8)
     noisy = Planner(model, 2, task).action_values(roots, torch.Generator().manual_seed(3))
     replay = ReplayedNoise(fused_draws(Planner(model, 2, task), roots, 3), task)

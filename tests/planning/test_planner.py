@@ -6,12 +6,21 @@ import pytest
 import torch
 
 from gridplan.core import tasks
-from gridplan.core.constants import DOWN, LEFT, RIGHT, UP
+from gridplan.core.constants import DOWN, LEFT, RIGHT, STATE_DIM, UP
 from gridplan.core.env import reset
 from gridplan.core.tasks import TASK_A, TASK_B
-from gridplan.models.noise import NoiseModel, OracleModel, WorldModel
+from gridplan.core.values import value_table
+from gridplan.models.contract import WorldModel
+from gridplan.models.noise import NoiseModel, OracleModel
+from gridplan.planning import closed_loop
 from gridplan.planning.planner import Planner, action_sequences
-from gridplan.planning.scorers import GenericScorer, LeafScorer
+from gridplan.planning.registry import register_scorer, through_predict
+from gridplan.planning.scorers import (
+    GENERIC_BYTES_PER_ROW,
+    GenericScorer,
+    LeafScorer,
+    check_prediction,
+)
 
 # (task, state, the one optimal first action, why), worked out by hand.
 CONSTRUCTED = [
@@ -36,22 +45,22 @@ def test_the_oracle_planner_picks_the_one_optimal_first_action(
 ):
     task = tasks.get(name)
     state = make_state(**kwargs)
-    assert task.value_table().q_values(state).argmax().item() == best, why
+    assert value_table(task).q_values(state).argmax().item() == best, why
     planner = Planner(OracleModel(), depth, task)
     assert planner.act(state, torch.Generator().manual_seed(depth)).item() == best, why
 
 
 @pytest.mark.parametrize("depth", [1, 2, 3])
 @pytest.mark.parametrize("task", [TASK_A, TASK_B], ids=["A", "B"])
-@pytest.mark.parametrize("generic", [False, True], ids=["declared", "generic"])
+@pytest.mark.parametrize("factory", [None, through_predict], ids=["registered", "generic"])
 def test_oracle_action_values_equal_exact_q_star_at_every_depth(
-    random_states, depth, task, generic
+    random_states, depth, task, factory
 ):
     # With the exact model, D steps of lookahead plus gamma^D V* is Bellman's equation.
     state = random_states(24, torch.Generator().manual_seed(10 + depth))
-    planner = Planner(OracleModel(), depth, task, generic=generic)
+    planner = Planner(OracleModel(), depth, task, factory=factory)
     q = planner.action_values(state, torch.Generator())
-    torch.testing.assert_close(q, task.value_table().q_values(state), atol=1e-6, rtol=0)
+    torch.testing.assert_close(q, value_table(task).q_values(state), atol=1e-6, rtol=0)
 
 
 def test_ties_between_optimal_actions_are_broken_at_random_and_reproducibly(make_state):
@@ -171,14 +180,18 @@ class Scripted(WorldModel):
         self.scorer = ScriptedScorer(scores)
 
     def predict(self, state, action, generator):
-        raise AssertionError("the search must only use the declared scorer")
-
-    def leaf_scorer(self, task, depth, device, max_memory, max_rows):
-        assert (task, depth) == (TASK_A, 2)
-        return self.scorer
+        raise AssertionError("the search must only use the registered scorer")
 
 
-def test_the_search_takes_the_best_leaf_per_first_action_from_any_declared_scorer():
+def scripted_scorer(model, task, depth, device, max_memory, max_rows, tree):
+    assert (task, depth, tree) == (TASK_A, 2, "independent")
+    return model.scorer
+
+
+register_scorer(Scripted, scripted_scorer)
+
+
+def test_the_search_takes_the_best_leaf_per_first_action_from_any_registered_scorer():
     # 16 leaves per episode; leaves 4a..4a+3 start with action a.
     scores = torch.zeros(3, 16)
     scores[0, 9] = 0.5  # first action 2 (left)
@@ -203,14 +216,81 @@ def test_ties_are_drawn_before_the_scorer_draws():
     assert model.scorer.draws == [torch.rand(1, generator=replay).item() for _ in range(2)]
 
 
-def test_a_model_without_a_declared_scorer_is_rolled_through_predict():
+def test_a_model_without_a_registered_scorer_is_rolled_through_predict():
     class Bare:  # duck-typed: predict only
         def predict(self, state, action, generator):
             return OracleModel().predict(state, action, generator)
 
     planner = Planner(Bare(), 1)
     assert isinstance(planner.scorer, GenericScorer)
-    assert isinstance(Planner(OracleModel(), 1, generic=True).scorer, GenericScorer)
+    assert isinstance(Planner(OracleModel(), 1, factory=through_predict).scorer, GenericScorer)
     state = reset(5, torch.Generator().manual_seed(1))
     want = Planner(OracleModel(), 1).action_values(state, torch.Generator())
     assert torch.equal(planner.action_values(state, torch.Generator()), want)
+
+
+class NaNOnRight(OracleModel):
+    """The oracle, except that every leaf whose imagined action is RIGHT becomes NaN."""
+
+    def predict(self, state, action, generator):
+        nxt = super().predict(state, action, generator)
+        return torch.where((action == RIGHT).unsqueeze(1), torch.nan, nxt)
+
+
+class AllNaN(OracleModel):
+    def predict(self, state, action, generator):
+        return torch.full_like(state, torch.nan)
+
+
+def test_a_model_returning_nan_for_some_leaves_stops_the_planner_with_a_clear_error():
+    root = reset(3, torch.Generator().manual_seed(0))
+    # Depth 2: 16 leaves per episode, 4 of them RIGHT at step 0 -> 12 of 48 rows.
+    with pytest.raises(
+        ValueError,
+        match=r"NaNOnRight.predict returned non-finite values \(NaN or inf\) at imagined step 0 "
+        r"in 12 of 48 leaf rows",
+    ):
+        Planner(NaNOnRight(), 2).act(root, torch.Generator().manual_seed(1))
+
+
+def test_a_model_returning_nan_everywhere_cannot_finish_a_closed_loop():
+    with pytest.raises(ValueError, match=r"AllNaN.predict returned non-finite .* in 16 of 16"):
+        closed_loop.run_episodes(AllNaN(), depth=1, seeds=[0], episodes=4)
+
+
+def test_the_generic_path_of_a_built_in_model_is_checked_too():
+    # through_predict routes the oracle through predict; a finite model passes untouched.
+    root = reset(4, torch.Generator().manual_seed(0))
+    fused = Planner(OracleModel(), 2).action_values(root, torch.Generator())
+    generic = Planner(OracleModel(), 2, factory=through_predict)
+    assert isinstance(generic.scorer, GenericScorer)
+    generic = generic.action_values(root, torch.Generator())
+    torch.testing.assert_close(fused, generic, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+def test_check_prediction_counts_the_rows_holding_any_non_finite_value(value):
+    pred = torch.zeros(5, STATE_DIM)
+    pred[1, 3] = value
+    pred[4, 0] = value
+    pred[4, 11] = value
+    with pytest.raises(ValueError, match=r"OracleModel.predict .* imagined step 2 in 2 of 5"):
+        check_prediction(pred, OracleModel(), 2, 5)
+    check_prediction(torch.zeros(5, STATE_DIM), OracleModel(), 2, 5)
+
+
+@pytest.mark.parametrize("factory", [None, through_predict], ids=["fused", "generic"])
+def test_a_depth_beyond_the_memory_budget_is_refused_before_any_allocation(factory):
+    with pytest.raises(ValueError, match=r"depth 20 needs .* GiB .* max_memory = 2.00 GiB"):
+        Planner(OracleModel(), 20, factory=factory)
+
+
+def test_the_budget_check_names_the_largest_depth_that_fits_and_counts_setting_blocks():
+    # Generic scorer: 4^D leaves x (GENERIC_BYTES_PER_ROW + 8 (D + 1)) bytes per setting.
+    per_leaf = GENERIC_BYTES_PER_ROW + 8 * 4
+    Planner(OracleModel(), 3, max_memory=64 * per_leaf, factory=through_predict)
+    with pytest.raises(ValueError, match="depth 4 .* the largest depth that fits is 3"):
+        Planner(OracleModel(), 4, max_memory=64 * per_leaf + 8 * 64, factory=through_predict)
+    two = NoiseModel.controlled([0.0, 0.1], [0.0, 0.0])
+    with pytest.raises(ValueError, match=r"depth 3 needs .* \(2 x 4\^3 leaves"):
+        Planner(two, 3, max_memory=64 * per_leaf, factory=through_predict)

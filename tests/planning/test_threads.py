@@ -118,6 +118,7 @@ def test_eval_starts_openmp_passive_and_prints_its_threads():
     assert openmp_started_passive(done)
 
 
+@pytest.mark.slow
 def test_a_wait_policy_the_user_set_is_kept():
     done = run_cli(["-m", "eval", "--help"], OMP_WAIT_POLICY="ACTIVE")
     assert done.returncode == 0 and not openmp_started_passive(done)

@@ -14,10 +14,13 @@ import torch
 from gridplan.core.constants import D2_X, N_ACTIONS, STATE_DIM
 from gridplan.core.env import reset, transition
 from gridplan.core.tasks import TASK_A, TASK_B, Task
+from gridplan.core.values import value_table
+from gridplan.models.contract import WorldModel
 from gridplan.models.learned import LearnedWorldModel, MLPDynamics
-from gridplan.models.noise import AR1NoiseModel, NoiseModel, OracleModel, WorldModel
+from gridplan.models.noise import AR1NoiseModel, NoiseModel, OracleModel
 from gridplan.planning.fused import FusedNoiseScorer
 from gridplan.planning.planner import Planner
+from gridplan.planning.registry import through_predict
 from gridplan.planning.scorers import (
     MIN_CALL_ROWS,
     GenericScorer,
@@ -79,7 +82,7 @@ def test_tree_and_independent_leaves_choose_alike_on_many_states_of_an_ensemble(
     state = roots(TASK_B, 300, seed, random_states)
     gen = [torch.Generator().manual_seed(seed) for _ in range(2)]
     tree = Planner(model, 3, TASK_B).act(state, gen[0])
-    leaves = Planner(model, 3, TASK_B, generic=True).act(state, gen[1])
+    leaves = Planner(model, 3, TASK_B, tree="independent").act(state, gen[1])
     assert torch.equal(tree, leaves)
 
 
@@ -111,10 +114,10 @@ def test_the_oracle_through_the_tree_gives_exact_q_star(task, depth, random_stat
     # The oracle's distractors are random, but its relevant dims are deterministic: the tree
     # shares their prefixes exactly (one distractor draw per node changes no score).
     state = random_states(24, torch.Generator().manual_seed(20 + depth))
-    planner = Planner(OracleModel(), depth, task, tree="shared-prefix")
+    planner = Planner(OracleModel(), depth, task, tree="shared-prefix", factory=through_predict)
     assert isinstance(planner.scorer, TreeScorer)
     q = planner.action_values(state, torch.Generator().manual_seed(0))
-    torch.testing.assert_close(q, task.value_table().q_values(state), atol=1e-6, rtol=0)
+    torch.testing.assert_close(q, value_table(task).q_values(state), atol=1e-6, rtol=0)
 
 
 class Recorder(WorldModel):
@@ -159,7 +162,9 @@ def test_shared_prefix_noise_keeps_every_setting_block_on_its_own_setting():
     state = reset(16, torch.Generator().manual_seed(3)).repeat(3, 1)
     oracle = Planner(OracleModel(), 2).action_values(state[:16], torch.Generator())
     for max_rows in (None, 3 * 16 * 5):
-        planner = Planner(model, 2, tree="shared-prefix", max_rows=max_rows)
+        planner = Planner(
+            model, 2, tree="shared-prefix", max_rows=max_rows, factory=through_predict
+        )
         assert isinstance(planner.scorer, TreeScorer)
         blocks = planner.action_values(state, torch.Generator().manual_seed(4)).view(3, 16, 4)
         torch.testing.assert_close(blocks[0], oracle)
@@ -170,7 +175,7 @@ def test_shared_prefix_noise_keeps_every_setting_block_on_its_own_setting():
 def test_shared_prefix_noise_is_seeded_and_differs_from_independent_leaves():
     model = NoiseModel.controlled(0.35, 0.1)
     state = reset(200, torch.Generator().manual_seed(5))
-    shared = Planner(model, 3, tree="shared-prefix")
+    shared = Planner(model, 3, tree="shared-prefix", factory=through_predict)
     first = shared.action_values(state, torch.Generator().manual_seed(6))
     assert torch.equal(first, shared.action_values(state, torch.Generator().manual_seed(6)))
     independent = Planner(model, 3).action_values(state, torch.Generator().manual_seed(6))
@@ -183,7 +188,10 @@ def test_shared_prefix_noise_is_seeded_and_differs_from_independent_leaves():
 def test_the_tree_refuses_a_model_with_memory_across_imagined_steps():
     model = AR1NoiseModel.controlled(0.35, 0.1)
     with pytest.raises(ValueError, match="AR1NoiseModel defines start_rollout"):
-        Planner(model, 2, tree="shared-prefix")
+        Planner(model, 2, tree="shared-prefix", factory=through_predict)
+    # Its fused scorer draws per node instead, so the planner's own choice serves it.
+    fused = Planner(model, 2, tree="shared-prefix").scorer
+    assert isinstance(fused, FusedNoiseScorer) and fused.tree == "shared-prefix"
 
 
 def test_the_planner_rejects_an_unknown_tree():
@@ -194,10 +202,15 @@ def test_the_planner_rejects_an_unknown_tree():
 def test_which_scorer_each_model_and_option_gets():
     learned = mlp(0, hidden=(8,))
     assert isinstance(Planner(learned, 2).scorer, TreeScorer)
-    assert isinstance(Planner(learned, 2, generic=True).scorer, GenericScorer)
-    assert isinstance(Planner(learned, 2, generic=True, tree="shared-prefix").scorer, TreeScorer)
-    assert isinstance(Planner(OracleModel(), 2).scorer, FusedNoiseScorer)
-    assert isinstance(Planner(OracleModel(), 2, tree="independent").scorer, FusedNoiseScorer)
+    assert isinstance(Planner(learned, 2, tree="independent").scorer, GenericScorer)
+    assert isinstance(Planner(learned, 2, tree="shared-prefix").scorer, TreeScorer)
+    for tree in (None, "independent", "shared-prefix"):
+        fused = Planner(OracleModel(), 2, tree=tree).scorer
+        assert isinstance(fused, FusedNoiseScorer) and fused.tree == (tree or "independent")
+    generic = Planner(OracleModel(), 2, factory=through_predict)
+    assert type(generic.scorer) is GenericScorer and generic.tree == "independent"
+    shared = Planner(OracleModel(), 2, tree="shared-prefix", factory=through_predict).scorer
+    assert isinstance(shared, TreeScorer)
 
 
 class Duck:
@@ -241,9 +254,10 @@ def test_cache_sized_calls_of_the_generic_path():
     rows = cache_rows(model.bytes_per_row)
     assert 2048 <= rows <= 4096, "the 16-256-256-12 MLP's measured best call sizes"
     assert cache_rows(10**9) == MIN_CALL_ROWS
-    generic = Planner(model, 4, generic=True)
+    generic = Planner(model, 4, tree="independent")
     assert generic.scorer.call_rows == rows
-    assert Planner(NoiseModel.controlled(0.1, 0.1), 4, generic=True).scorer.call_rows is None
+    noisy = Planner(NoiseModel.controlled(0.1, 0.1), 4, factory=through_predict)
+    assert noisy.scorer.call_rows is None
     state = reset(10, torch.Generator().manual_seed(2))
     split = generic.action_values(state, torch.Generator())
     generic.scorer.call_rows = None

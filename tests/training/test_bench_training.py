@@ -41,6 +41,7 @@ def test_the_matmul_floor_times_the_shapes_of_one_step():
     assert floor["GFLOP_per_s"] == pytest.approx(flops / floor["seconds_per_step"] / 1e9)
 
 
+@pytest.mark.slow
 def test_both_sides_train_the_same_epochs_and_the_json_has_a_speedup_per_k(tmp_path):
     out = tmp_path / "bench.json"
     done = _bench(tmp_path, "--ks", "2", "--epochs", "1", "--budget", "600", "--json", str(out))

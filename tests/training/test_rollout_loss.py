@@ -96,6 +96,7 @@ def _configs(tmp):
     ]
 
 
+@pytest.mark.slow
 def test_a_rollout_member_ends_with_the_weights_and_metrics_of_its_run_alone(tmp_path):
     cfgs = _configs(tmp_path)
     alone = [train(cfg) for cfg in cfgs]

@@ -115,6 +115,7 @@ def test_sigterm_marks_the_run_interrupted_and_eval_refuses_it(
     assert _eval("--ckpt", str(run_dir / "checkpoints" / "last.ckpt"), "--allow-incomplete") == 0
 
 
+@pytest.mark.slow
 def test_resume_after_sigterm_ends_where_the_uninterrupted_run_ends(tmp_path, monkeypatch, capsys):
     whole, _ = runs.train(tiny_config(tmp_path / "whole", *LONGER))
     build = runs._trainer
@@ -145,6 +146,7 @@ def _with_callback(trainer, callback):
     return trainer
 
 
+@pytest.mark.slow
 def test_a_requeued_slurm_job_resumes_the_run_it_left(tmp_path, monkeypatch, capsys):
     for var in ("SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_RESTART_COUNT"):
         monkeypatch.delenv(var, raising=False)
@@ -245,6 +247,7 @@ print(cached_dataset("balanced", 3000, 5, TASK_A, sys.argv[1]).fingerprint())
 """
 
 
+@pytest.mark.slow
 def test_four_processes_asking_for_one_dataset_write_one_identical_cache_file(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     procs = [
@@ -333,6 +336,7 @@ def _processes_mentioning(text: str) -> list[int]:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_to_a_sweep_in_worker_processes_stops_them_all_and_marks_the_runs(tmp_path, sig):
@@ -355,6 +359,7 @@ def test_a_signal_to_a_sweep_in_worker_processes_stops_them_all_and_marks_the_ru
     assert _processes_mentioning(str(out)) == [], "no worker is left behind"
 
 
+@pytest.mark.slow
 def test_a_member_of_a_vectorized_group_cannot_resume(tmp_path, capsys):
     assert main(["-m", *debug_overrides(tmp_path), "seed=0,1", "train.workers=1"]) == 0
     (run_dir,) = Path(tmp_path / "runs").glob("uniform-*seed0/version_0")

@@ -35,6 +35,7 @@ def _final(checkpoint: str) -> dict:
     return json.loads((run_dir / "metrics.json").read_text())["metrics"]
 
 
+@pytest.mark.slow
 def test_a_seed_sweep_trains_as_groups_and_each_member_equals_its_run_alone(tmp_path, capsys):
     assert main(["-m", *debug_overrides(tmp_path / "vec"), "seed=0,1,2"]) == 0
     out = capsys.readouterr().out
@@ -110,6 +111,7 @@ def test_each_architecture_is_dealt_into_the_jobs(tmp_path):
     assert per_arch == [[0, 1, 2, 3], [4, 5]]  # a cluster: one job per architecture
 
 
+@pytest.mark.slow
 def test_joblib_sends_one_group_per_job(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     cmd = ["-m", *debug_overrides(tmp_path), "seed=0,1,2"]

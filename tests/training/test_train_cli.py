@@ -111,6 +111,7 @@ def test_run_names_spell_variant_policy_budget_and_seed():
     assert run_name(compose(["name=mine"])) == "mine"
 
 
+@pytest.mark.slow
 def test_cli_sweep_runs_one_after_another_and_ends_with_the_last_checkpoint(tmp_path, capsys):
     # Today's sweep syntax without -m runs as Hydra's multirun; train.vectorize=false runs
     # its points one after another (tests/training/test_sweep.py: the vectorized default).

@@ -16,7 +16,7 @@ from gridplan.core.tasks import TASK_A, TASK_B
 from gridplan.data.datasets import EvalWindows, collect, eval_windows
 from gridplan.metrics.prediction import prediction_metrics
 from gridplan.models.learned import load_world_model
-from gridplan.planning.closed_loop import evaluate
+from gridplan.planning.closed_loop import run_episodes
 from gridplan.training import module as training
 from gridplan.training.module import (
     TransitionDataModule,
@@ -216,7 +216,7 @@ def test_trained_checkpoint_is_scored_by_the_metrics_and_the_closed_loop(tiny_ru
     model = load_world_model(tiny_run[2]["best_checkpoint"])
     metrics = prediction_metrics(model, eval_windows(8))[0]
     assert 0 < metrics.E_tot < 1
-    results = evaluate(model, depth=1, seeds=[0], episodes=2)
+    results = run_episodes(model, depth=1, seeds=[0], episodes=2)
     assert results.success.shape == (2,)
 
 
@@ -247,7 +247,7 @@ def test_balanced_data_plans_well_and_random_data_misses_the_pickup(tmp_path):
     for label, extra in (("balanced", []), ("random", ["data=12k", "data.policy=random"])):
         model = load_world_model(train(compose([*base, *extra]))[1]["best_checkpoint"])
         audit = prediction_metrics(model, windows)[0].event_audit
-        success = evaluate(model, depth=2, seeds=range(5), episodes=40).success.float().mean()
+        success = run_episodes(model, depth=2, seeds=range(5), episodes=40).success.float().mean()
         scores[label] = (audit["carrying_at_pickup"], float(success))
     assert scores["balanced"][0] > 0.5 and scores["balanced"][1] >= 0.5
     assert scores["random"][0] < 0.5

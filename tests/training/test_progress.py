@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import io
 import logging
+import logging.handlers
 import warnings
 
-import pytest
 from helpers_learned import debug_overrides
 
 from gridplan.training.lightning_output import (
@@ -72,16 +72,25 @@ def test_only_the_named_chatter_is_dropped(caplog):
     quiet_lightning_chatter()  # idempotent: one filter per logger
     rank_zero = logging.getLogger("lightning.pytorch.utilities.rank_zero")
     assert len(rank_zero.filters) == len(set(map(id, rank_zero.filters)))
-    with caplog.at_level(logging.INFO, logger=rank_zero.name):
-        rank_zero.info("💡 Tip: install our cloud product")
-        rank_zero.info("GPU available: False, used: False")
-    assert [r.getMessage() for r in caplog.records] == ["GPU available: False, used: False"]
-    with pytest.warns(FutureWarning, match="a real deprecation"):
-        warnings.warn("a real deprecation", FutureWarning, stacklevel=1)
+    # A handler on the logger itself: quiet_lightning_chatter may stop Lightning's lines from
+    # propagating to the root logger, where caplog listens.
+    lines = logging.handlers.BufferingHandler(capacity=10)
+    rank_zero.addHandler(lines)
+    try:
+        with caplog.at_level(logging.INFO, logger=rank_zero.name):
+            rank_zero.info("💡 Tip: install our cloud product")
+            rank_zero.info("GPU available: False, used: False")
+    finally:
+        rank_zero.removeHandler(lines)
+    assert [r.getMessage() for r in lines.buffer] == ["GPU available: False, used: False"]
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("default")
         quiet_lightning_chatter()
+        warnings.warn("a real deprecation", FutureWarning, stacklevel=1)
         msg = "`isinstance(treespec, LeafSpec)` is deprecated, use ..."
         warnings.warn(msg, FutureWarning, stacklevel=1)
         warnings.warn("`isinstance(treespec, LeafSpec)` is deprecated", UserWarning, stacklevel=1)
-    assert [type(w.message) for w in seen] == [UserWarning]
+    assert [(type(w.message), str(w.message)) for w in seen] == [
+        (FutureWarning, "a real deprecation"),
+        (UserWarning, "`isinstance(treespec, LeafSpec)` is deprecated"),
+    ]
