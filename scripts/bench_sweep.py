@@ -8,7 +8,7 @@ The sweep is ``seed=0,1,...,K-1 trainer.max_epochs=E`` (default K = 4, E = 3, th
   run per job, N processes of one torch thread;
 - ``joblib_groups``: ``hydra/launcher=joblib hydra.launcher.n_jobs=N`` (vectorize on, the
   default): the seeds dealt into N vectorized groups, one group per job;
-- ``vectorized``: the default command line, one vectorized group in this process.
+- ``vectorized``: ``train.workers=1``, one vectorized group in this process.
 
 Every way trains the same runs to the same epochs and writes every run's folder. Printed:
 the wall time of each and its speedup over ``sequential``; ``--json PATH`` writes the rows.
@@ -33,10 +33,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 WAYS = {
-    "sequential": ["train.vectorize=false"],
+    "sequential": ["train.vectorize=false", "hydra/launcher=basic"],
     "joblib": ["train.vectorize=false", "hydra/launcher=joblib", "hydra.launcher.n_jobs={jobs}"],
     "joblib_groups": ["hydra/launcher=joblib", "hydra.launcher.n_jobs={jobs}"],
-    "vectorized": [],
+    "vectorized": ["train.workers=1"],
 }
 
 

@@ -88,8 +88,10 @@ def worker(args) -> dict:
     import warnings
 
     import torch
+    from joblib.externals.loky import get_reusable_executor
 
     from gridplan.training.config import compose
+    from gridplan.training.dispatch import Launcher
     from gridplan.training.runs import train_all
     from gridplan.training.vectorized import auto_workers
 
@@ -106,7 +108,9 @@ def worker(args) -> dict:
     if cuda:
         torch.cuda.reset_peak_memory_stats()
     start, cpu = time.perf_counter(), cpu_seconds()
-    results = train_all(cfgs, progress=False)
+    # The runs alone one after another in this process; the groups as python -m train sends them.
+    results = train_all(cfgs, progress=False, launcher=None if vectorize else Launcher("basic"))
+    get_reusable_executor().shutdown(wait=True)  # joblib's workers end: their CPU time counts
     wall = time.perf_counter() - start
     cpu = cpu_seconds() - cpu
     epochs = transitions = 0
@@ -116,7 +120,7 @@ def worker(args) -> dict:
         transitions += metrics["epochs"] * summary["dataset"]["train_transitions"]
     if cuda:
         peak = torch.cuda.max_memory_allocated() / 2**20
-    else:  # the largest process: this one, or a worker (forked: it starts at this one's level)
+    else:  # the largest process: this one, or a worker
         rss = max(resource.getrusage(who).ru_maxrss for who in (SELF, CHILDREN))
         peak = (rss - base_rss) / 1024
     return {

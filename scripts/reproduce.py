@@ -19,7 +19,7 @@ never over the default's results; the learned models of e3 are shared by every r
 ``--launcher NAME`` sends e3's training groups (one vectorized group per job, ``--jobs`` of
 them) through the Hydra launcher ``python -m train`` uses (``hydra/launcher=NAME``: joblib,
 submitit_local, the SLURM preset ``slurm`` of ``configs/hydra/launcher/``, ...;
-``gridplan/experiments/launch.py``); without it they train in worker processes here. The
+``gridplan/training/dispatch.py``); without it they train in worker processes here. The
 models are the same either way, and finished groups are still skipped. See
 ``gridplan/experiments`` and, for the profiles' protocols, ``gridplan/protocols.py``.
 """
@@ -39,7 +39,7 @@ set_wait_policy()  # before torch is imported: OpenMP reads it once (gridplan.ut
 
 from gridplan.core import readings  # noqa: E402
 from gridplan.experiments import GROUPS, PROFILES, run_groups  # noqa: E402
-from gridplan.experiments.launch import Launcher  # noqa: E402
+from gridplan.training.dispatch import Launcher  # noqa: E402
 from gridplan.util.threads import configure_threads, describe  # noqa: E402
 
 

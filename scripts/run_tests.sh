@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 bash scripts/setup.sh
-.venv/bin/ruff check gridplan train eval scripts tests hydra_plugins
+.venv/bin/ruff check gridplan train eval scripts tests
 # The layers contract of pyproject.toml ([tool.importlinter]), drawn in docs/DESIGN.md.
 .venv/bin/lint-imports
 exec .venv/bin/python -m pytest "$@"

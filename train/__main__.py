@@ -20,14 +20,14 @@ with a dotted path; ``--help`` lists them all. ``--config-dir DIR`` and
 ``hydra.searchpath=[file://DIR]`` add config folders (Hydra's search path). A command line
 of one run is composed and validated before Hydra runs it (and before ``--cfg`` prints it),
 so a bad argument trains nothing, makes no folder and prints ``error: ...`` (exit status 2);
-the sweeper composes and validates every point of a ``-m`` sweep before the first one
-starts. Each run prints its resolved config (also saved as ``config.yaml`` in the run
+every point of a ``-m`` sweep is composed and validated, with the same folders, before the
+first one starts. Each run prints its resolved config (also saved as ``config.yaml`` in the run
 folder, beside Hydra's ``.hydra/`` record; ``--cfg job --resolve`` prints the same text) and
 ends with a line ``checkpoint: PATH`` naming its best checkpoint, so the last line of the
 output can be handed to ``python -m eval --ckpt``. A sweep given without ``-m``
 (``seed=0,1``) runs as ``-m``.
-A sweep's points that share an architecture train as vectorized groups, one launcher job per
-group (the sweeper ``hydra/sweeper=gridplan``, ``train.sweep``); ``train.vectorize=false``
+A sweep's points that share an architecture train as vectorized groups, one Hydra launcher
+job per group (``train.sweep``, ``gridplan.training.dispatch``); ``train.vectorize=false``
 makes a point one job trained alone.
 ``resume=<run folder>`` continues an interrupted run from its ``last.ckpt`` and takes no
 other argument.
@@ -61,7 +61,7 @@ from gridplan.util.threads import (  # noqa: E402
     describe,
     training_threads,
 )
-from train.sweep import group_file, read_group  # noqa: E402
+from train.sweep import plan  # noqa: E402
 
 #: Exit status of a run stopped by SIGTERM or SIGINT (128 + SIGTERM), so it never looks done.
 INTERRUPTED = 143
@@ -85,20 +85,22 @@ def main(argv: list[str] | None = None) -> int:
                 note = f"note: a sweep runs as: python -m train -m {' '.join(args)}"
                 print(note, file=sys.stderr)
                 args, parsed.multirun = ["-m", *args], True
-            if not parsed.multirun:
-                _check(parsed)
+            if parsed.multirun:
+                return _sweep(*_search(parsed))
+            _check(parsed)
         except (HydraException, ValueError) as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
     return _hydra(args)
 
 
-def _check(parsed) -> None:
-    """Compose and validate the one run of a command line (Hydra's parsed arguments) with the
-    config folders, primary config and search path ``hydra.main`` uses.
+def _search(parsed) -> tuple[Path, list[str], str]:
+    """The primary config folder, the overrides (``--config-dir`` joined to
+    ``hydra.searchpath`` at the front, ``hydra.main``'s order) and the primary config's name of
+    a command line (Hydra's parsed arguments).
 
     Raises:
-        ValueError: on a bad argument, naming it.
+        ValueError: if the ``--config-dir`` folder does not exist.
     """
     primary = DEFAULT_CONFIG_DIR
     if parsed.config_path is not None:  # relative to this package, as Hydra reads it
@@ -113,8 +115,18 @@ def _check(parsed) -> None:
         overrides = [o.input_line for o in given if o.get_key_element() != SEARCHPATH]
         joined = [f"file://{extra}", *(paths[-1] if paths else [])]
         overrides.append(f"{SEARCHPATH}=[{','.join(repr(str(p)) for p in joined)}]")
-    cfg = compose(overrides, primary, parsed.config_name or "config")
-    training_threads(cfg.threads)
+    return primary, overrides, parsed.config_name or "config"
+
+
+def _check(parsed) -> None:
+    """Compose and validate the one run of a command line with the config folders, primary
+    config and search path ``hydra.main`` uses.
+
+    Raises:
+        ValueError: on a bad argument, naming it.
+    """
+    primary, overrides, name = _search(parsed)
+    training_threads(compose(overrides, primary, name).threads)
 
 
 def _hydra(args: list[str]) -> int:
@@ -134,11 +146,6 @@ def _hydra(args: list[str]) -> int:
 def _app(cfg: DictConfig) -> None:
     hc = HydraConfig.get()
     print(describe(configure_threads(training_threads(cfg.threads))), flush=True)
-    group = group_file()
-    if group is not None:  # a job of vectorized sweep points (train.sweep)
-        launched = hc.runtime.choices.get("hydra/launcher") not in (None, "basic")
-        _run_group(group, launched)
-        return
     record = {
         ".hydra/config.yaml": OmegaConf.to_yaml(cfg),
         ".hydra/overrides.yaml": OmegaConf.to_yaml(hc.overrides.task),
@@ -176,37 +183,40 @@ def _run(cfg: DictConfig, header: str, record: dict[str, str] | None = None, res
     _summary(metrics, artifacts)
 
 
-def _run_group(path: Path, launched: bool) -> None:
-    """Train the sweep points of a group file as vectorized groups (``train.sweep``) and print
-    each one's summary and ``checkpoint:`` line, in sweep order. A job of a parallel
-    launcher (``launched``) trains in its own process only, unless ``train.workers`` is set:
-    the launcher's jobs already share the cores."""
+def _sweep(config_dir: Path, overrides: list[str], config_name: str) -> int:
+    """Train the points of a ``-m`` sweep of ``overrides`` (``train.sweep``) and print each
+    one's summary and ``checkpoint:`` line, in sweep order; returns the exit status.
+
+    Raises:
+        ValueError: on a bad point or setting (``train.sweep.plan``), before any training.
+    """
     from lightning.pytorch.utilities.exceptions import SIGTERMException
 
     from gridplan.training import runs
     from gridplan.training.lightning_output import quiet_lightning_chatter
 
+    sweep = plan(overrides, config_dir, config_name)
+    cfgs = sweep.configs
+    print(describe(configure_threads(training_threads(cfgs[0].threads))), flush=True)
     quiet_lightning_chatter()
+    for num, cfg in enumerate(cfgs):
+        print(f"=== run {num}: resolved config ===\n{to_yaml(cfg)}", flush=True)
+    grouped = [str(num) for num, cfg in enumerate(cfgs) if cfg.train.vectorize]
+    if grouped:
+        print(f"training runs {', '.join(grouped)} as vectorized groups", flush=True)
     try:
-        points = read_group(path)
-        if launched:
-            for _, cfg, _ in points:
-                if cfg.train.workers is None:
-                    cfg.train.workers = 1
-        for num, cfg, _ in points:
-            print(f"=== run {num}: resolved config ===\n{to_yaml(cfg)}", flush=True)
-        nums = ", ".join(str(num) for num, _, _ in points)
-        print(f"training runs {nums} as vectorized groups", flush=True)
-        results = runs.train_all([c for _, c, _ in points], records=[r for _, _, r in points])
+        results = runs.train_all(cfgs, records=sweep.records, launcher=sweep.launcher,
+                                 record_dir=sweep.folder)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
-        raise SystemExit(2) from None
+        return 2
     except (SIGTERMException, KeyboardInterrupt):
         print("error: training was interrupted; no checkpoint line", file=sys.stderr)
-        raise SystemExit(INTERRUPTED) from None
-    for (num, _, _), (metrics, artifacts) in zip(points, results, strict=True):
+        return INTERRUPTED
+    for num, (metrics, artifacts) in enumerate(results):
         print(f"=== run {num} ===")
         _summary(metrics, artifacts)
+    return 0
 
 
 def _summary(metrics: dict, artifacts: dict) -> None:

@@ -1,123 +1,122 @@
-"""Sweep points as jobs: the vectorizable points of a ``python -m train -m`` sweep train as
-vectorized groups, one job per group (the sweeper ``hydra/sweeper=gridplan``, the default).
+"""The points of a ``python -m train -m`` sweep, composed, and where their jobs go.
 
-``plan`` turns the composed points of a sweep into the jobs handed to Hydra's launcher:
+Hydra's own override parser and basic sweeper expand the command line into its points (the
+cartesian product, in command-line order: ``seed=0,1 variant=uniform,rel_only`` is four
+runs). ``plan`` composes every point (``gridplan.training.config.compose``) before any trains,
+so a bad point trains nothing, and keeps each one's ``.hydra/`` record (config, overrides,
+Hydra's config). ``gridplan.training.runs.train_all`` then trains them: the vectorizable points
+as vectorized groups, each other point alone, every group and every run alone one job of a
+Hydra launcher (``gridplan.training.dispatch``).
 
-- a point with ``train.vectorize=false`` is one job with its own overrides, trained alone
-  (``gridplan.training.runs.train``) as the basic sweeper would run it;
-- the other points are bucketed by ``gridplan.training.vectorized.GROUP_KEYS`` (runs that can share
-  one stack) and dealt round-robin into ``jobs`` jobs (``gridplan.training.vectorized.deal``: job
-  ``j`` gets every ``jobs``-th point of each bucket, so the jobs get a similar mix); with
-  ``jobs`` unset, each bucket is one job. Such a job's overrides are its first point's plus
-  ``++hydra.job.env_set.GRIDPLAN_GROUP=<file>``, a YAML file in the sweep folder listing every
-  point of the job with its composed config; the job trains them with
-  ``gridplan.training.runs.train_all`` (``run_group``), each in its own run folder with its own
-  ``.hydra/`` record (config, overrides, Hydra config) and status, as a run alone gets.
-
-So the default launcher (``basic``) trains ``-m seed=0,1,2,3,4`` as one group of five in this
-process, and ``hydra/launcher=joblib hydra.launcher.n_jobs=2`` as two groups (of three and
-two seeds) in two processes, each with one torch thread.
+Of Hydra's own settings a sweep takes the launcher (``hydra/launcher=NAME`` and
+``hydra.launcher.KEY=VALUE``; none: this machine, one worker process per usable core) and
+``hydra.sweep.dir`` (the folder of the jobs, the groups' records and Hydra's
+``multirun.yaml``; ``configs/config.yaml`` sets its default under ``out_dir``). ``joblib``'s
+``hydra.launcher.n_jobs=N`` deals each architecture's points into ``N`` groups;
+``train.workers=N`` does so on any launcher (unset, one group per usable core here and one
+per architecture on a cluster).
 """
 
 from __future__ import annotations
 
-import os
+from dataclasses import dataclass
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from hydra import compose as hydra_compose
+from hydra import initialize_config_dir
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
+from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf.errors import OmegaConfBaseException
 
-from gridplan.training.config import schema, validate
-from gridplan.util.files import write_text_atomic
+from gridplan.training.config import DEFAULT_CONFIG_DIR, compose
+from gridplan.training.dispatch import Launcher
 
-#: Environment variable (set through ``hydra.job.env_set``) naming a job's group file.
-GROUP_ENV = "GRIDPLAN_GROUP"
+#: Overrides choosing and configuring the launcher.
+LAUNCHER_KEYS = ("hydra/launcher=", "hydra.launcher.")
+#: Override naming the folder of the jobs.
+SWEEP_DIR = "hydra.sweep.dir="
+#: Override adding config folders (the one other Hydra setting a sweep's points compose with).
+SEARCHPATH = "hydra.searchpath="
 
 
-def point_config(point: DictConfig) -> DictConfig:
-    """A composed sweep point (with its ``hydra`` node) as the run config ``python -m train``
-    trains: Hydra's node dropped, validated (``gridplan.training.config.validate``).
+@dataclass
+class Sweep:
+    """A sweep ready to train.
+
+    Attributes:
+        configs: every point's run config, in sweep order.
+        records: per point, its ``.hydra/`` files (``{relative path: text}``).
+        launcher: where the jobs go.
+        folder: the jobs' folder (``hydra.sweep.dir``).
+    """
+
+    configs: list[DictConfig]
+    records: list[dict[str, str]]
+    launcher: Launcher
+    folder: Path
+
+
+def plan(
+    overrides: list[str], config_dir: Path | str = DEFAULT_CONFIG_DIR, config_name: str = "config"
+) -> Sweep:
+    """The sweep of command-line ``overrides`` (Hydra's override grammar, no flags) over the
+    primary config ``config_name`` of ``config_dir``; ``hydra.searchpath`` adds config folders
+    (``python -m train --config-dir`` joins it).
 
     Raises:
-        ValueError: if the config fails validation.
+        ValueError: on a bad override or point (naming it), or a Hydra setting a sweep does
+            not take.
     """
-    own = OmegaConf.masked_copy(point, [k for k in point if k != "hydra"])
-    return validate(OmegaConf.merge(schema(), own))
-
-
-def _quoted(text: str) -> str:
-    """``text`` as a quoted value of Hydra's override grammar."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def plan(points: list[DictConfig], jobs: int | None, sweep_dir: Path) -> list[list[str]]:
-    """The launcher jobs of a sweep's composed points (module docstring).
-
-    Args:
-        points: every point of the sweep as its job composes it (``hydra`` node included,
-            ``hydra.job.num`` its index).
-        jobs: jobs the vectorizable points are dealt into, or None: one per bucket.
-        sweep_dir: the sweep folder; group files go to ``<sweep_dir>/groups/`` and jobs name
-            them by absolute path (a job may start in another folder).
-
-    Returns:
-        One override list per job.
-
-    Raises:
-        ValueError: if a point's config fails validation.
-    """
-    from gridplan.training.vectorized import deal, group_key
-
-    out: list[list[str]] = []
-    buckets: dict[tuple, list[DictConfig]] = {}
-    for point in points:
-        cfg = point_config(point)
-        if cfg.train.vectorize:
-            key = group_key(OmegaConf.to_container(cfg, resolve=True))
-            buckets.setdefault(key, []).append(point)
-        else:
-            out.append(list(point.hydra.overrides.task))
-    if jobs is None:
-        parts = list(buckets.values())
-    else:
-        parts = [[] for _ in range(jobs)]
-        for bucket in buckets.values():
-            for j, share in enumerate(deal(bucket, jobs)):
-                parts[j] += share
-    parts = [p for p in parts if p]
-    first = len(out)
-    for j, group in enumerate(parts):
-        path = write_text_atomic(
-            Path(sweep_dir).resolve() / "groups" / f"job{first + j}.yaml",
-            OmegaConf.to_yaml({"points": [OmegaConf.to_container(p) for p in group]}),
+    launch = [a for a in overrides if a.startswith(LAUNCHER_KEYS)]
+    folders = [a.split("=", 1)[1].strip("'\"") for a in overrides if a.startswith(SWEEP_DIR)]
+    task = [a for a in overrides if a not in launch and not a.startswith(SWEEP_DIR)]
+    other = [
+        a
+        for a in task
+        if a.lstrip("+~").startswith(("hydra.", "hydra/")) and not a.startswith(SEARCHPATH)
+    ]
+    if other:
+        raise ValueError(
+            f"a sweep takes of Hydra's settings only hydra/launcher, hydra.launcher.*, "
+            f"hydra.sweep.dir and hydra.searchpath, got {', '.join(other)}"
         )
-        env = f"++hydra.job.env_set.{GROUP_ENV}={_quoted(str(path))}"
-        out.append([*group[0].hydra.overrides.task, env])
-    return out
-
-
-def group_file() -> Path | None:
-    """The group file of this job (``GRIDPLAN_GROUP``), or None for a job of one run."""
-    value = os.environ.get(GROUP_ENV)
-    return Path(value) if value else None
-
-
-def read_group(path: str | os.PathLike) -> list[tuple[int, DictConfig, dict[str, str]]]:
-    """The points of a group file: ``(job number, run config, .hydra record)`` each.
-
-    Raises:
-        ValueError: if the file is not a group file, or a config fails validation.
-    """
-    data = OmegaConf.load(path)
-    if "points" not in data:
-        raise ValueError(f"{path} is not a sweep group file (no 'points')")
-    out = []
-    for point in data.points:
-        cfg = point_config(point)
-        hydra = point.hydra
-        record = {
-            ".hydra/config.yaml": OmegaConf.to_yaml(cfg),
-            ".hydra/overrides.yaml": OmegaConf.to_yaml(hydra.overrides.task),
-            ".hydra/hydra.yaml": OmegaConf.to_yaml(hydra),
-        }
-        out.append((int(hydra.job.num), cfg, record))
-    return out
+    held = GlobalHydra.instance().hydra
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(str(config_dir), version_base="1.3", job_name="train"):
+            loader = GlobalHydra.instance().config_loader()
+            parser = OverridesParser.create(config_loader=loader)
+            (points,) = BasicSweeper.split_arguments(parser.parse_overrides(task), None)
+            configs = [compose(list(point), config_dir, config_name) for point in points]
+            nodes = [hydra_compose(config_name, [*p, *launch], True) for p in points]
+    except (HydraException, OmegaConfBaseException) as err:
+        raise ValueError(str(err).splitlines()[0]) from err
+    finally:
+        GlobalHydra.instance().clear()
+        if held is not None:
+            GlobalHydra.instance().initialize(held)
+    records = []
+    for num, (cfg, point, node) in enumerate(zip(configs, points, nodes, strict=True)):
+        hydra = node.hydra
+        with open_dict(hydra):
+            hydra.job.num = num
+            hydra.job.id = f"{hydra.job.name}_{num}"
+        records.append(
+            {
+                ".hydra/config.yaml": OmegaConf.to_yaml(cfg),
+                ".hydra/overrides.yaml": OmegaConf.to_yaml(list(point)),
+                ".hydra/hydra.yaml": OmegaConf.to_yaml(hydra),
+            }
+        )
+    name = nodes[0].hydra.runtime.choices.get("hydra/launcher") if launch else None
+    jobs = None
+    if name == "joblib":
+        n_jobs = OmegaConf.select(nodes[0], "hydra.launcher.n_jobs")
+        jobs = int(n_jobs) if n_jobs is not None and int(n_jobs) >= 1 else None
+    settings = tuple(a for a in launch if a.startswith("hydra.launcher."))
+    launcher = Launcher(name, jobs, settings)
+    folder = folders[-1] if folders else str(nodes[0].hydra.sweep.dir)
+    return Sweep(configs, records, launcher, Path(folder))

@@ -169,11 +169,12 @@ def train_runs(
 
     Each model is its run alone (``gridplan.training.runs.train``): the same initial weights,
     minibatch order, epochs, early stopping and checkpoint, up to float rounding. The jobs,
-    in the given order, are dealt into one group per worker process (on CPU one per usable
-    core, at most one per 8 jobs; one thread each), so each group holds a similar mix of
-    rows; a GPU trains one group. With ``ctx.launcher`` the groups (``launcher.jobs`` of
-    them, if given) are the jobs of that Hydra launcher instead
-    (``gridplan.experiments.launch``); every model is the same. The runs draw no dashboard images
+    in the given order, are dealt into groups (on CPU one per usable core, at most one per 8
+    jobs; ``ctx.launcher.jobs`` if given), so each group holds a similar mix of rows; a GPU
+    trains one group. Each group is one job of a Hydra launcher
+    (``gridplan.training.runs.train_groups``): ``ctx.launcher``, else this machine (this
+    process for one group, else one worker process per group, one thread each); every
+    model is the same. The runs draw no dashboard images
     (``trainer.figures_every_n_epochs=0``: Matplotlib renders, the slowest part of a small
     run's epoch) and score the held-out windows only with their best checkpoint
     (``trainer.metrics_every_n_epochs=0``: a sixth of a group's arithmetic, logged curves
@@ -182,10 +183,10 @@ def train_runs(
     time its group took until that model finished; ``wall_seconds`` the group's whole time.
     The groups' records go to ``<group>/runs/groups/``.
     """
-    from gridplan.experiments.launch import launch_groups
     from gridplan.training import runs
     from gridplan.training.config import run_name
-    from gridplan.training.vectorized import Member, deal, train_groups
+    from gridplan.training.dispatch import Launcher
+    from gridplan.training.vectorized import Member, deal
 
     out_dir = ctx.out / RUNS
     if ctx.launcher is not None and ctx.launcher.jobs is not None:
@@ -204,19 +205,12 @@ def train_runs(
         configs.append(run_cfg)
     slots = deal(list(range(len(jobs))), workers)
     groups = [(f"group{g + 1}", [members[i] for i in part]) for g, part in enumerate(slots)]
-    if ctx.launcher is None:
-        with quiet_lightning(), cpu_threads(ctx):
-            results = train_groups(groups, workers, out_dir / "groups", progress=ctx.progress)
-    else:
-        ctx.log(f"{len(groups)} training group(s) as jobs of hydra/launcher={ctx.launcher.name}")
-        results = launch_groups(
-            groups,
-            ctx.launcher.name,
-            workers,
-            out_dir / "groups",
-            progress=ctx.progress,
-            overrides=ctx.launcher.overrides,
-        )
+    launcher = ctx.launcher or Launcher()
+    launcher = Launcher(launcher.name, workers, launcher.overrides)
+    if launcher.name is not None:
+        ctx.log(f"{len(groups)} training group(s) as jobs of hydra/launcher={launcher.name}")
+    with quiet_lightning(), cpu_threads(ctx):
+        results = runs.train_groups(groups, out_dir / "groups", launcher, ctx.progress)
     trained = {}
     for part, result in zip(slots, results, strict=True):
         for i, run in zip(part, result.runs, strict=True):

@@ -55,8 +55,8 @@ from gridplan.util.progress import bar
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from gridplan.experiments.launch import Launcher
     from gridplan.experiments.tables import GroupReport
+    from gridplan.training.dispatch import Launcher
 
 DONE_FILE = "done.json"
 TABLE_FILE = "table.md"
@@ -99,8 +99,8 @@ class GroupContext:
         reading: the choices of §4.2 the controlled models and the planner follow.
         folders: group name -> the folder of its results under this run's reading (default
             ``root / name``); a reading-free group's folder is shared by every reading.
-        launcher: the Hydra launcher the group's trainings go through (None: worker
-            processes of this machine, ``gridplan.training.vectorized.train_groups``).
+        launcher: the Hydra launcher the group's trainings go through (None: this machine,
+            ``gridplan.training.runs.train_groups``).
     """
 
     name: str
@@ -404,7 +404,7 @@ def run_groups(
         reading: the choices of §4.2 every controlled model and planner follows
             (``gridplan.core.readings``).
         launcher: send the training groups to this Hydra launcher
-            (``gridplan.experiments.launch``; None: worker processes here). The models are
+            (``gridplan.training.dispatch``; None: this machine). The models are
             the same either way, so a finished group is reused whatever launched it.
 
     Returns:
@@ -425,8 +425,8 @@ def run_groups(
     ):
         raise ValueError(f"threads must be an integer >= 1, got {threads!r}")
     order = select_groups(registry, names)
-    if launcher is not None:
-        from gridplan.experiments.launch import check_launcher
+    if launcher is not None and launcher.name is not None:
+        from gridplan.training.dispatch import check_launcher
 
         check_launcher(launcher.name)
     try:

@@ -2,13 +2,14 @@
 
 An ensemble of ``K`` MLP world models (``model.members=K``) is trained as one vectorized
 group (``gridplan.training.vectorized``): member ``k`` is a single run with its own seed
-``member_seed(seed, k)`` (initialisation and minibatch order) and, with ``model.bootstrap``
-(the default), its own bootstrap resample of the run's training split (``n`` rows drawn with
-replacement, seeded by the same member seed), as in deep-ensemble and PETS practice. All
-members share the run's logged dataset, validation split and windows, and each stops early
-on its own validation loss. The members' best checkpoints are stacked into one checkpoint
-(``assemble``) that ``gridplan.models.learned.load_world_model`` reads as a ``K``-member
-``MLPDynamics``.
+(``gridplan.training.runs.member_seed``: initialisation and minibatch order) and, with
+``model.bootstrap`` (the default), its own bootstrap resample of the run's training split
+(``n`` rows drawn with replacement, seeded by the same member seed), as in deep-ensemble and
+PETS practice. All members share the run's logged dataset, validation split and windows, and
+each stops early on its own validation loss. The members' best checkpoints are stacked into
+one checkpoint (``assemble``) that ``gridplan.models.learned.load_world_model`` reads as a
+``K``-member ``MLPDynamics`` behind an ``EnsembleWorldModel`` (defined in
+``gridplan.models.learned``, which builds it).
 
 ``EnsembleWorldModel`` plans with either
 
@@ -31,68 +32,14 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
 import torch
-from omegaconf import DictConfig, OmegaConf
 
-from gridplan.core.constants import STATE_DIM
 from gridplan.models.learned import (
     CHECKPOINT_KEY,
     STATE_DICT_PREFIX,
-    LearnedWorldModel,
-    MLPDynamics,
+    EnsembleWorldModel,
     load_world_model,
 )
-
-#: Planning modes of an ensemble.
-SAMPLING = ("mean", "ts")
-
-
-def member_seed(seed: int, k: int) -> int:
-    """Seed of member ``k`` of the ensemble of run ``seed``: ``numpy.random.SeedSequence``
-    of ``(seed, k)``, so members of different ensembles never share a seed stream."""
-    return int(np.random.SeedSequence((int(seed), int(k))).generate_state(1)[0])
-
-
-def member_configs(cfg: DictConfig, bootstrap: bool = True) -> list[tuple[DictConfig, int | None]]:
-    """The single-run configs of an ensemble's members and their resample seeds.
-
-    Member ``k`` keeps everything of ``cfg`` except ``model.members`` (1), ``seed``
-    (``member_seed(cfg.seed, k)``) and its name (``<run name>-member<k>``); ``data.seed`` is
-    pinned to the run's, so every member reads the same logged dataset.
-
-    Args:
-        cfg: the ensemble run's composed config (``model.members = K >= 2``).
-        bootstrap: resample the training split per member (resample seed = member seed)
-            instead of training every member on the split itself.
-
-    Returns:
-        ``K`` pairs ``(config, resample_seed or None)``.
-
-    Raises:
-        ValueError: if ``model.members < 2``.
-    """
-    from gridplan.training.config import run_name
-
-    k_members = int(cfg.model.members)
-    if k_members < 2:
-        raise ValueError(f"an ensemble needs model.members >= 2, got {k_members}")
-    base = run_name(cfg)
-    data_seed = int(cfg.data.seed)
-    out = []
-    for k in range(k_members):
-        seed = member_seed(int(cfg.seed), k)
-        member = OmegaConf.merge(
-            cfg,
-            {
-                "seed": seed,
-                "name": f"{base}-member{k}",
-                "model": {"members": 1},
-                "data": {"seed": data_seed},
-            },
-        )
-        out.append((member, seed if bootstrap else None))
-    return out
 
 
 def assemble(
@@ -169,85 +116,6 @@ def assemble(
     torch.save(ckpt, tmp)
     tmp.replace(path)
     return path
-
-
-class EnsembleWorldModel(LearnedWorldModel):
-    """A ``K``-member ``MLPDynamics`` as a world model that plans with the members' mean or
-    with trajectory sampling (module docstring).
-
-    Args:
-        net: the stacked network (``net.members = K``).
-        metadata: the checkpoint's ``"gridplan"`` entry, or None.
-        sampling: ``"mean"`` or ``"ts"``.
-
-    Raises:
-        ValueError: on an unknown ``sampling``.
-    """
-
-    #: Not declared deterministic, unlike a single network: trajectory sampling draws a member
-    #: per rollout in ``start_rollout``, which the shared-prefix tree cannot honour, so both
-    #: modes take the independent-leaf search.
-    deterministic = False
-
-    def __init__(self, net: MLPDynamics, metadata: dict | None = None, sampling: str = "mean"):
-        if sampling not in SAMPLING:
-            raise ValueError(f"unknown sampling {sampling!r}; valid: {', '.join(SAMPLING)}")
-        super().__init__(net, metadata)
-        self.sampling = sampling
-        self._assignment: torch.Tensor | None = None
-
-    def start_rollout(self, batch: int, generator: torch.Generator) -> None:
-        """With ``"ts"``, draw the member of each of the ``batch`` imagined rollouts
-        (uniform over ``K``, from ``generator``); ``"mean"`` draws nothing."""
-        if self.sampling == "ts":
-            self._assignment = torch.randint(
-                0, self.members, (batch,), generator=generator, device=generator.device
-            )
-
-    def member_predictions(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        """Every member's prediction, ``(K, N, 12)`` clamped to ``[0, 1]`` on ``state``'s
-        device (``predict_members``).
-
-        Raises:
-            ValueError: if ``state`` is not ``(N, 12)`` or ``action`` not ``(N,)``.
-        """
-        return self.predict_members(state, action)
-
-    def uncertainty(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        """Disagreement of the members about the next state, ``(N,)``: the across-member
-        variance of ``member_predictions`` (population variance, over ``K``), averaged over
-        the 12 dimensions; 0 where all members agree.
-
-        Raises:
-            ValueError: if ``state`` is not ``(N, 12)`` or ``action`` not ``(N,)``.
-        """
-        return self.member_predictions(state, action).var(dim=0, unbiased=False).mean(dim=-1)
-
-    @torch.no_grad()
-    def predict(
-        self,
-        state: torch.Tensor,
-        action: torch.Tensor,
-        generator: torch.Generator | None = None,
-    ) -> torch.Tensor:
-        """One imagined step: the members' mean, or each rollout's drawn member (``"ts"``).
-
-        Raises:
-            ValueError: on misshapen inputs, or with ``"ts"`` if ``start_rollout`` was not
-                called for a batch of ``N`` rollouts.
-        """
-        if self.sampling == "mean":
-            return super().predict(state, action, generator)
-        n = state.shape[0]
-        if self._assignment is None or self._assignment.shape[0] != n:
-            got = None if self._assignment is None else self._assignment.shape[0]
-            raise ValueError(
-                f"trajectory sampling needs start_rollout({n}, generator) before predicting "
-                f"{n} rows (members drawn for {got})"
-            )
-        members = self.member_predictions(state, action)
-        index = self._assignment.to(members.device).view(1, n, 1).expand(1, n, STATE_DIM)
-        return members.gather(0, index)[0]
 
 
 def load_ensemble(

@@ -31,6 +31,8 @@ from torch import nn
 from gridplan.core.constants import N_ACTIONS, STATE_DIM, STATE_LAYOUT_VERSION
 from gridplan.models.contract import WorldModel
 
+#: Planning modes of an ensemble (``EnsembleWorldModel``).
+SAMPLING = ("mean", "ts")
 #: Key of the gridplan metadata inside a Lightning checkpoint.
 CHECKPOINT_KEY = "gridplan"
 #: Prefix of the network's parameters in the LightningModule's state dict.
@@ -315,6 +317,85 @@ class LearnedWorldModel(WorldModel):
         return out.clamp_(0.0, 1.0).to(state.device, state.dtype)
 
 
+class EnsembleWorldModel(LearnedWorldModel):
+    """A ``K``-member ``MLPDynamics`` as a world model that plans with the members' mean or
+    with trajectory sampling (``gridplan.models.ensemble``'s module docstring).
+
+    Args:
+        net: the stacked network (``net.members = K``).
+        metadata: the checkpoint's ``"gridplan"`` entry, or None.
+        sampling: ``"mean"`` or ``"ts"``.
+
+    Raises:
+        ValueError: on an unknown ``sampling``.
+    """
+
+    #: Not declared deterministic, unlike a single network: trajectory sampling draws a member
+    #: per rollout in ``start_rollout``, which the shared-prefix tree cannot honour, so both
+    #: modes take the independent-leaf search.
+    deterministic = False
+
+    def __init__(self, net: MLPDynamics, metadata: dict | None = None, sampling: str = "mean"):
+        if sampling not in SAMPLING:
+            raise ValueError(f"unknown sampling {sampling!r}; valid: {', '.join(SAMPLING)}")
+        super().__init__(net, metadata)
+        self.sampling = sampling
+        self._assignment: torch.Tensor | None = None
+
+    def start_rollout(self, batch: int, generator: torch.Generator) -> None:
+        """With ``"ts"``, draw the member of each of the ``batch`` imagined rollouts
+        (uniform over ``K``, from ``generator``); ``"mean"`` draws nothing."""
+        if self.sampling == "ts":
+            self._assignment = torch.randint(
+                0, self.members, (batch,), generator=generator, device=generator.device
+            )
+
+    def member_predictions(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """Every member's prediction, ``(K, N, 12)`` clamped to ``[0, 1]`` on ``state``'s
+        device (``predict_members``).
+
+        Raises:
+            ValueError: if ``state`` is not ``(N, 12)`` or ``action`` not ``(N,)``.
+        """
+        return self.predict_members(state, action)
+
+    def uncertainty(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """Disagreement of the members about the next state, ``(N,)``: the across-member
+        variance of ``member_predictions`` (population variance, over ``K``), averaged over
+        the 12 dimensions; 0 where all members agree.
+
+        Raises:
+            ValueError: if ``state`` is not ``(N, 12)`` or ``action`` not ``(N,)``.
+        """
+        return self.member_predictions(state, action).var(dim=0, unbiased=False).mean(dim=-1)
+
+    @torch.no_grad()
+    def predict(
+        self,
+        state: torch.Tensor,
+        action: torch.Tensor,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
+        """One imagined step: the members' mean, or each rollout's drawn member (``"ts"``).
+
+        Raises:
+            ValueError: on misshapen inputs, or with ``"ts"`` if ``start_rollout`` was not
+                called for a batch of ``N`` rollouts.
+        """
+        if self.sampling == "mean":
+            return super().predict(state, action, generator)
+        n = state.shape[0]
+        if self._assignment is None or self._assignment.shape[0] != n:
+            got = None if self._assignment is None else self._assignment.shape[0]
+            raise ValueError(
+                f"trajectory sampling needs start_rollout({n}, generator) before predicting "
+                f"{n} rows (members drawn for {got})"
+            )
+        members = self.member_predictions(state, action)
+        index = self._assignment.to(members.device).view(1, n, 1).expand(1, n, STATE_DIM)
+        return members.gather(0, index)[0]
+
+
 def _torch_error(err: Exception) -> str:
     """The useful part of a ``torch.load`` failure. A weights-only refusal comes with torch's
     advice to retry with ``weights_only=False``, which would run the file's pickled code:
@@ -380,8 +461,8 @@ def load_world_model(path: str | os.PathLike, device: torch.device | str = "cpu"
         device: where the network lives.
 
     Returns:
-        LearnedWorldModel in eval mode; for a checkpoint of ``K > 1`` members a
-        ``gridplan.models.ensemble.EnsembleWorldModel`` (sampling as the run's ``model.sampling``).
+        LearnedWorldModel in eval mode; for a checkpoint of ``K > 1`` members an
+        ``EnsembleWorldModel`` (sampling as the run's ``model.sampling``).
 
     Raises:
         FileNotFoundError: if ``path`` does not exist.
@@ -423,8 +504,6 @@ def load_world_model(path: str | os.PathLike, device: torch.device | str = "cpu"
     if net.members > 1:
         # An ensemble plans as its run was configured (members' mean or trajectory sampling)
         # and exposes member predictions and its disagreement (gridplan.models.ensemble).
-        from gridplan.models.ensemble import EnsembleWorldModel
-
         sampling = meta.get("config", {}).get("model", {}).get("sampling", "mean")
         return EnsembleWorldModel(net, meta, sampling).to(device)
     return LearnedWorldModel(net, meta).to(device)

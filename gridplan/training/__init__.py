@@ -2,6 +2,7 @@
 
 ``config`` (the typed config composed from ``configs/``), ``module`` (losses, data module,
 dashboards, the ``LightningModule``), ``runs`` (``train(cfg)``, ``train_all(cfgs)``), ``vectorized``
-(many runs as members of one stacked network), ``lightning_output`` and ``run_status`` (console
-lines and a run folder's status). Paper §5.4.
+(many runs as members of one stacked network), ``dispatch`` (every group or run alone as one
+Hydra launcher job), ``lightning_output`` and ``run_status`` (console lines and a run folder's
+status). Paper §5.4.
 """

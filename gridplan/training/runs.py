@@ -3,8 +3,10 @@
 ``train(cfg) -> (metrics, artifacts)`` trains one run with its own Lightning trainer;
 ``train_all(cfgs)`` trains many, by default as vectorized groups (``gridplan.training.vectorized``:
 runs sharing an architecture train as members of one stack, each ending exactly as it would
-alone), one after another with ``train.vectorize=false``. An ensemble (``model.members=K``,
-``gridplan.models.ensemble``) is always trained through its members. ``python -m train`` and the
+alone), alone with ``train.vectorize=false``; every group and every run alone is one job of
+a Hydra launcher (``gridplan.training.dispatch``, ``train_groups``). An ensemble
+(``model.members=K``, ``gridplan.models.ensemble``) is always trained through its members
+(``member_configs``). ``python -m train`` and the
 learned-model experiment groups (E3, E4) train through these. Importing this module imports
 Lightning (seconds); import it where a run starts.
 
@@ -31,9 +33,11 @@ An ensemble's run folder also holds ``members/member<k>/`` (each member's own ru
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
+import shutil
 import time
 import warnings
 from pathlib import Path
@@ -51,6 +55,7 @@ from gridplan.core import tasks
 from gridplan.metrics.calibration import uncertainty_vs_error
 from gridplan.models import ensemble
 from gridplan.training.config import run_name, schema, to_yaml, validate
+from gridplan.training.dispatch import Job, Launcher, launch
 from gridplan.training.lightning_output import quiet_lightning_chatter, trainer_progress
 from gridplan.training.module import (
     TransitionDataModule,
@@ -59,14 +64,14 @@ from gridplan.training.module import (
     keep_freed_memory,
     score_best,
 )
-from gridplan.training.run_status import read_status, write_status
+from gridplan.training.run_status import read_status, requeued_run, write_status
 from gridplan.training.vectorized import (
     GroupResult,
     Member,
     auto_workers,
     deal,
     group_key,
-    train_groups,
+    train_group,
 )
 from gridplan.util.files import write_text_atomic
 from gridplan.util.jsonio import dumps
@@ -350,23 +355,73 @@ def _indented(text: str) -> str:
     return "\n".join("    " + line for line in text.splitlines())
 
 
+def member_seed(seed: int, k: int) -> int:
+    """Seed of member ``k`` of the ensemble of run ``seed``: ``numpy.random.SeedSequence``
+    of ``(seed, k)``, so members of different ensembles never share a seed stream."""
+    return int(np.random.SeedSequence((int(seed), int(k))).generate_state(1)[0])
+
+
+def member_configs(cfg: DictConfig, bootstrap: bool = True) -> list[tuple[DictConfig, int | None]]:
+    """The single-run configs of an ensemble's members and their resample seeds
+    (``gridplan.models.ensemble``).
+
+    Member ``k`` keeps everything of ``cfg`` except ``model.members`` (1), ``seed``
+    (``member_seed(cfg.seed, k)``) and its name (``<run name>-member<k>``); ``data.seed`` is
+    pinned to the run's, so every member reads the same logged dataset.
+
+    Args:
+        cfg: the ensemble run's composed config (``model.members = K >= 2``).
+        bootstrap: resample the training split per member (resample seed = member seed)
+            instead of training every member on the split itself.
+
+    Returns:
+        ``K`` pairs ``(config, resample_seed or None)``.
+
+    Raises:
+        ValueError: if ``model.members < 2``.
+    """
+    k_members = int(cfg.model.members)
+    if k_members < 2:
+        raise ValueError(f"an ensemble needs model.members >= 2, got {k_members}")
+    base = run_name(cfg)
+    data_seed = int(cfg.data.seed)
+    out = []
+    for k in range(k_members):
+        seed = member_seed(int(cfg.seed), k)
+        member = OmegaConf.merge(
+            cfg,
+            {
+                "seed": seed,
+                "name": f"{base}-member{k}",
+                "model": {"members": 1},
+                "data": {"seed": data_seed},
+            },
+        )
+        out.append((member, seed if bootstrap else None))
+    return out
+
+
 def train_all(
     cfgs: list[DictConfig],
     progress: bool = True,
     record_dir: str | os.PathLike | None = None,
     records: list[dict[str, str] | None] | None = None,
+    launcher: Launcher | None = None,
 ) -> list[tuple[dict[str, Any], dict[str, str]]]:
     """Train every config; ``(metrics, artifacts)`` of each, in order, as ``train`` gives them.
 
     Runs whose ``train.vectorize`` is true (the default) and whose configs agree on
     ``gridplan.training.vectorized.GROUP_KEYS`` train as vectorized groups: dealt into
-    ``train.workers`` groups (of the first such run), trained in that many worker processes.
-    Each member's run folder, checkpoints, ``metrics.json`` and TensorBoard events are those
-    of its run alone. The others train one after another with ``train``. An ensemble's
-    members join the groups (or, with ``train.vectorize=false``, train one after another);
-    then their best and last networks are stacked into the ensemble run's checkpoints
-    (``gridplan.models.ensemble.assemble``), scored, and ``metrics.json`` adds the members' epochs
-    and scores and the disagreement's relation to rollout error on the run's windows
+    ``launcher.jobs`` groups, else ``train.workers`` (of the first such run), else one per
+    usable core on this machine and one per architecture on a cluster launcher. Each group,
+    and each other run (trained by ``train``, resumable), is one job of the Hydra launcher
+    (``gridplan.training.dispatch``; on this machine: in this process for one job, else in
+    worker processes). Each member's run folder, checkpoints, ``metrics.json`` and
+    TensorBoard events are those of its run alone. An ensemble's members join the groups
+    (or, with ``train.vectorize=false``, are groups of one); then their best and last
+    networks are stacked into the ensemble run's checkpoints
+    (``gridplan.models.ensemble.assemble``), scored, and ``metrics.json`` adds the members'
+    epochs and scores and the disagreement's relation to rollout error on the run's windows
     (``gridplan.metrics.calibration.uncertainty_vs_error``).
 
     Every run folder records its status (``running``, then ``complete``; ``interrupted`` or
@@ -377,21 +432,26 @@ def train_all(
     Args:
         cfgs: composed configs (``gridplan.training.config.compose``).
         progress: one progress line per group.
-        record_dir: folder of the groups' ``group.json`` records (default
-            ``<out_dir>/groups/version_<N>`` of the first vectorized run).
+        record_dir: folder of the jobs and the groups' ``group.json`` records (default
+            ``<out_dir>/groups/version_<N>`` of the first run).
         records: per config, more text files for its run folder (``{relative path: text}``,
             as ``train``'s ``record``), or None.
+        launcher: where the jobs go (default: this machine).
 
     Raises:
-        ValueError: if a config fails validation or a run's data cannot be made.
+        ValueError: if a config fails validation, a run's data cannot be made, or the
+            launcher is unknown.
         SIGTERMException, KeyboardInterrupt: if training is stopped by SIGTERM or SIGINT;
             the unfinished runs' status is then ``interrupted``.
     """
     for cfg in cfgs:
         validate(cfg)
+    launcher = launcher or Launcher()
     records = list(records) if records is not None else [None] * len(cfgs)
     if len(records) != len(cfgs):
         raise ValueError(f"{len(records)} records for {len(cfgs)} configs")
+    if not cfgs:
+        return []
     results: list[tuple[dict, dict] | None] = [None] * len(cfgs)
     ensembles: dict[int, tuple[Path, list[int]]] = {}
     members: list[Member] = []
@@ -411,9 +471,7 @@ def train_all(
         if int(cfg.model.members) > 1:
             run_dir = reserve(cfg, records[i])
             slots = []
-            for k, (mcfg, resample) in enumerate(
-                ensemble.member_configs(cfg, bool(cfg.model.bootstrap))
-            ):
+            for k, (mcfg, resample) in enumerate(member_configs(cfg, bool(cfg.model.bootstrap))):
                 slots.append(len(members))
                 member_dir = run_dir / "members" / f"member{k}"
                 write_status(member_dir, "running")
@@ -425,21 +483,158 @@ def train_all(
             owners.append(i)
         else:
             alone.append(i)
+    if record_dir is None:
+        record_dir, _ = new_run_dir(cfgs[0].out_dir, "groups")
+        reserved.append(record_dir)
+    groups, order = _groups(members, ensembles, launcher)
+    singles = [
+        Job(f"run{i}", _alone_job, {"cfg": cfgs[i], "record": records[i]})
+        for i in alone
+    ]
     try:
-        member_results = _train_members(members, ensembles, progress, record_dir, reserved)
+        done, alone_runs = _launch(groups, singles, record_dir, launcher, progress)
     except BaseException as err:
         _stop_members(members, reserved, err)
         raise
+    member_results: list[tuple[dict, dict] | None] = [None] * len(members)
+    for part, result in zip(order, done, strict=True):
+        for slot, run in zip(part, result.runs, strict=True):
+            member_results[slot] = run
     for m, (metrics, artifacts) in zip(members, member_results, strict=True):
         artifacts["status"] = str(write_status(m.run_dir, "complete", epochs=metrics["epochs"]))
     for slot, i in enumerate(owners):
         if i is not None:
             results[i] = member_results[slot]
-    for i in alone:
-        results[i] = train(cfgs[i], record=records[i])
+    for i, run in zip(alone, alone_runs, strict=True):
+        results[i] = run
     for i, (run_dir, slots) in ensembles.items():
         results[i] = _finish_ensemble(cfgs[i], run_dir, [member_results[s] for s in slots])
     return results
+
+
+def _groups(
+    members: list[Member], ensembles: dict, launcher: Launcher
+) -> tuple[list[tuple[str, list[Member]]], list[list[int]]]:
+    """The vectorized groups of ``members`` (``train_all``) and each one's member slots."""
+    sequential = {s for _, slots in ensembles.values() for s in slots}
+    sequential = {s for s in sequential if not members[s].config.train.vectorize}
+    buckets: dict[tuple, list[int]] = {}
+    for slot, m in enumerate(members):
+        if slot not in sequential:
+            key = group_key(OmegaConf.to_container(m.config, resolve=True))
+            buckets.setdefault(key, []).append(slot)
+    groups: list[tuple[str, list[Member]]] = []
+    order: list[list[int]] = []
+    for b, slots in enumerate(buckets.values(), 1):
+        config = members[slots[0]].config
+        if launcher.jobs is not None:
+            parts = launcher.jobs
+        elif launcher.local:
+            parts = auto_workers(config, len(slots))
+        else:
+            parts = int(config.train.workers or 1)
+        parts = max(1, min(parts, len(slots)))
+        for g, part in enumerate(deal(slots, parts), 1):
+            name = f"group{b}" if parts == 1 else f"group{b}.{g}"
+            groups.append((name, [members[s] for s in part]))
+            order.append(part)
+    for slot in sorted(sequential):
+        groups.append((f"member{slot}", [members[slot]]))
+        order.append([slot])
+    return groups, order
+
+
+def train_groups(
+    groups: list[tuple[str, list[Member]]],
+    record_dir: str | os.PathLike,
+    launcher: Launcher | None = None,
+    progress: bool = True,
+) -> list[GroupResult]:
+    """Train each ``(name, members)`` group as one job of ``launcher``
+    (``gridplan.training.dispatch``); one ``GroupResult`` per group, in order.
+
+    Args:
+        groups: the groups; each one's members agree on ``GROUP_KEYS`` and have their run
+            folders (``gridplan.training.vectorized.Member``).
+        record_dir: folder of the jobs and of ``<record_dir>/<name>/group.json``.
+        launcher: where the jobs go (default: this machine, one worker process per usable
+            core; ``launcher.jobs`` caps the jobs running at once on ``joblib``).
+        progress: one progress line per group.
+
+    Raises:
+        ValueError: as ``gridplan.training.vectorized.train_group``, or on an unknown launcher.
+        SIGTERMException, KeyboardInterrupt: on SIGTERM or SIGINT.
+    """
+    return _launch(groups, [], record_dir, launcher or Launcher(), progress)[0]
+
+
+def _launch(groups, singles: list[Job], record_dir, launcher: Launcher, progress: bool):
+    """Launch the groups and the runs alone as one set of jobs; ``(group results, results
+    of the runs alone)``."""
+    record_dir = Path(record_dir)
+    count = len(groups) + len(singles)
+    if launcher.local:
+        configs = [m.config for _, ms in groups for m in ms] + [j.kwargs["cfg"] for j in singles]
+        cores = max((auto_workers(c, count) for c in configs), default=1)
+        parallel = max(1, min(count, launcher.jobs or cores))
+        threads = max(1, torch.get_num_threads() // parallel)
+    else:  # one thread per job, as each job of this machine has
+        parallel, threads = max(1, min(count, launcher.jobs or count)), 1
+    jobs = [
+        Job(name, _group_job, {"members": list(ms), "name": name, "progress": progress,
+                               "record_dir": record_dir / name})
+        for name, ms in groups
+    ]
+    jobs = [Job(j.name, j.fn, {**j.kwargs, "threads": threads}) for j in [*jobs, *singles]]
+    values = launch(jobs, record_dir, launcher, parallel)
+    return values[: len(groups)], values[len(groups) :]
+
+
+def _group_job(
+    members: list[Member], name: str, progress: bool, threads: int, record_dir: Path
+) -> GroupResult:
+    """A launcher job: train one vectorized group. A member whose folder holds an earlier
+    attempt (a requeued or rerun job) trains in a new ``version_<N>`` folder instead."""
+    torch.set_num_threads(threads)
+    quiet_lightning_chatter()
+    members = [_fresh(m) for m in members]
+    return train_group(members, name=name, record_dir=record_dir, progress=progress)
+
+
+def _fresh(member: Member) -> Member:
+    """``member``, or the same run in a new version folder if its folder was trained in
+    before (``config.yaml`` is written when a group starts); its records are copied.
+
+    Raises:
+        ValueError: for an ensemble member's folder (not a ``version_<N>`` folder).
+    """
+    old = Path(member.run_dir)
+    if not (old / "config.yaml").is_file():
+        return member
+    if not old.name.startswith("version_"):
+        raise ValueError(
+            f"{old} holds an earlier attempt of this group; its checkpoints are not "
+            "overwritten: train the ensemble again"
+        )
+    new, _ = new_run_dir(old.parent.parent, old.parent.name)
+    if (old / ".hydra").is_dir():
+        shutil.copytree(old / ".hydra", new / ".hydra")
+    write_status(new, "running", earlier_attempt=str(old))
+    if not (old / "metrics.json").is_file():  # a member that finished keeps its status
+        write_status(old, "interrupted", continued_in=str(new))
+    return dataclasses.replace(member, run_dir=new)
+
+
+def _alone_job(
+    cfg: DictConfig, record: dict[str, str] | None, threads: int
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """A launcher job: train one run alone (``train``); a job SLURM requeued resumes the
+    run it left (``gridplan.training.run_status.requeued_run``)."""
+    torch.set_num_threads(threads)
+    previous = requeued_run(Path(cfg.out_dir) / run_name(cfg))
+    if previous is not None:
+        return resume(previous)
+    return train(cfg, record=record)
 
 
 def _stop_members(members: list[Member], reserved: list[Path], err: BaseException) -> None:
@@ -447,8 +642,6 @@ def _stop_members(members: list[Member], reserved: list[Path], err: BaseExceptio
     remove the reserved folders that no group started (no ``config.yaml`` or ``group.json``
     inside: nothing but status and records); mark the members that finished ``complete`` and
     every other run ``interrupted`` or ``failed``."""
-    import shutil
-
     if isinstance(err, ValueError):
         for run_dir in reserved:
             started = [run_dir / "config.yaml", *run_dir.glob("members/*/config.yaml")]
@@ -464,48 +657,6 @@ def _stop_members(members: list[Member], reserved: list[Path], err: BaseExceptio
             write_status(run_dir, "complete", epochs=epochs)
         else:
             _record_stop(run_dir, err, epoch=None)
-
-
-def _train_members(members, ensembles, progress, record_dir, reserved) -> list[tuple[dict, dict]]:
-    """Train ``members``; each one's ``(metrics, artifacts)``, in order. A record folder made
-    here is added to ``reserved``."""
-    if not members:
-        return []
-    sequential = {s for i, (_, slots) in ensembles.items() for s in slots}
-    sequential = {s for s in sequential if not members[s].config.train.vectorize}
-    buckets: dict[tuple, list[int]] = {}
-    for slot, m in enumerate(members):
-        if slot not in sequential:
-            key = group_key(OmegaConf.to_container(m.config, resolve=True))
-            buckets.setdefault(key, []).append(slot)
-    groups: list[tuple[str, list[Member]]] = []
-    order: list[list[int]] = []
-    workers = 1
-    for b, slots in enumerate(buckets.values(), 1):
-        parts = auto_workers(members[slots[0]].config, len(slots))
-        # Groups of different architectures share the pool: as many processes as any
-        # bucket's config allows, however few runs each bucket has.
-        workers = max(workers, auto_workers(members[slots[0]].config, len(members)))
-        for g, part in enumerate(deal(slots, parts), 1):
-            name = f"group{b}" if parts == 1 else f"group{b}.{g}"
-            groups.append((name, [members[s] for s in part]))
-            order.append(part)
-    for slot in sorted(sequential):
-        groups.append((run_name(members[slot].config), [members[slot]]))
-        order.append([slot])
-    first = members[order[0][0]].config
-    if record_dir is None:
-        record_dir, _ = new_run_dir(first.out_dir, "groups")
-        reserved.append(record_dir)
-    parallel = [g for g, part in zip(groups, order, strict=True) if part[0] not in sequential]
-    workers = min(workers, max(1, len(parallel)))
-    done: list[GroupResult] = train_groups(parallel, workers, record_dir, progress)
-    done += train_groups(groups[len(parallel) :], 1, record_dir, progress)
-    out: list[tuple[dict, dict] | None] = [None] * len(members)
-    for part, result in zip(order, done, strict=True):
-        for slot, run in zip(part, result.runs, strict=True):
-            out[slot] = run
-    return out
 
 
 def _finish_ensemble(cfg: DictConfig, run_dir: Path, member_runs) -> tuple[dict, dict]:

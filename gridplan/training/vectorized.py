@@ -40,9 +40,7 @@ from __future__ import annotations
 
 import json
 import math
-import signal
 import sys
-import threading
 import time
 import warnings
 from collections.abc import Sequence
@@ -981,6 +979,8 @@ def train_group(
     Raises:
         ValueError: if a config fails validation, the members disagree on ``GROUP_KEYS`` or
             one is an ensemble (``model.members > 1``), or ``members`` is empty.
+        SIGTERMException, KeyboardInterrupt: on SIGTERM or SIGINT, after every member
+            still training has written its best and last checkpoints (``MemberRuns``).
     """
     start, cpu = time.perf_counter(), time.process_time()
     keep_freed_memory()
@@ -1015,7 +1015,13 @@ def train_group(
     with warnings.catch_warnings():
         # The step lists are plain Python lists (the buffers live on the module): no workers.
         warnings.filterwarnings("ignore", message=r".*does not have many workers.*")
-        trainer.fit(module)
+        try:
+            trainer.fit(module)
+        except SystemExit as err:
+            if isinstance(err, SIGTERMException):
+                raise
+            # Lightning turns Ctrl+C into sys.exit(1) after its graceful shutdown.
+            raise KeyboardInterrupt from err
     wall = time.perf_counter() - start
     missing = [r.label for r in runs if r.result is None]
     if missing:
@@ -1082,91 +1088,3 @@ def deal(items: Sequence, parts: int) -> list[list]:
     ``i % parts``): groups of a similar mix when ``items`` are ordered by configuration."""
     parts = max(1, min(int(parts), len(items)))
     return [list(items[p::parts]) for p in range(parts)]
-
-
-def _train_in_worker(threads: int, members, name, record_dir, progress) -> GroupResult:
-    torch.set_num_threads(threads)
-    return train_group(members, name=name, record_dir=record_dir, progress=progress)
-
-
-def _ignore_interrupts() -> None:
-    """Worker processes leave Ctrl+C to the parent, which stops them (``_stop_workers``)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def _raise_on_sigterm(signum, frame) -> None:
-    raise SIGTERMException
-
-
-def _stop_workers(workers: list, grace: float = 60.0) -> None:
-    """SIGTERM each live worker process: Lightning stops its group at the next batch and
-    ``MemberRuns.on_exception`` keeps every member's best and last checkpoints. A worker
-    still alive after ``grace`` seconds is killed."""
-    for process in workers:
-        if process.is_alive():
-            process.terminate()
-    deadline = time.monotonic() + grace
-    for process in workers:
-        process.join(max(0.0, deadline - time.monotonic()))
-        if process.is_alive():
-            process.kill()
-
-
-def train_groups(
-    groups: Sequence[tuple[str, Sequence[Member]]],
-    workers: int = 1,
-    record_dir: str | Path | None = None,
-    progress: bool = True,
-) -> list[GroupResult]:
-    """Train several groups, ``workers`` of them at a time in worker processes.
-
-    One worker process per CPU core with one intra-op thread each uses the cores without
-    OpenMP threads that spin at barriers (docs/PERFORMANCE.md §12). Worker processes are
-    forked where the platform allows (no second import of torch and Lightning), else spawned.
-
-    Args:
-        groups: ``(name, members)`` pairs.
-        workers: processes; 1 trains the groups one after another in this process.
-        record_dir: folder of the groups' records, ``<record_dir>/<name>/group.json``.
-        progress: one progress line per group.
-
-    Returns:
-        One ``GroupResult`` per group, in order.
-
-    Raises:
-        ValueError: as ``train_group``.
-    """
-    dirs = [None if record_dir is None else Path(record_dir) / name for name, _ in groups]
-    if workers <= 1 or len(groups) <= 1:
-        return [
-            train_group(members, name=name, record_dir=d, progress=progress)
-            for (name, members), d in zip(groups, dirs, strict=True)
-        ]
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-    threads = max(1, torch.get_num_threads() // workers)
-    before = set(multiprocessing.active_children())
-    main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _raise_on_sigterm) if main else None
-    pool = ProcessPoolExecutor(
-        workers, mp_context=multiprocessing.get_context(method), initializer=_ignore_interrupts
-    )
-    try:
-        futures = [
-            pool.submit(_train_in_worker, threads, list(members), name, d, progress)
-            for (name, members), d in zip(groups, dirs, strict=True)
-        ]
-        results = [f.result() for f in futures]
-    except BaseException:
-        # SIGTERM or Ctrl+C reached this process (or a group failed): stop the other
-        # workers too, so none trains on orphaned and every run's status can be written.
-        pool.shutdown(wait=False, cancel_futures=True)  # idle workers exit
-        _stop_workers([p for p in multiprocessing.active_children() if p not in before])
-        raise
-    finally:
-        if main:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
-    pool.shutdown()
-    return results

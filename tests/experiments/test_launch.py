@@ -1,5 +1,6 @@
 """E3's training groups sent through a Hydra launcher (``scripts/reproduce.py --launcher``):
-the same models, tables and records as the default path, one job per vectorized group."""
+the same models, tables and records as the default path, one job per vectorized group
+(``gridplan.training.dispatch``)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ import pytest
 import torch
 
 from gridplan.experiments import GROUPS
-from gridplan.experiments.launch import Launcher, job_overrides, launcher_options
 from gridplan.experiments.runner import run_groups
+from gridplan.training.dispatch import Launcher, job_overrides, launcher_options
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -91,9 +92,9 @@ def test_each_job_trains_one_group_and_leaves_its_record(both):
     assert [p.parent.name for p in records] == ["group1", "group2"]
     members = [m["label"] for p in records for m in json.loads(p.read_text())["members"]]
     assert len(members) == len(_rows(launched / "runs.csv")) == 4
-    assert sorted(p.name for p in groups.glob("*.result.json")) == [
-        "group1.result.json",
-        "group2.result.json",
+    assert sorted(p.name for p in groups.glob("*.result.pt")) == [
+        "group1.result.pt",
+        "group2.result.pt",
     ]
     assert (groups / "multirun.yaml").is_file()
     # The default path dealt the 4 runs into one group in this process.
@@ -124,15 +125,17 @@ def test_the_launchers_are_python_m_trains(tmp_path):
 
 
 def test_the_launch_command_line_sweeps_the_groups_one_job_each(tmp_path):
-    argv = job_overrides(["group1", "group2"], tmp_path, "joblib", 2, False, ["a.b=1"])
+    argv = job_overrides(["group1", "group2"], tmp_path, "joblib", 2, ["a.b=1"])
     assert argv[0] == "hydra/launcher=joblib"
     assert "hydra.launcher.n_jobs=2" in argv
     assert f"folder='{tmp_path}'" in argv
-    assert argv[-2:] == ["a.b=1", "group=group1,group2"]
-    slurm = job_overrides(["g1"], tmp_path, "slurm", 8, True)
+    assert argv[-2:] == ["a.b=1", "job=group1,group2"]
+    capped = job_overrides(["g1"], tmp_path, "joblib", 2, ["hydra.launcher.n_jobs=1"])
+    assert [a for a in capped if "n_jobs" in a] == ["hydra.launcher.n_jobs=1"]
+    slurm = job_overrides(["g1"], tmp_path, "slurm", 8)
     assert not any("n_jobs" in a for a in slurm)
     with pytest.raises(ValueError, match="quote"):
-        job_overrides(["g1"], tmp_path / "it's", "joblib", 1, True)
+        job_overrides(["g1"], tmp_path / "it's", "joblib", 1)
 
 
 def test_launcher_options_are_checked():

@@ -12,15 +12,13 @@ from omegaconf import OmegaConf
 from gridplan.data.datasets import eval_windows
 from gridplan.metrics.calibration import uncertainty_vs_error, window_disagreement
 from gridplan.models.ensemble import (
-    EnsembleWorldModel,
     assemble,
     load_ensemble,
-    member_configs,
-    member_seed,
 )
-from gridplan.models.learned import MLPDynamics, load_world_model
+from gridplan.models.learned import EnsembleWorldModel, MLPDynamics, load_world_model
 from gridplan.planning.closed_loop import run_episodes
 from gridplan.training.config import compose
+from gridplan.training.runs import member_configs, member_seed
 from gridplan.training.vectorized import Member, train_group
 
 

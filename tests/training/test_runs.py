@@ -17,7 +17,9 @@ from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from gridplan.training import runs
+from gridplan.training.config import compose, run_name
 from gridplan.training.run_status import read_status, write_status
+from gridplan.training.vectorized import Member
 from gridplan.util.files import write_text_atomic
 from train.__main__ import INTERRUPTED, main
 
@@ -163,6 +165,44 @@ def test_a_requeued_slurm_job_resumes_the_run_it_left(tmp_path, monkeypatch, cap
     assert [p.name for p in parent.iterdir()] == ["version_0"]
     status = read_status(parent / "version_0")
     assert (status["status"], status["job"], status["epochs"]) == ("complete", "4242", 4)
+
+
+def test_a_requeued_sweep_job_of_a_run_alone_resumes_it_too(tmp_path, monkeypatch, capsys):
+    for var in ("SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_RESTART_COUNT"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("SLURM_JOB_ID", "4243")
+    build = runs._trainer
+    monkeypatch.setattr(
+        runs, "_trainer", lambda *a, **k: _with_callback(build(*a, **k), _SigtermAfter(2))
+    )
+    args = ["-m", *debug_overrides(tmp_path), *LONGER, "seed=0", "train.vectorize=false"]
+    assert main(args) == INTERRUPTED
+    monkeypatch.setattr(runs, "_trainer", build)
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
+    assert main(args) == 0
+    (parent,) = (tmp_path / "runs").glob("uniform-*")
+    assert [p.name for p in parent.iterdir()] == ["version_0"]
+    status = read_status(parent / "version_0")
+    assert (status["status"], status["job"], status["epochs"]) == ("complete", "4243", 4)
+
+
+def test_a_rerun_group_job_trains_in_new_folders_and_keeps_the_old_ones(tmp_path):
+    cfg = compose([*debug_overrides(tmp_path), "trainer.figures_every_n_epochs=0"])
+    run_dir, _ = runs.new_run_dir(cfg.out_dir, run_name(cfg))
+    (run_dir / ".hydra").mkdir()
+    (run_dir / ".hydra" / "overrides.yaml").write_text("- seed=0\n")
+    member = Member(cfg, run_dir)
+    job = {"name": "g", "progress": False, "threads": 1, "record_dir": tmp_path / "g"}
+    first = runs._group_job([member], **job).runs[0]
+    best = (run_dir / "checkpoints" / "best.ckpt").read_bytes()
+    (run_dir / "metrics.json").unlink()  # as if the job stopped before its member finished
+    again = runs._group_job([member], **job).runs[0]
+    new = Path(again[1]["run_dir"])
+    assert (first[1]["run_dir"], new.name) == (str(run_dir), "version_1")
+    assert (run_dir / "checkpoints" / "best.ckpt").read_bytes() == best  # never overwritten
+    assert read_status(run_dir)["continued_in"] == str(new)
+    assert (new / ".hydra" / "overrides.yaml").read_text() == "- seed=0\n"
+    assert again[0]["best_score"] == first[0]["best_score"]  # the same run, trained again
 
 
 def test_resume_refuses_a_folder_that_is_not_a_run(tmp_path, capsys):

@@ -11,16 +11,16 @@ from pathlib import Path
 
 import pytest
 from helpers_learned import debug_overrides
-from hydra import compose as hydra_compose
-from hydra import initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
-from omegaconf import OmegaConf, open_dict
+from omegaconf import OmegaConf
 
-from gridplan.training.config import DEFAULT_CONFIG_DIR
+from gridplan.training import runs
+from gridplan.training.config import compose
+from gridplan.training.dispatch import Launcher
 from gridplan.training.run_status import read_status
+from gridplan.training.vectorized import Member
 from gridplan.util.threads import available_cpus
 from train.__main__ import main
-from train.sweep import GROUP_ENV, plan, read_group
+from train.sweep import plan
 
 ROOT = Path(__file__).resolve().parents[2]
 FINAL = ("best/E_tot", "best/DRPE_graded", "best/DRPE_binary", "best_score", "epochs")
@@ -44,7 +44,7 @@ def test_a_seed_sweep_trains_as_groups_and_each_member_equals_its_run_alone(tmp_
     assert [Path(c).parents[1].parent.name[-5:] for c in grouped] == ["seed0", "seed1", "seed2"]
     assert out.strip().splitlines()[-1] == f"checkpoint: {grouped[-1]}"
     # One group per worker process, one worker per core (train.workers unset).
-    records = sorted((tmp_path / "vec" / "runs" / "groups").glob("version_*/*/group.json"))
+    records = sorted((tmp_path / "vec" / "runs" / "_sweeps").glob("*/*/group.json"))
     assert len(records) == min(3, available_cpus())
     groups = [[m["seed"] for m in json.loads(r.read_text())["members"]] for r in records]
     assert sorted(s for seeds in groups for s in seeds) == [0, 1, 2]
@@ -60,7 +60,7 @@ def test_a_seed_sweep_trains_as_groups_and_each_member_equals_its_run_alone(tmp_
     out = capsys.readouterr().out
     assert "as vectorized groups" not in out
     alone = _checkpoints(out)
-    assert not (tmp_path / "seq" / "runs" / "groups").exists()
+    assert not list((tmp_path / "seq" / "runs" / "_sweeps").glob("*/*/group.json"))
     for a, b in zip(grouped, alone, strict=True):
         got, want = _final(a), _final(b)
         for key in FINAL:
@@ -74,39 +74,41 @@ def test_a_sweep_whose_data_cannot_be_made_leaves_no_run_folder(tmp_path, capsys
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["_sweeps"]
 
 
-def _points(tmp: Path, *runs: list[str]):
-    """Each override list composed as the sweeper composes a sweep point (Hydra node kept)."""
-    points = []
-    GlobalHydra.instance().clear()  # a Hydra app run earlier in this process may hold it
-    with initialize_config_dir(str(DEFAULT_CONFIG_DIR), version_base="1.3", job_name="train"):
-        for num, overrides in enumerate(runs):
-            point = hydra_compose("config", [*debug_overrides(tmp), *overrides], True)
-            with open_dict(point):
-                point.hydra.job.num = num
-            points.append(point)
-    return points
+def test_a_sweep_plan_composes_every_point_in_command_line_order(tmp_path):
+    args = [*debug_overrides(tmp_path), "seed=0,1", "model.lr=0.001,0.002"]
+    sweep = plan([*args, "hydra/launcher=joblib", "hydra.launcher.n_jobs=2"])
+    assert [(c.seed, c.model.lr) for c in sweep.configs] == [
+        (0, 0.001),
+        (0, 0.002),
+        (1, 0.001),
+        (1, 0.002),
+    ]
+    assert (sweep.launcher.name, sweep.launcher.jobs) == ("joblib", 2)
+    assert sweep.launcher.overrides == ("hydra.launcher.n_jobs=2",)
+    assert sweep.folder.parent == tmp_path / "runs" / "_sweeps"  # configs/config.yaml
+    overrides = OmegaConf.create(sweep.records[3][".hydra/overrides.yaml"])
+    assert list(overrides[-2:]) == ["seed=1", "model.lr=0.002"]
+    hydra = OmegaConf.create(sweep.records[3][".hydra/hydra.yaml"])
+    assert (hydra.job.num, hydra.runtime.choices["hydra/launcher"]) == (3, "joblib")
+    assert plan([*args, f"hydra.sweep.dir={tmp_path / 'jobs'}"]).folder == tmp_path / "jobs"
+    assert plan(args).launcher == Launcher()
+    with pytest.raises(ValueError, match="only hydra/launcher.*got hydra.job.chdir=true"):
+        plan([*args, "hydra.job.chdir=true"])
+    with pytest.raises(ValueError, match="nope"):
+        plan([*args, "variant=nope"])
 
 
-def _job_points(job: list[str]) -> list[int]:
-    (env,) = [a for a in job if a.startswith(f"++hydra.job.env_set.{GROUP_ENV}=")]
-    return [num for num, _, _ in read_group(env.split("=", 1)[1].strip("'"))]
-
-
-def test_the_sweeper_deals_each_bucket_of_group_keys_into_the_jobs(tmp_path):
-    points = _points(
-        tmp_path,
-        *[[f"seed={s}"] for s in range(4)],  # 0-3: one architecture
-        *[[f"seed={s}", "model.hidden=[16]"] for s in range(2)],  # 4-5: another
-        ["seed=9", "train.vectorize=false"],  # 6: trains alone
-    )
-    jobs = plan(points, 2, tmp_path / "sweep")
-    assert jobs[0] == list(points[6].hydra.overrides.task)  # alone: its own overrides only
-    assert [_job_points(j) for j in jobs[1:]] == [[0, 2, 4], [1, 3, 5]]
-    per_bucket = plan(points, None, tmp_path / "sweep2")
-    assert [_job_points(j) for j in per_bucket[1:]] == [[0, 1, 2, 3], [4, 5]]
-    num, cfg, record = read_group(per_bucket[2][-1].split("=", 1)[1].strip("'"))[1]
-    assert (num, cfg.seed, list(cfg.model.hidden), cfg.variant.name) == (5, 1, [16], "uniform")
-    assert "model.hidden=[16]" in OmegaConf.create(record[".hydra/overrides.yaml"])
+def test_each_architecture_is_dealt_into_the_jobs(tmp_path):
+    cfgs = [compose([*debug_overrides(tmp_path), f"seed={s}"]) for s in range(4)]
+    narrow = [a for a in debug_overrides(tmp_path) if not a.startswith("model.hidden=")]
+    narrow.append("model.hidden=[16]")
+    cfgs += [compose([*narrow, f"seed={s}"]) for s in (0, 1)]
+    members = [Member(cfg, tmp_path / str(k)) for k, cfg in enumerate(cfgs)]
+    groups, order = runs._groups(members, {}, Launcher("joblib", jobs=2))
+    assert [name for name, _ in groups] == ["group1.1", "group1.2", "group2.1", "group2.2"]
+    assert order == [[0, 2], [1, 3], [4], [5]]
+    _, per_arch = runs._groups(members, {}, Launcher("submitit_slurm"))
+    assert per_arch == [[0, 1, 2, 3], [4, 5]]  # a cluster: one job per architecture
 
 
 @pytest.mark.slow
@@ -118,9 +120,9 @@ def test_joblib_sends_one_group_per_job(tmp_path):
         [sys.executable, "-m", "train", *cmd], cwd=ROOT, env=env, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "3 sweep point(s) as 2 job(s)" in done.stderr + done.stdout
+    assert "launching 2 training job(s) through hydra/launcher=joblib" in done.stderr
     assert len(_checkpoints(done.stdout)) == 3
-    records = sorted((tmp_path / "runs" / "groups").glob("version_*/*/group.json"))
+    records = sorted((tmp_path / "runs" / "_sweeps").glob("*/*/group.json"))
     seeds = sorted(sorted(m["seed"] for m in json.loads(r.read_text())["members"]) for r in records)
     assert seeds == [[0, 2], [1]]
     for run_dir in (tmp_path / "runs").glob("uniform-*/version_0"):
@@ -130,13 +132,10 @@ def test_joblib_sends_one_group_per_job(tmp_path):
 def test_an_interrupted_group_marks_its_runs_interrupted_and_keeps_their_folders(
     tmp_path, monkeypatch
 ):
-    from gridplan.training import runs
-    from gridplan.training.config import compose
-
     def stopped(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(runs, "train_groups", stopped)
+    monkeypatch.setattr(runs, "launch", stopped)
     cfgs = [compose([*debug_overrides(tmp_path), f"seed={s}"]) for s in (0, 1)]
     record = {".hydra/overrides.yaml": "- seed=0\n"}
     with pytest.raises(KeyboardInterrupt):

@@ -7,11 +7,13 @@ from pathlib import Path
 
 import pytest
 from helpers_learned import debug_overrides
+from hydra._internal.utils import get_args_parser
 from omegaconf import OmegaConf
 
 from gridplan.models.learned import load_world_model
-from gridplan.training.config import compose, run_name
-from train.__main__ import main
+from gridplan.training.config import DEFAULT_CONFIG_DIR, compose, run_name
+from train.__main__ import _search, main
+from train.sweep import plan
 
 
 def test_defaults_train_uniform_on_20k_balanced_transitions():
@@ -287,3 +289,17 @@ def test_eval_reports_of_another_task_or_depth_go_beside_the_default_one():
     assert checkpoint_json_path(ckpt).name == "best.eval.json"
     assert checkpoint_json_path(ckpt, "B", LEARNED.replace(depth=4)).name == "best.eval.B-d4.json"
     assert checkpoint_json_path(ckpt, "A", LEARNED.replace(depth=4)).name == "best.eval.A-d4.json"
+
+
+def test_a_sweep_composes_its_points_with_a_config_folder_outside_the_repository(tmp_path):
+    folder = _user_configs(tmp_path / "elsewhere")
+    (_, overrides, name) = _search(
+        get_args_parser().parse_args(["-m", "--config-dir", str(folder), "variant=mine,uniform"])
+    )
+    sweep = plan(overrides, DEFAULT_CONFIG_DIR, name)
+    assert [(c.variant.name, c.variant.relevant_weight) for c in sweep.configs] == [
+        ("mine", 3.0),
+        ("uniform", 1.0),
+    ]
+    with pytest.raises(ValueError, match="Could not find 'variant/mine'"):
+        plan(["variant=mine,uniform"])

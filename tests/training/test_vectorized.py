@@ -310,7 +310,8 @@ def test_train_all_vectorized_in_two_workers_equals_one_after_another(tmp_path):
         [compose([*base, f"seed={s}", "train.workers=2"]) for s in seeds], progress=False
     )
     seq = train_all([compose([*base, f"seed={s}", "train.vectorize=false"]) for s in seeds])
-    groups = sorted(p.name for p in (tmp_path / "runs" / "groups" / "version_0").iterdir())
+    records = (tmp_path / "runs" / "groups" / "version_0").glob("*/group.json")
+    groups = sorted(p.parent.name for p in records)
     assert groups == ["group1.1", "group1.2"]
     for (m_v, a_v), (m_s, a_s) in zip(vec, seq, strict=True):
         assert a_v["run_dir"] != a_s["run_dir"]
