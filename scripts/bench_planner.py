@@ -1051,10 +1051,11 @@ def against(ref: str, depth: int, episodes: int, model: str, pairs: int, threads
                 "actions_sha256": mine["actions_sha256"],
             }
             rows.append(row)
+            same = "identical" if row["identical"] else "DIFFER"
             print(
-                f"pair {i + 1:>2}: ours {fmt_rate(row['ours_transitions_per_s'])} "
-                f"ref {fmt_rate(row['ref_transitions_per_s'])} transitions/s, "
-                f"ratio {row['ratio']:.3f}, actions {'identical' if row['identical'] else 'DIFFER'}",
+                f"pair {i + 1:>2}: ours {row['ours_transitions_per_s'] / 1e6:5.2f} "
+                f"ref {row['ref_transitions_per_s'] / 1e6:5.2f} M transitions/s, "
+                f"ratio {row['ratio']:.3f}, actions {same}",
                 flush=True,
             )
     ratios = [r["ratio"] for r in rows]
