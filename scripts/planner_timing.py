@@ -9,7 +9,9 @@ chooses the tree through ``PYTHONPATH``.
 Plans ``--calls`` decisions (after one warm-up decision) on the root states saved in
 ``--roots`` (a ``torch.save`` of a ``(B, 12)`` float tensor) on ``--threads`` intra-op threads
 (default one), from a generator seeded with ``--seed``, and prints one JSON line: the seconds
-of each timed call, the model transitions (``B * 4^D * D``) per second of their median, a
+and CPU seconds (of the whole process: on a shared machine they leave out the time other
+processes held the core) of each timed call, the model transitions (``B * 4^D * D``) per
+second and per CPU second of their medians, a
 SHA-256 of every chosen action in call order (equal across trees exactly when their actions
 are identical), the file ``gridplan`` was imported from and any ``gridplan`` module loaded
 from elsewhere (there should be none).
@@ -92,16 +94,19 @@ def main(argv: list[str] | None = None) -> int:
     gen = torch.Generator().manual_seed(args.seed)
     digest = hashlib.sha256()
     digest.update(planner.act(root, gen).numpy().tobytes())
-    seconds = []
+    seconds, cpu_seconds = [], []
     for _ in range(args.calls):
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         actions = planner.act(root, gen)
         seconds.append(time.perf_counter() - start)
+        cpu_seconds.append(time.process_time() - cpu_start)
         digest.update(actions.numpy().tobytes())
     transitions = root.shape[0] * 4**args.depth * args.depth
     result = {
         "seconds": seconds,
+        "cpu_seconds": cpu_seconds,
         "transitions_per_s": transitions / statistics.median(seconds),
+        "transitions_per_cpu_s": transitions / statistics.median(cpu_seconds),
         "actions_sha256": digest.hexdigest(),
         "gridplan": gridplan.__file__,
         "foreign_modules": _foreign_modules(),

@@ -170,9 +170,12 @@ class FusedNoiseScorer(LeafScorer):
         check_depth(depth, max_memory, lambda d: self.bytes_per_row + (4 * noisy_dims + 24) * d)
         self.scales = sig[:, self.lo : self.hi]
         self.quiet_settings = (self.scales == 0).all(dim=1).cpu()
-        #: ``(D, L)`` x and y displacement of every leaf's step-``t`` action.
+        #: ``(D, 2, 1, L)`` x and y displacement of every leaf's step-``t`` action.
         moves = MOVES.to(self.device).float()[action_sequences(depth, self.device).T]
-        self.dx, self.dy = (m.contiguous() for m in moves.unbind(dim=2))
+        self.moves = moves.permute(0, 2, 1).unsqueeze(2).contiguous()
+        #: ``(2, 1, 1)`` the door cell, and the goal and hazard cells (``None`` without one).
+        self.door_cell = self._cell((WALL_X, DOOR_CELL[1]))
+        self.goal_cell, self.hazard_cell = self._cell(task.goal), self._cell(task.hazard)
         self.max_memory = max_memory
         self.max_rows = max_rows or max(1, max_memory // 2 // self.bytes_per_row)
         self._work = torch.empty(0, device=self.device)
@@ -259,6 +262,7 @@ class FusedNoiseScorer(LeafScorer):
         state = work[: self.n_dims]
         ax, ay, kx, ky, carry, door = state[:6]
         nx, ny, t1, t2, t3, score, alive = work[7:14]
+        agent, key, target, pair = state[0:2], state[2:4], work[7:9], work[9:11]
         #: Four consecutive temporaries (nx, ny, t1, t2), free before and after the move.
         spare = work[7:11]
         beliefs = work[14:] if self.n_buffers > BUFFERS_PER_ROW else None
@@ -281,31 +285,29 @@ class FusedNoiseScorer(LeafScorer):
                 beliefs[:CARRYING].sub_(torch.div(state[:CARRYING], CELL_SCALE, out=spare))
             # Agent, door and key (gridplan.core.env.relevant_step): a target off the grid clamps
             # back onto the agent's own cell; in the wall column only the open door admits.
-            # t1..t3 are 0/1 masks: t3 target in the wall column, t1 target is the door cell,
-            # t2 ... and the door is open; then t1 opens it (closed, carrying) and t3 moves.
-            torch.add(ax, self.dx[t], out=nx).clamp_(0, GRID_SIZE - 1)
-            torch.add(ay, self.dy[t], out=ny).clamp_(0, GRID_SIZE - 1)
-            torch.eq(nx, WALL_X, out=t3)
-            torch.eq(ny, DOOR_CELL[1], out=t1).mul_(t3)
+            # t1..t3 are 0/1 masks: t1 target is the door cell, t2 ... and the door is open;
+            # then t1 opens it (closed, carrying) and t3 moves (not the wall column, or t2).
+            # Both coordinates go through one op where they can (agent, target, key and
+            # (t1, t2) are adjacent rows): every op is a parallel region and a dispatch.
+            torch.add(agent, self.moves[t], out=target).clamp_(0, GRID_SIZE - 1)
+            torch.eq(target, self.door_cell, out=pair)
+            t1.mul_(t2)
             torch.mul(t1, door, out=t2)
             t1.sub_(t2).mul_(carry)
             door.add_(t1)
             if door_belief is not None:
                 # A carried flag becomes exactly 1 where its event fires (0/1 weight).
                 door_belief.addcmul_(door_belief, t1, value=-1.0).add_(t1)
-            torch.sub(t2, t3, out=t3).add_(1.0)
-            ax.lerp_(nx, t3)
-            ay.lerp_(ny, t3)
+            torch.ne(nx, WALL_X, out=t3).add_(t2)
+            agent.lerp_(target, t3)
             # Picking up: the agent ends on the key; a carried key follows the agent.
-            torch.eq(ax, kx, out=t1)
-            torch.eq(ay, ky, out=t2)
+            torch.eq(agent, key, out=pair)
             t1.mul_(t2)
             if carry_belief is not None:
                 torch.mul(carry, -1.0, out=t2).add_(1.0).mul_(t1)
                 carry_belief.addcmul_(carry_belief, t2, value=-1.0).add_(t2)
             torch.maximum(carry, t1, out=carry)
-            kx.lerp_(ax, carry)
-            ky.lerp_(ay, carry)
+            key.lerp_(agent, carry)
             if self.belief:
                 beliefs[:CARRYING].add_(torch.div(state[:CARRYING], CELL_SCALE, out=spare))
             step_noise = None if noise is None else noise[t]
@@ -314,7 +316,7 @@ class FusedNoiseScorer(LeafScorer):
                     self._add_noise(state, step_noise)
             else:
                 self._add_noise_to_beliefs(state, beliefs, step_noise)
-            self._score_arrival(t, state, score, alive, t1, t2, t3)
+            self._score_arrival(t, state, score, alive, work[9:12])
         index = self._index[:rows]
         index.copy_(self._value_index(state, t1).view(-1))
         leaf_value = self.values.values_at(index, out=t2.view(-1)).view_as(score)
@@ -364,9 +366,21 @@ class FusedNoiseScorer(LeafScorer):
         """The rolled ``c1`` flag (last relevant dim) where the goal swaps on it, else None."""
         return state[self.n_dims - 1] if self.task.reads_c1 else None
 
-    def _on_cell(self, state, cell, swapped, c1, out, tmp) -> torch.Tensor:
-        """0/1 mask of leaves whose agent stands on ``cell``, or on ``swapped`` where the
-        rolled ``c1`` is 1 (``c1`` None: never swapped). Written into ``out``; uses ``tmp``."""
+    def _cell(self, cell: tuple[int, int] | None) -> torch.Tensor | None:
+        """``cell`` as a ``(2, 1, 1)`` float tensor on the scorer's device (``None`` for
+        ``None``): both coordinates of ``(2, E, L)`` positions compared in one op."""
+        if cell is None:
+            return None
+        return torch.tensor(cell, dtype=torch.float32, device=self.device).view(2, 1, 1)
+
+    def _on_cell(self, state, cell, cells, swapped, c1, pair) -> torch.Tensor:
+        """0/1 mask of leaves whose agent stands on ``cell`` (``cells``: it as ``_cell``), or on
+        ``swapped`` where the rolled ``c1`` is 1 (``c1`` None: never swapped). Written into
+        ``pair[0]``; uses ``pair[1]``."""
+        out, tmp = pair
+        if c1 is None or cell == swapped:
+            torch.eq(state[0:2], cells, out=pair)
+            return out.mul_(tmp)
         torch.eq(state[0], self._coordinate(cell[0], swapped[0], c1, tmp), out=out)
         return out.mul_(torch.eq(state[1], self._coordinate(cell[1], swapped[1], c1, tmp), out=tmp))
 
@@ -378,14 +392,15 @@ class FusedNoiseScorer(LeafScorer):
             return value
         return torch.mul(c1, swapped - value, out=out).add_(value)
 
-    def _score_arrival(self, t, state, score, alive, t1, t2, t3) -> None:
+    def _score_arrival(self, t, state, score, alive, temps) -> None:
         """Add ``gamma^t`` times the reward of arriving in the predicted state and retire leaves
-        that reached a goal or hazard (``gridplan.core.env.outcome``, ``task.goal_cells``)."""
+        that reached a goal or hazard (``gridplan.core.env.outcome``, ``task.goal_cells``).
+        ``temps``: three ``(E, L)`` temporaries, adjacent rows."""
         goal, hazard, c1 = self.task.goal, self.task.hazard, self._c1(state)
-        at_goal = self._on_cell(state, goal, hazard or goal, c1, t1, t3)
+        at_goal = self._on_cell(state, goal, self.goal_cell, hazard or goal, c1, temps[0:2])
         score.addcmul_(alive, at_goal, value=self.discounts[t])
         if hazard is not None:
-            at_hazard = self._on_cell(state, hazard, goal, c1, t2, t3)
+            at_hazard = self._on_cell(state, hazard, self.hazard_cell, goal, c1, temps[1:3])
             score.addcmul_(alive, at_hazard, value=-self.discounts[t])
             at_goal.add_(at_hazard)
         alive.addcmul_(alive, at_goal, value=-1.0)
