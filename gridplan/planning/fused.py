@@ -86,6 +86,8 @@ BUFFERS_PER_ROW = 14
 #: Working memory of one leaf row of a chunk: the float32 buffers plus an int64 V* index
 #: (a reading that carries beliefs adds one float32 per carried dim).
 FUSED_BYTES_PER_ROW = BUFFERS_PER_ROW * 4 + 8
+#: ``CELL_SCALE`` as a 0-dim float32 tensor, the divisor of ``torch.addcdiv`` (any device).
+_CELL_SCALE = torch.tensor(CELL_SCALE)
 
 
 def _at_least(buffer: torch.Tensor, numel: int) -> torch.Tensor:
@@ -334,7 +336,9 @@ class FusedNoiseScorer(LeafScorer):
         split = min(max(CARRYING, lo), hi)
         if split > lo:
             pos = state[lo:split]
-            pos.div_(CELL_SCALE).add_(noise[: split - lo]).mul_(CELL_SCALE)
+            # noise + cell / 7 in one pass: addcdiv divides, then adds (no fused multiply-add),
+            # the same two roundings as a division followed by an addition.
+            torch.addcdiv(noise[: split - lo], pos, _CELL_SCALE, out=pos).mul_(CELL_SCALE)
             pos.round_().clamp_(0, GRID_SIZE - 1)
         if hi > split:
             flags = state[split:hi]
@@ -409,9 +413,11 @@ class FusedNoiseScorer(LeafScorer):
         """Flat V* index (``gridplan.core.values.discrete_index`` order) computed in float32: the
         largest index, 2^15 - 1, is exact."""
         ax, ay, kx, ky, carry, door = state[:6]
-        torch.mul(ax, GRID_SIZE, out=out).add_(ay).mul_(GRID_SIZE).add_(kx)
-        out.mul_(GRID_SIZE).add_(ky).mul_(2).add_(carry).mul_(2).add_(door)
+        # Each digit in one op, digit + radix * out (exact: integers below 2^24).
+        torch.add(ay, ax, alpha=GRID_SIZE, out=out)
+        for digit, radix in ((kx, GRID_SIZE), (ky, GRID_SIZE), (carry, 2), (door, 2)):
+            torch.add(digit, out, alpha=radix, out=out)
         c1 = self._c1(state)
         if c1 is not None:
-            out.mul_(2).add_(c1)
+            torch.add(c1, out, alpha=2, out=out)
         return out
