@@ -274,10 +274,10 @@ class FusedNoiseScorer(LeafScorer):
         self._index = _at_least(self._index, rows)
         work = self._work[: self.n_buffers * rows].view(self.n_buffers, e, self.n_leaves)
         state = work[: self.n_dims]
-        ax, ay, kx, ky, carry, door = state[:6]
-        nx, ny, t1, t2, t3, score, alive = work[7:14]
-        agent, key, target, pair = state[0:2], state[2:4], work[7:9], work[9:11]
-        #: Four consecutive temporaries (nx, ny, t1, t2), free before and after the move.
+        agent, key, (carry, door) = state[0:2], state[2:4], state[CARRYING : CARRYING + 2]
+        target, pair, (t1, t2, t3, score, alive) = work[7:9], work[9:11], work[9:14]
+        nx = target[0]
+        #: Four consecutive temporaries (target, t1, t2), free before and after the move.
         spare = work[7:11]
         beliefs = work[14:] if self.n_buffers > BUFFERS_PER_ROW else None
         positions, flags = self.dims[:CARRYING], self.dims[CARRYING:]
