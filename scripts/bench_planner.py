@@ -1200,6 +1200,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads is not None and args.threads < 1:
         parser.error(f"--threads must be >= 1, got {args.threads}")
     if args.against:
+        if args.device != "cpu":
+            parser.error("--against times the planner on the CPU only (no --device)")
         return against_main(args)
     args.depths = args.depths or [1, 2, 4, 6]
     args.batches = args.batches or [100, 1000, 4000]
