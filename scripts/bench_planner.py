@@ -25,6 +25,15 @@ spinning on one core, at 1 and 2 threads.
     python scripts/bench_planner.py --json bench.json --e1  # the numbers of docs/PERFORMANCE.md
     python scripts/bench_planner.py --threads 1 --only-learned --call-sweep --busy
     python scripts/bench_planner.py --device cuda --max-memory 8G
+    python scripts/bench_planner.py --against b91621d --pairs 8  # this checkout vs a git ref
+
+``--against REF`` times only the fused noise planner (default ``M(.35,.1)``, D = 4, 4,000
+episodes) of this checkout, uncommitted edits included, against git ``REF`` checked out in a
+temporary worktree: fresh processes alternate (this checkout, REF, this checkout, ...), each
+importing its own tree's ``gridplan`` through ``scripts/planner_timing.py`` (either module
+layout), one thread each. Every pair's rates and ratio are printed, then the median ratio and
+its range; the exit status is 1 if the two trees choose different actions. Run it before
+landing a change to a hot path (docs/PERFORMANCE.md, "Timing against a git ref").
 
 The reference is timed on fewer decisions than the batched planner (its rate is per decision,
 so the ratio is fair); its actions are checked on the first episodes of the batch, handed the
@@ -46,6 +55,7 @@ import statistics
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -954,18 +964,170 @@ def summarize(rows: list[dict]) -> dict:
     }
 
 
+#: The worker ``--against`` runs in a fresh process per timing, on either tree.
+TIMING_PROGRAM = Path(__file__).resolve().with_name("planner_timing.py")
+#: Defaults of ``--against``: the fused noise planner's configuration of docs/PERFORMANCE.md,
+#: and the decisions each timing process times after its warm-up (their median is its rate).
+AGAINST_DEPTH, AGAINST_EPISODES, AGAINST_MODEL, AGAINST_CALLS = 4, 4000, "M(.35,.1)", 8
+
+
+def git(repo: Path, *argv: str) -> str:
+    """Run ``git -C repo argv`` and return its stdout; a failure raises naming git's reason."""
+    done = subprocess.run(["git", "-C", str(repo), *argv], capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"git {' '.join(argv)} failed: {done.stderr.strip()}")
+    return done.stdout.strip()
+
+
+@contextlib.contextmanager
+def ref_worktree(ref: str):
+    """A detached git worktree of ``ref`` (any commit-ish of this checkout's repository) in a
+    temporary folder, removed afterwards; yields ``(path, short commit)``.
+
+    Raises:
+        RuntimeError: if ``ref`` names no commit or the worktree cannot be made.
+    """
+    repo = Path(__file__).resolve().parents[1]
+    commit = git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    with tempfile.TemporaryDirectory(prefix="bench-against-") as tmp:
+        tree = Path(tmp) / "tree"
+        git(repo, "worktree", "add", "--detach", "--quiet", str(tree), commit)
+        try:
+            yield tree, commit[:9]
+        finally:
+            git(repo, "worktree", "remove", "--force", str(tree))
+
+
+def time_tree(tree: Path, roots: Path, depth: int, model: str, calls: int, threads: int) -> dict:
+    """One timing of ``tree``'s planner in a fresh process (``TIMING_PROGRAM``) that imports
+    ``gridplan`` from ``tree`` alone.
+
+    Raises:
+        RuntimeError: if the process fails or imported ``gridplan`` code from another tree.
+    """
+    env = dict(os.environ, PYTHONPATH=str(tree), OMP_NUM_THREADS=str(threads))
+    command = [sys.executable, str(TIMING_PROGRAM), "--roots", str(roots), "--depth", str(depth)]
+    command += ["--model", model, "--calls", str(calls), "--threads", str(threads)]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tree)
+    if done.returncode:
+        raise RuntimeError(f"timing {tree} failed:\n{done.stderr.strip()[-2000:]}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    home = tree.resolve() / "gridplan"
+    if not Path(result["gridplan"]).resolve().is_relative_to(home) or result["foreign_modules"]:
+        raise RuntimeError(
+            f"timing {tree} imported gridplan from {result['gridplan']} "
+            f"(and {result['foreign_modules']} from elsewhere), not from {home}"
+        )
+    return result
+
+
+def against(ref: str, depth: int, episodes: int, model: str, pairs: int, threads: int) -> dict:
+    """The fused planner of this checkout timed against git ``ref`` in interleaved pairs.
+
+    Each pair is two fresh processes, this checkout then ``ref`` (a temporary worktree), on
+    the same root states and tie/noise seed; each process times ``AGAINST_CALLS`` decisions
+    after a warm-up and reports their median rate. The ratio of a pair is ours over
+    ref's rate; on a shared machine only the median over many pairs means anything. Beside it
+    the ratio of the fastest calls (other processes only ever slow a call down, so the fastest
+    is the least disturbed) and of the rates per CPU second (leaving out the time other
+    processes held the cores); neither is what a user waits, both are steadier.
+    Prints every pair, the median ratio and the range.
+
+    Returns:
+        ``{"ref", "commit", "depth", "episodes", "model", "threads", "pairs": [...],
+        "median_ratio", "min_ratio", "max_ratio", "median_best_ratio", "median_cpu_ratio",
+        "actions_identical", "load_average", "load_average_after"}``.
+    """
+    ours = Path(__file__).resolve().parents[1]
+    load = [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
+    rows = []
+    with ref_worktree(ref) as (tree, commit), tempfile.TemporaryDirectory() as tmp:
+        roots = Path(tmp) / "roots.pt"
+        torch.save(start_states([0], episodes), roots)
+        print(
+            f"{model} D={depth} B={episodes}, {threads} thread(s) per process: "
+            f"this checkout against {ref} ({commit}), {pairs} interleaved pairs"
+        )
+        for i in range(pairs):
+            mine = time_tree(ours, roots, depth, model, AGAINST_CALLS, threads)
+            theirs = time_tree(tree, roots, depth, model, AGAINST_CALLS, threads)
+            row = {
+                "ours_transitions_per_s": mine["transitions_per_s"],
+                "ref_transitions_per_s": theirs["transitions_per_s"],
+                "ratio": mine["transitions_per_s"] / theirs["transitions_per_s"],
+                "best_ratio": mine["best_transitions_per_s"] / theirs["best_transitions_per_s"],
+                "cpu_ratio": mine["transitions_per_cpu_s"] / theirs["transitions_per_cpu_s"],
+                "identical": mine["actions_sha256"] == theirs["actions_sha256"],
+                "actions_sha256": mine["actions_sha256"],
+            }
+            rows.append(row)
+            same = "identical" if row["identical"] else "DIFFER"
+            print(
+                f"pair {i + 1:>2}: ours {row['ours_transitions_per_s'] / 1e6:5.2f} "
+                f"ref {row['ref_transitions_per_s'] / 1e6:5.2f} M transitions/s, "
+                f"ratio {row['ratio']:.3f} (fastest {row['best_ratio']:.3f}, "
+                f"CPU time {row['cpu_ratio']:.3f}), actions {same}",
+                flush=True,
+            )
+    ratios = [r["ratio"] for r in rows]
+    identical = all(r["identical"] for r in rows) and len({r["actions_sha256"] for r in rows}) == 1
+    out = {
+        "ref": ref,
+        "commit": commit,
+        "depth": depth,
+        "episodes": episodes,
+        "model": model,
+        "threads": threads,
+        "pairs": rows,
+        "median_ratio": statistics.median(ratios),
+        "min_ratio": min(ratios),
+        "max_ratio": max(ratios),
+        "median_best_ratio": statistics.median(r["best_ratio"] for r in rows),
+        "median_cpu_ratio": statistics.median(r["cpu_ratio"] for r in rows),
+        "actions_identical": identical,
+        "load_average": load,
+    }
+    if hasattr(os, "getloadavg"):
+        out["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
+    print(
+        f"median ratio {out['median_ratio']:.3f} (range {out['min_ratio']:.3f}-"
+        f"{out['max_ratio']:.3f}) over {pairs} pairs, fastest calls "
+        f"{out['median_best_ratio']:.3f}, CPU time {out['median_cpu_ratio']:.3f}; "
+        f"actions identical: {identical}; "
+        f"load average {load} -> {out.get('load_average_after')}"
+    )
+    return out
+
+
+def against_main(args) -> int:
+    """``--against``: every (depth, batch) pair of ``--depths`` x ``--batches``; exit status 1
+    if any actions differ between the trees."""
+    threads = 1 if args.threads is None else args.threads
+    results = [
+        against(args.against, depth, episodes, args.against_model, args.pairs, threads)
+        for depth in args.depths or [AGAINST_DEPTH]
+        for episodes in args.batches or [AGAINST_EPISODES]
+    ]
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"against": results}, indent=2) + "\n")
+        print(f"wrote {args.json}")
+    return 0 if all(r["actions_identical"] for r in results) else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
     parser.add_argument(
-        "--depths", type=int_list, default=[1, 2, 4, 6], help="search depths (default 1,2,4,6)"
+        "--depths",
+        type=int_list,
+        help=f"search depths (default 1,2,4,6; with --against {AGAINST_DEPTH})",
     )
     parser.add_argument(
         "--batches",
         type=int_list,
-        default=[100, 1000, 4000],
-        help="episodes per decision (default 100,1000,4000); the largest is checked against "
-        "the reference",
+        help="episodes per decision (default 100,1000,4000; the largest is checked against "
+        f"the reference; with --against {AGAINST_EPISODES})",
     )
     parser.add_argument(
         "--max-memory",
@@ -1014,6 +1176,22 @@ def main(argv: list[str] | None = None) -> int:
         help="rows at 1 and 2 threads beside a neighbour process spinning on one core",
     )
     parser.add_argument("--only-busy", action="store_true", help="only the --busy rows")
+    parser.add_argument(
+        "--against",
+        metavar="REF",
+        help="only time the fused planner of this checkout against git REF (a temporary "
+        "worktree), interleaved in fresh processes, one thread each unless --threads; prints "
+        "every pair and the median ratio",
+    )
+    parser.add_argument(
+        "--pairs", type=int, default=8, help="interleaved pairs of --against (default 8)"
+    )
+    parser.add_argument(
+        "--against-model",
+        choices=list(MODELS),
+        default=AGAINST_MODEL,
+        help=f"the model --against plans with (default {AGAINST_MODEL})",
+    )
     parser.add_argument("--quick", action="store_true", help="small sanity run")
     parser.add_argument("--json", type=Path, help="write the results as JSON here")
     args = parser.parse_args(argv)
@@ -1021,6 +1199,16 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         valid = ", ".join(LEARNED_PATHS)
         parser.error(f"unknown --learned-paths {sorted(unknown)}; valid: {valid}")
+    if args.pairs < 1:
+        parser.error(f"--pairs must be >= 1, got {args.pairs}")
+    if args.threads is not None and args.threads < 1:
+        parser.error(f"--threads must be >= 1, got {args.threads}")
+    if args.against:
+        if args.device != "cpu":
+            parser.error("--against times the planner on the CPU only (no --device)")
+        return against_main(args)
+    args.depths = args.depths or [1, 2, 4, 6]
+    args.batches = args.batches or [100, 1000, 4000]
     if args.quick:
         args.depths, args.batches, args.min_time = [1, 2, 4], [100, 1000], 0.2
         args.learned_batches, args.learned_d6 = [100], False

@@ -21,7 +21,7 @@ and randomness (``docs/PERFORMANCE.md``):
   (``tests/test_fast_paths.py``).
 * **Branch-free float arithmetic on dims-major buffers** ``(K, E, L)`` reused across steps and
   decisions: comparisons write 0/1 floats, ``where`` becomes ``lerp`` with a 0/1 weight, and a
-  step is 30-50 in-place tensor ops with no indexing, no bool tensors and no host syncs.
+  step is 25-45 in-place tensor ops with no indexing, no bool tensors and no host syncs.
 
 Readings (``gridplan.core.readings``). The scorer honours every switch that can change a leaf
 score. The flags' noise scale comes with ``sigma``. A carried dim is held twice, as the
@@ -91,6 +91,8 @@ BUFFERS_PER_ROW = 14
 #: Working memory of one leaf row of a chunk: the float32 buffers plus an int64 V* index
 #: (a reading that carries beliefs adds one float32 per carried dim).
 FUSED_BYTES_PER_ROW = BUFFERS_PER_ROW * 4 + 8
+#: ``CELL_SCALE`` as a 0-dim float32 tensor, the divisor of ``torch.addcdiv`` (any device).
+_CELL_SCALE = torch.tensor(CELL_SCALE)
 
 
 def _at_least(buffer: torch.Tensor, numel: int) -> torch.Tensor:
@@ -181,9 +183,17 @@ class FusedNoiseScorer(LeafScorer):
         check_depth(depth, max_memory, lambda d: self.bytes_per_row + (4 * noisy_dims + 24) * d)
         self.scales = sig[:, self.lo : self.hi]
         self.quiet_settings = (self.scales == 0).all(dim=1).cpu()
-        #: ``(D, L)`` x and y displacement of every leaf's step-``t`` action.
+        #: Per setting, the sigma shared by all its dims ``[lo, hi)``, or ``None``.
+        self._shared_sigma = [
+            float(row[0]) if row.numel() and bool((row == row[0]).all()) else None
+            for row in self.scales.cpu()
+        ]
+        #: ``(D, 2, 1, L)`` x and y displacement of every leaf's step-``t`` action.
         moves = MOVES.to(self.device).float()[action_sequences(depth, self.device).T]
-        self.dx, self.dy = (m.contiguous() for m in moves.unbind(dim=2))
+        self.moves = moves.permute(0, 2, 1).unsqueeze(2).contiguous()
+        #: ``(2, 1, 1)`` the door cell, and the goal and hazard cells (``None`` without one).
+        self.door_cell = self._cell((WALL_X, DOOR_CELL[1]))
+        self.goal_cell, self.hazard_cell = self._cell(task.goal), self._cell(task.hazard)
         self.max_memory = max_memory
         self.max_rows = max_rows or max(1, max_memory // 2 // self.bytes_per_row)
         self._work = torch.empty(0, device=self.device)
@@ -235,16 +245,23 @@ class FusedNoiseScorer(LeafScorer):
         shape = (self.depth, self.hi - self.lo, settings.shape[0], self.n_leaves)
         self._noise = _at_least(self._noise, math.prod(shape))
         z = self._noise[: math.prod(shape)].view(shape)
-        if self.tree == "independent":
-            torch.randn(shape, generator=generator, out=z)
+        shared = {self._shared_sigma[i] for i in settings.unique().tolist()}
+        if self.tree == "independent" and len(shared) == 1 and None not in shared:
+            # One sigma for the whole unit: the sampler writes x * sigma + 0, the same float32
+            # product (and stream) as drawing x and multiplying after, one pass fewer.
+            z.normal_(0.0, shared.pop(), generator=generator)
         else:
-            k, e = shape[1:3]
-            for t in range(self.depth):
-                nodes = N_ACTIONS ** (t + 1)
-                draw = torch.randn((k, e, nodes, 1), generator=generator, device=self.device)
-                z[t].view(k, e, nodes, -1).copy_(draw.expand(-1, -1, -1, self.n_leaves // nodes))
-        scale = self.scales[settings.to(self.device)].T.unsqueeze(2)
-        z.mul_(scale)
+            if self.tree == "independent":
+                torch.randn(shape, generator=generator, out=z)
+            else:
+                k, e = shape[1:3]
+                for t in range(self.depth):
+                    nodes = N_ACTIONS ** (t + 1)
+                    draw = torch.randn((k, e, nodes, 1), generator=generator, device=self.device)
+                    z[t].view(k, e, nodes, -1).copy_(
+                        draw.expand(-1, -1, -1, self.n_leaves // nodes)
+                    )
+            z.mul_(self.scales[settings.to(self.device)].T.unsqueeze(2))
         if self.rho is not None:
             # Same float32 operations as AR1NoiseModel.predict: rho * e + c * fresh.
             keep = (1.0 - self.rho**2) ** 0.5
@@ -268,9 +285,10 @@ class FusedNoiseScorer(LeafScorer):
         self._index = _at_least(self._index, rows)
         work = self._work[: self.n_buffers * rows].view(self.n_buffers, e, self.n_leaves)
         state = work[: self.n_dims]
-        ax, ay, kx, ky, carry, door = state[:6]
-        nx, ny, t1, t2, t3, score, alive = work[7:14]
-        #: Four consecutive temporaries (nx, ny, t1, t2), free before and after the move.
+        agent, key, (carry, door) = state[0:2], state[2:4], state[CARRYING : CARRYING + 2]
+        target, pair, (t1, t2, t3, score, alive) = work[7:9], work[9:11], work[9:14]
+        nx = target[0]
+        #: Four consecutive temporaries (target, t1, t2), free before and after the move.
         spare = work[7:11]
         beliefs = work[14:] if self.n_buffers > BUFFERS_PER_ROW else None
         positions, flags = self.dims[:CARRYING], self.dims[CARRYING:]
@@ -292,31 +310,29 @@ class FusedNoiseScorer(LeafScorer):
                 beliefs[:CARRYING].sub_(torch.div(state[:CARRYING], CELL_SCALE, out=spare))
             # Agent, door and key (gridplan.core.env.relevant_step): a target off the grid clamps
             # back onto the agent's own cell; in the wall column only the open door admits.
-            # t1..t3 are 0/1 masks: t3 target in the wall column, t1 target is the door cell,
-            # t2 ... and the door is open; then t1 opens it (closed, carrying) and t3 moves.
-            torch.add(ax, self.dx[t], out=nx).clamp_(0, GRID_SIZE - 1)
-            torch.add(ay, self.dy[t], out=ny).clamp_(0, GRID_SIZE - 1)
-            torch.eq(nx, WALL_X, out=t3)
-            torch.eq(ny, DOOR_CELL[1], out=t1).mul_(t3)
+            # t1..t3 are 0/1 masks: t1 target is the door cell, t2 ... and the door is open;
+            # then t1 opens it (closed, carrying) and t3 moves (not the wall column, or t2).
+            # Both coordinates go through one op where they can (agent, target, key and
+            # (t1, t2) are adjacent rows): every op is a parallel region and a dispatch.
+            torch.add(agent, self.moves[t], out=target).clamp_(0, GRID_SIZE - 1)
+            torch.eq(target, self.door_cell, out=pair)
+            t1.mul_(t2)
             torch.mul(t1, door, out=t2)
             t1.sub_(t2).mul_(carry)
             door.add_(t1)
             if door_belief is not None:
                 # A carried flag becomes exactly 1 where its event fires (0/1 weight).
                 door_belief.addcmul_(door_belief, t1, value=-1.0).add_(t1)
-            torch.sub(t2, t3, out=t3).add_(1.0)
-            ax.lerp_(nx, t3)
-            ay.lerp_(ny, t3)
+            torch.ne(nx, WALL_X, out=t3).add_(t2)
+            agent.lerp_(target, t3)
             # Picking up: the agent ends on the key; a carried key follows the agent.
-            torch.eq(ax, kx, out=t1)
-            torch.eq(ay, ky, out=t2)
+            torch.eq(agent, key, out=pair)
             t1.mul_(t2)
             if carry_belief is not None:
                 torch.mul(carry, -1.0, out=t2).add_(1.0).mul_(t1)
                 carry_belief.addcmul_(carry_belief, t2, value=-1.0).add_(t2)
             torch.maximum(carry, t1, out=carry)
-            kx.lerp_(ax, carry)
-            ky.lerp_(ay, carry)
+            key.lerp_(agent, carry)
             if self.belief:
                 beliefs[:CARRYING].add_(torch.div(state[:CARRYING], CELL_SCALE, out=spare))
             step_noise = None if noise is None else noise[t]
@@ -325,7 +341,7 @@ class FusedNoiseScorer(LeafScorer):
                     self._add_noise(state, step_noise)
             else:
                 self._add_noise_to_beliefs(state, beliefs, step_noise)
-            self._score_arrival(t, state, score, alive, t1, t2, t3)
+            self._score_arrival(t, state, score, alive, work[9:12])
         index = self._index[:rows]
         index.copy_(self._value_index(state, t1).view(-1))
         leaf_value = self.values.values_at(index, out=t2.view(-1)).view_as(score)
@@ -343,7 +359,9 @@ class FusedNoiseScorer(LeafScorer):
         split = min(max(CARRYING, lo), hi)
         if split > lo:
             pos = state[lo:split]
-            pos.div_(CELL_SCALE).add_(noise[: split - lo]).mul_(CELL_SCALE)
+            # noise + cell / 7 in one pass: addcdiv divides, then adds (no fused multiply-add),
+            # the same two roundings as a division followed by an addition.
+            torch.addcdiv(noise[: split - lo], pos, _CELL_SCALE, out=pos).mul_(CELL_SCALE)
             pos.round_().clamp_(0, GRID_SIZE - 1)
         if hi > split:
             flags = state[split:hi]
@@ -375,9 +393,21 @@ class FusedNoiseScorer(LeafScorer):
         """The rolled ``c1`` flag (last relevant dim) where the goal swaps on it, else None."""
         return state[self.n_dims - 1] if self.task.reads_c1 else None
 
-    def _on_cell(self, state, cell, swapped, c1, out, tmp) -> torch.Tensor:
-        """0/1 mask of leaves whose agent stands on ``cell``, or on ``swapped`` where the
-        rolled ``c1`` is 1 (``c1`` None: never swapped). Written into ``out``; uses ``tmp``."""
+    def _cell(self, cell: tuple[int, int] | None) -> torch.Tensor | None:
+        """``cell`` as a ``(2, 1, 1)`` float tensor on the scorer's device (``None`` for
+        ``None``): both coordinates of ``(2, E, L)`` positions compared in one op."""
+        if cell is None:
+            return None
+        return torch.tensor(cell, dtype=torch.float32, device=self.device).view(2, 1, 1)
+
+    def _on_cell(self, state, cell, cells, swapped, c1, pair) -> torch.Tensor:
+        """0/1 mask of leaves whose agent stands on ``cell`` (``cells``: it as ``_cell``), or on
+        ``swapped`` where the rolled ``c1`` is 1 (``c1`` None: never swapped). Written into
+        ``pair[0]``; uses ``pair[1]``."""
+        out, tmp = pair
+        if c1 is None or cell == swapped:
+            torch.eq(state[0:2], cells, out=pair)
+            return out.mul_(tmp)
         torch.eq(state[0], self._coordinate(cell[0], swapped[0], c1, tmp), out=out)
         return out.mul_(torch.eq(state[1], self._coordinate(cell[1], swapped[1], c1, tmp), out=tmp))
 
@@ -389,14 +419,15 @@ class FusedNoiseScorer(LeafScorer):
             return value
         return torch.mul(c1, swapped - value, out=out).add_(value)
 
-    def _score_arrival(self, t, state, score, alive, t1, t2, t3) -> None:
+    def _score_arrival(self, t, state, score, alive, temps) -> None:
         """Add ``gamma^t`` times the reward of arriving in the predicted state and retire leaves
-        that reached a goal or hazard (``gridplan.core.env.outcome``, ``task.goal_cells``)."""
+        that reached a goal or hazard (``gridplan.core.env.outcome``, ``task.goal_cells``).
+        ``temps``: three ``(E, L)`` temporaries, adjacent rows."""
         goal, hazard, c1 = self.task.goal, self.task.hazard, self._c1(state)
-        at_goal = self._on_cell(state, goal, hazard or goal, c1, t1, t3)
+        at_goal = self._on_cell(state, goal, self.goal_cell, hazard or goal, c1, temps[0:2])
         score.addcmul_(alive, at_goal, value=self.discounts[t])
         if hazard is not None:
-            at_hazard = self._on_cell(state, hazard, goal, c1, t2, t3)
+            at_hazard = self._on_cell(state, hazard, self.hazard_cell, goal, c1, temps[1:3])
             score.addcmul_(alive, at_hazard, value=-self.discounts[t])
             at_goal.add_(at_hazard)
         alive.addcmul_(alive, at_goal, value=-1.0)
@@ -405,11 +436,13 @@ class FusedNoiseScorer(LeafScorer):
         """Flat V* index (``gridplan.core.values.discrete_index`` order) computed in float32: the
         largest index, 2^15 - 1, is exact."""
         ax, ay, kx, ky, carry, door = state[:6]
-        torch.mul(ax, GRID_SIZE, out=out).add_(ay).mul_(GRID_SIZE).add_(kx)
-        out.mul_(GRID_SIZE).add_(ky).mul_(2).add_(carry).mul_(2).add_(door)
+        # Each digit in one op, digit + radix * out (exact: integers below 2^24).
+        torch.add(ay, ax, alpha=GRID_SIZE, out=out)
+        for digit, radix in ((kx, GRID_SIZE), (ky, GRID_SIZE), (carry, 2), (door, 2)):
+            torch.add(digit, out, alpha=radix, out=out)
         c1 = self._c1(state)
         if c1 is not None:
-            out.mul_(2).add_(c1)
+            torch.add(c1, out, alpha=2, out=out)
         return out
 
 
