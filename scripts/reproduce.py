@@ -14,14 +14,14 @@ Examples::
 Each group writes ``<out>/<group>/`` (CSV + JSON of every number, ``table.md`` with the paper's
 values beside ours and a verdict, PNG figures, ``done.json`` last). Finished groups are skipped
 unless ``--force``. ``--reading NAME`` runs the controlled models and the planner under another
-reading of the paper's ambiguous choices (``gridplan/readings.py``) into ``<out>/<NAME>/``,
+reading of the paper's ambiguous choices (``gridplan/core/readings.py``) into ``<out>/<NAME>/``,
 never over the default's results; the learned models of e3 are shared by every reading.
 ``--launcher NAME`` sends e3's training groups (one vectorized group per job, ``--jobs`` of
 them) through the Hydra launcher ``python -m train`` uses (``hydra/launcher=NAME``: joblib,
 submitit_local, the SLURM preset ``slurm`` of ``configs/hydra/launcher/``, ...;
 ``gridplan/training/dispatch.py``); without it they train in worker processes here. The
 models are the same either way, and finished groups are still skipped. See
-``gridplan/experiments`` and, for the profiles' protocols, ``gridplan/protocols.py``.
+``gridplan/experiments`` and, for the profiles' protocols, ``gridplan/core/protocols.py``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Plain-Python reference of the environment and the planner, one episode at a time.
 
 The batched code in ``gridplan.core.env`` and ``gridplan.planning.planner`` is checked against this
-module on random seeds (``tests/test_reference.py``), and benchmarks use ``ref_plan`` as the
+module on random seeds (``tests/core/test_reference.py``), and benchmarks use ``ref_plan`` as the
 per-episode, leaf-by-leaf baseline. It is written from the rules of paper §3 and appendix D
 on ints, bools and tuples, without calling the batched functions, so that agreement between
 the two is evidence that both follow the rules. The shared inputs are the task's data (its

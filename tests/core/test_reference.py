@@ -1,5 +1,5 @@
 """The batched environment and planner against the plain per-episode reference
-(gridplan/reference.py), on random seeds.
+(gridplan/planning/reference.py), on random seeds.
 
 How randomness is matched:
 

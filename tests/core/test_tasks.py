@@ -1,4 +1,4 @@
-"""Tasks as data and the registry (gridplan/tasks.py; paper §3, §5.3)."""
+"""Tasks as data and the registry (gridplan/core/tasks.py; paper §3, §5.3)."""
 
 from __future__ import annotations
 
