@@ -3,8 +3,9 @@ decision regret (L4), and the exploitability gap XGap (L7).
 
 From each true root state ``s`` the depth-``D`` planner scores every leaf (action sequence)
 with the model (``leaf_scores``, through the leaf scorer the planner picks, ``Planner.scorer``),
-takes the best leaf under each first action as that action's value, and picks the best first action, ties at random from
-tie-break uniforms drawn before any model noise (as ``Planner.act``). The same leaves scored
+takes the best leaf under each first action as that action's value, and picks the best first
+action, ties at random from tie-break uniforms drawn before any model noise (as
+``Planner.act``). The same leaves scored
 with the oracle give each sequence's *true* return: true rewards along the true path plus
 ``gamma^D V*`` at its end (the relevant dynamics are deterministic, so the oracle's score is
 the return of executing the sequence), and their best under each first action is exactly
