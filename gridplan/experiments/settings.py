@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -251,6 +252,7 @@ class E6Config(GroupConfig):
 
     recorded: ClassVar[tuple[str, ...]] = ("seeds", "episodes", "horizons", "n_windows")
 
+    # The pairs are typed Any: OmegaConf has no fixed-length tuple type.
     models: tuple[Any, ...]
     depths: tuple[int, ...]
     protocol: Protocol
@@ -437,6 +439,7 @@ class E7Config(GroupConfig):
     deep_episodes: int
     n_windows: int
     horizon: int = 10
+    #: ``(field, size)`` pairs, typed Any as E6Config's pairs are.
     ladder_sizes: tuple[Any, ...]
     n_resamples: int
     train_overrides: tuple[str, ...] = ()
@@ -485,31 +488,36 @@ def _writable(node: DictConfig) -> DictConfig:
     """``node`` (a structured schema) with every structured field present and none read-only:
     OmegaConf makes the nodes of frozen dataclasses read-only, which no merge can fill."""
     OmegaConf.set_readonly(node, None)
+    kinds = typing.get_type_hints(OmegaConf.get_type(node))
     for key in node:
-        child = node._get_node(key)
-        kind = child._metadata.ref_type
-        if OmegaConf.is_missing(node, key) and dataclasses.is_dataclass(kind):
-            node[key] = OmegaConf.structured(kind)
-        if isinstance(node._get_node(key), DictConfig):
+        if OmegaConf.is_missing(node, key) and dataclasses.is_dataclass(kinds[key]):
+            node[key] = OmegaConf.structured(kinds[key])
+        if not OmegaConf.is_missing(node, key) and isinstance(node[key], DictConfig):
             _writable(node[key])
     return node
 
 
-def load_settings(profile: str) -> Settings:
+def load_settings(profile: str, overrides: Sequence[str] = ()) -> Settings:
     """Every group's settings of ``profile``: ``configs/experiments/settings.yaml`` composed
-    by Hydra with ``profile=<profile>``, typed by ``Settings`` and built by
+    by Hydra with ``profile=<profile>`` and ``overrides`` (Hydra's grammar: ``e1.sigma_r=[0,0.2]``
+    for a key the files set, ``+e6.fan_seed=4`` for one left at the dataclass's default),
+    typed by ``Settings`` (an unknown key is refused there) and built by
     ``OmegaConf.to_object`` (each dataclass validating itself).
 
     Raises:
-        ValueError: on an unknown profile, or settings that do not compose or validate.
+        ValueError: on an unknown profile, or settings that do not compose, do not fit the
+            schema or fail a dataclass's check (naming the profile).
     """
-    cfg = compose_config(SETTINGS_DIR, "settings", [f"profile={profile}"])
+    cfg = compose_config(SETTINGS_DIR, "settings", [f"profile={profile}", *overrides])
     try:
         # Resolved first: a typed node takes a merged value, not an interpolation of a node.
         OmegaConf.resolve(cfg)
         return OmegaConf.to_object(OmegaConf.merge(_writable(OmegaConf.structured(Settings)), cfg))
-    except OmegaConfBaseException as err:
-        raise ValueError(f"settings of profile {profile!r}: {str(err).splitlines()[0]}") from err
+    except (ValueError, OmegaConfBaseException) as err:
+        key = getattr(err, "full_key", None)
+        where = f" at {key}" if key else ""
+        message = f"settings of profile {profile!r}: {str(err).splitlines()[0]}{where}"
+        raise ValueError(message) from err
 
 
 OmegaConf.register_new_resolver("zoo", _zoo, replace=True)
