@@ -10,8 +10,8 @@ prediction metrics. The paper uses two, defined here once and read by ``python -
 
 ``PROFILES`` holds them per reproduction profile (``full`` = the paper's, ``quick`` =
 minutes on 2 CPU cores, ``tiny`` = seconds, for plumbing tests); a group that deviates from
-its profile's protocol says so with ``Protocol.replace`` beside its settings
-(``gridplan.experiments.settings``).
+its profile's protocol says so in its settings file (``configs/experiments/``, composed by
+``gridplan.experiments.settings``).
 """
 
 from __future__ import annotations

@@ -2,10 +2,17 @@
 
 One public place for what groups share: the E1 grid that e2, e4 and e6 reuse, E2's
 relevance sweep that e4 reuses, E3's training rows and overrides that e4 trains with, E7's
-learned-model zoos (read from ``configs/zoo/``). Each
-``E<n>`` maps a profile name (``gridplan.core.protocols.PROFILES``) to that group's config; the
-closed-loop and window counts come from the profile's protocols (``gridplan.core.protocols``),
-and a group that deviates from them says so here with ``Protocol.replace``.
+learned-model zoos (read from ``configs/zoo/``). Each ``E<n>`` maps a profile name
+(``gridplan.core.protocols.PROFILES``) to that group's config.
+
+The values live in Hydra configs, ``configs/experiments/``: ``settings.yaml`` selects the
+profile (its protocols, from ``gridplan.core.protocols``, in Hydra's ConfigStore as group
+``profile``) and one file per experiment group of that profile, ``e<n>/<profile>.yaml``; a
+``quick`` or ``tiny`` file takes ``full`` through its defaults list and sets only what the
+profile changes, and the closed-loop and window counts are interpolations of the profile's
+protocols (``${profile.controlled}``), so a group that deviates from them says so in its
+file. ``load_settings`` composes them, types them by ``Settings`` and builds the dataclasses
+below with ``OmegaConf.to_object``, each checking itself in ``__post_init__``.
 
 A config is recorded in ``results.json`` / ``done.json`` by ``to_dict``: its fields in order,
 the protocol's fields inline (those the group has always recorded, ``recorded``), so the
@@ -16,12 +23,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
-from omegaconf import MISSING, OmegaConf
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from gridplan.core.protocols import PROFILES, Profile, Protocol
@@ -30,10 +39,21 @@ from gridplan.metrics.relevance_estimation import FVIConfig
 from gridplan.metrics.stats import ISO_TOLERANCE
 from gridplan.training.config import DEFAULT_CONFIG_DIR, compose_config
 
-FULL, QUICK, TINY = PROFILES["full"], PROFILES["quick"], PROFILES["tiny"]
+
+def _tuples(value):
+    """``value`` with every list, nested ones too, made a tuple."""
+    return tuple(_tuples(v) for v in value) if isinstance(value, list | tuple) else value
 
 
-class GroupConfig:
+class _TupleFields:
+    """Tuple fields from lists: ``OmegaConf.to_object`` gives lists for tuple fields."""
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            object.__setattr__(self, f.name, _tuples(getattr(self, f.name)))
+
+
+class GroupConfig(_TupleFields):
     """Base of the group configs: the recorded form (see the module docstring)."""
 
     #: Keys written in place of the ``Protocol`` field, in this order: protocol fields, or
@@ -56,12 +76,6 @@ class GroupConfig:
 # --------------------------------------------------------------------------- E1
 
 
-SIGMA_R = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35)
-SIGMA_I = (0.0, 0.1, 0.2, 0.3, 0.6, 1.2)
-#: The tiny profile's 2 x 2 grid ``(σR levels, σI levels)``, for E1 and E2 alike.
-TINY_SIGMAS = ((0.0, 0.35), (0.0, 1.2))
-
-
 @dataclass(frozen=True, kw_only=True)
 class E1Config(GroupConfig):
     """The controlled grid of E1 (also what e2, e4 and e6 reuse).
@@ -81,18 +95,7 @@ class E1Config(GroupConfig):
     n_resamples: int
 
 
-def _e1(p: Profile) -> E1Config:
-    sigma_r, sigma_i = TINY_SIGMAS if p is TINY else (SIGMA_R, SIGMA_I)
-    return E1Config(
-        sigma_r=sigma_r, sigma_i=sigma_i, protocol=p.controlled, n_resamples=p.n_resamples
-    )
-
-
 # --------------------------------------------------------------------------- E2
-
-
-SWEEP_R = (0.0, 0.1, 0.2, 0.25, 0.3, 0.35)
-SWEEP_I = (0.0, 0.3, 0.6, 1.2)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,24 +116,6 @@ class E2Config(GroupConfig):
     protocol: Protocol
     iso_tolerance: float = ISO_TOLERANCE
     n_resamples: int
-
-
-#: The sweep's seeds per profile, and its episodes where they differ from the profile's.
-_SWEEP = {
-    "full": {"seeds": (100, 101, 102, 103)},
-    "quick": {"seeds": (100, 101), "episodes": 6},
-    "tiny": {"seeds": (100,)},
-}
-
-
-def _e2(p: Profile) -> E2Config:
-    sigma_r, sigma_i = TINY_SIGMAS if p is TINY else (SWEEP_R, SWEEP_I)
-    return E2Config(
-        sweep_sigma_r=sigma_r,
-        sweep_sigma_i=sigma_i,
-        protocol=p.controlled.replace(**_SWEEP[p.name]),
-        n_resamples=p.n_resamples,
-    )
 
 
 # --------------------------------------------------------------------------- E3
@@ -168,16 +153,6 @@ class LearnedRow:
         return out
 
 
-ROWS = (
-    LearnedRow(key="uniform_20k", variant="uniform", data="20k"),
-    LearnedRow(key="event_weighted_20k", variant="event_weighted", data="20k"),
-    LearnedRow(key="anti_weighted_20k", variant="anti_weighted", data="20k"),
-    LearnedRow(key="rel_heavy_20k", variant="rel_heavy", data="20k"),
-    LearnedRow(key="rel_only_20k", variant="rel_only", data="20k"),
-    LearnedRow(key="uniform_12k", variant="uniform", data="12k"),
-    LearnedRow(key="uniform_4k", variant="uniform", data="4k"),
-)
-RANDOM_ROW = LearnedRow(key="random_12k", variant="uniform", data="12k", policy="random")
 #: The row whose models e4 estimates relevance on and Fig. 8 compares the random-data one to.
 UNIFORM_20K = "uniform_20k"
 
@@ -210,38 +185,6 @@ class E3Config(GroupConfig):
         return (*self.rows, self.random_row)
 
 
-_TINY_TRAINER = (
-    "trainer=debug",
-    "trainer.max_epochs=1",
-    "data.windows=16",
-    "data.batch_size=64",
-    "model.hidden=[32,32]",
-)
-
-
-def _e3(p: Profile) -> E3Config:
-    if p is TINY:
-        return E3Config(
-            rows=(
-                dataclasses.replace(ROWS[0], budget="600"),
-                dataclasses.replace(ROWS[4], budget="600"),
-                dataclasses.replace(ROWS[6], budget="200"),
-            ),
-            random_row=dataclasses.replace(RANDOM_ROW, budget="400"),
-            protocol=p.learned,
-            train_overrides=_TINY_TRAINER,
-            n_resamples=p.n_resamples,
-        )
-    quick = ("trainer.max_epochs=15", "trainer.patience=5")
-    return E3Config(
-        rows=ROWS,
-        random_row=RANDOM_ROW,
-        protocol=p.learned,
-        train_overrides=quick if p is QUICK else (),
-        n_resamples=p.n_resamples,
-    )
-
-
 # --------------------------------------------------------------------------- E4
 
 
@@ -265,24 +208,6 @@ class E4Config(GroupConfig):
     n_resamples: int
 
 
-_FVI = {
-    "full": (FVIConfig(iterations=60, epochs=4), 8192, 4096),
-    "quick": (FVIConfig(iterations=40, epochs=3), 4096, 2048),
-    "tiny": (FVIConfig(iterations=3, epochs=1, hidden=(32, 32)), 256, 128),
-}
-
-
-def _e4(p: Profile) -> E4Config:
-    fvi, fvi_states, saliency_states = _FVI[p.name]
-    return E4Config(
-        fvi=fvi,
-        fvi_states=fvi_states,
-        saliency_states=saliency_states,
-        model_seeds=p.learned.seeds,
-        n_resamples=p.n_resamples,
-    )
-
-
 # --------------------------------------------------------------------------- E5
 
 
@@ -298,16 +223,6 @@ class E5Config(GroupConfig):
 
     sigma: float = 0.8
     protocol: Protocol
-
-
-#: The paper's Task B episodes per model (appendix H: 35 hazards and 8 timeouts in 240).
-E5_PAPER_SEEDS = tuple(range(8))
-
-
-def _e5(p: Profile) -> E5Config:
-    if p is FULL:
-        return E5Config(protocol=p.controlled.replace(seeds=E5_PAPER_SEEDS))
-    return E5Config(protocol=p.controlled.replace(episodes=15) if p is QUICK else p.controlled)
 
 
 # --------------------------------------------------------------------------- E6
@@ -337,18 +252,20 @@ class E6Config(GroupConfig):
 
     recorded: ClassVar[tuple[str, ...]] = ("seeds", "episodes", "horizons", "n_windows")
 
-    models: tuple[tuple[float, float], ...]
+    # The pairs are typed Any: OmegaConf has no fixed-length tuple type.
+    models: tuple[Any, ...]
     depths: tuple[int, ...]
     protocol: Protocol
     horizons: tuple[int, ...]
-    fan_models: tuple[tuple[float, float], tuple[float, float]] = ((0.0, 1.2), (0.35, 0.0))
+    fan_models: tuple[Any, ...] = ((0.0, 1.2), (0.35, 0.0))
     fan_depth: int
     fan_seed: int = 3
     ar1_rho: float = 0.8
-    ar1_models: tuple[tuple[float, float], ...]
+    ar1_models: tuple[Any, ...]
     n_resamples: int
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if (0.0, 0.0) not in self.models:
             raise ValueError("E6Config.models must include the oracle (0, 0)")
         missing = [m for m in self.ar1_models if m not in self.models]
@@ -361,32 +278,6 @@ class E6Config(GroupConfig):
             )
 
 
-_E6_MODELS = ((0.0, 0.0), (0.0, 0.3), (0.0, 1.2), (0.15, 0.0), (0.25, 0.0), (0.35, 0.0))
-
-
-def _e6(p: Profile) -> E6Config:
-    if p is TINY:
-        models = ((0.0, 0.0), (0.0, 1.2), (0.35, 0.0))
-        return E6Config(
-            models=models,
-            depths=(1, 2),
-            protocol=p.controlled.replace(depth=2),
-            horizons=(1, 2),
-            fan_depth=2,
-            ar1_models=models[1:],
-            n_resamples=p.n_resamples,
-        )
-    return E6Config(
-        models=_E6_MODELS,
-        depths=(1, 2, p.controlled.depth),
-        protocol=p.controlled.replace(episodes=8) if p is QUICK else p.controlled,
-        horizons=(1, 2, 5, 10, 20),
-        fan_depth=p.controlled.depth,
-        ar1_models=_E6_MODELS[1:],
-        n_resamples=p.n_resamples,
-    )
-
-
 # --------------------------------------------------------------------------- E7: the zoo
 
 #: The zoo definitions of E7: ``configs/zoo/<name>.yaml``.
@@ -394,7 +285,7 @@ ZOO_DIR = DEFAULT_CONFIG_DIR / "zoo"
 
 
 @dataclass(frozen=True)
-class ZooModel:
+class ZooModel(_TupleFields):
     """One configuration of a zoo.
 
     Attributes:
@@ -413,7 +304,7 @@ class ZooModel:
 
 
 @dataclass(frozen=True)
-class Zoo:
+class Zoo(_TupleFields):
     """A zoo: its configurations, training seeds and closed-loop seeds (``load_zoo``)."""
 
     name: str
@@ -543,12 +434,13 @@ class E7Config(GroupConfig):
 
     zoo: Zoo
     replication: Zoo
-    depths: tuple[int, int] = (2, 4)
+    depths: tuple[int, ...] = (2, 4)
     episodes: int
     deep_episodes: int
     n_windows: int
     horizon: int = 10
-    ladder_sizes: tuple[tuple[str, int], ...]
+    #: ``(field, size)`` pairs, typed Any as E6Config's pairs are.
+    ladder_sizes: tuple[Any, ...]
     n_resamples: int
     train_overrides: tuple[str, ...] = ()
 
@@ -564,69 +456,83 @@ class E7Config(GroupConfig):
         return LadderProtocol.of(loop, **sizes)
 
 
-_LADDER = {
-    "full": (
-        ("n_windows", 256),
-        ("branch_states", 128),
-        ("anchor_starts", 32),
-        ("anchor_rollouts", 4),
-        ("probe_questions", 64),
-        ("xgap_states", 128),
-        ("n_resamples", 200),
-    ),
-    "quick": (
-        ("n_windows", 128),
-        ("branch_states", 64),
-        ("anchor_starts", 32),
-        ("anchor_rollouts", 2),
-        ("probe_questions", 32),
-        ("xgap_states", 64),
-        ("n_resamples", 100),
-    ),
-    "tiny": (
-        ("n_windows", 32),
-        ("branch_states", 16),
-        ("anchor_starts", 8),
-        ("anchor_rollouts", 2),
-        ("probe_questions", 8),
-        ("xgap_states", 16),
-        ("n_resamples", 50),
-    ),
-}
+#: The settings' config folder: ``settings.yaml``, one group per experiment group.
+SETTINGS_DIR = DEFAULT_CONFIG_DIR / "experiments"
 
 
-#: Closed-loop episodes per model of E7: (at the learned depth, at the controlled depth).
-_E7_EPISODES = {"full": (20, 10), "quick": (10, 5), "tiny": (2, 2)}
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """The schema of ``configs/experiments/settings.yaml``: the profile and every group's
+    settings under it."""
+
+    profile: Profile
+    e1: E1Config
+    e2: E2Config
+    e3: E3Config
+    e4: E4Config
+    e5: E5Config
+    e6: E6Config
+    e7: E7Config
 
 
-def _e7(p: Profile) -> E7Config:
-    if p is TINY:
-        zoo, rep = load_zoo("tiny"), load_zoo("tiny_replication")
-    else:
-        zoo, rep = load_zoo("default"), load_zoo("replication")
-    if p is QUICK:
-        zoo, rep = (z.reduced(seeds=1, eval_seeds=1, max_epochs=5) for z in (zoo, rep))
-    episodes, deep_episodes = _E7_EPISODES[p.name]
-    return E7Config(
-        zoo=zoo,
-        replication=rep,
-        depths=(p.learned.depth, p.controlled.depth),
-        episodes=episodes,
-        deep_episodes=deep_episodes,
-        n_windows=p.controlled.n_windows,
-        ladder_sizes=_LADDER[p.name],
-        n_resamples=p.n_resamples,
-    )
+def _zoo(name: str, seeds=None, eval_seeds=None, max_epochs=None) -> DictConfig:
+    """The ``zoo`` resolver, ``${zoo:NAME[,SEEDS,EVAL_SEEDS,MAX_EPOCHS]}``: ``load_zoo(NAME)``,
+    ``Zoo.reduced`` where sizes are given."""
+    zoo = load_zoo(name)
+    if (seeds, eval_seeds, max_epochs) != (None, None, None):
+        zoo = zoo.reduced(seeds, eval_seeds, max_epochs)
+    return OmegaConf.structured(zoo)
 
 
-def _per_profile(make) -> dict:
-    return {name: make(p) for name, p in PROFILES.items()}
+def _writable(node: DictConfig) -> DictConfig:
+    """``node`` (a structured schema) with every structured field present and none read-only:
+    OmegaConf makes the nodes of frozen dataclasses read-only, which no merge can fill."""
+    OmegaConf.set_readonly(node, None)
+    kinds = typing.get_type_hints(OmegaConf.get_type(node))
+    for key in node:
+        if OmegaConf.is_missing(node, key) and dataclasses.is_dataclass(kinds[key]):
+            node[key] = OmegaConf.structured(kinds[key])
+        if not OmegaConf.is_missing(node, key) and isinstance(node[key], DictConfig):
+            _writable(node[key])
+    return node
 
 
-E1: dict[str, E1Config] = _per_profile(_e1)
-E2: dict[str, E2Config] = _per_profile(_e2)
-E3: dict[str, E3Config] = _per_profile(_e3)
-E4: dict[str, E4Config] = _per_profile(_e4)
-E5: dict[str, E5Config] = _per_profile(_e5)
-E6: dict[str, E6Config] = _per_profile(_e6)
-E7: dict[str, E7Config] = _per_profile(_e7)
+def load_settings(profile: str, overrides: Sequence[str] = ()) -> Settings:
+    """Every group's settings of ``profile``: ``configs/experiments/settings.yaml`` composed
+    by Hydra with ``profile=<profile>`` and ``overrides`` (Hydra's grammar: ``e1.sigma_r=[0,0.2]``
+    for a key the files set, ``+e6.fan_seed=4`` for one left at the dataclass's default),
+    typed by ``Settings`` (an unknown key is refused there) and built by
+    ``OmegaConf.to_object`` (each dataclass validating itself).
+
+    Raises:
+        ValueError: on an unknown profile, or settings that do not compose, do not fit the
+            schema or fail a dataclass's check (naming the profile).
+    """
+    cfg = compose_config(SETTINGS_DIR, "settings", [f"profile={profile}", *overrides])
+    try:
+        # Resolved first: a typed node takes a merged value, not an interpolation of a node.
+        OmegaConf.resolve(cfg)
+        return OmegaConf.to_object(OmegaConf.merge(_writable(OmegaConf.structured(Settings)), cfg))
+    except (ValueError, OmegaConfBaseException) as err:
+        key = getattr(err, "full_key", None)
+        where = f" at {key}" if key else ""
+        message = f"settings of profile {profile!r}: {str(err).splitlines()[0]}{where}"
+        raise ValueError(message) from err
+
+
+OmegaConf.register_new_resolver("zoo", _zoo, replace=True)
+for _name, _profile in PROFILES.items():
+    # As plain values: the node of a frozen dataclass is read-only, and group files merge
+    # over its interpolations.
+    ConfigStore.instance().store(group="profile", name=_name, node=dataclasses.asdict(_profile))
+
+_SETTINGS = {name: load_settings(name) for name in PROFILES}
+E1: dict[str, E1Config] = {name: s.e1 for name, s in _SETTINGS.items()}
+E2: dict[str, E2Config] = {name: s.e2 for name, s in _SETTINGS.items()}
+E3: dict[str, E3Config] = {name: s.e3 for name, s in _SETTINGS.items()}
+E4: dict[str, E4Config] = {name: s.e4 for name, s in _SETTINGS.items()}
+E5: dict[str, E5Config] = {name: s.e5 for name, s in _SETTINGS.items()}
+E6: dict[str, E6Config] = {name: s.e6 for name, s in _SETTINGS.items()}
+E7: dict[str, E7Config] = {name: s.e7 for name, s in _SETTINGS.items()}
+#: The paper's Table 3 rows and its random-data one (the full profile's).
+ROWS, RANDOM_ROW = E3["full"].rows, E3["full"].random_row

@@ -70,6 +70,8 @@ class FVIConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        # A config built by OmegaConf.to_object passes the widths as a list.
+        object.__setattr__(self, "hidden", tuple(self.hidden))
         for key in ("iterations", "epochs", "batch_size"):
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
