@@ -1,5 +1,6 @@
-"""Estimated relevance weights: fitted value iteration (gridplan/metrics/relevance_estimation.py) and
-perturbation saliency, Eq. 1 (gridplan/core/values.py); paper §4.1, appendix A."""
+"""Estimated relevance weights: fitted value iteration
+(gridplan/metrics/relevance_estimation.py) and perturbation saliency, Eq. 1
+(gridplan/core/values.py); paper §4.1, appendix A."""
 
 from __future__ import annotations
 
