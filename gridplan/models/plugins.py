@@ -220,12 +220,24 @@ class CheckedModel(WorldModel):
         name: what to call it in messages.
 
     Raises:
-        PluginError: if the model declares ``n_settings`` other than 1.
+        PluginError: if the object has no callable ``predict``, or the model declares
+            ``n_settings`` other than 1.
     """
 
     n_settings = 1
 
     def __init__(self, model, name: str = "model") -> None:
+        if not callable(getattr(model, "predict", None)):
+            hint = ""
+            if isinstance(model, str):
+                hint = (
+                    "; a name such as 'oracle' or 'file.py:factory' is for python -m eval "
+                    "--model, in Python pass the model (gridplan.models.plugins.build loads one)"
+                )
+            raise PluginError(
+                f"{name} is a {type(model).__name__} without a callable "
+                f"predict(state, action, generator){hint}"
+            )
         settings = getattr(model, "n_settings", 1)
         if settings != 1:
             raise PluginError(f"{name} declares n_settings={settings!r}; plug-ins have one")

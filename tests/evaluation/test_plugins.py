@@ -275,6 +275,15 @@ def test_built_in_models_are_trusted_and_plugins_wrapped():
         CheckedModel(type("Multi", (TrueDynamics,), {"n_settings": 3})())
 
 
+@pytest.mark.parametrize(
+    "thing, match",
+    [("oracle", "a str without a callable predict.*python -m eval --model"), (object(), "object")],
+)
+def test_evaluate_refuses_an_object_that_is_not_a_model_by_name(thing, match):
+    with pytest.raises(PluginError, match=match):
+        gridplan.evaluate(thing, depth=1, protocol="tiny", levels=["L4"])
+
+
 def test_the_planner_scores_the_models_own_reward(make_state):
     # One step west of the goal, the key carried and the door open: moving right arrives.
     state = make_state(agent=(6, 4), carrying=True, door_open=True, rows=2)
