@@ -18,7 +18,7 @@ reading of the paper's ambiguous choices (``gridplan/core/readings.py``) into ``
 never over the default's results; the learned models of e3 are shared by every reading.
 ``--launcher NAME`` sends e3's training groups (one vectorized group per job, ``--jobs`` of
 them) through the Hydra launcher ``python -m train`` uses (``hydra/launcher=NAME``: joblib,
-submitit_local, the SLURM preset ``slurm`` of ``configs/hydra/launcher/``, ...;
+submitit_local, the SLURM preset ``slurm`` of ``configs/train/hydra/launcher/``, ...;
 ``gridplan/training/dispatch.py``); without it they train in worker processes here. The
 models are the same either way, and finished groups are still skipped. See
 ``gridplan/experiments`` and, for the profiles' protocols, ``gridplan/core/protocols.py``.

@@ -11,7 +11,7 @@ Hydra launcher (``gridplan.training.dispatch``).
 Of Hydra's own settings a sweep takes the launcher (``hydra/launcher=NAME`` and
 ``hydra.launcher.KEY=VALUE``; none: this machine, one worker process per usable core) and
 ``hydra.sweep.dir`` (the folder of the jobs, the groups' records and Hydra's
-``multirun.yaml``; ``configs/config.yaml`` sets its default under ``out_dir``). ``joblib``'s
+``multirun.yaml``; ``configs/train/config.yaml`` sets its default under ``out_dir``). ``joblib``'s
 ``hydra.launcher.n_jobs=N`` deals each architecture's points into ``N`` groups;
 ``train.workers=N`` does so on any launcher (unset, one group per usable core here and one
 per architecture on a cluster).

@@ -37,7 +37,7 @@ from gridplan.core.protocols import PROFILES, Profile, Protocol
 from gridplan.evaluation.ladder_protocol import LadderProtocol
 from gridplan.metrics.relevance_estimation import FVIConfig
 from gridplan.metrics.stats import ISO_TOLERANCE
-from gridplan.training.config import DEFAULT_CONFIG_DIR, compose_config
+from gridplan.training.config import CONFIGS_ROOT, compose_config
 
 
 def _tuples(value):
@@ -127,8 +127,8 @@ class LearnedRow:
 
     Attributes:
         key: ``gridplan.experiments.paper.TABLE_3`` key, e.g. ``"uniform_20k"``.
-        variant: ``configs/variant`` choice.
-        data: ``configs/data`` choice (``"20k"``, ``"12k"``, ``"4k"``).
+        variant: ``configs/train/variant`` choice.
+        data: ``configs/train/data`` choice (``"20k"``, ``"12k"``, ``"4k"``).
         policy: behaviour policy of the logged data (``"balanced"`` or ``"random"``).
         budget: transition budget overriding the data choice's (tiny test profile only).
     """
@@ -281,7 +281,7 @@ class E6Config(GroupConfig):
 # --------------------------------------------------------------------------- E7: the zoo
 
 #: The zoo definitions of E7: ``configs/zoo/<name>.yaml``.
-ZOO_DIR = DEFAULT_CONFIG_DIR / "zoo"
+ZOO_DIR = CONFIGS_ROOT / "zoo"
 
 
 @dataclass(frozen=True)
@@ -457,7 +457,7 @@ class E7Config(GroupConfig):
 
 
 #: The settings' config folder: ``settings.yaml``, one group per experiment group.
-SETTINGS_DIR = DEFAULT_CONFIG_DIR / "experiments"
+SETTINGS_DIR = CONFIGS_ROOT / "experiments"
 
 
 @dataclass(frozen=True, kw_only=True)

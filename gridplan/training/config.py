@@ -1,17 +1,17 @@
 """Typed training configuration, composed by Hydra from ``configs/`` (``docs/DESIGN.md``).
 
 The schema is a tree of dataclasses stored in Hydra's ``ConfigStore`` as ``gridplan_schema``
-and named first in the defaults list of ``configs/config.yaml``, so every group file and
+and named first in the defaults list of ``configs/train/config.yaml``, so every group file and
 override merges into a typed, struct-mode config: unknown keys and ill-typed values are
 Hydra's errors. The dataclasses hold every default; a group file sets only what its choice
 changes, and its ``name``. Each dataclass checks its own ranges in ``__post_init__``, run by
 ``validate`` (``OmegaConf.to_object``). ``python -m train`` composes through ``hydra.main``;
 ``compose`` builds the same config through Hydra's Compose API for library callers::
 
-    configs/config.yaml              defaults list: one choice per group
-    configs/<group>/<choice>.yaml    merged into cfg.<group>  (groups: variant data model trainer)
-    configs/experiment/<name>.yaml   optional preset (``@package _global_``): group choices and
-                                     any values
+    configs/train/config.yaml             defaults list: one choice per group
+    configs/train/<group>/<choice>.yaml   merged into cfg.<group> (variant data model trainer)
+    configs/train/experiment/<name>.yaml  optional preset (``@package _global_``): group
+                                          choices and any values
     key=value                        dotted overrides of any key, e.g. trainer.max_epochs=50
 
 Precedence is Hydra's: the primary config's defaults, then the experiment's ``override``
@@ -47,8 +47,11 @@ from gridplan.util.threads import check_threads
 MONITORS = ("val/loss", "val/E_tot", "val/DRPE_graded", "val/DRPE_binary")
 #: Lightning accelerators accepted by ``trainer.accelerator``.
 ACCELERATORS = ("auto", "cpu", "gpu", "cuda", "mps")
-#: ``configs/`` at the repository root (it is read from the source tree, not packaged).
-DEFAULT_CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
+#: ``configs/`` at the repository root (read from the source tree, not packaged): ``train/``
+#: is ``python -m train``'s, beside the experiments' own (``experiments/``, ``zoo/``), which
+#: no training run can select.
+CONFIGS_ROOT = Path(__file__).resolve().parents[2] / "configs"
+DEFAULT_CONFIG_DIR = CONFIGS_ROOT / "train"
 
 
 def _require(ok: bool, message: str) -> None:
@@ -81,7 +84,7 @@ class VariantConfig:
             weights 0, or ``rollout_horizon`` below 1.
     """
 
-    #: The ``configs/variant`` choice (each choice's file sets it).
+    #: The ``configs/train/variant`` choice (each choice's file sets it).
     name: str = MISSING
     relevant_weight: float = 1.0
     irrelevant_weight: float = 1.0
@@ -116,7 +119,7 @@ class DataConfig:
             ``val_fraction`` outside (0, 1), or a size below 1.
     """
 
-    #: The ``configs/data`` choice (each choice's file sets it).
+    #: The ``configs/train/data`` choice (each choice's file sets it).
     name: str = MISSING
     #: Transition budget, e.g. ``12k`` or ``12000`` (``gridplan.data.datasets.parse_budget``).
     budget: str = "20k"
@@ -159,7 +162,7 @@ class ModelConfig:
             activation or sampling, ``lr`` <= 0 or a negative ``weight_decay``.
     """
 
-    #: The ``configs/model`` choice (each choice's file sets it).
+    #: The ``configs/train/model`` choice (each choice's file sets it).
     name: str = MISSING
     hidden: list[int] = field(default_factory=lambda: [256, 256])
     activation: str = "silu"
@@ -200,7 +203,7 @@ class TrainerConfig:
             metrics less often than every epoch.
     """
 
-    #: The ``configs/trainer`` choice (each choice's file sets it).
+    #: The ``configs/train/trainer`` choice (each choice's file sets it).
     name: str = MISSING
     max_epochs: int = 100
     min_epochs: int = 1
@@ -276,7 +279,7 @@ class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
-    #: Preset applied from ``configs/experiment/`` (each preset's file sets it).
+    #: Preset applied from ``configs/train/experiment/`` (each preset's file sets it).
     experiment: str | None = None
     seed: int = 0
     #: Runs go to ``out_dir/<run name>/version_N``; existing versions are never touched.

@@ -5,7 +5,7 @@ A *job* is one call ``fn(**kwargs)`` of a module-level function (``Job``): train
 vectorized group (``gridplan.training.runs``) or one run alone. ``launch`` pickles each job to
 ``<folder>/<name>.job.pt`` and runs a Hydra multirun of the job app (``JobConfig``, one Hydra
 job per training job, ``job=<name1>,<name2>,...``) over any launcher ``python -m train``
-finds (``configs/hydra/launcher/`` and the installed plugins): ``basic`` (one after another
+finds (``configs/train/hydra/launcher/`` and the installed plugins): ``basic`` (one after another
 in this process), ``joblib`` (local worker processes, ``n_jobs`` at a time),
 ``submitit_local``, ``submitit_slurm`` or its preset ``slurm`` (one array task per job), or
 any other (``ray``). Launcher keys are ordinary Hydra overrides

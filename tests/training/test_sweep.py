@@ -85,7 +85,7 @@ def test_a_sweep_plan_composes_every_point_in_command_line_order(tmp_path):
     ]
     assert (sweep.launcher.name, sweep.launcher.jobs) == ("joblib", 2)
     assert sweep.launcher.overrides == ("hydra.launcher.n_jobs=2",)
-    assert sweep.folder.parent == tmp_path / "runs" / "_sweeps"  # configs/config.yaml
+    assert sweep.folder.parent == tmp_path / "runs" / "_sweeps"  # configs/train/config.yaml
     overrides = OmegaConf.create(sweep.records[3][".hydra/overrides.yaml"])
     assert list(overrides[-2:]) == ["seed=1", "model.lr=0.002"]
     hydra = OmegaConf.create(sweep.records[3][".hydra/hydra.yaml"])
