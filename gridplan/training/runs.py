@@ -598,7 +598,11 @@ def _group_job(
     torch.set_num_threads(threads)
     quiet_lightning_chatter()
     members = [_fresh(m) for m in members]
-    return train_group(members, name=name, record_dir=record_dir, progress=progress)
+    try:
+        return train_group(members, name=name, record_dir=record_dir, progress=progress)
+    except ValueError as err:  # name the runs: the message alone does not say which point
+        folders = ", ".join(str(m.run_dir) for m in members)
+        raise ValueError(f"{err} (group {name}: {folders})") from err
 
 
 def _fresh(member: Member) -> Member:
