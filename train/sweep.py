@@ -31,7 +31,7 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
-from gridplan.training.config import DEFAULT_CONFIG_DIR, compose
+from gridplan.training.config import DEFAULT_CONFIG_DIR, compose, global_hydra_aside
 from gridplan.training.dispatch import Launcher
 
 #: Overrides choosing and configuring the launcher.
@@ -83,10 +83,11 @@ def plan(
             f"a sweep takes of Hydra's settings only hydra/launcher, hydra.launcher.*, "
             f"hydra.sweep.dir and hydra.searchpath, got {', '.join(other)}"
         )
-    held = GlobalHydra.instance().hydra
-    GlobalHydra.instance().clear()
     try:
-        with initialize_config_dir(str(config_dir), version_base="1.3", job_name="train"):
+        with (
+            global_hydra_aside(),
+            initialize_config_dir(str(config_dir), version_base="1.3", job_name="train"),
+        ):
             loader = GlobalHydra.instance().config_loader()
             parser = OverridesParser.create(config_loader=loader)
             (points,) = BasicSweeper.split_arguments(parser.parse_overrides(task), None)
@@ -94,10 +95,6 @@ def plan(
             nodes = [hydra_compose(config_name, [*p, *launch], True) for p in points]
     except (HydraException, OmegaConfBaseException) as err:
         raise ValueError(str(err).splitlines()[0]) from err
-    finally:
-        GlobalHydra.instance().clear()
-        if held is not None:
-            GlobalHydra.instance().initialize(held)
     records = []
     for num, (cfg, point, node) in enumerate(zip(configs, points, nodes, strict=True)):
         hydra = node.hydra

@@ -24,8 +24,9 @@ multirun (``python -m train -m ...``).
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 
@@ -34,6 +35,7 @@ from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
 from hydra.core.config_store import ConfigStore
 from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
 from hydra.errors import HydraException
 from omegaconf import II, MISSING, DictConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
@@ -385,18 +387,30 @@ def compose_config(
     config_dir = Path(config_dir).resolve()
     if not (config_dir / f"{config_name}.yaml").is_file():
         raise ValueError(f"no {config_name}.yaml in config folder {config_dir}")
-    # A Hydra app (python -m train) holds the global Hydra; compose beside it, then hand it back.
-    held = GlobalHydra.instance().hydra
-    GlobalHydra.instance().clear()
     try:
-        with initialize_config_dir(str(config_dir), version_base="1.3", job_name="train"):
+        with (
+            global_hydra_aside(),
+            initialize_config_dir(str(config_dir), version_base="1.3", job_name="train"),
+        ):
             return hydra_compose(config_name, list(overrides))
     except (HydraException, OmegaConfBaseException) as err:
         raise ValueError(_compose_error(err)) from err
+
+
+@contextlib.contextmanager
+def global_hydra_aside() -> Iterator[None]:
+    """Set a running Hydra app's global state (its ``GlobalHydra`` and job config) aside for
+    the block and give it back after: the Compose API and a launched multirun each need the
+    global Hydra to themselves, and may run inside ``python -m train``'s own app."""
+    held = GlobalHydra.instance().hydra, HydraConfig.instance().cfg
+    GlobalHydra.instance().clear()
+    try:
+        yield
     finally:
         GlobalHydra.instance().clear()
-        if held is not None:
-            GlobalHydra.instance().initialize(held)
+        if held[0] is not None:
+            GlobalHydra.instance().initialize(held[0])
+        HydraConfig.instance().cfg = held[1]
 
 
 def compose(

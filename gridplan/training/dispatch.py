@@ -39,10 +39,9 @@ import hydra
 import torch
 from hydra.core.config_store import ConfigStore
 from hydra.core.global_hydra import GlobalHydra
-from hydra.core.hydra_config import HydraConfig
 from omegaconf import MISSING, DictConfig
 
-from gridplan.training.config import DEFAULT_CONFIG_DIR
+from gridplan.training.config import DEFAULT_CONFIG_DIR, global_hydra_aside
 from gridplan.util.files import write_atomic
 
 #: ConfigStore name of a job's config (the primary config of the launched multirun).
@@ -113,13 +112,9 @@ def launcher_options() -> list[str]:
     """The launchers Hydra finds for ``python -m train`` (``hydra/launcher`` choices)."""
     from hydra import initialize_config_dir
 
-    held = _hold_hydra()
-    try:
-        with initialize_config_dir(str(DEFAULT_CONFIG_DIR), version_base="1.3"):
-            loader = GlobalHydra.instance().config_loader()
-            return sorted(loader.get_group_options("hydra/launcher"))
-    finally:
-        _give_back_hydra(held)
+    with global_hydra_aside(), initialize_config_dir(str(DEFAULT_CONFIG_DIR), version_base="1.3"):
+        loader = GlobalHydra.instance().config_loader()
+        return sorted(loader.get_group_options("hydra/launcher"))
 
 
 def check_launcher(name: str) -> None:
@@ -289,22 +284,6 @@ def _passed_on_to_workers(folder: Path, names: Sequence[str], grace: float):
             signal.signal(signum, handler)
 
 
-def _hold_hydra():
-    """Hand the global Hydra (and its job config) of a running Hydra app over: a training job
-    may be launched from inside ``python -m train``'s own app."""
-    held = (GlobalHydra.instance().hydra, HydraConfig.instance().cfg)
-    GlobalHydra.instance().clear()
-    return held
-
-
-def _give_back_hydra(held) -> None:
-    hydra_, cfg = held
-    GlobalHydra.instance().clear()
-    if hydra_ is not None:
-        GlobalHydra.instance().initialize(hydra_)
-    HydraConfig.instance().cfg = cfg
-
-
 def _run_app(argv: list[str]) -> None:
     """Run the job app on ``argv`` (Hydra reads ``sys.argv``), jobs importing this checkout;
     a failed launch is Hydra's exit status, turned into the missing results."""
@@ -312,16 +291,15 @@ def _run_app(argv: list[str]) -> None:
     root = str(Path(__file__).resolve().parents[2])
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, saved_path) if p)
     sys.argv = [saved_argv[0] if saved_argv else JOB_NAME, *argv]
-    held = _hold_hydra()
     try:
-        _app()
+        with global_hydra_aside():
+            _app()
     except SystemExit as exit_:
         if type(exit_) is not SystemExit:  # Lightning's SIGTERMException: an interrupt
             raise
         if exit_.code not in (None, 0):
             print(f"hydra multirun exited with status {exit_.code}", file=sys.stderr)
     finally:
-        _give_back_hydra(held)
         sys.argv = saved_argv
         if saved_path is None:
             os.environ.pop("PYTHONPATH", None)
