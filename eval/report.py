@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import math
 
-from gridplan.core import tasks
-from gridplan.core.constants import DIM_NAMES, STATE_DIM
 from gridplan.core.values import relevance_weights
+from gridplan.evaluation.schema import report_task
 
 
 def _fmt(value, digits: int = 4) -> str:
@@ -44,10 +43,12 @@ def format_table(report: dict) -> str:
     )
     width = max(len(k) for k, _ in rows)
     lines = [f"{k:<{width}}  {v}" for k, v in rows]
-    weights = relevance_weights(tasks.get(report["task"])).tolist()
-    order = sorted(range(STATE_DIM), key=lambda d: -weights[d])
+    task = report_task(report)
+    weights = relevance_weights(task).tolist()
+    names = task.world.dim_names
+    order = sorted(range(len(names)), key=lambda d: -weights[d])
     lines.append("per-dimension error (ordered by graded relevance weight):")
     for d in order:
-        name = DIM_NAMES[d]
+        name = names[d]
         lines.append(f"  {name:<10} w={weights[d]:.3f}  err={report['profile'][name]:.5f}")
     return "\n".join(lines)

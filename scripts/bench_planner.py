@@ -70,8 +70,8 @@ import torch  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 from torch.utils._pytree import tree_flatten  # noqa: E402
 
-from gridplan.core.constants import AGENT_X, AGENT_Y, C1, N_ACTIONS, STATE_DIM  # noqa: E402
-from gridplan.core.env import outcome, to_cell, to_flag  # noqa: E402
+from gridplan.core.constants import N_ACTIONS  # noqa: E402
+from gridplan.core.env import state_outcome  # noqa: E402
 from gridplan.core.tasks import TASK_A, Task  # noqa: E402
 from gridplan.core.values import value_table  # noqa: E402
 from gridplan.models.learned import LearnedWorldModel, MLPDynamics  # noqa: E402
@@ -436,7 +436,7 @@ def learned_model(device: torch.device) -> LearnedWorldModel:
 
 def mlp_flop(net: MLPDynamics) -> int:
     """Multiply-add FLOP of one transition (one row through every member's linear layers)."""
-    widths = [STATE_DIM + N_ACTIONS, *net.hidden, STATE_DIM]
+    widths = [net.state_dim + N_ACTIONS, *net.hidden, net.state_dim]
     return 2 * net.members * sum(a * b for a, b in zip(widths[:-1], widths[1:], strict=False))
 
 
@@ -481,7 +481,7 @@ def matmul_ceiling(device: torch.device, net: MLPDynamics, min_time: float = 0.3
     times (``flop_per_s``). ``widest_flop_per_s`` is the widest layer's rate alone, at which
     the 16-wide input and 12-wide output layers cannot run, so a ceiling at that rate lies
     above what the shapes allow."""
-    widths = [STATE_DIM + N_ACTIONS, *net.hidden, STATE_DIM]
+    widths = [net.state_dim + N_ACTIONS, *net.hidden, net.state_dim]
     layers = [
         sgemm_rate(device, a, b, min_time) for a, b in zip(widths[:-1], widths[1:], strict=False)
     ]
@@ -500,7 +500,7 @@ def call_sweep(model: LearnedWorldModel, device: torch.device, min_time: float) 
     gen = torch.Generator().manual_seed(3)
     rows_out = []
     for rows in CALL_SWEEP_ROWS:
-        state = torch.rand(rows, STATE_DIM, generator=gen).to(device)
+        state = torch.rand(rows, model.world.state_dim, generator=gen).to(device)
         action = torch.randint(0, N_ACTIONS, (rows,), generator=gen).to(device)
         model.predict(state, action)
         times = []
@@ -538,8 +538,7 @@ def torchrl_decider(model, task: Task, depth: int, root: torch.Tensor):
 
         def forward(self, observation, action):
             nxt = model.predict(observation, action, None)
-            cell = to_cell(nxt[:, AGENT_X : AGENT_Y + 1])
-            reward, goal, hazard = outcome(cell, to_flag(nxt[:, C1]), task)
+            reward, goal, hazard = state_outcome(nxt, task)
             return nxt, reward.unsqueeze(1), (goal | hazard).unsqueeze(1)
 
     class LeafEnv(ModelBasedEnvBase):
@@ -552,7 +551,9 @@ def torchrl_decider(model, task: Task, depth: int, root: torch.Tensor):
             super().__init__(module, device=device, batch_size=torch.Size([rows]))
             flag = Categorical(2, (rows, 1), dtype=torch.bool)
             self.observation_spec = Composite(
-                observation=Unbounded((rows, STATE_DIM)), arrived=flag.clone(), shape=(rows,)
+                observation=Unbounded((rows, task.world.state_dim)),
+                arrived=flag.clone(),
+                shape=(rows,),
             )
             self.action_spec = Categorical(N_ACTIONS, (rows,))
             self.reward_spec = Unbounded((rows, 1))

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from paper_layout import CELL_SCALE, DOOR_CELL, GRID_SIZE, STATE_DIM, WALL_X
 
-from gridplan.core.constants import CELL_SCALE, DOOR_CELL, GRID_SIZE, STATE_DIM, WALL_X
 from gridplan.planning.reference import RefState, ref_decode
 
 # The tiers (core/, planning/, evaluation/, training/, experiments/, adapters/) share the

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import torch
+from paper_layout import STATE_DIM
 
-from gridplan.core.constants import CARRYING, STATE_DIM
+from gridplan.core.constants import CARRYING
 from gridplan.data.datasets import EvalWindows
 from gridplan.models.contract import WorldModel
 

@@ -11,7 +11,6 @@ from collections.abc import Sequence
 import torch
 
 from gridplan.core import env, tasks, values
-from gridplan.core.constants import AGENT_X, AGENT_Y, C1
 from gridplan.core.tasks import Task
 from gridplan.core.values import ValueTable
 from gridplan.models.contract import WorldModel
@@ -20,13 +19,14 @@ from gridplan.planning.closed_loop import EpisodeResults
 from gridplan.planning.planner import Planner
 
 
-def resolve(task: str | Task) -> Task:
-    """A task name or ``Task`` -> ``Task``. Raises ValueError/TypeError as ``tasks.get``."""
-    return tasks.get(task)
+def resolve(task: str | Task, world: str | None = None) -> Task:
+    """A task name or ``Task`` (on ``world`` when given) -> ``Task``. Raises
+    ValueError/TypeError as ``tasks.get``."""
+    return tasks.get(task, world=world)
 
 
 def reset(batch: int, generator: torch.Generator, task: Task) -> torch.Tensor:
-    """``gridplan.core.env.reset``: ``(batch, 12)`` float32 start states on ``generator.device``."""
+    """``gridplan.core.env.reset``: ``(batch, S)`` float32 start states on ``generator.device``."""
     return env.reset(batch, generator, task)
 
 
@@ -39,10 +39,9 @@ def step(
 
 
 def outcome(state: torch.Tensor, task: Task) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Reward of arriving in (possibly predicted) states ``(N, 12)``, read through rounded cells
+    """Reward of arriving in (possibly predicted) states ``(N, S)``, read through rounded cells
     and the thresholded ``c1``: ``(reward, goal, hazard)``, each ``(N,)``."""
-    agent = env.to_cell(state[:, AGENT_X : AGENT_Y + 1])
-    return env.outcome(agent, env.to_flag(state[:, C1]), task)
+    return env.state_outcome(state, task)
 
 
 def value_table(task: Task, device: torch.device | str) -> ValueTable:

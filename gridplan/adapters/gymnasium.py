@@ -28,9 +28,10 @@ import numpy as np
 import torch
 
 from gridplan.adapters import backend, require
-from gridplan.core.constants import N_ACTIONS, STATE_DIM
+from gridplan.core.constants import N_ACTIONS
 from gridplan.core.env import check_state
 from gridplan.core.tasks import Task
+from gridplan.core.world import DEFAULT, World
 
 gym = require("gymnasium", "gymnasium")
 
@@ -45,9 +46,10 @@ ENV_IDS = {"A": "gridplan/KeyDoor-A-v0", "B": "gridplan/KeyDoor-B-v0"}
 _SEED_BOUND = 2**63 - 1
 
 
-def observation_space() -> spaces.Box:
-    """``Box(0, 1, (12,), float32)``: the normalized state of ``gridplan.core.constants``."""
-    return spaces.Box(0.0, 1.0, (STATE_DIM,), np.float32)
+def observation_space(world: World = DEFAULT) -> spaces.Box:
+    """``Box(0, 1, (S,), float32)``: the normalized state of ``world`` (``S = 12`` in the
+    default world; layout in ``gridplan.core.world``)."""
+    return spaces.Box(0.0, 1.0, (world.state_dim,), np.float32)
 
 
 def _generator(seed: int | None, np_random: np.random.Generator, device) -> torch.Generator:
@@ -57,16 +59,17 @@ def _generator(seed: int | None, np_random: np.random.Generator, device) -> torc
     return torch.Generator(device=device).manual_seed(seed)
 
 
-def _given_states(value: Any, rows: int, device) -> torch.Tensor:
-    """``options["state"]`` as a validated ``(rows, 12)`` float32 tensor in ``[0, 1]``."""
+def _given_states(value: Any, rows: int, device, world: World) -> torch.Tensor:
+    """``options["state"]`` as a validated ``(rows, S)`` float32 tensor in ``[0, 1]``."""
     array = np.asarray(value, dtype=np.float32)
-    if array.shape != (rows, STATE_DIM) and not (rows == 1 and array.shape == (STATE_DIM,)):
+    s = world.state_dim
+    if array.shape != (rows, s) and not (rows == 1 and array.shape == (s,)):
         raise ValueError(
-            f'options["state"] must have shape ({rows}, {STATE_DIM})'
-            + (f" or ({STATE_DIM},)" if rows == 1 else "") + f", got {array.shape}"
+            f'options["state"] must have shape ({rows}, {s})'
+            + (f" or ({s},)" if rows == 1 else "") + f", got {array.shape}"
         )
-    state = check_state(torch.tensor(array.reshape(rows, STATE_DIM), device=device),
-                        'options["state"]')
+    state = check_state(torch.tensor(array.reshape(rows, s), device=device),
+                        'options["state"]', world)
     if (state < 0).any() or (state > 1).any():
         raise ValueError(
             'options["state"] must lie in [0, 1] (normalized, see gridplan.core.constants)'
@@ -102,11 +105,13 @@ class GridPlanEnv(gym.Env):
     Args:
         task: task name or ``gridplan.core.tasks.Task`` (its geometry and ``horizon``).
         device: where the state tensor lives; observations are numpy arrays either way.
+        world: the world a task name is placed on (``gridplan.core.world``; default: the
+            task's own).
 
     ``reset(seed=s)`` seeds the torch generator that draws the start state and the
     distractors with ``s``; an unseeded first reset seeds it from ``self.np_random``; later
     unseeded resets continue its stream. ``reset(options={"state": x})`` starts from the
-    ``(12,)`` state ``x`` instead of a random one.
+    ``(S,)`` state ``x`` instead of a random one.
 
     Raises:
         ValueError: on an unknown task (constructor), an invalid action, or bad options.
@@ -115,10 +120,15 @@ class GridPlanEnv(gym.Env):
 
     metadata = {"render_modes": []}
 
-    def __init__(self, task: str | Task = "A", device: torch.device | str = "cpu") -> None:
-        self.task = backend.resolve(task)
+    def __init__(
+        self,
+        task: str | Task = "A",
+        device: torch.device | str = "cpu",
+        world: str | World | None = None,
+    ) -> None:
+        self.task = backend.resolve(task, world)
         self.device = torch.device(device)
-        self.observation_space = observation_space()
+        self.observation_space = observation_space(self.task.world)
         self.action_space = spaces.Discrete(N_ACTIONS)
         self._generator: torch.Generator | None = None
         self._state: torch.Tensor | None = None
@@ -128,11 +138,11 @@ class GridPlanEnv(gym.Env):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
-        """Start an episode: ``(observation (12,) float32, info {})``."""
+        """Start an episode: ``(observation (S,) float32, info {})``."""
         options = _check_options(options, ("state",))
         given = None
         if "state" in options:
-            given = _given_states(options["state"], 1, self.device)
+            given = _given_states(options["state"], 1, self.device, self.task.world)
         super().reset(seed=seed)
         if seed is not None or self._generator is None:
             self._generator = _generator(seed, self.np_random, self.device)
@@ -203,15 +213,16 @@ class GridPlanVectorEnv(VectorEnv):
         task: str | Task = "A",
         device: torch.device | str = "cpu",
         autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+        world: str | World | None = None,
     ) -> None:
         if not isinstance(num_envs, int) or num_envs < 1:
             raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}")
-        self.task = backend.resolve(task)
+        self.task = backend.resolve(task, world)
         self.device = torch.device(device)
         self.num_envs = num_envs
         self.autoreset_mode = AutoresetMode(autoreset_mode)
         self.metadata = {"autoreset_mode": self.autoreset_mode, "render_modes": []}
-        self.single_observation_space = observation_space()
+        self.single_observation_space = observation_space(self.task.world)
         self.single_action_space = spaces.Discrete(N_ACTIONS)
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
@@ -236,7 +247,7 @@ class GridPlanVectorEnv(VectorEnv):
             raise ValueError('options["reset_mask"] needs a full reset() first')
         given = None
         if "state" in options:
-            given = _given_states(options["state"], self.num_envs, self.device)
+            given = _given_states(options["state"], self.num_envs, self.device, self.task.world)
         super().reset(seed=None if seed is None else int(seed))
         if seed is not None or self._generator is None:
             self._generator = _generator(seed, self.np_random, self.device)

@@ -34,7 +34,7 @@ import torch
 from torch import nn
 
 from gridplan.adapters import backend, require
-from gridplan.core.constants import N_ACTIONS, STATE_DIM
+from gridplan.core.constants import N_ACTIONS
 from gridplan.core.env import check_state
 from gridplan.core.tasks import Task
 from gridplan.models.contract import WorldModel
@@ -62,8 +62,8 @@ def _flag_spec(shape) -> Categorical:
     return Categorical(2, shape=(*shape, 1), dtype=torch.bool)
 
 
-def _state_spec(shape) -> Bounded:
-    return Bounded(0.0, 1.0, shape=(*shape, STATE_DIM), dtype=torch.float32)
+def _state_spec(shape, width: int) -> Bounded:
+    return Bounded(0.0, 1.0, shape=(*shape, width), dtype=torch.float32)
 
 
 def _done_spec(shape, names: tuple[str, ...]) -> Composite:
@@ -97,21 +97,23 @@ class GridEnv(EnvBase):
         task: str | Task = "A",
         device: torch.device | str = "cpu",
         seed: int | None = None,
+        world: str | None = None,
     ) -> None:
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
         super().__init__(device=device, batch_size=torch.Size([batch_size]))
-        self.task = backend.resolve(task)
+        self.task = backend.resolve(task, world)
+        width = self.task.world.state_dim
         self._generator = torch.Generator(device=self.device)
         shape = self.batch_size
         self.observation_spec = Composite(
-            observation=_state_spec(shape),
+            observation=_state_spec(shape, width),
             step_count=Unbounded(shape=(*shape, 1), dtype=torch.int64),
             **{name: _flag_spec(shape) for name in EVENTS},
             shape=shape,
         )
         self.state_spec = Composite(
-            observation=_state_spec(shape),
+            observation=_state_spec(shape, width),
             step_count=Unbounded(shape=(*shape, 1), dtype=torch.int64),
             shape=shape,
         )
@@ -127,11 +129,12 @@ class GridEnv(EnvBase):
         b = self.batch_size[0]
         rows = None if tensordict is None else tensordict.get("_reset", None)
         if kwargs.get("set_state") and tensordict is not None and "observation" in tensordict:
-            state = check_state(tensordict["observation"], "observation")
+            world = self.task.world
+            state = check_state(tensordict["observation"], "observation", world)
             if state.shape[0] != b or (state < 0).any() or (state > 1).any():
                 raise ValueError(
-                    f"observation must be ({b}, {STATE_DIM}) states in [0, 1] (layout in "
-                    f"gridplan.core.constants), got shape {tuple(state.shape)}"
+                    f"observation must be ({b}, {world.state_dim}) states in [0, 1] (layout "
+                    f"in gridplan.core.world), got shape {tuple(state.shape)}"
                 )
             state = state.to(device=self.device, dtype=torch.float32, copy=True)
         elif rows is None or bool(rows.all()):
@@ -139,7 +142,7 @@ class GridEnv(EnvBase):
         else:
             # Draw for the reset rows only; TorchRL keeps the other rows' entries.
             rows = rows.reshape(b)
-            state = torch.zeros(b, STATE_DIM, device=self.device)
+            state = torch.zeros(b, self.task.world.state_dim, device=self.device)
             state[rows] = backend.reset(int(rows.sum()), self._generator, self.task)
         no = torch.zeros(b, 1, dtype=torch.bool, device=self.device)
         return TensorDict(
@@ -200,7 +203,7 @@ class GridEnv(EnvBase):
 
 class _PredictStep(nn.Module):
     """One imagined step as an ``nn.Module`` (what ``ModelBasedEnvBase`` expects):
-    ``(observation (..., 12), action scores (..., 4)) -> (next observation, reward (..., 1),
+    ``(observation (..., S), action scores (..., 4)) -> (next observation, reward (..., 1),
     terminated (..., 1), done (..., 1))``."""
 
     def __init__(self, model: WorldModel, task: Task, shaping: bool, device) -> None:
@@ -215,7 +218,8 @@ class _PredictStep(nn.Module):
 
     def forward(self, observation: torch.Tensor, action: torch.Tensor):
         batch = observation.shape[:-1]
-        state = observation.reshape(-1, STATE_DIM)
+        width = self.task.world.state_dim
+        state = observation.reshape(-1, width)
         n = state.shape[0]
         if self.rollout_pending:
             start = getattr(self.model, "start_rollout", None)
@@ -224,9 +228,9 @@ class _PredictStep(nn.Module):
             self.rollout_pending = False
         chosen = action.reshape(n, N_ACTIONS).argmax(dim=1)
         nxt = self.model.predict(state, chosen, self.generator)
-        if nxt.shape != (n, STATE_DIM):
+        if nxt.shape != (n, width):
             raise ValueError(
-                f"model.predict returned shape {tuple(nxt.shape)}, expected ({n}, {STATE_DIM})"
+                f"model.predict returned shape {tuple(nxt.shape)}, expected ({n}, {width})"
             )
         self.transitions += n
         reward, goal, hazard = backend.outcome(nxt, self.task)
@@ -237,15 +241,15 @@ class _PredictStep(nn.Module):
             v_next = torch.where(terminated, 0.0, self.values.lookup(nxt))
             reward = reward + self.task.gamma * v_next - self.values.lookup(state)
         flag = terminated.view(*batch, 1)
-        return nxt.view(*batch, STATE_DIM), reward.view(*batch, 1), flag, flag.clone()
+        return nxt.view(*batch, width), reward.view(*batch, 1), flag, flag.clone()
 
 
 class WorldModelEnv(ModelBasedEnvBase):
     """Any gridplan ``WorldModel`` as a TorchRL model-based environment.
 
     Args:
-        model: a ``gridplan.models.noise.WorldModel`` (or anything with ``predict(state (N, 12),
-            action (N,), generator) -> (N, 12)`` and optionally ``start_rollout``).
+        model: a ``gridplan.models.noise.WorldModel`` (or anything with ``predict(state (N, S),
+            action (N,), generator) -> (N, S)`` and optionally ``start_rollout``).
         task: task name or ``gridplan.core.tasks.Task``: the goal and hazard cells (and V*) that
             turn predicted states into rewards and termination.
         shaping: add ``gamma * V*(s') - V*(s)`` to the sparse reward (potential-based
@@ -258,7 +262,7 @@ class WorldModelEnv(ModelBasedEnvBase):
         seed: seeds the generator of the model's noise (``set_seed`` reseeds it). The
             planners draw their candidate actions from torch's global generator.
 
-    Keys: ``observation`` ``(..., 12)`` (read and predicted), ``action`` ``(..., 4)`` float
+    Keys: ``observation`` ``(..., S)`` (read and predicted), ``action`` ``(..., 4)`` float
     action scores (the argmax is executed), ``reward`` ``(..., 1)``, ``terminated`` and
     ``done`` ``(..., 1)``: the predicted state is on the goal or hazard. ``start_rollout`` of
     the model is called before the first step after a ``reset`` and at the start of every
@@ -276,8 +280,10 @@ class WorldModelEnv(ModelBasedEnvBase):
         shaping: bool = False,
         device: torch.device | str = "cpu",
         seed: int | None = None,
+        world: str | None = None,
     ) -> None:
-        task = backend.resolve(task)
+        task = backend.resolve(task, world)
+        width = task.world.state_dim
         step = _PredictStep(model, task, shaping, device)
         module = TensorDictModule(
             step,
@@ -288,8 +294,8 @@ class WorldModelEnv(ModelBasedEnvBase):
         self.task = task
         self.shaping = shaping
         self._predict = step
-        self.observation_spec = Composite(observation=_state_spec(()), shape=())
-        self.state_spec = Composite(observation=_state_spec(()), shape=())
+        self.observation_spec = Composite(observation=_state_spec((), width), shape=())
+        self.state_spec = Composite(observation=_state_spec((), width), shape=())
         self.action_spec = Unbounded(shape=(N_ACTIONS,), dtype=torch.float32)
         self.reward_spec = Unbounded(shape=(1,), dtype=torch.float32)
         self.done_spec = _done_spec((), ("done", "terminated"))
@@ -311,7 +317,8 @@ class WorldModelEnv(ModelBasedEnvBase):
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
         shape = self.batch_size if tensordict is None else tensordict.batch_size
         n = math.prod(shape)
-        state = backend.reset(n, self._predict.generator, self.task).view(*shape, STATE_DIM)
+        state = backend.reset(n, self._predict.generator, self.task)
+        state = state.view(*shape, self.task.world.state_dim)
         self._predict.rollout_pending = True
         no = torch.zeros(*shape, 1, dtype=torch.bool, device=self.device)
         return TensorDict(
@@ -332,7 +339,7 @@ class _VStar(nn.Module):
         self.values = backend.value_table(task, device)
 
     def forward(self, observation: torch.Tensor) -> torch.Tensor:
-        v = self.values.lookup(observation.reshape(-1, STATE_DIM))
+        v = self.values.lookup(observation.reshape(-1, observation.shape[-1]))
         return v.view(*observation.shape[:-1], 1)
 
 

@@ -20,10 +20,12 @@ environment, batched over ``COLLECT_ENVS`` parallel episodes and seeded by one e
 
 Episodes end at a goal or hazard (``terminated``) or are truncated after ``task.horizon``
 steps (60 in the paper's tasks), and the slot restarts from a fresh ``reset``. Files store
-the task's name (``meta["task"]``). Budgets are transition counts
+the task's name (``meta["task"]``) and its world (``meta["world"]``, ``gridplan.core.world``;
+a file without one holds the default world). Budgets are transition counts
 (``parse_budget("12k") == 12000``).
 
-Letter legend: ``N`` transitions, ``W`` windows, ``H`` window length, ``S`` = 12 dims.
+Letter legend: ``N`` transitions, ``W`` windows, ``H`` window length, ``S`` state dims
+(``world.state_dim``, 12 in the default world).
 """
 
 from __future__ import annotations
@@ -38,10 +40,11 @@ from pathlib import Path
 
 import torch
 
-from gridplan.core.constants import N_ACTIONS, STATE_DIM, STATE_LAYOUT_VERSION
+from gridplan.core.constants import N_ACTIONS, STATE_LAYOUT_VERSION
 from gridplan.core.env import check_state, reset, transition
 from gridplan.core.tasks import TASK_A, Task, check
 from gridplan.core.values import value_table
+from gridplan.core.world import World, recorded
 from gridplan.util.files import write_atomic
 
 BEHAVIOUR_POLICIES = ("random", "balanced", "expert")
@@ -183,14 +186,15 @@ class TransitionDataset:
         n = self.states.shape[0] if self.states.dim() == 2 else -1
         if n == 0:
             raise ValueError("dataset is empty (0 transitions)")
+        world = self.world
         for name in _STATE_FIELDS:
             value = getattr(self, name)
-            if value.shape != (n, STATE_DIM) or value.dtype != torch.float32:
+            if value.shape != (n, world.state_dim) or value.dtype != torch.float32:
                 raise ValueError(
-                    f"dataset field {name!r} must be float32 of shape (N, {STATE_DIM}), got "
-                    f"{value.dtype} {tuple(value.shape)}"
+                    f"dataset field {name!r} must be float32 of shape (N, {world.state_dim}) "
+                    f"(world {world.name!r}), got {value.dtype} {tuple(value.shape)}"
                 )
-            check_state(value, f"dataset field {name!r}")
+            check_state(value, f"dataset field {name!r}", world)
         expected = dict.fromkeys(_FLOAT_FIELDS, torch.float32)
         expected.update(dict.fromkeys(_BOOL_FIELDS, torch.bool))
         expected.update(dict.fromkeys(_LONG_FIELDS, torch.long))
@@ -206,6 +210,11 @@ class TransitionDataset:
 
     def __len__(self) -> int:
         return self.states.shape[0]
+
+    @property
+    def world(self) -> World:
+        """The world the transitions were logged in (``meta["world"]``)."""
+        return recorded(self.meta, "dataset meta")
 
     @property
     def device(self) -> torch.device:
@@ -432,6 +441,7 @@ def collect(
         "transitions": transitions,
         "seed": seed,
         "task": task.name,
+        "world": task.world.spec(),
         "horizon": task.horizon,
         "layout_version": STATE_LAYOUT_VERSION,
         "n_envs": b,
@@ -445,13 +455,14 @@ class EvalWindows:
     """Held-out windows of ``H`` consecutive logged behaviour-policy steps (paper §5.5).
 
     Attributes:
-        start: ``(W, 12)`` true state before the first step (= ``prev[:, 0]``).
+        start: ``(W, S)`` true state before the first step (= ``prev[:, 0]``).
         actions: ``(W, H)`` long logged actions.
-        targets: ``(W, H, 12)`` true next states ``s_1 .. s_H``.
+        targets: ``(W, H, S)`` true next states ``s_1 .. s_H``.
         pickup: ``(W, H)`` bool, the true step ``t`` picked up the key.
         door_opened: ``(W, H)`` bool, the true step ``t`` opened the door.
-        prev: ``(W, H, 12)`` true state before each step, ``s_0 .. s_{H-1}``.
-        meta: generating config (policy, seed, task, horizon, n_windows, layout_version, ...).
+        prev: ``(W, H, S)`` true state before each step, ``s_0 .. s_{H-1}``.
+        meta: generating config (policy, seed, task, world, horizon, n_windows,
+            layout_version, ...).
     """
 
     start: torch.Tensor
@@ -469,14 +480,20 @@ class EvalWindows:
     def horizon(self) -> int:
         return self.actions.shape[1]
 
+    @property
+    def world(self) -> World:
+        """The world the windows were logged in (``meta["world"]``)."""
+        return recorded(self.meta, "windows meta")
+
     def check(self) -> EvalWindows:
         """Validate shapes, dtypes and finiteness; returns ``self``.
 
         Raises:
             ValueError: naming the offending field and its shape.
         """
+        s = self.world.state_dim
         if not isinstance(self.start, torch.Tensor) or self.start.dim() != 2:
-            raise ValueError("windows.start must be a (W, 12) tensor")
+            raise ValueError(f"windows.start must be a (W, {s}) tensor")
         w = self.start.shape[0]
         if w < 1:
             raise ValueError("windows are empty (W = 0)")
@@ -486,12 +503,12 @@ class EvalWindows:
         if h < 1:
             raise ValueError(f"window horizon H must be >= 1, got {h}")
         shapes = {
-            "start": (w, STATE_DIM),
+            "start": (w, s),
             "actions": (w, h),
-            "targets": (w, h, STATE_DIM),
+            "targets": (w, h, s),
             "pickup": (w, h),
             "door_opened": (w, h),
-            "prev": (w, h, STATE_DIM),
+            "prev": (w, h, s),
         }
         for name, shape in shapes.items():
             value = getattr(self, name)
@@ -633,6 +650,7 @@ def eval_windows(
         "policy": policy,
         "seed": seed,
         "task": task.name,
+        "world": task.world.spec(),
         "horizon": horizon,
         "n_windows": n_windows,
         "layout_version": STATE_LAYOUT_VERSION,
@@ -661,7 +679,7 @@ def _window_round(
         doors.append(info["door_opened"])
         length += alive.long()
         alive = alive & ~terminated
-    traj = torch.stack(states, dim=1)  # (b, task.horizon + 1, 12)
+    traj = torch.stack(states, dim=1)  # (b, task.horizon + 1, S)
     act = torch.stack(actions, dim=1)
     pick = torch.stack(pickups, dim=1)
     door = torch.stack(doors, dim=1)

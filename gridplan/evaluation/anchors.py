@@ -45,20 +45,10 @@ from typing import NamedTuple
 
 import torch
 
-from gridplan.core.constants import (
-    AGENT_X,
-    AGENT_Y,
-    C1,
-    CARRYING,
-    DOOR_OPEN,
-    GRID_SIZE,
-    KEY_X,
-    KEY_Y,
-    N_ACTIONS,
-)
-from gridplan.core.env import outcome, relevant_step, to_cell, to_flag
+from gridplan.core.constants import N_ACTIONS
+from gridplan.core.env import outcome, relevant_step
 from gridplan.core.tasks import Task
-from gridplan.core.values import discrete_index, value_table
+from gridplan.core.values import check_table_memory, discrete_index, value_table
 from gridplan.planning.planner import TIE_TOLERANCE
 
 
@@ -88,22 +78,17 @@ class DiscreteDynamics:
         return self.reward.shape[1]
 
     def index(self, state: torch.Tensor) -> torch.Tensor:
-        """``(N,)`` discrete indices of ``(N, 12)`` float states (rounded cells, flags at 0.5)."""
-        return discrete_index(
-            to_cell(state[:, AGENT_X : AGENT_Y + 1]),
-            to_cell(state[:, KEY_X : KEY_Y + 1]),
-            to_flag(state[:, CARRYING]),
-            to_flag(state[:, DOOR_OPEN]),
-            to_flag(state[:, C1]),
-            self.task,
-        )
+        """``(N,)`` discrete indices of ``(N, S)`` float states (rounded cells, flags at 0.5):
+        the V* table's (``ValueTable.index``)."""
+        return value_table(self.task, self.reward.device).index(state)
 
 
 @functools.lru_cache(maxsize=8)
 def discrete_dynamics(task: Task, device: str = "cpu") -> DiscreteDynamics:
     """The (cached) ``DiscreteDynamics`` of ``task`` on ``device``."""
     n_c1 = 2 if task.reads_c1 else 1
-    cells = [torch.arange(GRID_SIZE)] * 4
+    check_table_memory(task)
+    cells = [torch.arange(task.world.size)] * 4
     grid = torch.cartesian_prod(*cells, torch.arange(2), torch.arange(2), torch.arange(n_c1))
     agent, key = grid[:, 0:2], grid[:, 2:4]
     carrying, door, c1 = grid[:, 4].bool(), grid[:, 5].bool(), grid[:, 6].bool()
@@ -112,7 +97,7 @@ def discrete_dynamics(task: Task, device: str = "cpu") -> DiscreteDynamics:
     next_index = torch.empty(N_ACTIONS, n, dtype=torch.long)
     reward = torch.empty(N_ACTIONS, n)
     for a in range(N_ACTIONS):
-        rel = relevant_step(agent, key, carrying, door, torch.full((n,), a))
+        rel = relevant_step(agent, key, carrying, door, torch.full((n,), a), task.world)
         r, _, _ = outcome(rel.agent, c1, task)
         next_index[a, own] = discrete_index(
             rel.agent, rel.key, rel.carrying, rel.door_open, c1, task

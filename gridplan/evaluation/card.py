@@ -23,9 +23,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from gridplan.core import tasks
-from gridplan.core.constants import DIM_NAMES, STATE_DIM
-from gridplan.evaluation.schema import LEVEL_TITLES, check_schema, write_text
+from gridplan.evaluation.schema import LEVEL_TITLES, check_schema, report_task, write_text
 from gridplan.util.jsonio import dumps
 
 CARD_SCHEMA = "1.0"
@@ -154,8 +152,8 @@ def _value(report: dict, level: str, key: str) -> float | None:
 
 def contract(report: dict) -> dict:
     """The decision contract: task, policy class, action interface, horizons, use."""
-    task = tasks.get(report["task"])
-    relevant = [DIM_NAMES[d] for d in task.relevant_dims]
+    task = report_task(report)
+    relevant = [task.world.dim_names[d] for d in task.relevant_dims]
     depth = report["depth"]
     return {
         "task": {
@@ -292,14 +290,15 @@ def _profile_figure(report: dict) -> Figure | None:
         return None
     from gridplan.core.values import relevance_weights
 
-    task = tasks.get(report["task"])
+    task = report_task(report)
     weights = relevance_weights(task).tolist()
-    order = sorted(range(STATE_DIM), key=lambda d: -weights[d])
+    names = task.world.dim_names
+    order = sorted(range(len(names)), key=lambda d: -weights[d])
     fig = Figure(figsize=(7, 3.2), layout="constrained")
     ax = fig.add_subplot()
     colors = ["tab:red" if d in task.relevant_dims else "tab:gray" for d in order]
-    ax.bar(range(STATE_DIM), [report["profile"][DIM_NAMES[d]] for d in order], color=colors)
-    ax.set_xticks(range(STATE_DIM), [DIM_NAMES[d] for d in order], rotation=45, ha="right")
+    ax.bar(range(len(order)), [report["profile"][names[d]] for d in order], color=colors)
+    ax.set_xticks(range(len(order)), [names[d] for d in order], rotation=45, ha="right")
     ax.set_ylabel("open-loop MSE (H steps)")
     ax.set_title(f"L1 error profile, ordered by relevance (red: relevant to task {task.name})")
     return fig

@@ -15,8 +15,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from gridplan.core.constants import AGENT_X, AGENT_Y, C1
-from gridplan.core.env import outcome, to_cell, to_flag
+from gridplan.core.env import state_outcome
 from gridplan.core.tasks import Task
 
 #: Normal quantile of the 95% intervals of means.
@@ -109,9 +108,7 @@ def predicted_outcome(
         ``predict_reward``, else the true reward of the predicted state; ``goal``/``hazard``
         always from the predicted state (the step terminates where either holds).
     """
-    reward, goal, hazard = outcome(
-        to_cell(nxt[:, AGENT_X : AGENT_Y + 1]), to_flag(nxt[:, C1]), task
-    )
+    reward, goal, hazard = state_outcome(nxt, task)
     if has_reward(model):
         reward = model.predict_reward(state, action, nxt).to(reward.dtype)
     return reward, goal, hazard

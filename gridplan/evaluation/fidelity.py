@@ -27,7 +27,7 @@ from itertools import combinations
 
 import torch
 
-from gridplan.core.constants import N_ACTIONS, STATE_DIM
+from gridplan.core.constants import N_ACTIONS
 from gridplan.core.env import transition
 from gridplan.core.tasks import Task
 from gridplan.evaluation.common import NON_NEGATIVE, Estimate, predicted_outcome, relevant_sq_error
@@ -108,7 +108,7 @@ def branch_predictions(
     model_generator: torch.Generator,
     env_generator: torch.Generator,
 ) -> Branches:
-    """The model's and the environment's one-step branches from ``(N, 12)`` true ``states``,
+    """The model's and the environment's one-step branches from ``(N, S)`` true ``states``,
     all ``4 N`` rows in one ``predict`` call."""
     n = states.shape[0]
     rows = states.repeat(N_ACTIONS, 1)
@@ -119,7 +119,7 @@ def branch_predictions(
     pred = model.predict(rows, action, model_generator)
     true, reward_true, _, _ = transition(rows, action, env_generator, task)
     reward_model, _, _ = predicted_outcome(model, rows, action, pred, task)
-    shape = (N_ACTIONS, n, STATE_DIM)
+    shape = (N_ACTIONS, n, states.shape[1])
     return Branches(
         pred=pred.view(shape),
         true=true.view(shape),

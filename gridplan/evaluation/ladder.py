@@ -41,6 +41,7 @@ from gridplan.evaluation.ladder_protocol import LadderProtocol, get_protocol
 from gridplan.evaluation.levels import PAPER_LEVELS, LevelContext, measure
 from gridplan.evaluation.schema import LEVELS, Report
 from gridplan.evaluation.uncertainty import uncertainty_source
+from gridplan.models.contract import check_model_world
 from gridplan.models.plugins import check_contract, checked
 from gridplan.planning.planner import Planner
 
@@ -83,6 +84,7 @@ def _measure(
     if getattr(model, "n_settings", 1) != 1:
         raise ValueError("evaluate takes a single-setting model (n_settings == 1)")
     name = (model_info or {}).get("name", type(model).__name__)
+    check_model_world(model, task.world)
     model = checked(model, name)
     check_contract(model, task, device, name)
     # Building a planner checks the depth against its memory budget before any level runs.
@@ -94,6 +96,7 @@ def _measure(
         device=str(device),
         levels=levels,
         protocol=protocol.to_dict(),
+        world=task.world.spec(),
     )
     if has_reward(model):
         report.notes.append(

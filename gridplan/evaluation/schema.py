@@ -28,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+from gridplan.core import tasks
+from gridplan.core.world import recorded
 from gridplan.util.jsonio import dumps, to_jsonable
 
 #: Version of the JSON layout, ``"<major>.<minor>"``; a major change breaks readers.
@@ -83,6 +85,8 @@ class Report:
             paired comparisons; not serialized.
         per_state: per-state arrays (``decision_regret``, ``decision_optimal`` over the branch
             set) for paired comparisons; not serialized.
+        world: the task's world (``gridplan.core.world.World.spec``); a report without one
+            (written before worlds) is the default world's.
     """
 
     model: dict
@@ -98,6 +102,7 @@ class Report:
     timing: dict[str, float] = field(default_factory=dict)
     episode_success: np.ndarray | None = None
     per_state: dict[str, np.ndarray] = field(default_factory=dict)
+    world: dict | None = None
 
     def to_dict(self) -> dict:
         """The JSON form (module docstring)."""
@@ -105,6 +110,7 @@ class Report:
             "schema_version": SCHEMA_VERSION,
             "model": self.model,
             "task": self.task,
+            **({} if self.world is None else {"world": self.world}),
             "depth": self.depth,
             "device": self.device,
             "levels": list(self.levels),
@@ -136,6 +142,7 @@ class Report:
         return {
             "model": self.model,
             "task": self.task,
+            **({} if self.world is None else {"world": self.world}),
             "depth": self.depth,
             **self.closed_loop,
             "device": self.device,
@@ -284,3 +291,13 @@ def write_report(data: dict, path: str | Path, overwrite: bool = False) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text(path, dumps(data, indent=2) + "\n")
     return path
+
+
+def report_task(report: dict) -> tasks.Task:
+    """The task a report was measured on: its ``task`` on its ``world`` (a report without
+    ``world`` is the default world's).
+
+    Raises:
+        ValueError: on an unknown task or a malformed world.
+    """
+    return tasks.get(report["task"], world=recorded(report, "the report"))

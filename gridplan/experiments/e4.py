@@ -32,22 +32,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from gridplan.core.constants import (
-    AGENT_X,
-    AGENT_Y,
-    C1,
-    C2,
-    CARRYING,
-    D1_X,
-    D1_Y,
-    DIM_NAMES,
-    DOOR_OPEN,
-    KEY_X,
-    KEY_Y,
-    STATE_DIM,
-)
+from gridplan.core.constants import AGENT_X, AGENT_Y, C1, CARRYING, DOOR_OPEN, KEY_X, KEY_Y
 from gridplan.core.tasks import TASK_A
 from gridplan.core.values import binary_weights, relevance_weights
+from gridplan.core.world import DEFAULT as PAPER_WORLD
 from gridplan.experiments import paper, settings
 from gridplan.experiments.figures import weights_figure
 from gridplan.experiments.learned_runs import logged_states, train_run, training_checkpoint
@@ -73,7 +61,7 @@ MIN_ESTIMATE_GAP = 0.3
 #: ... and put at least this much mass on irrelevant dims (paper: 0.39-0.42).
 MIN_IRRELEVANT_MASS = 0.2
 RELEVANT = TASK_A.relevant_dims
-IRRELEVANT = tuple(d for d in range(STATE_DIM) if d not in RELEVANT)
+IRRELEVANT = tuple(d for d in range(PAPER_WORLD.state_dim) if d not in RELEVANT)
 #: The two pools every weighting is scored on.
 POOLS = ("grid", "sweep")
 
@@ -149,7 +137,7 @@ class WeightsRow(Record):
     """One weighting's normalized weights per dimension (``weights.csv``)."""
 
     weighting: str
-    weights: tuple[float, ...] = columns("{}", DIM_NAMES, mapping=False)
+    weights: tuple[float, ...] = columns("{}", PAPER_WORLD.dim_names, mapping=False)
 
     @classmethod
     def of(cls, s: Scored) -> WeightsRow:
@@ -161,7 +149,7 @@ class WeightsRow(Record):
 
 def mask(dims) -> torch.Tensor:
     """Uniform weights ``(12,)`` on ``dims``, zero elsewhere (normalized to sum 1)."""
-    w = torch.zeros(STATE_DIM)
+    w = torch.zeros(PAPER_WORLD.state_dim)
     w[list(dims)] = 1.0
     return w / w.sum()
 
@@ -170,11 +158,12 @@ def approximate_masks() -> dict[str, tuple[torch.Tensor, str]]:
     """Table 4's approximate masks: name -> (weights, kind), kind ``false positive`` or
     ``false negative``."""
     out = {}
-    for name, extra in [("c1", (C1,)), ("c2", (C2,)), ("d1", (D1_X, D1_Y))]:
+    extras = [("c1", (C1,)), ("c2", PAPER_WORLD.c2_dims), ("d1", PAPER_WORLD.d1_dims)]
+    for name, extra in extras:
         out[f"binary + {name}"] = (mask((*RELEVANT, *extra)), "false positive")
     for dim in (AGENT_X, AGENT_Y, KEY_X, KEY_Y, CARRYING, DOOR_OPEN):
         keep = [d for d in RELEVANT if d != dim]
-        out[f"binary − {DIM_NAMES[dim]}"] = (mask(keep), "false negative")
+        out[f"binary − {PAPER_WORLD.dim_names[dim]}"] = (mask(keep), "false negative")
     out["binary − key (x, y)"] = (
         mask([d for d in RELEVANT if d not in (KEY_X, KEY_Y)]),
         "false negative",
@@ -255,7 +244,8 @@ def weightings(ests: list[SeededEstimate]) -> dict[str, tuple[torch.Tensor, str]
     for e in ests:
         out[f"estimated (seed {e.seed})"] = (e.estimate.weights, "estimated")
     out.update(approximate_masks())
-    out["uniform (= E_tot)"] = (torch.full((STATE_DIM,), 1.0 / STATE_DIM), "reference")
+    s = PAPER_WORLD.state_dim
+    out["uniform (= E_tot)"] = (torch.full((s,), 1.0 / s), "reference")
     return out
 
 
@@ -342,14 +332,14 @@ def estimates_table(
     masses = [e.estimate.irrelevant_mass for e in ests]
     rows = [
         [
-            DIM_NAMES[d],
+            PAPER_WORLD.dim_names[d],
             fmt(weights["graded"][0][d]),
             fmt(weights["binary"][0][d]),
             fmt(est_w[:, d].mean()),
             f"{fmt(est_w[:, d].min())}–{fmt(est_w[:, d].max())}",
             "relevant" if d in RELEVANT else "irrelevant",
         ]
-        for d in range(STATE_DIM)
+        for d in range(PAPER_WORLD.state_dim)
     ]
     t4 = paper.TABLE_4
     first = ests[0]
@@ -438,7 +428,7 @@ def _estimate_verdicts(
         f"estimates ({100 * masses.min():.0f}–{100 * masses.max():.0f}%; criterion mean ≥ "
         f"{100 * MIN_IRRELEVANT_MASS:.0f}%); largest mean weights: "
         + ", ".join(
-            f"{DIM_NAMES[d]} {fmt(mean_w[d], 2)}"
+            f"{PAPER_WORLD.dim_names[d]} {fmt(mean_w[d], 2)}"
             for d in torch.argsort(mean_w, descending=True)[:3].tolist()
         ),
     )

@@ -23,9 +23,10 @@ from dataclasses import dataclass
 
 import torch
 
-from gridplan.core.constants import C1, C2, STATE_DIM
+from gridplan.core.constants import C1
 from gridplan.core.readings import PROJECT, Reading
 from gridplan.core.tasks import TASK_A, TASK_B
+from gridplan.core.world import DEFAULT as PAPER_WORLD
 from gridplan.experiments import paper
 from gridplan.experiments.figures import bit_success_figure, trajectory_figure
 from gridplan.experiments.measure import closed_loop, standard_windows
@@ -69,9 +70,9 @@ class BitNoiseRow(Record):
 
 def bit_noise_model(sigma: float, reading: Reading = PROJECT) -> NoiseModel:
     """Two settings: noise ``sigma`` on ``c1`` only (setting 0) and on ``c2`` only (setting 1)."""
-    s = torch.zeros(2, STATE_DIM)
+    s = torch.zeros(2, PAPER_WORLD.state_dim)
     s[0, C1] = sigma
-    s[1, C2] = sigma
+    s[1, PAPER_WORLD.c2_dims[0]] = sigma
     return NoiseModel(s, reading=reading)
 
 
@@ -161,7 +162,7 @@ def pick_episode(outcome: torch.Tensor, n: int) -> tuple[int, str]:
 
 def _etot_note(sigma: float, horizon: int, reading: Reading) -> str:
     """Why the noisy bit's E_tot is what it is under this reading."""
-    walk = sigma**2 * (horizon + 1) / 2 / STATE_DIM
+    walk = sigma**2 * (horizon + 1) / 2 / PAPER_WORLD.state_dim
     if reading.bits == "carried" and not reading.clamp:
         return (
             f"Each bit carries its noisy value, so its error is a random walk: t σ² after t "

@@ -25,9 +25,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from gridplan.core.constants import AGENT_X, AGENT_Y, CELL_SCALE, KEY_X, KEY_Y
+from gridplan.core.constants import AGENT_X, AGENT_Y, KEY_X, KEY_Y
 from gridplan.core.readings import Reading
 from gridplan.core.tasks import TASK_A
+from gridplan.core.world import DEFAULT as PAPER_WORLD
 from gridplan.experiments import paper
 from gridplan.experiments.figures import depth_figure, fans_figure, horizon_figure
 from gridplan.experiments.measure import closed_loop, standard_windows
@@ -215,13 +216,13 @@ def imagination_fans(ctx: GroupContext, cfg: E6Config) -> tuple[dict, list[FanRo
         state, out = state0, []
         for t in range(depth):
             state = model.predict(state, actions[:, t], gen)
-            out.append(state[:, [AGENT_X, AGENT_Y]] * CELL_SCALE)
+            out.append(state[:, [AGENT_X, AGENT_Y]] * PAPER_WORLD.cell_scale)
         return torch.stack(out, dim=1)  # (T * L, D, 2) in cells
 
     truth = imagine(OracleModel(ctx.reading), ctx.generator(cfg.fan_seed))
     fans = {
-        "path": (path[:, [AGENT_X, AGENT_Y]] * CELL_SCALE).cpu().numpy(),
-        "key": (path[0, [KEY_X, KEY_Y]] * CELL_SCALE).cpu().numpy(),
+        "path": (path[:, [AGENT_X, AGENT_Y]] * PAPER_WORLD.cell_scale).cpu().numpy(),
+        "key": (path[0, [KEY_X, KEY_Y]] * PAPER_WORLD.cell_scale).cpu().numpy(),
         "steps": steps,
         "models": {},
     }

@@ -48,8 +48,8 @@ import numpy as np
 import torch
 
 from gridplan import evaluate as ladder_evaluate
-from gridplan.core.constants import DIM_NAMES
 from gridplan.core.tasks import TASK_A
+from gridplan.core.world import DEFAULT as PAPER_WORLD
 from gridplan.evaluation.ladder import check_levels
 from gridplan.experiments import paper
 from gridplan.experiments.figures import pool_scatter_figure, zoo_scatter_figure
@@ -124,7 +124,7 @@ METRICS: tuple[tuple[str, str, Callable], ...] = (
     ("DRPE_graded", "DRPE graded", _pm("DRPE", "graded")),
     ("DRPE_binary", "DRPE binary", _pm("DRPE", "binary")),
     ("VPE", "VPE", _pm("VPE")),
-    *((f"err_{d}", f"profile: {d}", _pm("profile", d)) for d in DIM_NAMES),
+    *((f"err_{d}", f"profile: {d}", _pm("profile", d)) for d in PAPER_WORLD.dim_names),
     ("carrying_at_pickup", "event: carrying at pickup", _pm("event_audit", "carrying_at_pickup")),
     ("pickup_mse", "event: pickup MSE", _pm("event_audit", "pickup_mse")),
     (
@@ -152,7 +152,9 @@ METRICS: tuple[tuple[str, str, Callable], ...] = (
     ("uncertainty_aurc", "uncertainty AURC", _ladder("uncertainty", "aurc")),
 )
 #: Metrics E1's grid records (``ControlledRecord``): the grid and pooled columns.
-GRID_METRICS = ("E_tot", "DRPE_graded", "DRPE_binary", "VPE", *(f"err_{d}" for d in DIM_NAMES))
+GRID_METRICS = (
+    "E_tot", "DRPE_graded", "DRPE_binary", "VPE", *(f"err_{d}" for d in PAPER_WORLD.dim_names)
+)
 LABELS = {key: label for key, label, _ in METRICS}
 
 
@@ -413,7 +415,7 @@ def _value(record, key: str) -> float | None:
     if isinstance(record, ZooRecord):
         return record.metrics.get(key)
     if key.startswith("err_"):
-        return float(record.profile[DIM_NAMES.index(key[4:])])
+        return float(record.profile[PAPER_WORLD.dim_names.index(key[4:])])
     return float(getattr(record, key))
 
 

@@ -15,20 +15,9 @@ from matplotlib import patheffects
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from gridplan.core.constants import (
-    AGENT_X,
-    AGENT_Y,
-    C1,
-    CELL_SCALE,
-    DIM_NAMES,
-    DOOR_CELL,
-    GRID_SIZE,
-    KEY_X,
-    KEY_Y,
-    STATE_DIM,
-    WALL_X,
-)
+from gridplan.core.constants import AGENT_X, AGENT_Y, C1, KEY_X, KEY_Y
 from gridplan.core.tasks import TASK_A, TASK_B, Task
+from gridplan.core.world import DEFAULT as PAPER_WORLD
 from gridplan.experiments import paper
 from gridplan.experiments.records import model_name, noise_kind
 from gridplan.planning.closed_loop import OUTCOMES
@@ -45,16 +34,17 @@ def draw_gridworld(ax, task: Task = TASK_A, c1: bool = False) -> None:
     """Draw the 8x8 world on a Matplotlib axis in cell coordinates: the wall column, the door,
     and the task's active goal (green) and hazard (red, where it has one) under ``c1``."""
     goal, hazard = task.goal_cells(torch.tensor([bool(c1)]))
-    ax.set_xlim(-0.5, GRID_SIZE - 0.5)
-    ax.set_ylim(-0.5, GRID_SIZE - 0.5)
+    ax.set_xlim(-0.5, PAPER_WORLD.size - 0.5)
+    ax.set_ylim(-0.5, PAPER_WORLD.size - 0.5)
     ax.set_aspect("equal")
-    ax.set_xticks(range(GRID_SIZE))
-    ax.set_yticks(range(GRID_SIZE))
+    ax.set_xticks(range(PAPER_WORLD.size))
+    ax.set_yticks(range(PAPER_WORLD.size))
     ax.grid(color="0.85", linewidth=0.5)
-    for y in range(GRID_SIZE):
-        if (WALL_X, y) != DOOR_CELL:
-            ax.add_patch(Rectangle((WALL_X - 0.5, y - 0.5), 1, 1, color="0.35"))
-    ax.add_patch(Rectangle((DOOR_CELL[0] - 0.5, DOOR_CELL[1] - 0.5), 1, 1, color="peru"))
+    for y in range(PAPER_WORLD.size):
+        if (PAPER_WORLD.wall_x, y) != PAPER_WORLD.door_cell:
+            ax.add_patch(Rectangle((PAPER_WORLD.wall_x - 0.5, y - 0.5), 1, 1, color="0.35"))
+    dx, dy = PAPER_WORLD.door_cell
+    ax.add_patch(Rectangle((dx - 0.5, dy - 0.5), 1, 1, color="peru"))
     gx, gy = goal[0].tolist()
     ax.add_patch(Rectangle((gx - 0.5, gy - 0.5), 1, 1, color="limegreen", alpha=0.6))
     ax.text(gx, gy, "goal", ha="center", va="center", fontsize=7)
@@ -77,7 +67,7 @@ def plot_episode_path(
         ``(t + 1, 2)`` agent cells of the path (unshifted).
     """
     t = int(steps[row])
-    path = (trajectory[: t + 1, row][:, [AGENT_X, AGENT_Y]] * CELL_SCALE).cpu().numpy()
+    path = (trajectory[: t + 1, row][:, [AGENT_X, AGENT_Y]] * PAPER_WORLD.cell_scale).cpu().numpy()
     end = OUTCOMES[int(outcome[row])]
     ax.plot(
         path[:, 0] + offset,
@@ -93,13 +83,14 @@ def plot_episode_path(
 
 def _mark_key(ax, start: torch.Tensor) -> None:
     """The key (gold star) of a start state."""
-    kx, ky = (start[[KEY_X, KEY_Y]] * CELL_SCALE).round().tolist()
+    kx, ky = (start[[KEY_X, KEY_Y]] * PAPER_WORLD.cell_scale).round().tolist()
     ax.plot(kx, ky, marker="*", color="gold", markersize=14, markeredgecolor="k", label="key")
 
 
 def _mark_start(ax, start: torch.Tensor) -> None:
     """The agent's start cell (black square)."""
-    ax.plot(*(start[[AGENT_X, AGENT_Y]] * CELL_SCALE).tolist(), "ks", markersize=8, label="start")
+    cell = (start[[AGENT_X, AGENT_Y]] * PAPER_WORLD.cell_scale).tolist()
+    ax.plot(*cell, "ks", markersize=8, label="start")
 
 
 def _col(records: Sequence, key: str) -> np.ndarray:
@@ -272,16 +263,16 @@ def weights_figure(weightings: Mapping, estimated: np.ndarray, rows: Sequence, r
     ``paper_rho``) beside the paper's."""
     fig = new_figure(12, 5.2)
     ax, bx = fig.subplots(1, 2, width_ratios=[1.1, 1])
-    x = np.arange(STATE_DIM)
+    x = np.arange(PAPER_WORLD.state_dim)
     ax.bar(x - 0.27, weightings["graded"].numpy(), 0.27, label="graded", color="tab:green")
     ax.bar(x, weightings["binary"].numpy(), 0.27, label="binary", color="tab:gray")
     mean = estimated.mean(axis=0)
     err = np.stack([mean - estimated.min(axis=0), estimated.max(axis=0) - mean])
     label = f"estimated (mean of {len(estimated)}, min–max)"
     ax.bar(x + 0.27, mean, 0.27, yerr=err, capsize=2, label=label, color="tab:red")
-    ax.axvspan(relevant - 0.5, STATE_DIM - 0.5, color="0.93", zorder=0)
+    ax.axvspan(relevant - 0.5, PAPER_WORLD.state_dim - 0.5, color="0.93", zorder=0)
     ax.text(8.5, ax.get_ylim()[1] * 0.92, "irrelevant (Task A)", ha="center", fontsize=8)
-    ax.set_xticks(x, DIM_NAMES, rotation=45, ha="right", fontsize=8)
+    ax.set_xticks(x, PAPER_WORLD.dim_names, rotation=45, ha="right", fontsize=8)
     ax.set_ylabel("weight (sums to 1)")
     ax.legend(fontsize=8)
     ax.set_title("Relevance weights per dimension", fontsize=9)

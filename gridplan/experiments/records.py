@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
-from gridplan.core.constants import DIM_NAMES
+from gridplan.core.world import DEFAULT as PAPER_WORLD
 from gridplan.planning.closed_loop import OUTCOMES
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ def columns(template: str, names: Sequence[str] | None = None, mapping: bool = T
 
 
 #: The per-dimension error profile as ``err_<dim>`` columns.
-PROFILE_COLUMNS = ("err_{}", DIM_NAMES, False)
+PROFILE_COLUMNS = ("err_{}", PAPER_WORLD.dim_names, False)
 #: Outcome counts as ``goal``, ``hazard``, ``timeout`` columns.
 OUTCOME_COLUMNS = ("{}", OUTCOMES, True)
 

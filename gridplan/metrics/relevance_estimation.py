@@ -22,7 +22,7 @@ logged data but no ground-truth relevance. It is reported as a negative result (
    returns the graded weights, and a dimension the value function does not read gets
    exactly 0.
 
-Letter legend: ``N`` states, ``S`` = 12 state dims, ``A`` = 4 actions.
+Letter legend: ``N`` states, ``S`` state dims (12 in the default world), ``A`` = 4 actions.
 """
 
 from __future__ import annotations
@@ -35,10 +35,11 @@ import torch
 from scipy.stats import spearmanr
 from torch import nn
 
-from gridplan.core.constants import AGENT_X, AGENT_Y, C1, N_ACTIONS, STATE_DIM
-from gridplan.core.env import check_state, outcome, to_cell, to_flag
+from gridplan.core.constants import N_ACTIONS
+from gridplan.core.env import check_state, state_outcome
 from gridplan.core.tasks import DEFAULT_GAMMA, TASK_A, Task, check
 from gridplan.core.values import perturbation_saliency, value_table
+from gridplan.core.world import DEFAULT
 
 #: Rows per forward pass when evaluating a fitted value function (bounds peak memory).
 EVAL_CHUNK = 65_536
@@ -85,15 +86,18 @@ class FVIConfig:
 
 
 class ValueNet(nn.Module):
-    """MLP ``(N, 12) -> (N,)`` state values; inputs centred to ``[-1, 1]`` like the world model's.
+    """MLP ``(N, S) -> (N,)`` state values; inputs centred to ``[-1, 1]`` like the world model's.
 
     Args:
         hidden: hidden widths, e.g. ``(128, 128)``.
+        state_dim: ``S``, the world's state width.
     """
 
-    def __init__(self, hidden: tuple[int, ...] = (128, 128)) -> None:
+    def __init__(
+        self, hidden: tuple[int, ...] = (128, 128), state_dim: int = DEFAULT.state_dim
+    ) -> None:
         super().__init__()
-        widths = [STATE_DIM, *hidden]
+        widths = [state_dim, *hidden]
         layers: list[nn.Module] = []
         for w_in, w_out in zip(widths[:-1], widths[1:], strict=True):
             layers += [nn.Linear(w_in, w_out), nn.SiLU()]
@@ -101,13 +105,13 @@ class ValueNet(nn.Module):
         self.layers = nn.Sequential(*layers)
 
     def forward(self, state: torch.Tensor) -> torch.Tensor:
-        """``(N, 12)`` float in ``[0, 1]`` -> ``(N,)`` values."""
+        """``(N, S)`` float in ``[0, 1]`` -> ``(N,)`` values."""
         return self.layers(2.0 * state - 1.0).squeeze(1)
 
 
 @dataclass
 class FittedValue:
-    """A value function fitted by ``fitted_value_iteration``; call it on ``(N, 12)`` states.
+    """A value function fitted by ``fitted_value_iteration``; call it on ``(N, S)`` states.
 
     Attributes:
         net: the fitted regressor (eval mode).
@@ -124,7 +128,7 @@ class FittedValue:
 
     @torch.no_grad()
     def __call__(self, state: torch.Tensor) -> torch.Tensor:
-        """Values ``(N,)`` of ``(N, 12)`` states (float, on the network's device)."""
+        """Values ``(N,)`` of ``(N, S)`` states (float, on the network's device)."""
         check_state(state)
         device = next(self.net.parameters()).device
         parts = [
@@ -142,21 +146,21 @@ def one_step_backup_inputs(
 
     Args:
         model: a one-setting ``WorldModel`` (``predict(state, action, generator)``).
-        states: ``(N, 12)`` float in ``[0, 1]``.
+        states: ``(N, S)`` float in ``[0, 1]``.
         task: reward and terminal cells.
         generator: randomness of a stochastic model (one sample per state and action);
             default ``torch.Generator(states.device).manual_seed(0)``.
 
     Returns:
-        ``(next_states (N, 4, 12), reward (N, 4), terminal (N, 4) bool)``.
+        ``(next_states (N, 4, S), reward (N, 4), terminal (N, 4) bool)``.
 
     Raises:
         ValueError: on malformed states, a model with several settings, or a model output
-            that is not ``(4N, 12)`` and finite.
+            that is not ``(4N, S)`` and finite.
         TypeError: if ``task`` is not a ``Task``.
     """
-    check_state(states, "states")
     check(task)
+    check_state(states, "states", task.world)
     if getattr(model, "n_settings", 1) != 1:
         raise ValueError(
             f"fitted value iteration needs a one-setting model, got n_settings = {model.n_settings}"
@@ -167,17 +171,16 @@ def one_step_backup_inputs(
     rows = states.repeat_interleave(N_ACTIONS, dim=0)
     actions = torch.arange(N_ACTIONS, device=states.device).repeat(n)
     nxt = model.predict(rows, actions, generator)
-    if not isinstance(nxt, torch.Tensor) or tuple(nxt.shape) != (n * N_ACTIONS, STATE_DIM):
+    width = states.shape[1]
+    if not isinstance(nxt, torch.Tensor) or tuple(nxt.shape) != (n * N_ACTIONS, width):
         got = tuple(nxt.shape) if isinstance(nxt, torch.Tensor) else type(nxt).__name__
-        raise ValueError(f"model.predict returned {got}, expected ({n * N_ACTIONS}, {STATE_DIM})")
+        raise ValueError(f"model.predict returned {got}, expected ({n * N_ACTIONS}, {width})")
     if not torch.isfinite(nxt).all():
         raise ValueError("model.predict returned non-finite values")
     nxt = nxt.clamp(0.0, 1.0)
-    reward, goal, hazard = outcome(
-        to_cell(nxt[:, AGENT_X : AGENT_Y + 1]), to_flag(nxt[:, C1]), task
-    )
+    reward, goal, hazard = state_outcome(nxt, task)
     shape = (n, N_ACTIONS)
-    return nxt.view(n, N_ACTIONS, STATE_DIM), reward.view(shape), (goal | hazard).view(shape)
+    return nxt.view(n, N_ACTIONS, width), reward.view(shape), (goal | hazard).view(shape)
 
 
 @contextlib.contextmanager
@@ -211,14 +214,14 @@ def fitted_value_iteration(
 
     Args:
         model: a one-setting ``WorldModel`` (e.g. a ``LearnedWorldModel``).
-        states: ``(N, 12)`` logged states in ``[0, 1]`` (the behaviour data's distribution).
+        states: ``(N, S)`` logged states in ``[0, 1]`` (the behaviour data's distribution).
         task: reward and terminal cells.
         config: ``FVIConfig`` (default settings when None).
         generator: randomness of a stochastic model; the regressor's own randomness comes
             from ``config.seed``.
 
     Returns:
-        FittedValue, callable on ``(N, 12)`` states.
+        FittedValue, callable on ``(N, S)`` states.
 
     Raises:
         ValueError: as ``one_step_backup_inputs``.
@@ -236,11 +239,11 @@ def _fit(states, nxt, reward, terminal, config: FVIConfig) -> FittedValue:
     torch_gen = torch.Generator(device="cpu").manual_seed(config.seed)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)
-        net = ValueNet(tuple(config.hidden)).to(device)
+        net = ValueNet(tuple(config.hidden), states.shape[1]).to(device)
     opt = torch.optim.Adam(net.parameters(), lr=config.lr)
     x = states.float()
     n = x.shape[0]
-    flat_next = nxt.reshape(-1, STATE_DIM).float()
+    flat_next = nxt.reshape(-1, nxt.shape[-1]).float()
     alive = (~terminal).float()
     fitted = FittedValue(net, config)
     previous = torch.zeros(n, device=device)
@@ -313,10 +316,10 @@ def estimate_relevance(
 
     Args:
         model: a one-setting ``WorldModel``.
-        states: ``(N, 12)`` logged states the value is fitted on.
+        states: ``(N, S)`` logged states the value is fitted on.
         task: reward, terminal cells and the exact V* of the diagnostics.
         config: FVI settings.
-        saliency_states: ``(N', 12)`` states the saliency expectation is over (default:
+        saliency_states: ``(N', S)`` states the saliency expectation is over (default:
             ``states``).
         generator: randomness of a stochastic model.
 
@@ -328,9 +331,12 @@ def estimate_relevance(
         ValueError: as ``fitted_value_iteration`` and ``perturbation_saliency``.
     """
     fitted = fitted_value_iteration(model, states, task, config, generator)
-    probe = states if saliency_states is None else check_state(saliency_states, "saliency_states")
-    weights = perturbation_saliency(fitted, probe)
-    irrelevant = [d for d in range(STATE_DIM) if d not in task.relevant_dims]
+    world = task.world
+    probe = states
+    if saliency_states is not None:
+        probe = check_state(saliency_states, "saliency_states", world)
+    weights = perturbation_saliency(fitted, probe, world=world)
+    irrelevant = [d for d in range(world.state_dim) if d not in task.relevant_dims]
     v_fit = fitted(probe).double().cpu()
     v_true = value_table(task, probe.device).lookup(probe).double().cpu()
     if float(v_fit.std()) > 0 and float(v_true.std()) > 0:

@@ -1,6 +1,7 @@
 """The world-model contract: what the planner and the metrics may ask of any model (paper §4.2).
 
-Every model is one imagined step ``predict(state (N, 12), action (N,), generator) -> (N, 12)``;
+Every model is one imagined step ``predict(state (N, S), action (N,), generator) -> (N, S)``
+in the layout of its world (``gridplan.core.world``; ``S = 12`` in the default world);
 every metric uses only this, plus ``start_rollout`` before each imagined rollout (models with
 memory across imagined steps, such as AR(1) noise, reset it there).
 
@@ -26,6 +27,8 @@ import abc
 
 import torch
 
+from gridplan.core.world import World
+
 
 class WorldModel(abc.ABC):
     """A one-step world model. Subclass it (or duck-type ``predict``) to plug a model in."""
@@ -40,12 +43,12 @@ class WorldModel(abc.ABC):
         """One imagined step.
 
         Args:
-            state: ``(N, 12)`` float, normalized ``[0, 1]`` (possibly the model's own output).
+            state: ``(N, S)`` float, normalized ``[0, 1]`` (possibly the model's own output).
             action: ``(N,)`` long in ``0..3``.
             generator: the only source of randomness a stochastic model may use.
 
         Returns:
-            ``(N, 12)`` predicted next states, finite: the planner raises ValueError on NaN
+            ``(N, S)`` predicted next states, finite: the planner raises ValueError on NaN
             or inf (``gridplan.planning.scorers.check_prediction``).
         """
 
@@ -59,3 +62,19 @@ def keeps_memory(model) -> bool:
     to the rows of one rollout, so its rows may not be regrouped between steps."""
     start = getattr(type(model), "start_rollout", None)
     return start is not None and start is not WorldModel.start_rollout
+
+
+def check_model_world(model, world: World) -> None:
+    """Refuse a model that declares another world than ``world`` (a ``world`` attribute:
+    built-in and learned models have one; a plug-in without one is checked by the width of
+    its predictions).
+
+    Raises:
+        ValueError: naming both worlds.
+    """
+    own = getattr(model, "world", None)
+    if isinstance(own, World) and own != world:
+        raise ValueError(
+            f"the model predicts world {own.describe()}, but the task is played on "
+            f"{world.describe()}; evaluate it on its own world (--world {own.name})"
+        )

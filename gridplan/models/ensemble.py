@@ -19,9 +19,9 @@ one checkpoint (``assemble``) that ``gridplan.models.learned.load_world_model`` 
 - ``"ts"``: trajectory sampling (PETS, "TS-inf"): ``start_rollout`` draws one member per
   imagined rollout from the planner's generator, and that member predicts every step of it.
 
-It exposes ``member_predictions(state, action) -> (K, N, 12)`` and the disagreement score
+It exposes ``member_predictions(state, action) -> (K, N, S)`` and the disagreement score
 ``uncertainty(state, action) -> (N,)``: the across-member variance of the predicted next
-state, averaged over the 12 dimensions. ``gridplan.metrics.calibration.uncertainty_vs_error``
+state, averaged over the S dimensions. ``gridplan.metrics.calibration.uncertainty_vs_error``
 relates it to the ensemble's open-loop rollout error on held-out windows (Spearman with a
 seeded bootstrap CI, the risk–coverage curve and its area, AURC).
 """

@@ -1,6 +1,6 @@
 """Learned MLP world models and their self-describing checkpoints (paper §5.4, Table 3).
 
-The network maps ``(state (N, 12), one-hot action (N, 4))`` to the change of the state and
+The network maps ``(state (N, S), one-hot action (N, 4))`` to the change of the state and
 adds it back (delta prediction), so an MLP only has to learn what moves. It holds ``K``
 ensemble members side by side as one batched stack of linear layers: every tensor inside
 carries a leading members dimension ``(K, N, ...)``. ``K = 1`` is the plain MLP; ``K > 1``
@@ -11,8 +11,8 @@ by reading the members' mean.
 deterministic one-step ``predict`` with outputs clamped to ``[0, 1]``, usable by the planner
 and every metric unchanged. ``load_world_model`` rebuilds one from a Lightning checkpoint
 written by ``gridplan.training.module``; everything it needs (architecture, resolved training
-config, state layout version, dataset fingerprint and event counts) is stored inside the file under
-the ``"gridplan"`` key.
+config, state layout version, world, dataset fingerprint and event counts) is stored inside the
+file under the ``"gridplan"`` key.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from gridplan.core.constants import N_ACTIONS, STATE_DIM, STATE_LAYOUT_VERSION
+from gridplan.core.constants import N_ACTIONS, STATE_LAYOUT_VERSION
+from gridplan.core.world import DEFAULT, World
 from gridplan.models.contract import WorldModel
 
 #: Planning modes of an ensemble (``EnsembleWorldModel``).
@@ -79,10 +80,11 @@ class MLPDynamics(nn.Module):
         members: ensemble size ``K >= 1``.
         activation: one of ``ACTIVATIONS``.
         predict_delta: output ``state + f(state, action)`` instead of ``f(state, action)``.
+        state_dim: the world's state width ``S`` (input ``S + 4``, output ``S``).
 
     Raises:
-        ValueError: on an empty or non-positive ``hidden``, ``members < 1`` or an unknown
-            activation.
+        ValueError: on an empty or non-positive ``hidden``, ``members < 1``, ``state_dim < 1``
+            or an unknown activation.
     """
 
     def __init__(
@@ -91,8 +93,12 @@ class MLPDynamics(nn.Module):
         members: int = 1,
         activation: str = "silu",
         predict_delta: bool = True,
+        state_dim: int = DEFAULT.state_dim,
     ) -> None:
         super().__init__()
+        if int(state_dim) < 1:
+            raise ValueError(f"state_dim must be >= 1, got {state_dim}")
+        self.state_dim = int(state_dim)
         hidden = [int(h) for h in hidden]
         if not hidden or min(hidden) < 1:
             raise ValueError(f"hidden must be a non-empty list of positive widths, got {hidden}")
@@ -106,11 +112,11 @@ class MLPDynamics(nn.Module):
         self.members = int(members)
         self.activation = activation
         self.predict_delta = bool(predict_delta)
-        widths = [STATE_DIM + N_ACTIONS, *hidden]
+        widths = [self.state_dim + N_ACTIONS, *hidden]
         layers: list[nn.Module] = []
         for w_in, w_out in zip(widths[:-1], widths[1:], strict=True):
             layers += [EnsembleLinear(self.members, w_in, w_out), ACTIVATIONS[activation]()]
-        layers.append(EnsembleLinear(self.members, widths[-1], STATE_DIM))
+        layers.append(EnsembleLinear(self.members, widths[-1], self.state_dim))
         self.layers = nn.Sequential(*layers)
         self._flat: list[torch.Tensor] = []
 
@@ -121,6 +127,7 @@ class MLPDynamics(nn.Module):
             "members": self.members,
             "activation": self.activation,
             "predict_delta": self.predict_delta,
+            "state_dim": self.state_dim,
         }
 
     def forward(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
@@ -183,14 +190,15 @@ class MLPDynamics(nn.Module):
         *hidden, last = [layer for layer in self.layers if isinstance(layer, EnsembleLinear)]
         stacks, n = last.weight.shape[0], batch[-1]
         rows = (1, *batch) if state.dim() == 2 else batch
-        shapes = [(*rows, STATE_DIM + N_ACTIONS)]
+        s = self.state_dim
+        shapes = [(*rows, s + N_ACTIONS)]
         shapes += [(stacks, n, layer.weight.shape[2]) for layer in hidden]
         transposed = n >= TRANSPOSED_MIN_ROWS
         width = last.weight.shape[2]
         shapes.append((stacks, width, n) if transposed else (stacks, n, width))
         x, *outs = self._workspace(shapes, state)
-        torch.mul(state, 2.0, out=x[..., :STATE_DIM].view(*batch, STATE_DIM)).sub_(1.0)
-        hot = x[..., STATE_DIM:].view(*batch, N_ACTIONS)
+        torch.mul(state, 2.0, out=x[..., :s].view(*batch, s)).sub_(1.0)
+        hot = x[..., s:].view(*batch, N_ACTIONS)
         hot.zero_().scatter_(-1, action.long().unsqueeze(-1), 1.0)
         h = x.expand(stacks, -1, -1)
         buffers = iter(outs)
@@ -208,7 +216,7 @@ class MLPDynamics(nn.Module):
                 h = _activate_(layer, h)
         if not self.predict_delta:
             return h.contiguous()
-        out = state.new_empty(stacks, n, STATE_DIM)
+        out = state.new_empty(stacks, n, s)
         return torch.add(state, h, out=out)
 
 
@@ -234,6 +242,10 @@ class LearnedWorldModel(WorldModel):
         net: the network (moved to eval mode; gradients are never taken here).
         metadata: the checkpoint's ``"gridplan"`` entry (config, dataset fingerprint, ...),
             or an empty dict for an untrained network.
+        world: the world the network predicts.
+
+    Raises:
+        ValueError: if the network's width is not the world's.
     """
 
     n_settings = 1
@@ -241,9 +253,17 @@ class LearnedWorldModel(WorldModel):
     #: shares tree prefixes and splits calls freely, with bit-identical leaf scores.
     deterministic = True
 
-    def __init__(self, net: MLPDynamics, metadata: dict | None = None) -> None:
+    def __init__(
+        self, net: MLPDynamics, metadata: dict | None = None, world: World = DEFAULT
+    ) -> None:
+        if net.state_dim != world.state_dim:
+            raise ValueError(
+                f"the network predicts {net.state_dim} dims, world {world.name!r} has "
+                f"{world.state_dim}"
+            )
         self.net = net.eval()
         self.metadata = dict(metadata or {})
+        self.world = world
 
     @property
     def device(self) -> torch.device:
@@ -259,9 +279,10 @@ class LearnedWorldModel(WorldModel):
         network's reused buffers (``MLPDynamics._infer``: the float32 input encoding, each
         member's float32 activations of every layer) and each member's delta-added output;
         several members add the mean over them."""
-        per_member = 4 * (sum(self.net.hidden) + 2 * STATE_DIM)
-        mean = 4 * STATE_DIM if self.members > 1 else 0
-        return self.members * per_member + 4 * (STATE_DIM + N_ACTIONS) + mean
+        s = self.net.state_dim
+        per_member = 4 * (sum(self.net.hidden) + 2 * s)
+        mean = 4 * s if self.members > 1 else 0
+        return self.members * per_member + 4 * (s + N_ACTIONS) + mean
 
     def to(self, device: torch.device | str) -> LearnedWorldModel:
         """Move the network to ``device``; returns ``self``."""
@@ -269,8 +290,12 @@ class LearnedWorldModel(WorldModel):
         return self
 
     def _check(self, state: torch.Tensor, action: torch.Tensor) -> None:
-        if state.dim() != 2 or state.shape[1] != STATE_DIM:
-            raise ValueError(f"state must have shape (N, {STATE_DIM}), got {tuple(state.shape)}")
+        s = self.net.state_dim
+        if state.dim() != 2 or state.shape[1] != s:
+            raise ValueError(
+                f"state must have shape (N, {s}) (world {self.world.name!r}), got "
+                f"{tuple(state.shape)}"
+            )
         if action.shape != (state.shape[0],):
             raise ValueError(
                 f"action must have shape ({state.shape[0]},), got {tuple(action.shape)}"
@@ -278,11 +303,11 @@ class LearnedWorldModel(WorldModel):
 
     @torch.no_grad()
     def predict_members(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        """Every member's prediction: ``(K, N, 12)`` clamped to ``[0, 1]``, on ``state``'s
+        """Every member's prediction: ``(K, N, S)`` clamped to ``[0, 1]``, on ``state``'s
         device. The spread across ``K`` is the (future) uncertainty signal.
 
         Raises:
-            ValueError: if ``state`` is not ``(N, 12)`` or ``action`` not ``(N,)``.
+            ValueError: if ``state`` is not ``(N, S)`` or ``action`` not ``(N,)``.
         """
         self._check(state, action)
         device = self.device
@@ -325,9 +350,10 @@ class EnsembleWorldModel(LearnedWorldModel):
         net: the stacked network (``net.members = K``).
         metadata: the checkpoint's ``"gridplan"`` entry, or None.
         sampling: ``"mean"`` or ``"ts"``.
+        world: the world the network predicts.
 
     Raises:
-        ValueError: on an unknown ``sampling``.
+        ValueError: on an unknown ``sampling`` or a network of another width than the world.
     """
 
     #: Not declared deterministic, unlike a single network: trajectory sampling draws a member
@@ -335,10 +361,16 @@ class EnsembleWorldModel(LearnedWorldModel):
     #: modes take the independent-leaf search.
     deterministic = False
 
-    def __init__(self, net: MLPDynamics, metadata: dict | None = None, sampling: str = "mean"):
+    def __init__(
+        self,
+        net: MLPDynamics,
+        metadata: dict | None = None,
+        sampling: str = "mean",
+        world: World = DEFAULT,
+    ):
         if sampling not in SAMPLING:
             raise ValueError(f"unknown sampling {sampling!r}; valid: {', '.join(SAMPLING)}")
-        super().__init__(net, metadata)
+        super().__init__(net, metadata, world)
         self.sampling = sampling
         self._assignment: torch.Tensor | None = None
 
@@ -392,7 +424,7 @@ class EnsembleWorldModel(LearnedWorldModel):
                 f"{n} rows (members drawn for {got})"
             )
         members = self.member_predictions(state, action)
-        index = self._assignment.to(members.device).view(1, n, 1).expand(1, n, STATE_DIM)
+        index = self._assignment.to(members.device).view(1, n, 1).expand(1, n, state.shape[1])
         return members.gather(0, index)[0]
 
 
@@ -453,8 +485,9 @@ def load_world_model(path: str | os.PathLike, device: torch.device | str = "cpu"
     """Rebuild a ``LearnedWorldModel`` from a checkpoint written by ``python -m train``.
 
     Nothing besides the file is needed: it stores the architecture, the resolved training
-    config, the state layout version and the training data's fingerprint and event counts
-    (available afterwards as ``model.metadata``).
+    config, the state layout version, the world and the training data's fingerprint and event
+    counts (available afterwards as ``model.metadata``; the world as ``model.world``). A
+    checkpoint without a world entry predates worlds and holds the default world.
 
     Args:
         path: a ``.ckpt`` file (best or last) of a training run.
@@ -467,8 +500,8 @@ def load_world_model(path: str | os.PathLike, device: torch.device | str = "cpu"
     Raises:
         FileNotFoundError: if ``path`` does not exist.
         ValueError: if the file is corrupt or not a torch file, is not a gridplan world-model
-            checkpoint, was written for another state layout version, or its weights do not
-            fit the stored architecture.
+            checkpoint, was written for another state layout version, stores a malformed world,
+            or its weights do not fit the stored architecture.
     """
     path = os.fspath(path)
     ckpt = _read_checkpoint(path)
@@ -485,9 +518,18 @@ def load_world_model(path: str | os.PathLike, device: torch.device | str = "cpu"
             f"version {STATE_LAYOUT_VERSION} (retrain the model)"
         )
     try:
+        world = World.from_spec(meta["world"]) if "world" in meta else DEFAULT
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{path!r} stores an invalid world {meta['world']!r}: {err}") from err
+    try:
         net = MLPDynamics(**meta["model"])
     except (TypeError, ValueError) as err:
         raise ValueError(f"{path!r} stores an invalid architecture {meta['model']}: {err}") from err
+    if net.state_dim != world.state_dim:
+        raise ValueError(
+            f"{path!r}: the network predicts {net.state_dim} dims, its world "
+            f"{world.name!r} has {world.state_dim}"
+        )
     weights = {
         k[len(STATE_DICT_PREFIX) :]: v
         for k, v in ckpt["state_dict"].items()
@@ -505,5 +547,5 @@ def load_world_model(path: str | os.PathLike, device: torch.device | str = "cpu"
         # An ensemble plans as its run was configured (members' mean or trajectory sampling)
         # and exposes member predictions and its disagreement (gridplan.models.ensemble).
         sampling = meta.get("config", {}).get("model", {}).get("sampling", "mean")
-        return EnsembleWorldModel(net, meta, sampling).to(device)
-    return LearnedWorldModel(net, meta).to(device)
+        return EnsembleWorldModel(net, meta, sampling, world).to(device)
+    return LearnedWorldModel(net, meta, world).to(device)

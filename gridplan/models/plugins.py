@@ -43,7 +43,7 @@ from pathlib import Path
 
 import torch
 
-from gridplan.core.constants import N_ACTIONS, STATE_DIM
+from gridplan.core.constants import N_ACTIONS
 from gridplan.core.env import reset
 from gridplan.core.tasks import Task
 from gridplan.models.contract import WorldModel
@@ -342,13 +342,13 @@ class CheckedModel(WorldModel):
 
     def _checked_predict_members(self, state, action):
         out = self._call("predict_members", self.inner.predict_members, state, action)
+        rows, width = state.shape
         if not isinstance(out, torch.Tensor) or out.dim() != 3:
             got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
             raise PluginError(
-                f"{self.name}.predict_members must return (K, {state.shape[0]}, {STATE_DIM}), "
-                f"got {got}"
+                f"{self.name}.predict_members must return (K, {rows}, {width}), got {got}"
             )
-        self._check_tensor("predict_members", out, (out.shape[0], state.shape[0], STATE_DIM), state)
+        self._check_tensor("predict_members", out, (out.shape[0], rows, width), state)
         return out
 
     def _checked_uncertainty(self, state, action):

@@ -1,7 +1,7 @@
 """Closed-loop evaluation: plan in the model, act in the true environment (paper §3, §5.1).
 
 Episodes of every model setting run in lockstep as one batch laid out setting-major
-``(M * b, 12)``; columns whose episodes have ended in every setting are dropped from the
+``(M * b, S)``; columns whose episodes have ended in every setting are dropped from the
 batch, so finished work is not re-planned.
 
 Seeding. Start states are common random numbers: episode ``i`` of seed ``s`` starts from the
@@ -24,7 +24,6 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from gridplan.core.constants import STATE_DIM
 from gridplan.core.env import check_state, reset, step
 from gridplan.core.tasks import TASK_A, Task
 from gridplan.planning.planner import Planner
@@ -48,7 +47,7 @@ class EpisodeResults:
         returns: ``(B,)`` float, undiscounted sum of true rewards.
         steps: ``(B,)`` long, environment steps taken (the horizon on a timeout).
         outcome: ``(B,)`` long codes into ``OUTCOMES``.
-        trajectory: ``(T + 1, B, 12)`` true states (rows frozen after termination), or None.
+        trajectory: ``(T + 1, B, S)`` true states (rows frozen after termination), or None.
         actions: ``(T, B)`` executed actions (-1 after termination), or None.
     """
 
@@ -66,7 +65,7 @@ class EpisodeResults:
 
 def start_block(seed: int, block: int, task: Task = TASK_A) -> torch.Tensor:
     """Start states of episodes ``[block * START_BLOCK, (block + 1) * START_BLOCK)`` of
-    ``seed``: ``(START_BLOCK, 12)`` float32 on CPU (the module docstring gives the scheme).
+    ``seed``: ``(START_BLOCK, S)`` float32 on CPU (the module docstring gives the scheme).
 
     Raises:
         ValueError: if ``seed`` or ``block`` is negative.
@@ -81,7 +80,7 @@ def start_block(seed: int, block: int, task: Task = TASK_A) -> torch.Tensor:
 def start_states(
     seeds: Sequence[int], episodes: int, task: Task = TASK_A, device: torch.device | str = "cpu"
 ) -> torch.Tensor:
-    """Start states of episodes ``0..episodes-1`` of each seed, seed-major: ``(S * E, 12)``.
+    """Start states of episodes ``0..episodes-1`` of each seed, seed-major: ``(n_seeds * E, S)``.
 
     Episode ``i`` of seed ``s`` is the same state whatever ``episodes``, the other seeds and
     the device (blocks of ``START_BLOCK``, module docstring).
@@ -114,7 +113,7 @@ def run_closed_loop(
 
     Args:
         planner: chooses actions from the true current state through its world model.
-        start: ``(B, 12)`` start states, setting-major if the model has several settings.
+        start: ``(B, S)`` start states, setting-major if the model has several settings.
         generator: one stream for the true environment's distractors, planning noise and
             tie-breaks (same seed, same device -> same episodes).
         horizon: maximum environment steps (default ``planner.task.horizon``, 60 in the
@@ -129,7 +128,7 @@ def run_closed_loop(
     Raises:
         ValueError: on a malformed start batch or ``horizon < 1``.
     """
-    check_state(start, "start")
+    check_state(start, "start", planner.task.world)
     task = planner.task
     horizon = task.horizon if horizon is None else horizon
     if horizon < 1:
@@ -211,5 +210,5 @@ def run_episodes(
         1_000_003 * int(seeds[0]) + 7919 * len(seeds) + episodes
     )
     return run_closed_loop(
-        planner, start.view(-1, STATE_DIM), gen, record=record, progress=progress
+        planner, start.view(-1, task.world.state_dim), gen, record=record, progress=progress
     )

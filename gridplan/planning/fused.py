@@ -1,7 +1,7 @@
 """The fused leaf scorer of the built-in noise family: the relevant dims only, in place.
 
 ``gridplan.planning.scorers.GenericScorer`` rolls any world model through ``model.predict`` on full
-``(R, 12)`` states. The oracle and the controlled family ``M(sigma_r, sigma_i)`` (independent
+``(R, S)`` states. The oracle and the controlled family ``M(sigma_r, sigma_i)`` (independent
 or AR(1) noise; paper §4.2, appendix) are served by ``FusedNoiseScorer`` instead (this module
 registers ``noise_scorer`` for ``NoiseModel``, ``OracleModel`` and ``AR1NoiseModel`` in
 ``gridplan.planning.registry``), which produces the same decisions with a fraction of the work
@@ -13,9 +13,10 @@ and randomness (``docs/PERFORMANCE.md``):
   dims, so ``c2``, ``d1``, ``d2`` and their noise cannot change a leaf score. Skipping them
   skips 5-6 of the 12 normal draws and both distractor draws per transition; on CPU the
   random draws are the bottleneck.
-* **States are held in cells** (positions ``0..7``, flags ``0/1`` as float32) because the next
+* **States are held in cells** (positions ``0..N-1``, flags ``0/1`` as float32) because the next
   imagined step reads a prediction only through its rounded cells and 0.5-thresholded flags.
-  A noisy position is re-read as ``clamp(round((cell / 7 + noise) * 7), 0, 7)`` and a noisy flag
+  A noisy position is re-read as ``clamp(round((cell / 7 + noise) * 7), 0, 7)`` on the 8-grid
+  (``N - 1`` in place of 7 on others) and a noisy flag
   as ``flag + noise > 0.5``: the same float32 operations ``NoiseModel.predict`` followed by
   ``to_cell`` / ``to_flag`` perform, so given the same noise the scores are bit-identical
   (``tests/test_fast_paths.py``).
@@ -58,18 +59,10 @@ from collections.abc import Iterator
 
 import torch
 
-from gridplan.core.constants import (
-    CARRYING,
-    CELL_SCALE,
-    DOOR_CELL,
-    GRID_SIZE,
-    MOVES,
-    N_ACTIONS,
-    WALL_X,
-)
+from gridplan.core.constants import CARRYING, MOVES, N_ACTIONS
 from gridplan.core.readings import PROJECT, Reading, check
 from gridplan.core.tasks import Task
-from gridplan.core.values import value_table
+from gridplan.core.values import table_size, value_table
 from gridplan.models.noise import AR1NoiseModel, NoiseModel, OracleModel
 from gridplan.planning.registry import TREES, register_scorer
 from gridplan.planning.scorers import (
@@ -91,8 +84,8 @@ BUFFERS_PER_ROW = 14
 #: Working memory of one leaf row of a chunk: the float32 buffers plus an int64 V* index
 #: (a reading that carries beliefs adds one float32 per carried dim).
 FUSED_BYTES_PER_ROW = BUFFERS_PER_ROW * 4 + 8
-#: ``CELL_SCALE`` as a 0-dim float32 tensor, the divisor of ``torch.addcdiv`` (any device).
-_CELL_SCALE = torch.tensor(CELL_SCALE)
+#: Largest V* table the scorer indexes: it computes the index in float32, exact below 2^24.
+MAX_FUSED_TABLE = 2**24
 
 
 def _at_least(buffer: torch.Tensor, numel: int) -> torch.Tensor:
@@ -122,7 +115,7 @@ class FusedNoiseScorer(LeafScorer):
     """Leaf scores of the noise family's imagined rollouts, on the task's relevant dims.
 
     Args:
-        sigma: ``(M, 12)`` per-setting noise std, normalized units (``NoiseModel.sigma``).
+        sigma: ``(M, S)`` per-setting noise std, normalized units (``NoiseModel.sigma``).
         rho: AR(1) correlation across imagined steps, or ``None`` for independent noise.
         task: reward, V* and relevant dims.
         depth: ``D >= 1``.
@@ -135,7 +128,9 @@ class FusedNoiseScorer(LeafScorer):
 
     Raises:
         ValueError: if one episode's buffers, noise and action tables exceed ``max_memory``
-            (``gridplan.planning.scorers.check_depth``), or ``tree`` is unknown.
+            (``gridplan.planning.scorers.check_depth``), ``tree`` is unknown, ``sigma`` is not
+            as wide as the task's world, or its V* table has ``MAX_FUSED_TABLE`` entries or
+            more.
         TypeError: if ``reading`` is not a ``Reading``.
     """
 
@@ -155,7 +150,20 @@ class FusedNoiseScorer(LeafScorer):
         self.tree = reading.tree if tree is None else tree
         if self.tree not in TREES:
             raise ValueError(f"tree must be one of {', '.join(TREES)}, got {tree!r}")
+        world = task.world
+        if sigma.shape[1] != world.state_dim:
+            raise ValueError(
+                f"noise model of {sigma.shape[1]} dims cannot plan in world {world.name!r} "
+                f"({world.state_dim} dims)"
+            )
+        if table_size(task) >= MAX_FUSED_TABLE:
+            raise ValueError(
+                f"world {world.name!r}: the fused scorer indexes V* tables below "
+                f"{MAX_FUSED_TABLE:,} entries, task {task.name!r} has {table_size(task):,}"
+            )
         self.task = task
+        self.world = world
+        self._cell_scale = torch.tensor(world.cell_scale)
         self.depth = depth
         self.rho = rho
         self.n_settings = sigma.shape[0]
@@ -192,7 +200,7 @@ class FusedNoiseScorer(LeafScorer):
         moves = MOVES.to(self.device).float()[action_sequences(depth, self.device).T]
         self.moves = moves.permute(0, 2, 1).unsqueeze(2).contiguous()
         #: ``(2, 1, 1)`` the door cell, and the goal and hazard cells (``None`` without one).
-        self.door_cell = self._cell((WALL_X, DOOR_CELL[1]))
+        self.door_cell = self._cell(world.door_cell)
         self.goal_cell, self.hazard_cell = self._cell(task.goal), self._cell(task.hazard)
         self.max_memory = max_memory
         self.max_rows = max_rows or max(1, max_memory // 2 // self.bytes_per_row)
@@ -273,7 +281,7 @@ class FusedNoiseScorer(LeafScorer):
         """Leaf scores ``(E, L)`` of ``root`` episodes (``gridplan.planning.scorers`` defines them).
 
         Args:
-            root: ``(E, 12)`` float states (read through rounded cells and thresholded flags).
+            root: ``(E, S)`` float states (read through rounded cells and thresholded flags).
             noise: ``(D, K_n, E, L)`` from ``draw_noise`` (any slice of it along ``E``), or None.
 
         Returns:
@@ -292,7 +300,8 @@ class FusedNoiseScorer(LeafScorer):
         spare = work[7:11]
         beliefs = work[14:] if self.n_buffers > BUFFERS_PER_ROW else None
         positions, flags = self.dims[:CARRYING], self.dims[CARRYING:]
-        cells = torch.round(root[:, positions] * CELL_SCALE).clamp_(0, GRID_SIZE - 1)
+        n, scale = self.world.size, self.world.cell_scale
+        cells = torch.round(root[:, positions] * scale).clamp_(0, n - 1)
         bits = (root[:, flags] > 0.5).to(root.dtype)
         state.copy_(torch.cat([cells, bits], dim=1).T.unsqueeze(2).expand_as(state))
         carry_belief = door_belief = None
@@ -306,15 +315,15 @@ class FusedNoiseScorer(LeafScorer):
         alive.fill_(1.0)
         for t in range(self.depth):
             if self.belief:
-                # The sub-cell offset, belief - cell / 7, rides through the move.
-                beliefs[:CARRYING].sub_(torch.div(state[:CARRYING], CELL_SCALE, out=spare))
+                # The sub-cell offset, belief - cell / (N - 1), rides through the move.
+                beliefs[:CARRYING].sub_(torch.div(state[:CARRYING], scale, out=spare))
             # Agent, door and key (gridplan.core.env.relevant_step): a target off the grid clamps
             # back onto the agent's own cell; in the wall column only the open door admits.
             # t1..t3 are 0/1 masks: t1 target is the door cell, t2 ... and the door is open;
             # then t1 opens it (closed, carrying) and t3 moves (not the wall column, or t2).
             # Both coordinates go through one op where they can (agent, target, key and
             # (t1, t2) are adjacent rows): every op is a parallel region and a dispatch.
-            torch.add(agent, self.moves[t], out=target).clamp_(0, GRID_SIZE - 1)
+            torch.add(agent, self.moves[t], out=target).clamp_(0, n - 1)
             torch.eq(target, self.door_cell, out=pair)
             t1.mul_(t2)
             torch.mul(t1, door, out=t2)
@@ -323,7 +332,7 @@ class FusedNoiseScorer(LeafScorer):
             if door_belief is not None:
                 # A carried flag becomes exactly 1 where its event fires (0/1 weight).
                 door_belief.addcmul_(door_belief, t1, value=-1.0).add_(t1)
-            torch.ne(nx, WALL_X, out=t3).add_(t2)
+            torch.ne(nx, self.world.wall_x, out=t3).add_(t2)
             agent.lerp_(target, t3)
             # Picking up: the agent ends on the key; a carried key follows the agent.
             torch.eq(agent, key, out=pair)
@@ -334,7 +343,7 @@ class FusedNoiseScorer(LeafScorer):
             torch.maximum(carry, t1, out=carry)
             key.lerp_(agent, carry)
             if self.belief:
-                beliefs[:CARRYING].add_(torch.div(state[:CARRYING], CELL_SCALE, out=spare))
+                beliefs[:CARRYING].add_(torch.div(state[:CARRYING], scale, out=spare))
             step_noise = None if noise is None else noise[t]
             if beliefs is None:
                 if step_noise is not None:
@@ -352,17 +361,16 @@ class FusedNoiseScorer(LeafScorer):
         """Add one step's noise to dims ``[lo, hi)`` and re-read them as the next step would."""
         self._add_noise_span(state, noise, self.lo, self.hi)
 
-    @staticmethod
-    def _add_noise_span(state: torch.Tensor, noise: torch.Tensor, lo: int, hi: int) -> None:
+    def _add_noise_span(self, state: torch.Tensor, noise: torch.Tensor, lo: int, hi: int) -> None:
         """Add ``noise`` ``(hi - lo, E, L)`` to the clean cells and bits of dims ``[lo, hi)``
         and re-read them: positions through rounded, clamped cells, flags at 0.5."""
         split = min(max(CARRYING, lo), hi)
         if split > lo:
             pos = state[lo:split]
-            # noise + cell / 7 in one pass: addcdiv divides, then adds (no fused multiply-add),
-            # the same two roundings as a division followed by an addition.
-            torch.addcdiv(noise[: split - lo], pos, _CELL_SCALE, out=pos).mul_(CELL_SCALE)
-            pos.round_().clamp_(0, GRID_SIZE - 1)
+            # noise + cell / (N - 1) in one pass: addcdiv divides, then adds (no fused
+            # multiply-add), the same two roundings as a division followed by an addition.
+            torch.addcdiv(noise[: split - lo], pos, self._cell_scale, out=pos)
+            pos.mul_(self.world.cell_scale).round_().clamp_(0, self.world.size - 1)
         if hi > split:
             flags = state[split:hi]
             torch.gt(flags.add_(noise[split - lo :]), 0.5, out=flags)
@@ -384,8 +392,8 @@ class FusedNoiseScorer(LeafScorer):
             beliefs.clamp_(0.0, 1.0)
         for k, d in enumerate(self.carried):
             if d < CARRYING:
-                torch.mul(beliefs[k], CELL_SCALE, out=state[d]).round_()
-                state[d].clamp_(0, GRID_SIZE - 1)
+                torch.mul(beliefs[k], self.world.cell_scale, out=state[d]).round_()
+                state[d].clamp_(0, self.world.size - 1)
             else:
                 torch.gt(beliefs[k], 0.5, out=state[d])
 
@@ -433,12 +441,13 @@ class FusedNoiseScorer(LeafScorer):
         alive.addcmul_(alive, at_goal, value=-1.0)
 
     def _value_index(self, state: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-        """Flat V* index (``gridplan.core.values.discrete_index`` order) computed in float32: the
-        largest index, 2^15 - 1, is exact."""
+        """Flat V* index (``gridplan.core.values.discrete_index`` order) computed in float32:
+        exact, as every table is below ``MAX_FUSED_TABLE`` entries (2^15 in the default world)."""
         ax, ay, kx, ky, carry, door = state[:6]
+        n = self.world.size
         # Each digit in one op, digit + radix * out (exact: integers below 2^24).
-        torch.add(ay, ax, alpha=GRID_SIZE, out=out)
-        for digit, radix in ((kx, GRID_SIZE), (ky, GRID_SIZE), (carry, 2), (door, 2)):
+        torch.add(ay, ax, alpha=n, out=out)
+        for digit, radix in ((kx, n), (ky, n), (carry, 2), (door, 2)):
             torch.add(digit, out, alpha=radix, out=out)
         c1 = self._c1(state)
         if c1 is not None:
@@ -457,7 +466,15 @@ def noise_scorer(
 ) -> FusedNoiseScorer:
     """``FusedNoiseScorer`` with the model's sigma, its AR(1) ``rho`` (None for independent
     noise) and its reading, drawing on ``tree`` (a ``gridplan.planning.registry.ScorerFactory``).
+
+    Raises:
+        ValueError: if the model predicts another world than the task's (naming both).
     """
+    if model.world != task.world:
+        raise ValueError(
+            f"the model predicts world {model.world.name!r}, task {task.name!r} is played on "
+            f"{task.world.name!r}"
+        )
     rho = model.rho if isinstance(model, AR1NoiseModel) else None
     return FusedNoiseScorer(
         model.sigma, rho, task, depth, device, max_memory, max_rows, model.reading, tree

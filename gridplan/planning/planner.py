@@ -27,6 +27,7 @@ import torch
 from gridplan.core.constants import N_ACTIONS
 from gridplan.core.env import check_state
 from gridplan.core.tasks import TASK_A, Task, check
+from gridplan.models.contract import check_model_world
 
 # Imported for its side effect: it registers the noise family's fused scorer.
 from gridplan.planning import fused  # noqa: F401
@@ -63,8 +64,9 @@ class Planner:
 
     Raises:
         ValueError: if ``depth < 1``, the budgets are not positive, ``tree`` is not one of
-            ``TREES``, or the shared-prefix tree is asked of a model with memory across
-            imagined steps through its ``predict``.
+            ``TREES``, the shared-prefix tree is asked of a model with memory across
+            imagined steps through its ``predict``, or the model declares another world than
+            the task's (``gridplan.models.contract.check_model_world``).
         TypeError: if ``task`` is not a ``Task``.
     """
 
@@ -82,6 +84,7 @@ class Planner:
         if not isinstance(depth, int) or depth < 1:
             raise ValueError(f"depth must be an integer >= 1, got {depth!r}")
         check(task)
+        check_model_world(model, task.world)
         if max_memory <= 0 or (max_rows is not None and max_rows <= 0):
             raise ValueError("max_memory and max_rows must be positive")
         self.model = model
@@ -102,14 +105,14 @@ class Planner:
         """Best leaf score under each first action: ``(B, 4)``.
 
         Args:
-            root: ``(B, 12)`` true states, setting-major for a multi-setting model.
+            root: ``(B, S)`` true states, setting-major for a multi-setting model.
             generator: source of the model's noise.
 
         Raises:
             ValueError: on a malformed root state, a batch that does not split into the
                 model's setting blocks, or a misbehaving model.
         """
-        check_state(root, "root state")
+        check_state(root, "root state", self.task.world)
         q = root.new_empty(root.shape[0], N_ACTIONS)
         per_action = self.n_leaves // N_ACTIONS
         for rows, scores in self.scorer.leaf_scores(root, generator):
@@ -126,7 +129,7 @@ class Planner:
         Raises:
             ValueError: as ``action_values``; the root is checked before any draw.
         """
-        check_state(root, "root state")
+        check_state(root, "root state", self.task.world)
         tie = torch.rand(root.shape[0], N_ACTIONS, generator=generator, device=root.device)
         q = self.action_values(root, generator)
         best = q >= q.amax(dim=1, keepdim=True) - TIE_TOLERANCE

@@ -51,16 +51,19 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from gridplan.core.constants import AGENT_X, AGENT_Y, C1, N_ACTIONS, STATE_DIM
-from gridplan.core.env import outcome, to_cell, to_flag
+from gridplan.core.constants import N_ACTIONS
+from gridplan.core.env import state_outcome
 from gridplan.core.tasks import Task
 from gridplan.core.values import value_table
+from gridplan.core.world import DEFAULT
 
 #: Default memory budget for the leaf tensors of one chunk, in bytes.
 DEFAULT_MAX_MEMORY = 2 * 1024**3
-#: Working memory of one leaf row of the generic scorer: a few live ``(12,)`` float32 state
-#: copies plus score and flags (a model's own activations come on top).
-GENERIC_BYTES_PER_ROW = 6 * STATE_DIM * 4 + 3 * 8 + 16
+def generic_bytes_per_row(state_dim: int) -> int:
+    """Working memory of one leaf row of the generic scorer: a few live ``(S,)`` float32
+    state copies plus score and flags (a model's own activations come on top)."""
+    return 6 * state_dim * 4 + 3 * 8 + 16
+
 #: Working memory that one ``predict`` call of a deterministic model should fill: the
 #: 16-256-256-12 SiLU MLP (2.2 kB per row in its reused buffers) then runs 3,307-row calls, on
 #: the flat top of its rate per call size, below the sizes whose buffers leave the cache
@@ -120,7 +123,9 @@ class _OutputBytes(TorchDispatchMode):
         return total
 
 
-def measured_bytes_per_row(model, device: torch.device | str = "cpu") -> int:
+def measured_bytes_per_row(
+    model, device: torch.device | str = "cpu", state_dim: int = DEFAULT.state_dim
+) -> int:
     """Working memory of one row of ``model.predict``, measured once on a probe batch.
 
     Runs ``predict`` on ``PROBE_ROWS`` fixed random states and counts the bytes of distinct
@@ -136,33 +141,38 @@ def measured_bytes_per_row(model, device: torch.device | str = "cpu") -> int:
         raise ValueError("only a model declared deterministic can be probed")
     gen = torch.Generator().manual_seed(0)
     rows = PROBE_ROWS * getattr(model, "n_settings", 1)
-    state = torch.rand(rows, STATE_DIM, generator=gen).to(device)
+    state = torch.rand(rows, state_dim, generator=gen).to(device)
     action = torch.randint(0, N_ACTIONS, (rows,), generator=gen).to(device)
     with torch.no_grad(), _OutputBytes() as census:
         model.predict(state, action, torch.Generator(device=device).manual_seed(0))
     return -(-census.bytes // rows)
 
 
-def model_bytes_per_row(model, device: torch.device | str = "cpu") -> int:
+def model_bytes_per_row(
+    model, device: torch.device | str = "cpu", state_dim: int = DEFAULT.state_dim
+) -> int:
     """The model's working memory per ``predict`` row: its ``bytes_per_row`` declaration, the
-    probe measurement for a deterministic model that declares none, else 0.
+    probe measurement on ``(R, state_dim)`` states for a deterministic model that declares
+    none, else 0.
 
     Raises:
         ValueError: if a declared ``bytes_per_row`` is not a non-negative integer.
     """
     declared = getattr(model, "bytes_per_row", None)
     if declared is None:
-        return measured_bytes_per_row(model, device) if is_deterministic(model) else 0
+        if is_deterministic(model):
+            return measured_bytes_per_row(model, device, state_dim)
+        return 0
     if isinstance(declared, bool) or not isinstance(declared, int) or declared < 0:
         raise ValueError(f"model.bytes_per_row must be an integer >= 0, got {declared!r}")
     return declared
 
 
-def cache_rows(model_bytes: int) -> int:
+def cache_rows(model_bytes: int, state_dim: int = DEFAULT.state_dim) -> int:
     """Rows of one split ``predict`` call: ``CACHE_BYTES`` of working memory per call
-    (``GENERIC_BYTES_PER_ROW`` plus the model's own bytes per row), at least
+    (``generic_bytes_per_row`` plus the model's own bytes per row), at least
     ``MIN_CALL_ROWS``."""
-    return max(MIN_CALL_ROWS, CACHE_BYTES // (GENERIC_BYTES_PER_ROW + model_bytes))
+    return max(MIN_CALL_ROWS, CACHE_BYTES // (generic_bytes_per_row(state_dim) + model_bytes))
 
 
 def predict_in_calls(
@@ -184,43 +194,41 @@ def predict_in_calls(
     stochastic one the split decides which row gets which draw (not their law).
 
     Args:
-        state: ``(N, 12)``, ``n_settings`` equal contiguous setting blocks.
+        state: ``(N, S)``, ``n_settings`` equal contiguous setting blocks.
         action: ``(N,)`` long.
         call_rows: rows per call, or ``None`` for one call.
         step: the imagined step, and ``what`` the rows are, for error messages.
-        out: optional ``(N, 12)`` contiguous buffer that split calls write into (a caller
+        out: optional ``(N, S)`` contiguous buffer that split calls write into (a caller
             that consumes the result before its next call reuses it; no fresh tensor).
 
     Returns:
-        ``(N, 12)`` predicted states: ``out`` when the calls were split into it, else a
-        fresh tensor.
+        ``(N, S)`` predicted states (as wide as ``state``): ``out`` when the calls were split
+        into it, else a fresh tensor.
 
     Raises:
         ValueError: if a call returns a misshapen prediction, or the prediction holds NaN or
             inf (``check_prediction``).
     """
-    rows = state.shape[0]
+    rows, s = state.shape
     if call_rows is None or rows <= call_rows:
         out = model.predict(state, action, generator)
-        check_prediction(out, model, step, rows, what)
+        check_prediction(out, model, step, rows, what, s)
         return out
     per_setting = rows // n_settings
     width = max(1, call_rows // n_settings)
-    blocks = state.view(n_settings, per_setting, STATE_DIM)
+    blocks = state.view(n_settings, per_setting, s)
     acts = action.view(n_settings, per_setting)
     if out is None:
-        out = state.new_empty(n_settings, per_setting, STATE_DIM)
-    out = out.view(n_settings, per_setting, STATE_DIM)
+        out = state.new_empty(n_settings, per_setting, s)
+    out = out.view(n_settings, per_setting, s)
     for lo in range(0, per_setting, width):
         hi = min(per_setting, lo + width)
         n = n_settings * (hi - lo)
-        part = model.predict(
-            blocks[:, lo:hi].reshape(n, STATE_DIM), acts[:, lo:hi].reshape(n), generator
-        )
-        _check_shape(part, model, step, n)
-        out[:, lo:hi] = part.view(n_settings, hi - lo, STATE_DIM)
-    out = out.view(rows, STATE_DIM)
-    check_prediction(out, model, step, rows, what)
+        part = model.predict(blocks[:, lo:hi].reshape(n, s), acts[:, lo:hi].reshape(n), generator)
+        _check_shape(part, model, step, n, s)
+        out[:, lo:hi] = part.view(n_settings, hi - lo, s)
+    out = out.view(rows, s)
+    check_prediction(out, model, step, rows, what, s)
     return out
 
 
@@ -271,31 +279,37 @@ def check_depth(
     )
 
 
-def _check_shape(pred: torch.Tensor, model, step: int, rows: int) -> None:
-    if pred.shape != (rows, STATE_DIM):
+def _check_shape(pred: torch.Tensor, model, step: int, rows: int, state_dim: int) -> None:
+    if pred.shape != (rows, state_dim):
         raise ValueError(
             f"{type(model).__name__}.predict returned shape {tuple(pred.shape)} at imagined "
-            f"step {step}, expected ({rows}, {STATE_DIM})"
+            f"step {step}, expected ({rows}, {state_dim})"
         )
 
 
 def check_prediction(
-    pred: torch.Tensor, model, step: int, rows: int, what: str = "leaf rows"
+    pred: torch.Tensor,
+    model,
+    step: int,
+    rows: int,
+    what: str = "leaf rows",
+    state_dim: int = DEFAULT.state_dim,
 ) -> None:
     """Check one imagined step's prediction before it is scored.
 
     Args:
-        pred: ``model.predict``'s output, expected ``(rows, 12)`` finite.
+        pred: ``model.predict``'s output, expected ``(rows, state_dim)`` finite.
         model: the model that produced it (named in the error).
         step: imagined step ``t`` (0-based) of the rollout.
         rows: rows in the batch.
         what: what the rows are, for the message (``"tree nodes"`` in the shared-prefix tree).
+        state_dim: the world's state width ``S``.
 
     Raises:
         ValueError: if ``pred`` is misshapen, or holds NaN or inf in some row (the message
             names the model, the step and the number of bad rows).
     """
-    _check_shape(pred, model, step, rows)
+    _check_shape(pred, model, step, rows, state_dim)
     # aminmax propagates NaN and costs a fraction of isfinite(pred): the row scan only runs
     # to count the bad rows of a prediction already known to be bad.
     if not pred.numel() or torch.isfinite(torch.stack(torch.aminmax(pred))).all():
@@ -345,10 +359,10 @@ class LeafScorer(abc.ABC):
 
 class GenericScorer(LeafScorer):
     """Any world model: each leaf rolled ``D`` imagined steps through ``model.predict`` on
-    full ``(R, 12)`` states, with its own draws (no shared prefixes).
+    full ``(R, S)`` states, with its own draws (no shared prefixes).
 
     Chunks hold whole episodes, the same number from every setting block, so a chunk is a
-    valid batch for a multi-setting model. A chunk's rows cost ``GENERIC_BYTES_PER_ROW`` each;
+    valid batch for a multi-setting model. A chunk's rows cost ``generic_bytes_per_row`` each;
     the model's own working memory (``model_bytes_per_row``) is counted per ``predict`` call.
     A deterministic model's calls are split to ``cache_rows`` rows (its scores do not depend
     on the split). A stochastic model's chunk is one call per step, as large as the budget
@@ -383,12 +397,10 @@ class GenericScorer(LeafScorer):
         max_memory: int = DEFAULT_MAX_MEMORY,
         max_rows: int | None = None,
     ) -> None:
+        row_bytes = generic_bytes_per_row(task.world.state_dim)
         # Per leaf: the chunk's rows plus the (L, D) action sequences and one step's actions.
         check_depth(
-            depth,
-            max_memory,
-            lambda d: GENERIC_BYTES_PER_ROW + 8 * (d + 1),
-            getattr(model, "n_settings", 1),
+            depth, max_memory, lambda d: row_bytes + 8 * (d + 1), getattr(model, "n_settings", 1)
         )
         self.model = model
         self.task = task
@@ -396,16 +408,14 @@ class GenericScorer(LeafScorer):
         self.values = value_table(task, device)
         self.sequences = action_sequences(depth, device)
         self.discounts = [task.gamma**t for t in range(depth + 1)]
-        model_bytes = model_bytes_per_row(model, self.values.device)
+        model_bytes = model_bytes_per_row(model, self.values.device, task.world.state_dim)
         if is_deterministic(model):
-            self.call_rows: int | None = cache_rows(model_bytes)
+            self.call_rows: int | None = cache_rows(model_bytes, task.world.state_dim)
             leaf_memory = max_memory - self.call_rows * model_bytes
-            self.max_rows = max_rows or max(1, leaf_memory // GENERIC_BYTES_PER_ROW)
+            self.max_rows = max_rows or max(1, leaf_memory // row_bytes)
         else:
             self.call_rows = None
-            self.max_rows = max_rows or max(
-                1, max_memory // (GENERIC_BYTES_PER_ROW + model_bytes)
-            )
+            self.max_rows = max_rows or max(1, max_memory // (row_bytes + model_bytes))
 
     def leaf_scores(self, root, generator):
         m = getattr(self.model, "n_settings", 1)
@@ -422,7 +432,7 @@ class GenericScorer(LeafScorer):
         """``(reward, goal, hazard)``, each ``(R,)``, of the imagined step ``state --action-->
         nxt``: the task's true sparse reward of the predicted state. A subclass may score the
         reward otherwise (``RewardScorer``: the model's own reward)."""
-        return outcome(to_cell(nxt[:, AGENT_X : AGENT_Y + 1]), to_flag(nxt[:, C1]), self.task)
+        return state_outcome(nxt, self.task)
 
     def scores(self, root: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         """Leaf scores ``(E, L)`` of ``E`` root episodes in one batch of ``E * L`` rows.

@@ -31,18 +31,18 @@ from __future__ import annotations
 
 import torch
 
-from gridplan.core.constants import AGENT_X, AGENT_Y, C1, N_ACTIONS, STATE_DIM
-from gridplan.core.env import outcome, to_cell, to_flag
+from gridplan.core.constants import N_ACTIONS
+from gridplan.core.env import state_outcome
 from gridplan.core.tasks import Task
 from gridplan.core.values import value_table
 from gridplan.models.contract import keeps_memory
 from gridplan.planning.scorers import (
     DEFAULT_MAX_MEMORY,
-    GENERIC_BYTES_PER_ROW,
     LeafScorer,
     cache_rows,
     check_depth,
     episodes_per_setting,
+    generic_bytes_per_row,
     model_bytes_per_row,
     predict_in_calls,
 )
@@ -50,11 +50,14 @@ from gridplan.planning.scorers import (
 #: Child rows per bookkeeping block: large enough that the ~30 small ops of a block cost ~1%
 #: of the MLP's predictions, small enough to stay in cache (2^14 rows: ~5 MB).
 BLOCK_ROWS = 2**14
-#: Bytes of one stored tree node: a ``(12,)`` float32 state, a float32 score, a bool alive.
-NODE_BYTES = STATE_DIM * 4 + 4 + 1
-#: Bytes per leaf of a chunk: its float32 score plus the stored levels above it, at most
-#: ``NODE_BYTES * (1/4 + 1/16 + ...) < NODE_BYTES / 3`` per leaf.
-TREE_BYTES_PER_LEAF = 4 + -(-NODE_BYTES // 3)
+
+
+def tree_bytes_per_leaf(state_dim: int) -> int:
+    """Bytes per leaf of a chunk: its float32 score plus the stored levels above it. A stored
+    node is an ``(S,)`` float32 state, a float32 score and a bool alive; the levels above a
+    leaf hold at most ``node * (1/4 + 1/16 + ...) < node / 3`` per leaf."""
+    node = state_dim * 4 + 4 + 1
+    return 4 + -(-node // 3)
 
 
 class TreeScorer(LeafScorer):
@@ -70,7 +73,7 @@ class TreeScorer(LeafScorer):
         depth: ``D >= 1``.
         device: where the V* table lives.
         max_memory: bytes for one chunk's stored levels and leaf scores
-            (``TREE_BYTES_PER_LEAF`` per leaf) plus one block and one call (at most a
+            (``tree_bytes_per_leaf`` per leaf) plus one block and one call (at most a
             quarter of it: budgets under ~20 MB shrink the blocks).
         max_rows: optional hard cap on the leaves of a chunk and on the rows of a block and
             of a ``predict`` call (overrides ``max_memory``).
@@ -102,19 +105,21 @@ class TreeScorer(LeafScorer):
                 f"{type(model).__name__} defines start_rollout (use the independent tree)"
             )
         self.n_settings = getattr(model, "n_settings", 1)
-        check_depth(depth, max_memory, lambda d: TREE_BYTES_PER_LEAF, self.n_settings)
+        s = task.world.state_dim
+        leaf_bytes, row_bytes = tree_bytes_per_leaf(s), generic_bytes_per_row(s)
+        check_depth(depth, max_memory, lambda d: leaf_bytes, self.n_settings)
         self.model = model
         self.task = task
         self.depth = depth
         self.values = value_table(task, device)
         self.discounts = [task.gamma**t for t in range(depth + 1)]
-        model_bytes = model_bytes_per_row(model, self.values.device)
+        model_bytes = model_bytes_per_row(model, self.values.device, s)
         # A block and a call take at most a quarter of the budget (a small budget shrinks them).
-        working = max(N_ACTIONS, max_memory // 4 // (GENERIC_BYTES_PER_ROW + model_bytes))
+        working = max(N_ACTIONS, max_memory // 4 // (row_bytes + model_bytes))
         self.block_rows = min(BLOCK_ROWS, max_rows or BLOCK_ROWS, working)
-        self.call_rows = min(cache_rows(model_bytes), self.block_rows)
-        fixed = self.block_rows * GENERIC_BYTES_PER_ROW + self.call_rows * model_bytes
-        self.max_rows = max_rows or max(1, (max_memory - fixed) // TREE_BYTES_PER_LEAF)
+        self.call_rows = min(cache_rows(model_bytes, s), self.block_rows)
+        fixed = self.block_rows * row_bytes + self.call_rows * model_bytes
+        self.max_rows = max_rows or max(1, (max_memory - fixed) // leaf_bytes)
         tile = self.block_rows + N_ACTIONS * self.n_settings
         self._actions = torch.arange(N_ACTIONS, device=self.values.device).repeat(
             -(-tile // N_ACTIONS)
@@ -138,7 +143,7 @@ class TreeScorer(LeafScorer):
         """``(reward, goal, hazard)`` of the imagined steps ``state --action--> nxt`` (``(R,)``
         each): the task's true sparse reward of the predicted state, as
         ``GenericScorer.arrival``."""
-        return outcome(to_cell(nxt[:, AGENT_X : AGENT_Y + 1]), to_flag(nxt[:, C1]), self.task)
+        return state_outcome(nxt, self.task)
 
     def scores(self, root: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         """Leaf scores ``(E, L)`` of ``E`` root episodes (setting-major), level by level.
@@ -147,9 +152,9 @@ class TreeScorer(LeafScorer):
             ValueError: if the model returns a misshapen or non-finite prediction
                 (``gridplan.planning.scorers.check_prediction``).
         """
-        m = self.n_settings
+        m, width = self.n_settings, root.shape[1]
         e = episodes_per_setting(root.shape[0], m)
-        state = root.reshape(m, e, STATE_DIM)
+        state = root.reshape(m, e, width)
         score = root.new_zeros(m, e)
         alive = torch.ones(m, e, dtype=torch.bool, device=root.device)
         leaf = root.new_empty(m, e * self.n_leaves)
@@ -158,14 +163,14 @@ class TreeScorer(LeafScorer):
         # block-sized tensors cost page faults on each block, and a gather of the parents'
         # rows (index_select) copies them faster than an expanded copy of 12-float rows.
         rows = m * N_ACTIONS * min(parents, e * N_ACTIONS ** (self.depth - 1))
-        children, predicted = root.new_empty(2, rows, STATE_DIM).unbind(0)
+        children, predicted = root.new_empty(2, rows, width).unbind(0)
         # Child j of a block reads its parent's row j // 4 (all 4 actions of a parent).
         siblings = torch.arange(rows // m, device=root.device) // N_ACTIONS
         for t in range(self.depth):
             last = t == self.depth - 1
             n = state.shape[1]
             if not last:
-                nxt_state = root.new_empty(m, N_ACTIONS * n, STATE_DIM)
+                nxt_state = root.new_empty(m, N_ACTIONS * n, width)
                 nxt_score = root.new_empty(m, N_ACTIONS * n)
                 nxt_alive = alive.new_empty(m, N_ACTIONS * n)
             settings = torch.arange(0, m * n, n, device=root.device).unsqueeze(1)
@@ -175,7 +180,7 @@ class TreeScorer(LeafScorer):
                 # Row (setting s, child j) of the block: parent s * n + lo + j // 4.
                 index = (settings + (siblings[:k] + lo)).view(-1)
                 nodes = torch.index_select(
-                    state.view(m * n, STATE_DIM), 0, index, out=children[: m * k]
+                    state.view(m * n, width), 0, index, out=children[: m * k]
                 )
                 action = self._actions[: m * k]
                 out = predict_in_calls(
@@ -200,7 +205,7 @@ class TreeScorer(LeafScorer):
                     s = s + self.discounts[self.depth] * self.values.lookup(out) * live
                     leaf[:, span] = s.view(m, k)
                 else:
-                    nxt_state[:, span] = out.view(m, k, STATE_DIM)
+                    nxt_state[:, span] = out.view(m, k, width)
                     nxt_score[:, span] = s.view(m, k)
                     nxt_alive[:, span] = live.view(m, k)
             if not last:

@@ -41,6 +41,7 @@ from omegaconf import II, MISSING, DictConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
 from gridplan.core import tasks
+from gridplan.core import world as worlds
 from gridplan.data.datasets import BEHAVIOUR_POLICIES, parse_budget
 from gridplan.models.learned import ACTIVATIONS
 from gridplan.util.threads import check_threads
@@ -273,7 +274,7 @@ class Config:
 
     Raises:
         ValueError: on a seed outside ``0..2**32-1``, an empty ``out_dir``, a ``name`` that
-            is not a plain folder name, or ``threads`` below 1.
+            is not a plain folder name, ``threads`` below 1 or an unknown ``world``.
     """
 
     variant: VariantConfig = field(default_factory=VariantConfig)
@@ -283,6 +284,9 @@ class Config:
     train: TrainConfig = field(default_factory=TrainConfig)
     #: Preset applied from ``configs/train/experiment/`` (each preset's file sets it).
     experiment: str | None = None
+    #: The gridworld (``gridplan.core.world``): ``default``, ``g16-k8``, ``g32-k64`` or any
+    #: ``g{N}-k{K}``; the network's input and output widths follow its state layout.
+    world: str = "default"
     seed: int = 0
     #: Runs go to ``out_dir/<run name>/version_N``; existing versions are never touched.
     out_dir: str = "runs"
@@ -292,6 +296,7 @@ class Config:
     threads: int | None = None
 
     def __post_init__(self) -> None:
+        worlds.get(self.world)
         _require(0 <= self.seed < 2**32, f"seed must lie in 0..2**32-1, got {self.seed}")
         _require(bool(self.out_dir), "out_dir must not be empty")
         _require(
@@ -440,14 +445,27 @@ def compose(
 
 
 def run_name(cfg: DictConfig) -> str:
-    """Folder name of a run: ``cfg.name`` or ``<variant>-<policy>-<budget>-seed<seed>``."""
+    """Folder name of a run: ``cfg.name`` or ``<variant>-<policy>-<budget>-seed<seed>``,
+    prefixed ``<world>-`` outside the default world."""
     if cfg.name:
         return str(cfg.name)
     n = parse_budget(cfg.data.budget)
     budget = f"{n // 1000}k" if n % 1000 == 0 else str(n)
-    return f"{cfg.variant.name}-{cfg.data.policy}-{budget}-seed{cfg.seed}"
+    world = worlds.get(cfg.world)
+    prefix = "" if world == worlds.DEFAULT else f"{world.name}-"
+    return f"{prefix}{cfg.variant.name}-{cfg.data.policy}-{budget}-seed{cfg.seed}"
 
 
 def to_yaml(cfg: DictConfig) -> str:
     """The resolved config as YAML text."""
     return OmegaConf.to_yaml(cfg, resolve=True)
+
+
+def config_task(config) -> tasks.Task:
+    """The task a run config trains for: ``data.task`` on ``world`` (a config saved before
+    worlds has no ``world`` and is the default world's).
+
+    Raises:
+        ValueError: on an unknown task or world.
+    """
+    return tasks.get(config["data"]["task"], world=config.get("world", "default"))

@@ -30,7 +30,8 @@ from torch.utils.data import BatchSampler, DataLoader, RandomSampler, Sequential
 from torch.utils.data import TensorDataset as _Tensors
 
 from gridplan.core import tasks
-from gridplan.core.constants import DIM_NAMES, STATE_DIM, STATE_LAYOUT_VERSION
+from gridplan.core import world as worlds
+from gridplan.core.constants import STATE_LAYOUT_VERSION
 from gridplan.core.tasks import TASK_A, Task
 from gridplan.core.values import relevance_weights
 from gridplan.data.datasets import (
@@ -41,6 +42,7 @@ from gridplan.data.datasets import (
     parse_budget,
 )
 from gridplan.models.learned import CHECKPOINT_KEY, LearnedWorldModel, MLPDynamics, load_world_model
+from gridplan.training.config import config_task
 
 log = logging.getLogger(__name__)
 
@@ -50,13 +52,13 @@ log = logging.getLogger(__name__)
 
 
 def dimension_weights(variant: dict, task: Task = TASK_A) -> torch.Tensor:
-    """Per-dimension loss weights of a variant: ``(12,)`` float.
+    """Per-dimension loss weights of a variant: ``(S,)`` float (the task's world).
 
     ``variant["relevant_weight"]`` on the task's relevant dims (``task.relevant_dims``),
     ``variant["irrelevant_weight"]`` on the others. Paper Table 3: ``anti_weighted`` and
     ``rel_heavy`` scale the relevant dims down or up, ``rel_only`` zeroes the irrelevant ones.
     """
-    w = torch.full((STATE_DIM,), float(variant["irrelevant_weight"]))
+    w = torch.full((tasks.check(task).world.state_dim,), float(variant["irrelevant_weight"]))
     w[list(tasks.check(task).relevant_dims)] = float(variant["relevant_weight"])
     return w
 
@@ -76,16 +78,16 @@ def weighted_mse(
     dim_weights: torch.Tensor,
     sample_weight: torch.Tensor,
 ) -> torch.Tensor:
-    """Weighted squared error averaged over members, transitions and the 12 dims.
+    """Weighted squared error averaged over members, transitions and the ``S`` dims.
 
     ``mean_{k,n,d} sample_weight_n * dim_weights_d * (pred_knd - target_nd)^2``. The weights
     are not renormalized, so a batch made only of event transitions scores exactly
     ``event_weight`` times its uniform loss.
 
     Args:
-        pred: ``(K, N, 12)`` raw predicted next states.
-        target: ``(N, 12)`` true next states.
-        dim_weights: ``(12,)`` non-negative.
+        pred: ``(K, N, S)`` raw predicted next states.
+        target: ``(N, S)`` true next states.
+        dim_weights: ``(S,)`` non-negative.
         sample_weight: ``(N,)`` non-negative.
 
     Returns:
@@ -94,14 +96,15 @@ def weighted_mse(
     Raises:
         ValueError: if the shapes do not line up.
     """
-    if pred.dim() != 3 or pred.shape[1:] != target.shape or target.shape[1] != STATE_DIM:
+    if pred.dim() != 3 or target.dim() != 2 or pred.shape[1:] != target.shape:
         raise ValueError(
-            f"pred must be (K, N, {STATE_DIM}) matching target (N, {STATE_DIM}); got "
+            f"pred must be (K, N, S) matching target (N, S); got "
             f"{tuple(pred.shape)} and {tuple(target.shape)}"
         )
-    if dim_weights.shape != (STATE_DIM,) or sample_weight.shape != target.shape[:1]:
+    s = target.shape[1]
+    if dim_weights.shape != (s,) or sample_weight.shape != target.shape[:1]:
         raise ValueError(
-            f"dim_weights must be ({STATE_DIM},) and sample_weight ({target.shape[0]},); got "
+            f"dim_weights must be ({s},) and sample_weight ({target.shape[0]},); got "
             f"{tuple(dim_weights.shape)} and {tuple(sample_weight.shape)}"
         )
     sq = (pred - target.unsqueeze(0)).square()
@@ -195,9 +198,16 @@ def rollout_mse(
 # Data
 
 
+def _world_prefix(task: Task) -> str:
+    """``<world>-`` in front of cached file names, empty in the default world."""
+    return "" if task.world == worlds.DEFAULT else f"{task.world.name}-"
+
+
 def cache_path(cache_dir: str | Path, policy: str, transitions: int, seed: int, task: Task) -> Path:
-    """Cached dataset file: ``<cache_dir>/<task.name>-<policy>-<transitions>-seed<seed>.pt``."""
-    return Path(cache_dir) / f"{task.name}-{policy}-{transitions}-seed{seed}.pt"
+    """Cached dataset file: ``<cache_dir>/<task.name>-<policy>-<transitions>-seed<seed>.pt``
+    (prefixed ``<world>-`` outside the default world)."""
+    name = f"{_world_prefix(task)}{task.name}-{policy}-{transitions}-seed{seed}.pt"
+    return Path(cache_dir) / name
 
 
 def cached_dataset(
@@ -222,7 +232,7 @@ def cached_dataset(
     if path.exists():
         try:
             data = TransitionDataset.load(path)
-            if all(data.meta.get(k) == v for k, v in want.items()):
+            if data.world == task.world and all(data.meta.get(k) == v for k, v in want.items()):
                 return data
             log.warning("cached dataset %s does not match %s; collecting again", path, want)
         except ValueError as err:
@@ -259,14 +269,17 @@ def held_out_windows(
         return _WINDOWS[key]
     path = None
     if cache_dir is not None:
-        path = Path(cache_dir) / f"{task.name}-windows-{policy}-{n}x{horizon}-seed{seed}.pt"
+        name = f"{_world_prefix(task)}{task.name}-windows-{policy}-{n}x{horizon}-seed{seed}.pt"
+        path = Path(cache_dir) / name
     windows = None
     if path is not None and path.exists():
         want = {"n_windows": n, "horizon": horizon, "seed": seed, "policy": policy}
         want["task"] = task.name
         try:
             windows = EvalWindows.load(path)
-            if any(windows.meta.get(k) != v for k, v in want.items()):
+            if windows.world != task.world or any(
+                windows.meta.get(k) != v for k, v in want.items()
+            ):
                 log.warning("cached windows %s do not match %s; making them again", path, want)
                 windows = None
         except ValueError as err:
@@ -292,14 +305,16 @@ class TransitionDataModule(pl.LightningDataModule):
         rollout_horizon: ``H`` of the loss (``variant.rollout_horizon``); above 1 every
             batch also carries the next ``H - 1`` logged steps of each transition
             (``rollout_mse``'s ``actions, targets, events, valid``).
+        world: the run's world name (``Config.world``).
 
     After ``setup()``: ``dataset`` (all transitions), ``train_set`` / ``val_set``
     (``TransitionDataset``) and ``windows`` (``EvalWindows``).
     """
 
-    def __init__(self, data: dict, rollout_horizon: int = 1) -> None:
+    def __init__(self, data: dict, rollout_horizon: int = 1, world: str = "default") -> None:
         super().__init__()
         self.cfg = dict(data)
+        self.world = world
         self.rollout_horizon = int(rollout_horizon)
         self.dataset: TransitionDataset | None = None
         self.train_set: TransitionDataset | None = None
@@ -310,7 +325,7 @@ class TransitionDataModule(pl.LightningDataModule):
         if self.dataset is not None:
             return
         c = self.cfg
-        task = tasks.get(c["task"])
+        task = tasks.get(c["task"], world=self.world)
         self.dataset = cached_dataset(
             c["policy"], parse_budget(c["budget"]), int(c["seed"]), task, c["cache_dir"]
         )
@@ -373,11 +388,11 @@ def relevance_order(task: Task = TASK_A) -> list[int]:
     """Dims ordered by graded relevance (paper Eq. 1), most relevant first; ties (the
     irrelevant dims, weight 0) keep the state layout order."""
     w = relevance_weights(task)
-    return sorted(range(STATE_DIM), key=lambda d: (-float(w[d]), d))
+    return sorted(range(task.world.state_dim), key=lambda d: (-float(w[d]), d))
 
 
 def profile_figure(profile, task: Task = TASK_A, title: str = ""):
-    """Bar chart of the ``(12,)`` per-dimension open-loop MSE, ordered by relevance.
+    """Bar chart of the ``(S,)`` per-dimension open-loop MSE, ordered by relevance.
 
     Relevant dims are drawn in one colour, irrelevant in another (paper §5.5: "report
     error profiles ordered by task relevance"). Returns a Matplotlib figure.
@@ -392,8 +407,9 @@ def profile_figure(profile, task: Task = TASK_A, title: str = ""):
     relevant = set(task.relevant_dims)
     fig, ax = plt.subplots(figsize=(7, 3.2))
     colors = ["tab:red" if d in relevant else "tab:gray" for d in order]
-    ax.bar(range(STATE_DIM), [float(profile[d]) for d in order], color=colors)
-    ax.set_xticks(range(STATE_DIM), [DIM_NAMES[d] for d in order], rotation=45, ha="right")
+    names = task.world.dim_names
+    ax.bar(range(len(order)), [float(profile[d]) for d in order], color=colors)
+    ax.set_xticks(range(len(order)), [names[d] for d in order], rotation=45, ha="right")
     ax.set_ylabel("open-loop MSE")
     ax.set_title(title or f"error profile (task {task.name}; red: relevant)")
     fig.tight_layout()
@@ -401,7 +417,7 @@ def profile_figure(profile, task: Task = TASK_A, title: str = ""):
 
 
 def step_profile_figure(step_profile, task: Task = TASK_A, title: str = ""):
-    """Heatmap of the ``(H, 12)`` per-step, per-dimension MSE, columns ordered by relevance.
+    """Heatmap of the ``(H, S)`` per-step, per-dimension MSE, columns ordered by relevance.
     Returns a Matplotlib figure."""
     import matplotlib
 
@@ -412,7 +428,8 @@ def step_profile_figure(step_profile, task: Task = TASK_A, title: str = ""):
     order = relevance_order(task)
     fig, ax = plt.subplots(figsize=(7, 3.6))
     image = ax.imshow(sp[:, order].numpy(), aspect="auto", origin="lower", cmap="viridis")
-    ax.set_xticks(range(STATE_DIM), [DIM_NAMES[d] for d in order], rotation=45, ha="right")
+    names = task.world.dim_names
+    ax.set_xticks(range(len(order)), [names[d] for d in order], rotation=45, ha="right")
     ax.set_yticks(range(sp.shape[0]), [str(t + 1) for t in range(sp.shape[0])])
     ax.set_ylabel("imagined step")
     ax.set_title(title or "per-step error (MSE)")
@@ -436,8 +453,9 @@ def metric_scalars(metrics, prefix: str = "val") -> dict[str, float]:
 
     Returns:
         ``<prefix>/E_tot``, ``<prefix>/DRPE_<kind>``, ``<prefix>/VPE``,
-        ``<prefix>/err_dim/<dim>`` (12), ``<prefix>/event/<name>`` (the audit's errors;
-        counts, and NaN/None values where the windows hold no such event, are left out) and
+        ``<prefix>/err_dim/<dim>`` (one per state dim), ``<prefix>/event/<name>`` (the
+        audit's errors; counts, and NaN/None values where the windows hold no such event, are
+        left out) and
         ``<prefix>/success`` when present.
     """
     m = _as_dict(metrics)
@@ -448,8 +466,8 @@ def metric_scalars(metrics, prefix: str = "val") -> dict[str, float]:
         out[f"{prefix}/DRPE_{kind}"] = float(value)
     if m.get("VPE") is not None:
         out[f"{prefix}/VPE"] = float(m["VPE"])
-    for name in DIM_NAMES:
-        out[f"{prefix}/err_dim/{name}"] = float(m["profile"][name])
+    for name, value in m["profile"].items():
+        out[f"{prefix}/err_dim/{name}"] = float(value)
     for name, value in m["event_audit"].items():
         # Event counts (n_pickup, n_door) are fixed by the windows, not model errors.
         if name.startswith("n_") or value is None or math.isnan(value):
@@ -478,7 +496,7 @@ def log_figures(writer, metrics, step: int, prefix: str = "val", task: Task = TA
     title = f"E_tot {m['E_tot']:.4f}  " + "  ".join(
         f"DRPE_{k} {v:.4f}" for k, v in m["DRPE"].items()
     )
-    profile = [m["profile"][name] for name in DIM_NAMES]
+    profile = [m["profile"][name] for name in task.world.dim_names]
     writer.add_figure(f"{prefix}/profile", profile_figure(profile, task, title), step)
     writer.add_figure(f"{prefix}/step_profile", step_profile_figure(m["step_profile"], task), step)
 
@@ -605,15 +623,18 @@ class WorldModelModule(pl.LightningModule):
         super().__init__()
         self.save_hyperparameters()
         m = config["model"]
-        self.net = MLPDynamics(m["hidden"], m["members"], m["activation"], m["predict_delta"])
-        self.task = tasks.get(config["data"]["task"])
+        self.task = config_task(config)
+        self.net = MLPDynamics(
+            m["hidden"], m["members"], m["activation"], m["predict_delta"],
+            self.task.world.state_dim,
+        )
         self.register_buffer("dim_weights", dimension_weights(config["variant"], self.task))
         self.event_weight = float(config["variant"]["event_weight"])
         self.rollout_horizon = int(config["variant"].get("rollout_horizon", 1))
 
     def world_model(self) -> LearnedWorldModel:
         """The network behind the ``WorldModel`` interface (shares parameters)."""
-        return LearnedWorldModel(self.net, self.metadata())
+        return LearnedWorldModel(self.net, self.metadata(), self.task.world)
 
     def metadata(self) -> dict[str, Any]:
         """The checkpoint's ``"gridplan"`` entry: layout version, architecture, config, data."""
@@ -623,6 +644,7 @@ class WorldModelModule(pl.LightningModule):
             "config": self.hparams["config"],
             "dataset": self.hparams["dataset"],
             "task": self.task.name,
+            "world": self.task.world.spec(),
             "epoch": int(self.current_epoch),
             "global_step": int(self.global_step),
         }

@@ -51,10 +51,9 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
-from gridplan.core import tasks
 from gridplan.metrics.calibration import uncertainty_vs_error
 from gridplan.models import ensemble
-from gridplan.training.config import run_name, schema, to_yaml, validate
+from gridplan.training.config import config_task, run_name, schema, to_yaml, validate
 from gridplan.training.dispatch import Job, Launcher, launch
 from gridplan.training.lightning_output import quiet_lightning_chatter, trainer_progress
 from gridplan.training.module import (
@@ -208,7 +207,9 @@ def train(
     keep_freed_memory()
     resolved = OmegaConf.to_container(cfg, resolve=True)
     pl.seed_everything(resolved["seed"], workers=True, verbose=False)
-    data = TransitionDataModule(resolved["data"], resolved["variant"]["rollout_horizon"])
+    data = TransitionDataModule(
+        resolved["data"], resolved["variant"]["rollout_horizon"], resolved["world"]
+    )
     data.setup()
     run_dir, version = new_run_dir(resolved["out_dir"], run_name(cfg))
     write_text_atomic(run_dir / "config.yaml", to_yaml(cfg))
@@ -265,7 +266,9 @@ def resume(run_dir: str | os.PathLike) -> tuple[dict[str, Any], dict[str, str]]:
     cfg = resumable_config(run_dir)
     resolved = OmegaConf.to_container(cfg, resolve=True)
     pl.seed_everything(resolved["seed"], workers=True, verbose=False)
-    data = TransitionDataModule(resolved["data"], resolved["variant"]["rollout_horizon"])
+    data = TransitionDataModule(
+        resolved["data"], resolved["variant"]["rollout_horizon"], resolved["world"]
+    )
     data.setup()
     last = run_dir / "checkpoints" / "last.ckpt"
     return _fit(cfg, data, run_dir, int(run_dir.name[8:]), ckpt_path=last)
@@ -304,7 +307,7 @@ def _fit(
             warnings.filterwarnings("ignore", message="Checkpoint directory .* is not empty")
             trainer.fit(module, datamodule=data, ckpt_path=ckpt_path)
         seconds = time.perf_counter() - start
-        task = tasks.get(resolved["data"]["task"])
+        task = config_task(resolved)
         figures = int(t["figures_every_n_epochs"]) > 0
         metrics = score_best(
             best.best_model_path, data.windows, task, logger.experiment, trainer.global_step,
@@ -677,7 +680,7 @@ def _finish_ensemble(cfg: DictConfig, run_dir: Path, member_runs) -> tuple[dict,
             paths, resolved, run_dir / "checkpoints" / f"{which}.ckpt", info
         )
     d = resolved["data"]
-    task = tasks.get(d["task"])
+    task = config_task(resolved)
     windows = held_out_windows(
         d["windows"],
         d["window_horizon"],

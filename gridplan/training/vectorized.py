@@ -56,11 +56,11 @@ from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
 from gridplan.core import tasks
-from gridplan.core.constants import STATE_DIM
+from gridplan.core import world as worlds
 from gridplan.metrics.prediction import prediction_metrics
 from gridplan.models.contract import WorldModel
 from gridplan.models.learned import MLPDynamics
-from gridplan.training.config import run_name, to_yaml, validate
+from gridplan.training.config import config_task, run_name, to_yaml, validate
 from gridplan.training.module import (
     TransitionDataModule,
     WorldModelModule,
@@ -81,6 +81,7 @@ from gridplan.util.threads import available_cpus
 #: Config keys that must agree across a group (the shape of the stacked network and where
 #: and how it runs); every other key may differ per member.
 GROUP_KEYS = (
+    "world",
     "model.hidden",
     "model.activation",
     "model.predict_delta",
@@ -127,7 +128,8 @@ def member_init(config: dict) -> tuple[MLPDynamics, torch.Generator]:
     m = config["model"]
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(config["seed"]))
-        net = MLPDynamics(m["hidden"], 1, m["activation"], m["predict_delta"])
+        width = worlds.get(config["world"]).state_dim
+        net = MLPDynamics(m["hidden"], 1, m["activation"], m["predict_delta"], width)
         stream = torch.Generator()
         stream.set_state(torch.get_rng_state())
     return net, stream
@@ -208,7 +210,7 @@ class _Run:
 
     @property
     def task(self) -> tasks.Task:
-        return tasks.get(self.config["data"]["task"])
+        return config_task(self.config)
 
     @property
     def trainer_cfg(self) -> dict:
@@ -265,7 +267,7 @@ def _prepare(members: Sequence[Member]) -> tuple[list[_Run], dict[str, torch.Ten
             )
         dkey = _data_key(cfg["data"])
         if dkey not in modules:
-            dm = TransitionDataModule(cfg["data"])
+            dm = TransitionDataModule(cfg["data"], world=cfg["world"])
             dm.setup()
             modules[dkey] = dm
             for part, ds in (("train", dm.train_set), ("val", dm.val_set)):
@@ -362,12 +364,16 @@ class MemberStack(pl.LightningModule):
         for run in sorted(runs, key=lambda r: (r.cohort_key, r.index)):
             cohorts.setdefault(run.cohort_key, []).append(run)
         m = runs[0].config["model"]
+        #: The group's state width (``GROUP_KEYS``: one world per group).
+        self.state_dim = runs[0].task.world.state_dim
         self.cohorts = nn.ModuleList()
         self.cohort_members: list[list[int]] = []
         self.cohort_steps: list[int] = []
         self.cohort_hparams: list[tuple[float, float, int]] = []
         for key, group in cohorts.items():
-            net = MLPDynamics(m["hidden"], len(group), m["activation"], m["predict_delta"])
+            net = MLPDynamics(
+                m["hidden"], len(group), m["activation"], m["predict_delta"], self.state_dim
+            )
             with torch.no_grad():
                 inits = zip(*(r.init.parameters() for r in group), strict=True)
                 for p, init in zip(net.parameters(), inits, strict=True):
@@ -398,7 +404,7 @@ class MemberStack(pl.LightningModule):
         self.horizons = [r.horizon for r in order]
         self.horizon = torch.tensor(self.horizons, dtype=torch.float32, device=device)
         if not order:
-            self.dim_weight = torch.zeros(0, 1, STATE_DIM, device=device)
+            self.dim_weight = torch.zeros(0, 1, self.state_dim, device=device)
             self.event_weight = torch.zeros(0, 1, device=device)
             return
         self.dim_weight = (
@@ -496,7 +502,7 @@ class MemberStack(pl.LightningModule):
 
     def train_dataloader(self):
         """This epoch's steps: ``rows (K_t, B)`` into the training buffer, ``weight (K_t, B)``
-        (0 on padding), ``denom (K_t,)`` (12 x real rows) and the active cohort count."""
+        (0 on padding), ``denom (K_t,)`` (S x real rows) and the active cohort count."""
         order = [self.runs[i] for i in self.order]
         if not order:
             return _Steps([])
@@ -523,7 +529,7 @@ class MemberStack(pl.LightningModule):
                 {
                     "rows": rows[t, :k],
                     "weight": w,
-                    "denom": STATE_DIM * w.sum(1),
+                    "denom": self.state_dim * w.sum(1),
                     "cohorts": cohorts,
                 }
             )
@@ -584,7 +590,7 @@ class MemberStack(pl.LightningModule):
         self.manual_backward(loss.sum())
         optimizer.step()
         with torch.no_grad():
-            rows = batch["denom"] / STATE_DIM
+            rows = batch["denom"] / self.state_dim
             self._train_sum[:k] += loss.detach() * rows
             self._train_rows[:k] += rows
             self._step_losses.append((batch_idx, loss.detach()))
@@ -625,7 +631,7 @@ class MemberStack(pl.LightningModule):
     def on_validation_epoch_end(self) -> None:
         order = self.order
         n_val = torch.tensor(
-            [STATE_DIM * len(self.runs[i].val_rows) * self.runs[i].horizon for i in order],
+            [self.state_dim * len(self.runs[i].val_rows) * self.runs[i].horizon for i in order],
             device=self._val_sum.device,
         )
         val_loss = (self._val_sum / n_val).tolist()
@@ -683,10 +689,11 @@ class StackWorldModel(WorldModel):
         if n % m:
             raise ValueError(f"batch of {n} rows does not split into {m} member blocks")
         device = next(iter(self.params.values())).device
-        s = state.to(device, torch.float32).view(m, n // m, STATE_DIM)
+        width = self.template.state_dim
+        s = state.to(device, torch.float32).view(m, n // m, width)
         a = action.to(device).view(m, n // m)
         out = torch.func.functional_call(self.template, self.params, (s, a))
-        return out.clamp_(0.0, 1.0).reshape(n, STATE_DIM).to(state.device, state.dtype)
+        return out.clamp_(0.0, 1.0).reshape(n, width).to(state.device, state.dtype)
 
 
 class MemberRuns(pl.Callback):

@@ -19,6 +19,7 @@ from gridplan.core.constants import (
 )
 from gridplan.core.env import relevant_step, to_cell, to_flag
 from gridplan.core.tasks import TASK_A, TASK_B
+from gridplan.core.world import DEFAULT
 from gridplan.data.datasets import (
     BALANCED_EPSILONS,
     DATASET_SCHEMA,
@@ -49,8 +50,8 @@ def windows():
 def relevant_of(states: torch.Tensor):
     """Integer cells and flags of ``(N, 12)`` states for ``relevant_step``."""
     return (
-        to_cell(states[:, AGENT_X : AGENT_Y + 1]),
-        to_cell(states[:, KEY_X : KEY_Y + 1]),
+        to_cell(states[:, AGENT_X : AGENT_Y + 1], DEFAULT),
+        to_cell(states[:, KEY_X : KEY_Y + 1], DEFAULT),
         to_flag(states[:, CARRYING]),
         to_flag(states[:, DOOR_OPEN]),
     )
@@ -108,7 +109,7 @@ def test_logged_transitions_chain_within_episodes_and_follow_the_true_dynamics(b
     assert torch.equal(d.t[1:][same], d.t[:-1][same] + 1)
     assert torch.equal(d.states[1:][same], d.next_states[:-1][same])
     assert (d.t[1:][~same] == 0).all()
-    rel = relevant_step(*relevant_of(d.states), d.actions)
+    rel = relevant_step(*relevant_of(d.states), d.actions, DEFAULT)
     assert torch.equal(rel.pickup, d.pickup)
     assert torch.equal(rel.door_opened, d.door_opened)
     assert torch.equal(rel.carrying, to_flag(d.next_states[:, CARRYING]))
@@ -225,15 +226,15 @@ def test_windows_are_consecutive_true_steps(windows):
     assert torch.equal(windows.prev[:, 0], windows.start)
     assert torch.equal(windows.prev[:, 1:], windows.targets[:, :-1])
     prev = windows.prev.reshape(-1, 12)
-    rel = relevant_step(*relevant_of(prev), windows.actions.reshape(-1))
+    rel = relevant_step(*relevant_of(prev), windows.actions.reshape(-1), DEFAULT)
     nxt = windows.targets.reshape(-1, 12)
-    assert torch.equal(rel.agent, to_cell(nxt[:, AGENT_X : AGENT_Y + 1]))
+    assert torch.equal(rel.agent, to_cell(nxt[:, AGENT_X : AGENT_Y + 1], DEFAULT))
     assert torch.equal(rel.pickup, windows.pickup.reshape(-1))
     assert torch.equal(rel.door_opened, windows.door_opened.reshape(-1))
 
 
 def test_windows_never_run_past_an_episode_end(windows):
-    agent = to_cell(windows.targets[..., AGENT_X : AGENT_Y + 1])
+    agent = to_cell(windows.targets[..., AGENT_X : AGENT_Y + 1], DEFAULT)
     at_goal = (agent == torch.tensor(TASK_A.goal)).all(dim=-1)
     assert not at_goal[:, :-1].any()
 

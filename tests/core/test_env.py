@@ -5,18 +5,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+from paper_layout import C2, CELL_SCALE, D1_X, D1_Y, D2_X, D2_Y
 
 from gridplan.core.constants import (
     AGENT_X,
     AGENT_Y,
     C1,
-    C2,
     CARRYING,
-    CELL_SCALE,
-    D1_X,
-    D1_Y,
-    D2_X,
-    D2_Y,
     DOOR_OPEN,
     DOWN,
     KEY_X,

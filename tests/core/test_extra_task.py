@@ -12,10 +12,11 @@ import json
 
 import pytest
 import torch
+from paper_layout import CELL_SCALE, STATE_DIM
 
 from eval.cli import main as eval_main
 from gridplan.core import tasks
-from gridplan.core.constants import AGENT_X, AGENT_Y, CELL_SCALE, DOWN, RIGHT, STATE_DIM
+from gridplan.core.constants import AGENT_X, AGENT_Y, DOWN, RIGHT
 from gridplan.core.env import reset, step
 from gridplan.core.tasks import TASK_A
 from gridplan.core.values import relevance_weights, value_table

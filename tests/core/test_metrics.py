@@ -17,9 +17,10 @@ from helpers_metrics import (
     RecordingModel,
     constant_windows,
 )
+from paper_layout import C2, D1_X, DIM_NAMES, STATE_DIM
 from scipy.stats import spearmanr
 
-from gridplan.core.constants import AGENT_X, C1, C2, CARRYING, D1_X, DIM_NAMES, STATE_DIM
+from gridplan.core.constants import AGENT_X, C1, CARRYING
 from gridplan.core.tasks import TASK_A, TASK_B
 from gridplan.core.values import binary_weights, relevance_weights
 from gridplan.data.datasets import eval_windows

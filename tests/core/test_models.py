@@ -7,18 +7,12 @@ import math
 
 import pytest
 import torch
+from paper_layout import CELL_SCALE, D1_X, D1_Y
 
-from gridplan.core.constants import (
-    AGENT_X,
-    AGENT_Y,
-    CELL_SCALE,
-    D1_X,
-    D1_Y,
-    KEY_Y,
-    UP,
-)
+from gridplan.core.constants import AGENT_X, AGENT_Y, KEY_Y, UP
 from gridplan.core.env import step, to_cell, transition
 from gridplan.core.tasks import TASK_A, TASK_B
+from gridplan.core.world import DEFAULT
 from gridplan.models.noise import AR1NoiseModel, NoiseModel, OracleModel, noise_grid
 
 NOISE_RELEVANT_DIMS = TASK_A.noise_relevant_dims
@@ -71,7 +65,7 @@ def test_a_sigma_r_of_035_cells_moves_the_agents_rounded_cell_in_15_percent_of_s
     # P(|N(0, 0.35)| > 0.5) = 2 * (1 - Phi(1.4286)) = 0.153.
     state = make_state(agent=(2, 0), key=(0, 7), rows=20_000)
     pred = NoiseModel.controlled(0.35, 0.0).predict(state, ups(20_000), torch.Generator())
-    off = (to_cell(pred[:, AGENT_X]) != 2).float().mean().item()
+    off = (to_cell(pred[:, AGENT_X], DEFAULT) != 2).float().mean().item()
     assert off == pytest.approx(0.153, abs=0.01)
 
 
@@ -82,7 +76,7 @@ def test_noise_compounds_across_imagined_steps(make_state):
     off = []
     for _ in range(4):
         state = model.predict(state, ups(20_000), g)
-        off.append((to_cell(state[:, AGENT_X]) != 2).float().mean().item())
+        off.append((to_cell(state[:, AGENT_X], DEFAULT) != 2).float().mean().item())
     assert off == sorted(off)
     assert off[-1] > 2 * off[0]
 

@@ -10,25 +10,19 @@ from pathlib import Path
 
 import pytest
 import torch
+from paper_layout import C2, CELL_SCALE, D1_X, D1_Y, D2_X, D2_Y, STATE_DIM
 
 from gridplan.core import readings
 from gridplan.core.constants import (
     AGENT_X,
     AGENT_Y,
     C1,
-    C2,
     CARRYING,
-    CELL_SCALE,
-    D1_X,
-    D1_Y,
-    D2_X,
-    D2_Y,
     DOOR_OPEN,
     KEY_X,
     KEY_Y,
     LEFT,
     RIGHT,
-    STATE_DIM,
     UP,
 )
 from gridplan.core.env import reset, transition

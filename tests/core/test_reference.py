@@ -22,11 +22,13 @@ import math
 
 import pytest
 import torch
+from paper_layout import CELL_SCALE
 
-from gridplan.core.constants import AGENT_Y, C1, CELL_SCALE, RIGHT, UP
+from gridplan.core.constants import AGENT_Y, C1, RIGHT, UP
 from gridplan.core.env import reset, step, to_cell, to_flag
 from gridplan.core.tasks import TASK_A, TASK_B
 from gridplan.core.values import value_table
+from gridplan.core.world import DEFAULT
 from gridplan.models.contract import WorldModel
 from gridplan.models.noise import OracleModel
 from gridplan.planning.closed_loop import run_closed_loop, start_states
@@ -83,7 +85,8 @@ def test_ref_decode_rounds_like_the_batched_code_at_half_cell_boundaries():
     # float32, half to even. A double-precision rounding would disagree on some of these.
     values = [(k + 0.5) / 7 for k in range(-1, 8)] + [-0.3, 1.4, 0.5, 0.5000001]
     batch = torch.tensor(values, dtype=torch.float32)
-    for v, cell, flag in zip(values, to_cell(batch).tolist(), to_flag(batch).tolist(), strict=True):
+    cells, flags = to_cell(batch, DEFAULT).tolist(), to_flag(batch).tolist()
+    for v, cell, flag in zip(values, cells, flags, strict=True):
         decoded = ref_decode([v] * 12)
         assert decoded.agent_x == cell, v
         assert decoded.carrying == flag, v

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from paper_layout import CELL_SCALE, D1_X, STATE_DIM
 
-from gridplan.core.constants import AGENT_X, C1, CARRYING, CELL_SCALE, D1_X, STATE_DIM
+from gridplan.core.constants import AGENT_X, C1, CARRYING
 from gridplan.core.env import reset
 from gridplan.core.tasks import TASK_A, TASK_B
 from gridplan.core.values import (

@@ -42,7 +42,8 @@ def test_a_noise_model_is_reported_as_json_with_its_protocol(tmp_path, capsys):
     report = json.loads(out.read_text())
     # The paper's layout (schema 1), in this order: scripts read these keys.
     assert list(report) == [
-        *("model", "task", "depth", "seeds", "episodes", "success", "outcomes", "mean_steps"),
+        *("model", "task", "world", "depth", "seeds", "episodes", "success", "outcomes"),
+        "mean_steps",
         *("device", "E_tot", "DRPE", "profile", "step_profile", "event_audit", "VPE"),
         *("horizon", "n_windows"),
     ]

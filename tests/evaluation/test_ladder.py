@@ -9,10 +9,11 @@ import json
 
 import pytest
 import torch
+from paper_layout import CELL_SCALE
 
 import gridplan
 from gridplan.core import tasks
-from gridplan.core.constants import AGENT_X, CELL_SCALE
+from gridplan.core.constants import AGENT_X
 from gridplan.core.env import transition
 from gridplan.core.values import value_table
 from gridplan.evaluation.decisions import decide, exploitability
@@ -103,7 +104,8 @@ def test_the_paper_report_is_the_ladder_s_l1_and_closed_loop_success():
     model, info = NoiseModel.controlled(0.35, 0.1), {"name": "noise"}
     paper = paper_report(model, info, TASK_A, PROTOCOL.closed_loop(DEPTH), progress=False)
     ladder = _ladder(model, levels=["L1", "L7"], model_info=info)
-    head = ["model", "task", "depth", "seeds", "episodes", "success", "outcomes", "mean_steps"]
+    head = ["model", "task", "world", "depth", "seeds", "episodes", "success", "outcomes"]
+    head.append("mean_steps")
     assert list(paper)[: len(head) + 2] == [*head, "device", "E_tot"]
     assert paper == {key: ladder[key] for key in paper}
     assert paper["success"]["n"] == len(PROTOCOL.seeds) * PROTOCOL.episodes

@@ -16,8 +16,8 @@ from unittest import mock
 
 import pytest
 import torch
+from paper_layout import DIM_NAMES, STATE_DIM
 
-from gridplan.core.constants import DIM_NAMES, STATE_DIM
 from gridplan.core.tasks import TASK_A
 from gridplan.data.datasets import eval_windows
 from gridplan.experiments import GROUPS, e3, e4, settings

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from paper_layout import STATE_DIM
 
 import gridplan.planning.fused
-from gridplan.core.constants import AGENT_X, CARRYING, STATE_DIM
+from gridplan.core.constants import AGENT_X, CARRYING
 from gridplan.core.env import reset, transition
 from gridplan.core.tasks import TASK_A, TASK_B, Task
 from gridplan.core.values import value_table

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from paper_layout import STATE_DIM
 
 from gridplan.core import tasks
-from gridplan.core.constants import DOWN, LEFT, RIGHT, STATE_DIM, UP
+from gridplan.core.constants import DOWN, LEFT, RIGHT, UP
 from gridplan.core.env import reset
 from gridplan.core.tasks import TASK_A, TASK_B
 from gridplan.core.values import value_table
@@ -16,10 +17,10 @@ from gridplan.planning import closed_loop
 from gridplan.planning.planner import Planner, action_sequences
 from gridplan.planning.registry import register_scorer, through_predict
 from gridplan.planning.scorers import (
-    GENERIC_BYTES_PER_ROW,
     GenericScorer,
     LeafScorer,
     check_prediction,
+    generic_bytes_per_row,
 )
 
 # (task, state, the one optimal first action, why), worked out by hand.
@@ -286,8 +287,8 @@ def test_a_depth_beyond_the_memory_budget_is_refused_before_any_allocation(facto
 
 
 def test_the_budget_check_names_the_largest_depth_that_fits_and_counts_setting_blocks():
-    # Generic scorer: 4^D leaves x (GENERIC_BYTES_PER_ROW + 8 (D + 1)) bytes per setting.
-    per_leaf = GENERIC_BYTES_PER_ROW + 8 * 4
+    # Generic scorer: 4^D leaves x (generic_bytes_per_row(12) + 8 (D + 1)) bytes per setting.
+    per_leaf = generic_bytes_per_row(12) + 8 * 4
     Planner(OracleModel(), 3, max_memory=64 * per_leaf, factory=through_predict)
     with pytest.raises(ValueError, match="depth 4 .* the largest depth that fits is 3"):
         Planner(OracleModel(), 4, max_memory=64 * per_leaf + 8 * 64, factory=through_predict)

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from paper_layout import D2_X, STATE_DIM
 
-from gridplan.core.constants import D2_X, N_ACTIONS, STATE_DIM
+from gridplan.core.constants import N_ACTIONS
 from gridplan.core.env import reset, transition
 from gridplan.core.tasks import TASK_A, TASK_B, Task
 from gridplan.core.values import value_table

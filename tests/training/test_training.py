@@ -9,9 +9,10 @@ import pytest
 import torch
 from helpers_learned import probe_batch, tiny_config, tiny_module
 from omegaconf import OmegaConf
+from paper_layout import DIM_NAMES
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from gridplan.core.constants import DIM_NAMES, STATE_LAYOUT_VERSION
+from gridplan.core.constants import STATE_LAYOUT_VERSION
 from gridplan.core.tasks import TASK_A, TASK_B
 from gridplan.data.datasets import EvalWindows, collect, eval_windows
 from gridplan.metrics.prediction import prediction_metrics
