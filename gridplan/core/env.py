@@ -371,15 +371,20 @@ def transition(
     nxt = rows if s == rows.shape[1] else state.new_empty(b, s)
     if nxt is not rows:
         nxt[:, : C1 + 1] = rows[:, : C1 + 1]
-    extra_c1 = slice(C1 + 1, C1 + world.c1)
-    nxt[:, extra_c1] = read[:, extra_c1]
-    c2 = _span(world.c2_dims)
-    torch.sub(1.0, read[:, c2], out=nxt[:, c2])
-    walked = read[:, d1].view(b, world.d1, 2) + torch.nn.functional.embedding(move, tables.moves)
-    walked.clamp_(0, world.size - 1)
-    torch.div(walked.view(b, 2 * world.d1), tables.cell_scale, out=nxt[:, d1])
-    # A 0-dim divisor of the state's dtype divides in that dtype, as cells.to(dtype) / 7 does.
-    torch.div(cells.view(b, 2 * world.d2), tables.cell_scale, out=nxt[:, d2])
+    # Empty parts are skipped: on a small batch every op's dispatch shows.
+    if world.c1 > 1:
+        extra_c1 = slice(C1 + 1, C1 + world.c1)
+        nxt[:, extra_c1] = read[:, extra_c1]
+    if world.c2:
+        c2 = _span(world.c2_dims)
+        torch.sub(1.0, read[:, c2], out=nxt[:, c2])
+    if world.d1:
+        walked = torch.nn.functional.embedding(move, tables.moves)
+        walked.add_(read[:, d1].view(b, world.d1, 2)).clamp_(0, world.size - 1)
+        torch.div(walked.view(b, 2 * world.d1), tables.cell_scale, out=nxt[:, d1])
+    if world.d2:
+        # A 0-dim divisor of the state's dtype divides in that dtype, as cells.to(dtype) / 7.
+        torch.div(cells.view(b, 2 * world.d2), tables.cell_scale, out=nxt[:, d2])
     info = dict(zip(_EVENTS, events, strict=True))
     return nxt, reward, info["goal"] | info["hazard"], info
 
