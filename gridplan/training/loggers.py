@@ -21,6 +21,8 @@ hparams and the YAML text (TensorBoard: the HParams session of
 from __future__ import annotations
 
 import importlib.util
+import os
+import warnings
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -39,9 +41,16 @@ from gridplan.training.hparams_summary import (
 
 #: Optional loggers: ``name -> (module imported, pyproject.toml extra installing it)``.
 EXTRAS = {"mlflow": ("mlflow", "mlflow"), "wandb": ("wandb", "wandb")}
+#: MLflow's switch that allows its file store (``file:`` tracking URIs).
+MLFLOW_FILE_STORE = "MLFLOW_ALLOW_FILE_STORE"
 #: Loggers of which one process can hold several runs at once (a vectorized group writes
 #: every member's log from one process); W&B keeps one active run per process.
 CONCURRENT_LOGGERS = ("tensorboard", "csv", "mlflow")
+
+
+def installed(module: str) -> bool:
+    """Whether ``module`` can be imported here (without importing it)."""
+    return importlib.util.find_spec(module) is not None
 
 
 def check_installed(name: str) -> None:
@@ -51,7 +60,7 @@ def check_installed(name: str) -> None:
         raise ValueError(f"unknown logger {name!r}; valid: {', '.join(LOGGERS)}")
     if name in EXTRAS:
         module, extra = EXTRAS[name]
-        if importlib.util.find_spec(module) is None:
+        if not installed(module):
             raise ValueError(
                 f"logger={name} needs the {module!r} package, which is not installed: "
                 f"pip install -e '.[{extra}]' (the {extra!r} extra of pyproject.toml)"
@@ -95,12 +104,16 @@ def make_logger(config: dict, run_dir: str | Path) -> Logger:
             save_dir=str(run_dir), name="", version="", default_hp_metric=False
         )
     if name == "csv":
-        return CSVLogger(save_dir=str(run_dir), name="", version="")
+        return _csv_logger(run_dir)
     label = trial_name(run_dir)
     if name == "mlflow":
         from lightning.pytorch.loggers import MLFlowLogger
 
         uri = choice["tracking_uri"] or f"file:{(run_dir / 'mlruns').resolve()}"
+        if uri.startswith("file:"):
+            # MLflow >= 3.7 refuses its file store unless this is set; a local store without a
+            # server is what logger=mlflow is for (a value set in the environment is kept).
+            os.environ.setdefault(MLFLOW_FILE_STORE, "true")
         return MLFlowLogger(
             experiment_name=choice["experiment_name"],
             run_name=label,
@@ -115,6 +128,23 @@ def make_logger(config: dict, run_dir: str | Path) -> Logger:
         save_dir=str(run_dir),
         offline=bool(choice["offline"]),
     )
+
+
+def _csv_logger(run_dir: Path) -> CSVLogger:
+    """Lightning's ``CSVLogger`` writing ``run_dir/metrics.csv``. Lightning deletes a
+    ``metrics.csv`` it finds; a resumed run's earlier one is kept as ``metrics.<k>.csv``."""
+    earlier = run_dir / "metrics.csv"
+    if earlier.is_file():
+        k = 0
+        while (run_dir / f"metrics.{k}.csv").exists():
+            k += 1
+        earlier.rename(run_dir / f"metrics.{k}.csv")
+    logger = CSVLogger(save_dir=str(run_dir), name="", version="")
+    with warnings.catch_warnings():
+        # The run folder holds config.yaml and status.json before the log starts.
+        warnings.filterwarnings("ignore", message="Experiment logs directory .* not empty")
+        logger.experiment  # noqa: B018 -- creates the writer now, under the filter
+    return logger
 
 
 class LoggerWriter:
