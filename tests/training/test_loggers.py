@@ -127,3 +127,17 @@ def test_a_vectorized_group_refuses_a_one_run_per_process_logger(tmp_path, monke
         runs._vectorized_runs([tiny_config(tmp_path, "logger=wandb", "train.vectorize=false")])
         == []
     )
+
+
+@pytest.mark.slow
+def test_wandb_runs_one_after_another_are_offline_runs_of_their_own(tmp_path, monkeypatch):
+    pytest.importorskip("wandb")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    folders = []
+    for seed in (0, 1):
+        _, artifacts = runs.train(tiny_config(tmp_path, "logger=wandb", f"seed={seed}"))
+        (offline,) = Path(artifacts["run_dir"]).glob("wandb/offline-run-*")
+        assert list(offline.glob("run-*.wandb"))
+        assert list(offline.glob("files/media/images/best/profile_*.png"))
+        folders.append(offline.name.rsplit("-", 1)[1])
+    assert folders[0] != folders[1]  # the second run did not join the first
