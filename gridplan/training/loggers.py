@@ -35,6 +35,7 @@ from gridplan.training.hparams_summary import (
     TRAIN_METRICS,
     end_session,
     flat_config,
+    has_session,
     trial_name,
     write_session,
 )
@@ -216,11 +217,13 @@ def start_run_log(logger: Logger, config: dict, yaml_text: str, trial: str) -> N
     Every logger gets ``log_hyperparams`` of the flattened config (TensorBoard and CSV keep
     it as ``hparams.yaml``; MLflow params; W&B config); TensorBoard also the HParams session
     (``write_session``: the experiment with every hparam and the training and evaluation
-    metrics, the session named ``trial``) and the text summary ``config``, MLflow
-    ``config.yaml`` as an artifact.
+    metrics, the session named ``trial``) and the text summary ``config`` unless its folder
+    holds a session already (a resumed run), MLflow ``config.yaml`` as an artifact.
     """
     logger.log_hyperparams(flat_config(config))
     if isinstance(logger, TensorBoardLogger):
+        if has_session(logger.log_dir):  # a resumed run: TensorBoard keeps the first session
+            return
         writer = logger.experiment
         write_session(writer, config, trial)
         writer.add_text("config", indented(yaml_text), 0)

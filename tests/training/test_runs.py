@@ -134,8 +134,23 @@ def test_resume_after_sigterm_ends_where_the_uninterrupted_run_ends(tmp_path, mo
     assert resumed["epochs"] == whole["epochs"] == 4
     for key in ("best/E_tot", "best/DRPE_graded", "best/DRPE_binary", "best_score"):
         assert resumed[key] == pytest.approx(whole[key], rel=1e-5, abs=1e-7), key
+    assert _tag_events(run_dir) == {"_hparams_/session_start_info": 1, "config/text_summary": 1}
     assert main([f"resume={run_dir}"]) == 2
     assert "already complete" in capsys.readouterr().err
+
+
+def _tag_events(run_dir: Path) -> dict[str, int]:
+    """How many events of the HParams session and the config text the run's files hold (a
+    resumed run writes neither again)."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    counts = dict.fromkeys(("_hparams_/session_start_info", "config/text_summary"), 0)
+    for path in run_dir.glob("events.out.tfevents.*"):
+        for event in EventFileLoader(str(path)).Load():
+            for value in event.summary.value:
+                if value.tag in counts:
+                    counts[value.tag] += 1
+    return counts
 
 
 def _with_callback(trainer, callback):
