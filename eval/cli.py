@@ -23,6 +23,11 @@ A built-in model is evaluated with the controlled grid's protocol by default, a 
 checkpoint's report goes to ``<checkpoint>.eval.json`` beside it (``best.ckpt``
 -> ``best.eval.json``, so best and last never collide; another task or protocol gets a name
 that says so, ``checkpoint_json_path``) and into the run's TensorBoard folder under ``eval/``.
+The evaluation of a run's ``best.ckpt`` under that protocol (Task A, the one written to
+``best.eval.json``) also becomes the run's HParams metrics ``hp/eval_success``,
+``hp/eval_DRPE_graded``, ``hp/eval_DRPE_binary`` and ``hp/eval_E_tot``
+(``gridplan.training.hparams_summary.log_eval_metrics``), beside its config and training
+metrics in TensorBoard's HParams tab.
 """
 
 from __future__ import annotations
@@ -326,7 +331,8 @@ def _evaluate_checkpoints(args: argparse.Namespace) -> None:
         step = int(model.metadata.get("global_step", 0))
         info = _checkpoint_info(path, model)
         if ladder.wants_ladder(args):
-            ladder.run_one(model, info, args, out, log_dir, step)
+            report = ladder.run_one(model, info, args, out, log_dir, step)
+            _log_hparams(path, model, report, args, log_dir, step)
             continue
         report = _report(model, info, args)
         print(format_table(report))
@@ -335,6 +341,30 @@ def _evaluate_checkpoints(args: argparse.Namespace) -> None:
         write_report(report, out, overwrite=args.force)
         log_report(log_dir, report, step, "eval", tasks.get(args.task))
         print(f"json: {out}\ntensorboard: {log_dir} (eval/)", flush=True)
+        _log_hparams(path, model, report, args, log_dir, step)
+
+
+def _log_hparams(path: Path, model, report: dict, args, log_dir: Path | None, step: int) -> None:
+    """Add the report to the run's HParams when it is the evaluation of the run's
+    ``best.ckpt`` under Task A's learned protocol (``best.eval.json``'s); say why not
+    otherwise, so a smoke evaluation never stands in for the protocol's in the HParams."""
+    from gridplan.training.hparams_summary import eval_metrics, log_eval_metrics, trial_name
+
+    if log_dir is None or not eval_metrics(report):
+        return
+    if path.name != "best.ckpt" or (args.task, args.protocol) != ("A", LEARNED):
+        print(
+            "hparams: unchanged (they hold the Task A learned-protocol evaluation of "
+            "best.ckpt; this one is another checkpoint, task or protocol)",
+            flush=True,
+        )
+        return
+    run_dir = path.parent.parent if path.parent.name == "checkpoints" else path.parent
+    values = log_eval_metrics(
+        log_dir, model.metadata.get("config", {}), report, trial_name(run_dir), step
+    )
+    shown = ", ".join(f"{tag} {value:.4f}" for tag, value in values.items())
+    print(f"hparams: {log_dir} ({shown})", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:

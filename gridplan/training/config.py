@@ -9,7 +9,8 @@ changes, and its ``name``. Each dataclass checks its own ranges in ``__post_init
 ``compose`` builds the same config through Hydra's Compose API for library callers::
 
     configs/train/config.yaml             defaults list: one choice per group
-    configs/train/<group>/<choice>.yaml   merged into cfg.<group> (variant data model trainer)
+    configs/train/<group>/<choice>.yaml   merged into cfg.<group> (variant data model trainer
+                                          logger)
     configs/train/experiment/<name>.yaml  optional preset (``@package _global_``): group
                                           choices and any values
     key=value                        dotted overrides of any key, e.g. trainer.max_epochs=50
@@ -268,6 +269,42 @@ class TrainConfig:
         _at_least("train.workers", self.workers, 1, optional=True)
 
 
+#: Lightning loggers a run can write to (``configs/train/logger/``); the optional ones name
+#: the ``pyproject.toml`` extra that installs them (``gridplan.training.loggers``).
+LOGGERS = ("tensorboard", "csv", "mlflow", "wandb")
+
+
+@dataclass
+class LoggerConfig:
+    """Where a run's scalars, hparams and figures go (``gridplan.training.loggers``).
+
+    ``tensorboard`` (events in the run folder: scalars, images, the config as text, the
+    HParams session, custom-scalar charts), ``csv`` (``metrics.csv`` and ``hparams.yaml`` in
+    the run folder), ``mlflow`` (a local file store, no server: ``tracking_uri`` or
+    ``file:<run folder>/mlruns``) or ``wandb`` (offline by default: ``<run folder>/wandb``;
+    one run per process, so not in a vectorized group of several runs).
+
+    Raises:
+        ValueError: on an unknown ``name`` or an empty ``experiment_name`` or ``project``.
+    """
+
+    #: The ``configs/train/logger`` choice (one of ``LOGGERS``).
+    name: str = "tensorboard"
+    #: MLflow experiment of the run.
+    experiment_name: str = "gridplan"
+    #: MLflow tracking URI; None: ``file:<run folder>/mlruns``.
+    tracking_uri: str | None = None
+    #: W&B project of the run.
+    project: str = "gridplan"
+    #: W&B offline mode (nothing leaves the machine; ``wandb sync`` uploads later).
+    offline: bool = True
+
+    def __post_init__(self) -> None:
+        _one_of("logger.name", self.name, LOGGERS)
+        _require(bool(self.experiment_name), "logger.experiment_name must not be empty")
+        _require(bool(self.project), "logger.project must not be empty")
+
+
 @dataclass
 class Config:
     """Everything one training run needs; saved resolved into the run folder and checkpoint.
@@ -282,6 +319,7 @@ class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
     #: Preset applied from ``configs/train/experiment/`` (each preset's file sets it).
     experiment: str | None = None
     #: The gridworld (``gridplan.core.world``): ``default``, ``g16-k8``, ``g32-k64`` or any

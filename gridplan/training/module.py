@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,7 @@ from gridplan.data.datasets import (
 )
 from gridplan.models.learned import CHECKPOINT_KEY, LearnedWorldModel, MLPDynamics, load_world_model
 from gridplan.training.config import config_task
+from gridplan.training.loggers import metric_writer
 
 log = logging.getLogger(__name__)
 
@@ -476,16 +478,82 @@ def metric_scalars(metrics, prefix: str = "val") -> dict[str, float]:
     return out
 
 
-def dashboard_layout(prefix: str = "val") -> dict:
-    """TensorBoard custom-scalars layout putting the 12 per-dimension curves in one chart,
-    the event audit in another and E_tot beside the DRPEs."""
-    return {
-        prefix: {
-            "open-loop error per dimension": ["Multiline", [rf"{prefix}/err_dim/.*"]],
-            "event audit": ["Multiline", [rf"{prefix}/event/.*"]],
-            "E_tot and DRPE": ["Multiline", [rf"{prefix}/E_tot", rf"{prefix}/DRPE_.*"]],
-        }
-    }
+#: Event-audit values that are predicted flags (truth 1 at the event), not squared errors:
+#: their chart is apart from the errors' (another scale).
+EVENT_FLAGS = ("carrying_at_pickup", "door_open_at_opening")
+#: Event-audit squared errors (``gridplan.metrics.prediction.event_audit``).
+EVENT_ERRORS = ("pickup_mse", "door_mse", "pickup_state_mse", "door_state_mse", "event_mse")
+
+
+def _weights_text(dims: Sequence[int], weights: torch.Tensor, names: Sequence[str]) -> str:
+    return ", ".join(f"{names[d]} {float(weights[d]):.3f}" for d in dims)
+
+
+def dashboard_layout(prefix: str = "val", task: Task = TASK_A) -> dict:
+    """TensorBoard custom-scalars layout of one tag group (``<prefix>/``).
+
+    The per-dimension open-loop errors are split by the task's relevance: charts of the
+    relevant dims (``task.relevant_dims``), titled with their graded relevance weights
+    (paper Eq. 1, ``gridplan.core.values.relevance_weights``), most relevant first, and charts
+    of the irrelevant dims (weight 0); positions and flags (the world's ``flag_dims``: 0/1
+    values, errors of another scale) are in charts of their own, so four charts (fewer where
+    a task leaves one empty). The event audit's squared errors and its predicted flags
+    (``EVENT_FLAGS``, near 1 where the model is right) are separate charts, and E_tot is
+    beside the DRPEs. Each chart lists its tags exactly (anchored regexes).
+    """
+    weights = relevance_weights(task)
+    order = relevance_order(task)
+    names, flag_dims = task.world.dim_names, set(task.world.flag_dims)
+    relevant = [d for d in order if d in task.relevant_dims]
+    irrelevant = [d for d in order if d not in task.relevant_dims]
+
+    def tags(names: Sequence[str], group: str) -> list[str]:
+        return [rf"^{prefix}/{group}/{n}$" for n in names]
+
+    def dims(chosen: list[int], flags: bool) -> list[int]:
+        return [d for d in chosen if (d in flag_dims) == flags]
+
+    charts = {}
+    for kind, flags in (("positions", False), ("flags", True)):
+        on = dims(relevant, flags)
+        charts[f"relevant {kind}, graded weights: {_weights_text(on, weights, names)}"] = [
+            "Multiline", tags([names[d] for d in on], "err_dim")
+        ]
+    for kind, flags in (("positions", False), ("flags", True)):
+        off = [names[d] for d in dims(irrelevant, flags)]
+        charts[f"irrelevant {kind} (weight 0): {', '.join(off)}"] = [
+            "Multiline", tags(off, "err_dim")
+        ]
+    charts.update({
+        "event audit: squared errors at pickups and door openings": [
+            "Multiline", tags(EVENT_ERRORS, "event")
+        ],
+        "event audit: predicted flag at the event (truth 1)": [
+            "Multiline", tags(EVENT_FLAGS, "event")
+        ],
+        "E_tot and DRPE": ["Multiline", [rf"^{prefix}/E_tot$", rf"^{prefix}/DRPE_.*"]],
+    })
+    return {prefix: {title: chart for title, chart in charts.items() if chart[1]}}
+
+
+def relevance_text(task: Task = TASK_A) -> str:
+    """A Markdown table of the task's dims, most relevant first: graded relevance weight
+    (paper Eq. 1), relevant or not (``task.relevant_dims``), position or flag."""
+    weights = relevance_weights(task)
+    names, flag_dims = task.world.dim_names, set(task.world.flag_dims)
+    rows = ["| dim | graded weight | relevant | kind |", "| --- | --- | --- | --- |"]
+    for d in relevance_order(task):
+        kind = "flag" if d in flag_dims else "position"
+        relevant = "yes" if d in task.relevant_dims else "no"
+        rows.append(f"| {names[d]} | {float(weights[d]):.4f} | {relevant} | {kind} |")
+    return "\n".join(rows)
+
+
+def write_dashboards(writer, prefix: str = "val", task: Task = TASK_A) -> None:
+    """Add ``dashboard_layout`` and the relevance table (``relevance_text``, text summary
+    ``<prefix>/relevance``) through a ``SummaryWriter``-shaped ``writer``."""
+    writer.add_custom_scalars(dashboard_layout(prefix, task))
+    writer.add_text(f"{prefix}/relevance", relevance_text(task), 0)
 
 
 def log_figures(writer, metrics, step: int, prefix: str = "val", task: Task = TASK_A) -> None:
@@ -505,13 +573,13 @@ def log_report(
     log_dir: str | Path, report, step: int = 0, prefix: str = "eval", task: Task = TASK_A
 ) -> None:
     """Write one model's metrics (as in ``metric_scalars``) into TensorBoard under
-    ``<prefix>/``: scalars, the 12-curve layout and both figures, in a new event file of
-    ``log_dir`` (a training run's folder keeps its earlier event files)."""
+    ``<prefix>/``: scalars, the charts of ``dashboard_layout`` and both figures, in a new
+    event file of ``log_dir`` (a training run's folder keeps its earlier event files)."""
     from torch.utils.tensorboard import SummaryWriter
 
     writer = SummaryWriter(log_dir=str(log_dir))
     try:
-        writer.add_custom_scalars(dashboard_layout(prefix))
+        write_dashboards(writer, prefix, task)
         for tag, value in metric_scalars(report, prefix).items():
             writer.add_scalar(tag, value, step)
         log_figures(writer, report, step, prefix, task)
@@ -621,7 +689,8 @@ class WorldModelModule(pl.LightningModule):
 
     def __init__(self, config: dict, dataset: dict | None = None) -> None:
         super().__init__()
-        self.save_hyperparameters()
+        # The run logs its flattened config itself (gridplan.training.loggers.start_run_log).
+        self.save_hyperparameters(logger=False)
         m = config["model"]
         self.task = config_task(config)
         self.net = MLPDynamics(
@@ -674,11 +743,10 @@ class WorldModelModule(pl.LightningModule):
     def on_fit_start(self) -> None:
         writer = self._writer()
         if writer is not None:
-            writer.add_custom_scalars(dashboard_layout("val"))
+            write_dashboards(writer, "val", self.task)
 
     def _writer(self):
-        experiment = getattr(self.logger, "experiment", None) if self.logger else None
-        return experiment if hasattr(experiment, "add_figure") else None
+        return metric_writer(self.logger) if self.logger else None
 
     def on_validation_epoch_end(self) -> None:
         if self.trainer.sanity_checking:

@@ -17,8 +17,13 @@ if earlier runs exist, never reusing one) and holds::
     status.json          running, complete, failed or interrupted (``gridplan.training.run_status``)
     checkpoints/best.ckpt, checkpoints/last.ckpt   self-describing Lightning checkpoints
     events.out.tfevents.*   TensorBoard scalars, images, the config as text and the run's
-                            hparams with its final metrics (the HParams tab of a sweep)
+                            HParams session: its flattened config beside its final metrics
+                            and, once ``python -m eval --ckpt`` ran, its evaluation's
+                            (``gridplan.training.hparams_summary``)
     metrics.json         the best checkpoint's prediction metrics and training summary
+
+With ``logger=csv``, ``mlflow`` or ``wandb`` (``gridplan.training.loggers``) the chosen logger
+writes in the run folder instead of TensorBoard (``metrics.csv``, ``mlruns/``, ``wandb/``).
 
 The data are collected (or read from the cache) before the folder is made, so a run that
 cannot start leaves nothing behind. ``resume`` continues an interrupted run from its
@@ -47,7 +52,6 @@ import lightning.pytorch as pl
 import numpy as np
 import torch
 from lightning.pytorch.callbacks import Callback, EarlyStopping, ModelCheckpoint
-from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
@@ -55,7 +59,17 @@ from gridplan.metrics.calibration import uncertainty_vs_error
 from gridplan.models import ensemble
 from gridplan.training.config import config_task, run_name, schema, to_yaml, validate
 from gridplan.training.dispatch import Job, Launcher, launch
+from gridplan.training.hparams_summary import trial_name
 from gridplan.training.lightning_output import quiet_lightning_chatter, trainer_progress
+from gridplan.training.loggers import (
+    check_group_loggers,
+    check_installed,
+    finish_logger,
+    log_final_metrics,
+    make_logger,
+    metric_writer,
+    start_run_log,
+)
 from gridplan.training.module import (
     TransitionDataModule,
     WorldModelModule,
@@ -147,34 +161,6 @@ def _trainer(t: dict, run_dir: Path, logger, best: ModelCheckpoint) -> pl.Traine
     )
 
 
-#: Config keys logged as TensorBoard hparams (HParams tab), with the run's final metrics.
-HPARAMS = {
-    "variant": ("variant", "name"),
-    "budget": ("data", "budget"),
-    "policy": ("data", "policy"),
-    "task": ("data", "task"),
-    "seed": ("seed",),
-    "members": ("model", "members"),
-    "hidden": ("model", "hidden"),
-    "lr": ("model", "lr"),
-    "monitor": ("trainer", "monitor"),
-    "experiment": ("experiment",),
-}
-#: Final metrics logged beside the hparams (``hp/<name>``, from the best checkpoint).
-HPARAM_METRICS = ("best/E_tot", "best/DRPE_graded", "best/DRPE_binary", "best_score")
-
-
-def hparams(resolved: dict) -> dict[str, Any]:
-    """The ``HPARAMS`` of a resolved config as TensorBoard-friendly scalars and strings."""
-    out = {}
-    for name, path in HPARAMS.items():
-        value: Any = resolved
-        for key in path:
-            value = value[key]
-        out[name] = value if isinstance(value, int | float | str | bool) else str(value)
-    return out
-
-
 def train(
     cfg: DictConfig, record: dict[str, str] | None = None
 ) -> tuple[dict[str, Any], dict[str, str]]:
@@ -203,6 +189,7 @@ def train(
     validate(cfg)
     if int(cfg.model.members) > 1:
         return train_all([cfg])[0]
+    check_installed(cfg.logger.name)
     quiet_lightning_chatter()
     keep_freed_memory()
     resolved = OmegaConf.to_container(cfg, resolve=True)
@@ -211,11 +198,11 @@ def train(
         resolved["data"], resolved["variant"]["rollout_horizon"], resolved["world"]
     )
     data.setup()
-    run_dir, version = new_run_dir(resolved["out_dir"], run_name(cfg))
+    run_dir, _ = new_run_dir(resolved["out_dir"], run_name(cfg))
     write_text_atomic(run_dir / "config.yaml", to_yaml(cfg))
     for name, text in (record or {}).items():
         write_text_atomic(run_dir / name, text)
-    return _fit(cfg, data, run_dir, version, ckpt_path=None)
+    return _fit(cfg, data, run_dir, ckpt_path=None)
 
 
 def resumable_config(run_dir: str | os.PathLike) -> DictConfig:
@@ -271,11 +258,11 @@ def resume(run_dir: str | os.PathLike) -> tuple[dict[str, Any], dict[str, str]]:
     )
     data.setup()
     last = run_dir / "checkpoints" / "last.ckpt"
-    return _fit(cfg, data, run_dir, int(run_dir.name[8:]), ckpt_path=last)
+    return _fit(cfg, data, run_dir, ckpt_path=last)
 
 
 def _fit(
-    cfg: DictConfig, data: TransitionDataModule, run_dir: Path, version: int, ckpt_path
+    cfg: DictConfig, data: TransitionDataModule, run_dir: Path, ckpt_path
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """Fit (from ``ckpt_path`` when resuming), score the best checkpoint and record the
     run's status, metrics and hparams."""
@@ -283,13 +270,9 @@ def _fit(
     status_path = write_status(run_dir, "running", resumed_from=ckpt_path and str(ckpt_path))
     module = WorldModelModule(resolved, data.summary())
     t = resolved["trainer"]
-    logger = TensorBoardLogger(
-        save_dir=run_dir.parent.parent,
-        name=run_dir.parent.name,
-        version=version,
-        default_hp_metric=False,
-    )
-    logger.experiment.add_text("config", _indented(to_yaml(cfg)), 0)
+    logger = make_logger(resolved, run_dir)
+    writer = metric_writer(logger, run_dir)
+    start_run_log(logger, resolved, to_yaml(cfg), trial_name(run_dir))
     best = ModelCheckpoint(
         dirpath=run_dir / "checkpoints",
         filename="best",
@@ -310,8 +293,7 @@ def _fit(
         task = config_task(resolved)
         figures = int(t["figures_every_n_epochs"]) > 0
         metrics = score_best(
-            best.best_model_path, data.windows, task, logger.experiment, trainer.global_step,
-            figures,
+            best.best_model_path, data.windows, task, writer, trainer.global_step, figures
         )
     except BaseException as err:
         _record_stop(run_dir, err, trainer.current_epoch)
@@ -325,10 +307,8 @@ def _fit(
         monitor=t["monitor"],
         train_seconds=round(seconds, 2),
     )
-    logger.log_hyperparams(
-        hparams(resolved), {f"hp/{k.removeprefix('best/')}": metrics[k] for k in HPARAM_METRICS}
-    )
-    logger.experiment.flush()
+    log_final_metrics(writer, metrics, trainer.global_step)
+    finish_logger(logger)
     metrics_path = run_dir / "metrics.json"
     summary = {"metrics": metrics, "dataset": module.hparams["dataset"]}
     write_text_atomic(metrics_path, dumps(summary, indent=2) + "\n")
@@ -340,7 +320,7 @@ def _fit(
         "best_checkpoint": str(best.best_model_path),
         "last_checkpoint": str(run_dir / "checkpoints" / "last.ckpt"),
         "metrics": str(metrics_path),
-        "tensorboard": str(logger.log_dir),
+        "tensorboard": str(run_dir),
     }
     return metrics, artifacts
 
@@ -351,11 +331,6 @@ def _record_stop(run_dir: Path, err: BaseException, epoch: int) -> None:
         write_status(run_dir, "interrupted", epoch=epoch, signal=type(err).__name__)
     else:
         write_status(run_dir, "failed", epoch=epoch, error=f"{type(err).__name__}: {err}")
-
-
-def _indented(text: str) -> str:
-    """``text`` as a Markdown code block (TensorBoard renders text summaries as Markdown)."""
-    return "\n".join("    " + line for line in text.splitlines())
 
 
 def member_seed(seed: int, k: int) -> int:
@@ -449,6 +424,7 @@ def train_all(
     """
     for cfg in cfgs:
         validate(cfg)
+    check_group_loggers(_vectorized_runs(cfgs))
     launcher = launcher or Launcher()
     records = list(records) if records is not None else [None] * len(cfgs)
     if len(records) != len(cfgs):
@@ -513,6 +489,23 @@ def train_all(
     for i, (run_dir, slots) in ensembles.items():
         results[i] = _finish_ensemble(cfgs[i], run_dir, [member_results[s] for s in slots])
     return results
+
+
+def _vectorized_runs(cfgs: list[DictConfig]) -> list[dict]:
+    """The resolved configs of every run ``train_all`` trains in a vectorized group (an
+    ensemble's members count once each), for ``check_group_loggers``; a run trained alone
+    is checked by itself (a lone run's logger must be installed only)."""
+    grouped = []
+    for cfg in cfgs:
+        resolved = OmegaConf.to_container(cfg, resolve=True)
+        members = int(cfg.model.members)
+        if cfg.train.vectorize:
+            grouped += [resolved] * members
+        else:
+            check_installed(cfg.logger.name)
+            if members > 1:  # the members are groups of one, one after another
+                check_group_loggers([resolved])
+    return grouped
 
 
 def _groups(
@@ -668,8 +661,6 @@ def _stop_members(members: list[Member], reserved: list[Path], err: BaseExceptio
 
 def _finish_ensemble(cfg: DictConfig, run_dir: Path, member_runs) -> tuple[dict, dict]:
     """Stack an ensemble's trained members into its run folder; score it."""
-    from torch.utils.tensorboard import SummaryWriter
-
     resolved = OmegaConf.to_container(cfg, resolve=True)
     (run_dir / "config.yaml").write_text(to_yaml(cfg))
     info = {"bootstrap": bool(cfg.model.bootstrap), "sampling": cfg.model.sampling}
@@ -690,18 +681,22 @@ def _finish_ensemble(cfg: DictConfig, run_dir: Path, member_runs) -> tuple[dict,
         d["cache_dir"],
     )
     model = ensemble.load_ensemble(ckpts["best"])
-    writer = SummaryWriter(log_dir=str(run_dir))
+    logger = make_logger(resolved, run_dir)
+    writer = metric_writer(logger, run_dir)
+    start_run_log(logger, resolved, to_yaml(cfg), trial_name(run_dir))
     figures = int(resolved["trainer"]["figures_every_n_epochs"]) > 0
     steps = sum(m["global_step"] for m in model.metadata["ensemble"]["members"])
+    member_metrics = [m for m, _ in member_runs]
     try:
         metrics = score_best(ckpts["best"], windows, task, writer, steps, figures)
         quality = uncertainty_vs_error(model, windows)
         rho = quality.spearman
         writer.add_scalar("best/uncertainty_spearman", rho.rho, steps)
         writer.add_scalar("best/uncertainty_aurc", quality.aurc, steps)
+        scores = [m["best_score"] for m in member_metrics]
+        log_final_metrics(writer, {**metrics, "best_score": sum(scores) / len(scores)}, steps)
     finally:
-        writer.close()
-    member_metrics = [m for m, _ in member_runs]
+        finish_logger(logger)
     metrics.update(
         epochs=max(m["epochs"] for m in member_metrics),
         best_score=sum(m["best_score"] for m in member_metrics) / len(member_metrics),

@@ -19,7 +19,9 @@ Everything else stays per member and equals what the member's run trained alone
   ``EarlyStopping`` and ``ModelCheckpoint`` rules: strict improvement, sticky stop signal,
   ``min_epochs``), its own best and last checkpoint written as the self-describing
   checkpoint a single run writes (``gridplan.models.learned.load_world_model`` reads it), its
-  ``config.yaml``, ``metrics.json`` and TensorBoard events in its own run folder.
+  ``config.yaml``, ``metrics.json`` and its log in its own run folder: the logger its
+  ``logger`` config chooses (``gridplan.training.loggers``; TensorBoard by default, with the
+  config as text and the run's HParams session), as its single run writes it.
 
 **Datasets of different sizes** keep per-member epoch lengths: an epoch of the group is one
 pass of every member over its own data, ``ceil(n / batch_size)`` steps (capped by
@@ -50,7 +52,7 @@ from typing import Any, TextIO
 
 import lightning.pytorch as pl
 import torch
-from lightning.pytorch.loggers import TensorBoardLogger
+from lightning.pytorch.loggers import Logger
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
@@ -61,11 +63,19 @@ from gridplan.metrics.prediction import prediction_metrics
 from gridplan.models.contract import WorldModel
 from gridplan.models.learned import MLPDynamics
 from gridplan.training.config import config_task, run_name, to_yaml, validate
+from gridplan.training.hparams_summary import trial_name
+from gridplan.training.loggers import (
+    check_group_loggers,
+    finish_logger,
+    log_final_metrics,
+    make_logger,
+    metric_writer,
+    start_run_log,
+)
 from gridplan.training.module import (
     TransitionDataModule,
     WorldModelModule,
     adamw,
-    dashboard_layout,
     dimension_weights,
     figures_due,
     keep_freed_memory,
@@ -75,6 +85,7 @@ from gridplan.training.module import (
     metrics_due,
     next_rows,
     score_best,
+    write_dashboards,
 )
 from gridplan.util.threads import available_cpus
 
@@ -195,7 +206,9 @@ class _Run:
     batch: int
     windows_key: str
     init: MLPDynamics
-    logger: TensorBoardLogger | None = None
+    logger: Logger | None = None
+    #: ``SummaryWriter``-shaped writer of ``logger`` (``gridplan.training.loggers.metric_writer``).
+    writer: Any = None
     wait: int = 0
     stop_best: float = math.inf
     stop_signaled: bool = False
@@ -714,8 +727,8 @@ class MemberRuns(pl.Callback):
 
     def on_fit_start(self, trainer, module: MemberStack) -> None:
         for run in module.runs.values():
-            if run.logger is not None:
-                run.logger.experiment.add_custom_scalars(dashboard_layout("val"))
+            if run.writer is not None:
+                write_dashboards(run.writer, "val", run.task)
 
     def on_train_epoch_end(self, trainer, module: MemberStack) -> None:
         optimizer = trainer.optimizers[0]
@@ -777,7 +790,7 @@ class MemberRuns(pl.Callback):
             {**metrics, "train/loss_epoch": train_loss, "epoch": run.epochs - 1}, step
         )
         if scored is not None and figures_due(run.trainer_cfg, run.epochs - 1):
-            log_figures(run.logger.experiment, scored, step, "val", run.task)
+            log_figures(run.writer, scored, step, "val", run.task)
 
     def finish(self, run: _Run) -> None:
         """Write ``run``'s checkpoints, score its best one and write ``metrics.json``."""
@@ -787,16 +800,16 @@ class MemberRuns(pl.Callback):
         last_path = write_checkpoint(run, run.last, ckpt_dir / "last.ckpt")
         t = run.trainer_cfg
         figures = int(t["figures_every_n_epochs"]) > 0
-        writer = run.logger.experiment
         step = run.global_step
-        metrics = score_best(best_path, run.data.windows, run.task, writer, step, figures)
-        run.logger.finalize("success")
+        metrics = score_best(best_path, run.data.windows, run.task, run.writer, step, figures)
         metrics.update(
             epochs=run.epochs,
             best_score=float(run.best.score),
             monitor=t["monitor"],
             train_seconds=round(run.finished_seconds, 2),
         )
+        log_final_metrics(run.writer, metrics, step)
+        finish_logger(run.logger)
         metrics_path = Path(run.member.run_dir) / "metrics.json"
         metrics_path.write_text(json.dumps({"metrics": metrics, "dataset": run.summary}, indent=2))
         artifacts = {
@@ -990,16 +1003,16 @@ def train_group(
             still training has written its best and last checkpoints (``MemberRuns``).
     """
     start, cpu = time.perf_counter(), time.process_time()
+    check_group_loggers([OmegaConf.to_container(m.config, resolve=True) for m in members])
     keep_freed_memory()
     runs, buffers = _prepare(members)
     for run in runs:
         run_dir = Path(run.member.run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "config.yaml").write_text(to_yaml(run.member.config))
-        run.logger = TensorBoardLogger(
-            save_dir=str(run_dir), name="", version="", default_hp_metric=False
-        )
-        run.logger.log_hyperparams({"config": run.config, "dataset": run.summary})
+        run.logger = make_logger(run.config, run_dir)
+        run.writer = metric_writer(run.logger, run_dir)
+        start_run_log(run.logger, run.config, to_yaml(run.member.config), trial_name(run_dir))
     module = MemberStack(runs, buffers)
     first = runs[0].config["trainer"]
     setup_seconds = time.perf_counter() - start

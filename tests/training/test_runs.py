@@ -18,6 +18,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from gridplan.training import runs
 from gridplan.training.config import compose, run_name
+from gridplan.training.hparams_summary import flat_config
 from gridplan.training.run_status import read_status, write_status
 from gridplan.training.vectorized import Member
 from gridplan.util.files import write_text_atomic
@@ -72,18 +73,14 @@ def test_a_finished_run_is_complete_with_hparams_and_config_text(tmp_path):
     assert "config/text_summary" in tags["tensors"]
     text = events.Tensors("config/text_summary")[0].tensor_proto.string_val[0].decode()
     assert "    seed: 2" in text
-    assert runs.hparams(json.loads(json.dumps(_resolved(tmp_path, "seed=2")))) == {
-        "variant": "uniform",
-        "budget": "600",
-        "policy": "balanced",
-        "task": "A",
-        "seed": 2,
-        "members": 1,
-        "hidden": "[32, 32]",
-        "lr": 0.003,
-        "monitor": "val/loss",
-        "experiment": "None",
-    }
+    from tensorboard.plugins.hparams import metadata
+
+    content = events.SummaryMetadata(metadata.SESSION_START_INFO_TAG).plugin_data.content
+    session = metadata.parse_session_start_info_plugin_data(content)
+    assert session.group_name == f"{run_dir.parent.name}/{run_dir.name}"
+    values = {k: getattr(v, v.WhichOneof("kind")) for k, v in session.hparams.items()}
+    assert values == flat_config(json.loads(json.dumps(_resolved(tmp_path, "seed=2"))))
+    assert (values["seed"], values["model.hidden"], values["experiment"]) == (2, "[32, 32]", "null")
 
 
 def _resolved(tmp_path: Path, *overrides: str) -> dict:
@@ -137,8 +134,23 @@ def test_resume_after_sigterm_ends_where_the_uninterrupted_run_ends(tmp_path, mo
     assert resumed["epochs"] == whole["epochs"] == 4
     for key in ("best/E_tot", "best/DRPE_graded", "best/DRPE_binary", "best_score"):
         assert resumed[key] == pytest.approx(whole[key], rel=1e-5, abs=1e-7), key
+    assert _tag_events(run_dir) == {"_hparams_/session_start_info": 1, "config/text_summary": 1}
     assert main([f"resume={run_dir}"]) == 2
     assert "already complete" in capsys.readouterr().err
+
+
+def _tag_events(run_dir: Path) -> dict[str, int]:
+    """How many events of the HParams session and the config text the run's files hold (a
+    resumed run writes neither again)."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    counts = dict.fromkeys(("_hparams_/session_start_info", "config/text_summary"), 0)
+    for path in run_dir.glob("events.out.tfevents.*"):
+        for event in EventFileLoader(str(path)).Load():
+            for value in event.summary.value:
+                if value.tag in counts:
+                    counts[value.tag] += 1
+    return counts
 
 
 def _with_callback(trainer, callback):

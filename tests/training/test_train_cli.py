@@ -70,7 +70,7 @@ def test_experiment_preset_sets_groups_and_values_and_the_command_line_wins():
         (
             "epochs=3",
             "Key 'epochs' not in 'Config'; valid keys of the config: variant, data, model, "
-            "trainer, train, experiment, world, seed, out_dir, name, threads",
+            "trainer, train, logger, experiment, world, seed, out_dir, name, threads",
         ),
         ("trainer.epochs=3", "not in 'TrainerConfig'; valid keys of trainer: name, max_epochs,"),
         ("+trainer.foo=1", "unknown config key 'trainer.foo'; valid keys of trainer: name,"),
