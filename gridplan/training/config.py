@@ -37,7 +37,7 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import HydraException
-from omegaconf import II, MISSING, DictConfig, OmegaConf
+from omegaconf import II, MISSING, DictConfig, OmegaConf, open_dict
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
 from gridplan.core import tasks
@@ -392,9 +392,49 @@ def compose_config(
             global_hydra_aside(),
             initialize_config_dir(str(config_dir), version_base="1.3", job_name="train"),
         ):
-            return hydra_compose(config_name, list(overrides))
+            cfg = hydra_compose(config_name, list(overrides), return_hydra_config=True)
+            loader = GlobalHydra.instance().config_loader()
+            options = {group: loader.get_group_options(group) for group in CHOSEN_GROUPS}
     except (HydraException, OmegaConfBaseException) as err:
         raise ValueError(_compose_error(err)) from err
+    check_choices(cfg, cfg.hydra.runtime.choices, options)
+    with open_dict(cfg):
+        del cfg["hydra"]
+    return cfg
+
+
+#: Config groups whose choice's file sets ``<group>.name`` (``experiment`` sets the top-level
+#: ``experiment`` key).
+CHOSEN_GROUPS = ("variant", "data", "model", "trainer", "experiment")
+
+
+def check_choices(cfg: DictConfig, choices, options: dict[str, Sequence[str]]) -> None:
+    """Check that each group's recorded name is the choice Hydra composed.
+
+    ``variant.name=rel_only`` alone would keep the uniform weights under a ``rel_only`` folder
+    name, and ``variant.name=bogus`` would train a uniform run named ``bogus``: a name is set by
+    the chosen group file, never by itself.
+
+    Args:
+        cfg: the composed config.
+        choices: Hydra's ``hydra.runtime.choices`` (group -> chosen option or None).
+        options: per group of ``CHOSEN_GROUPS``, the options on the search path.
+
+    Raises:
+        ValueError: naming the key, the group's choice and the valid choices.
+    """
+    for group in CHOSEN_GROUPS:
+        chosen = choices.get(group)
+        key = group if group == "experiment" else f"{group}.name"
+        value = OmegaConf.select(cfg, key, throw_on_missing=False)
+        if value == chosen or (group == "experiment" and value is None):
+            continue
+        valid = ", ".join(options.get(group, ())) or "none found"
+        pick = f"{group}=NAME" + (" (or experiment=null)" if group == "experiment" else "")
+        raise ValueError(
+            f"{key}={value!r} does not match the chosen {group} {chosen!r}: {key} is set by "
+            f"the chosen file, pick one with {pick}; valid {group} choices: {valid}"
+        )
 
 
 @contextlib.contextmanager
