@@ -394,7 +394,12 @@ def compose_config(
         ):
             cfg = hydra_compose(config_name, list(overrides), return_hydra_config=True)
             loader = GlobalHydra.instance().config_loader()
-            options = {group: loader.get_group_options(group) for group in CHOSEN_GROUPS}
+            options = {
+                group: loader.get_group_options(
+                    group, config_name=config_name, overrides=list(overrides)
+                )
+                for group in CHOSEN_GROUPS
+            }
     except (HydraException, OmegaConfBaseException) as err:
         raise ValueError(_compose_error(err)) from err
     check_choices(cfg, cfg.hydra.runtime.choices, options)
@@ -425,8 +430,11 @@ def check_choices(cfg: DictConfig, choices, options: dict[str, Sequence[str]]) -
     """
     for group in CHOSEN_GROUPS:
         chosen = choices.get(group)
+        node, leaf = (cfg, group) if group == "experiment" else (cfg[group], "name")
         key = group if group == "experiment" else f"{group}.name"
-        value = OmegaConf.select(cfg, key, throw_on_missing=False)
+        if OmegaConf.is_missing(node, leaf):
+            continue  # validate names the missing value
+        value = node[leaf]
         if value == chosen or (group == "experiment" and value is None):
             continue
         valid = ", ".join(options.get(group, ())) or "none found"
