@@ -6,8 +6,8 @@
 per ``TransitionDataset`` field (names, shapes and dtypes as ``gridplan.data.datasets``:
 ``states``/``next_states`` ``(N, 12)`` float32 in ``[0, 1]``, ``actions`` ``(N,)`` int64 in
 ``0..3``, ``rewards`` ``(N,)`` float32, the events ``terminated``, ``pickup``, ``door_opened``,
-``goal`` ``(N,)`` bool, ``episode`` and ``t`` ``(N,)`` int64), plus ``val`` ``(N,)`` bool, the trainer's
-validation episodes, and ``metadata``, a JSON string (also written beside the file as
+``goal`` ``(N,)`` bool, ``episode`` and ``t`` ``(N,)`` int64), plus ``val`` ``(N,)`` bool,
+the trainer's validation episodes, and ``metadata``, a JSON string (also written beside the file as
 ``<name>.json``) holding:
 
 - ``schema`` (``EXPORT_SCHEMA``) and ``fingerprint``: ``TransitionDataset.fingerprint()``, the
