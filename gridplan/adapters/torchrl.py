@@ -201,10 +201,12 @@ class GridEnv(EnvBase):
 class _PredictStep(nn.Module):
     """One imagined step as an ``nn.Module`` (what ``ModelBasedEnvBase`` expects):
     ``(observation (..., 12), action scores (..., 4)) -> (next observation, reward (..., 1),
-    terminated (..., 1), done (..., 1))``."""
+    terminated (..., 1), done (..., 1))``, through ``backend.Imagination`` (the plug-in checks
+    and clamping of ``python -m eval``)."""
 
     def __init__(self, model: WorldModel, task: Task, shaping: bool, device) -> None:
         super().__init__()
+        self.imagination = backend.Imagination(model, task, device)
         # An nn.Module world model becomes a submodule, so .to(device) moves it too.
         self.model = model
         self.task = task
@@ -218,19 +220,11 @@ class _PredictStep(nn.Module):
         state = observation.reshape(-1, STATE_DIM)
         n = state.shape[0]
         if self.rollout_pending:
-            start = getattr(self.model, "start_rollout", None)
-            if start is not None:
-                start(n, self.generator)
+            self.imagination.start(n, self.generator)
             self.rollout_pending = False
         chosen = action.reshape(n, N_ACTIONS).argmax(dim=1)
-        nxt = self.model.predict(state, chosen, self.generator)
-        if nxt.shape != (n, STATE_DIM):
-            raise ValueError(
-                f"model.predict returned shape {tuple(nxt.shape)}, expected ({n}, {STATE_DIM})"
-            )
+        nxt, reward, terminated, _ = self.imagination.step(state, chosen, self.generator)
         self.transitions += n
-        reward, goal, hazard = backend.outcome(nxt, self.task)
-        terminated = goal | hazard
         if self.values is not None:
             # r + gamma V*(s') - V*(s) = A*(s, a): 0 along an optimal path, negative off it
             # (V* is 0 in terminal states), so the planners' undiscounted sum ranks sequences.
@@ -245,7 +239,10 @@ class WorldModelEnv(ModelBasedEnvBase):
 
     Args:
         model: a ``gridplan.models.noise.WorldModel`` (or anything with ``predict(state (N, 12),
-            action (N,), generator) -> (N, 12)`` and optionally ``start_rollout``).
+            action (N,), generator) -> (N, 12)`` and optionally ``start_rollout``). A plug-in
+            is held to the contract ``python -m eval`` applies (``backend.Imagination``):
+            checked once on construction and at every step, its predictions clamped into
+            ``[0, 1]`` (the observation spec's box) with one ``OutOfRangeWarning``.
         task: task name or ``gridplan.core.tasks.Task``: the goal and hazard cells (and V*) that
             turn predicted states into rewards and termination.
         shaping: add ``gamma * V*(s') - V*(s)`` to the sparse reward (potential-based
@@ -266,7 +263,9 @@ class WorldModelEnv(ModelBasedEnvBase):
     imagined transitions so far.
 
     Raises:
-        ValueError: on an unknown task; at a step, if the model returns a misshapen state.
+        ValueError: on an unknown task.
+        gridplan.models.plugins.PluginError: (a ``ValueError``) if the model fails the
+            contract check, on construction or at a step (a misshapen or non-finite state).
     """
 
     def __init__(
@@ -304,6 +303,11 @@ class WorldModelEnv(ModelBasedEnvBase):
     def transitions(self) -> int:
         """Imagined transitions predicted so far."""
         return self._predict.transitions
+
+    @property
+    def clamped(self) -> int:
+        """Predicted values clamped into ``[0, 1]`` so far."""
+        return self._predict.imagination.clamped
 
     def _set_seed(self, seed: int | None) -> None:
         self._predict.generator.manual_seed(_random_seed() if seed is None else int(seed))
