@@ -30,8 +30,8 @@ from gridplan.core import tasks
 from gridplan.core.constants import DOWN, LEFT, RIGHT, UP
 from gridplan.core.values import value_table
 from gridplan.models.contract import WorldModel
-from gridplan.models.plugins import CHECK_ROWS
 from gridplan.models.noise import NoiseModel, OracleModel
+from gridplan.models.plugins import CHECK_ROWS
 from gridplan.planning.closed_loop import start_states
 
 TASK_A, TASK_B = tasks.get("A"), tasks.get("B")
