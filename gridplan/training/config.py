@@ -375,14 +375,21 @@ def _compose_error(err: HydraException | OmegaConfBaseException) -> str:
 
 
 def compose_config(
-    config_dir: Path | str, config_name: str, overrides: Sequence[str] = ()
+    config_dir: Path | str,
+    config_name: str,
+    overrides: Sequence[str] = (),
+    chosen_groups: Sequence[str] = (),
 ) -> DictConfig:
     """``config_name`` of ``config_dir`` composed by Hydra's Compose API with ``overrides``
     (its defaults list applied, Hydra's own node dropped), unvalidated.
 
+    Args:
+        chosen_groups: groups whose ``name`` key must be their composed choice
+            (``check_choices``; ``compose`` passes ``CHOSEN_GROUPS``).
+
     Raises:
-        ValueError: if the folder has no ``<config_name>.yaml``, or Hydra cannot compose it
-            (Hydra's message).
+        ValueError: if the folder has no ``<config_name>.yaml``, Hydra cannot compose it
+            (Hydra's message), or a group's name is not its choice.
     """
     config_dir = Path(config_dir).resolve()
     if not (config_dir / f"{config_name}.yaml").is_file():
@@ -398,7 +405,7 @@ def compose_config(
                 group: loader.get_group_options(
                     group, config_name=config_name, overrides=list(overrides)
                 )
-                for group in CHOSEN_GROUPS
+                for group in chosen_groups
             }
     except (HydraException, OmegaConfBaseException) as err:
         raise ValueError(_compose_error(err)) from err
@@ -423,12 +430,12 @@ def check_choices(cfg: DictConfig, choices, options: dict[str, Sequence[str]]) -
     Args:
         cfg: the composed config.
         choices: Hydra's ``hydra.runtime.choices`` (group -> chosen option or None).
-        options: per group of ``CHOSEN_GROUPS``, the options on the search path.
+        options: per group to check, the options on the search path.
 
     Raises:
         ValueError: naming the key, the group's choice and the valid choices.
     """
-    for group in CHOSEN_GROUPS:
+    for group in options:
         chosen = choices.get(group)
         node, leaf = (cfg, group) if group == "experiment" else (cfg[group], "name")
         key = group if group == "experiment" else f"{group}.name"
@@ -482,9 +489,11 @@ def compose(
 
     Raises:
         ValueError: on an unknown group choice or key (Hydra's message, with the valid
-            keys), a value of the wrong type, a sweep, or a value that fails ``validate``.
+            keys), a group's ``name`` that is not its choice (``check_choices``), a value of the
+            wrong type, a sweep, or a value that fails ``validate``.
     """
-    return validate(compose_config(config_dir or DEFAULT_CONFIG_DIR, config_name, overrides))
+    cfg = compose_config(config_dir or DEFAULT_CONFIG_DIR, config_name, overrides, CHOSEN_GROUPS)
+    return validate(cfg)
 
 
 def run_name(cfg: DictConfig) -> str:
