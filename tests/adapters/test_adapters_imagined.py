@@ -203,6 +203,16 @@ def test_vector_seeds_give_the_starts_of_a_sync_vector_env(seed):
     b, _ = sync.reset(seed=seed)
     np.testing.assert_array_equal(a, b)
     assert not np.array_equal(a[0], a[1])  # each sub-environment its own seed
+    # Until an episode ends, the actions decide agent, key and flags alike in both.
+    rng = np.random.default_rng(0)
+    for _ in range(12):
+        actions = rng.integers(0, 4, 4)
+        a, ra, ta, ua, _ = ours.step(actions)
+        b, rb, tb, ub, _ = sync.step(actions)
+        np.testing.assert_array_equal(a[:, DECIDED], b[:, DECIDED])
+        np.testing.assert_array_equal(np.c_[ra, ta, ua], np.c_[rb, tb, ub])
+        if (ta | ua).any():
+            break
 
 
 def test_one_sub_environment_is_exactly_gridplan_env():
