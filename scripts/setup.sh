@@ -54,7 +54,8 @@ else
 fi
 
 HASH="$(sha256sum pyproject.toml | cut -d' ' -f1)"
-if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$HASH" ]; then
+# The console scripts (pyproject.toml [project.scripts]) come with the editable install.
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$HASH" ] && [ -x "$VENV/bin/gridplan-data" ]; then
     echo "[setup] gridplan[dev,gymnasium,torchrl] up to date"
 else
     echo "[setup] installing gridplan[dev,gymnasium,torchrl] (editable)"

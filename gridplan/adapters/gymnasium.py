@@ -1,21 +1,37 @@
-"""Gymnasium adapters over the batched gridworld: one episode, or ``B`` episodes as one batch.
+"""Gymnasium adapters over the batched gridworld: one episode, ``B`` episodes as one batch, and
+one imagined episode of a world model.
 
 ``GridPlanEnv`` is a ``gymnasium.Env``; ``GridPlanVectorEnv`` is a ``gymnasium.vector.VectorEnv``
 that steps all ``B`` sub-environments with one call of ``gridplan.core.env.step`` on a ``(B, 12)``
-tensor (no Python loop over sub-environments). Both observe the full state (paper §3; layout
-in ``gridplan.core.constants``): ``Box(0, 1, (12,), float32)``; actions ``Discrete(4)`` (up, down,
+tensor (no Python loop over sub-environments); ``ImaginedEnv`` is a ``gymnasium.Env`` whose
+dynamics are a world model's ``predict`` (``backend.Imagination``: the plug-in checks and
+clamping of ``python -m eval``), its reward and termination the task's, read from the predicted
+state as the planner reads leaves (the Gymnasium twin of ``gridplan.adapters.torchrl``'s
+``WorldModelEnv``). All observe the full state (paper §3; layout in
+``gridplan.core.constants``): ``Box(0, 1, (12,), float32)``; actions ``Discrete(4)`` (up, down,
 left, right), batched as ``MultiDiscrete([4] * B)``.
 
-Episodes end with ``terminated`` on the goal or hazard and with ``truncated`` after the task's
-``horizon`` steps (60 in the paper) without either. ``info`` carries the step's events as
-bools: ``goal``, ``hazard``, ``pickup``, ``door_opened`` (arrays of ``(B,)`` with Gymnasium's
-``_key`` masks in the vector env).
+Episodes end with ``terminated`` on the goal or hazard and with ``truncated`` after
+``max_episode_steps`` steps without either (default the task's ``horizon``, 60 in the paper).
+``info`` carries the step's events as bools: ``goal``, ``hazard``, ``pickup``, ``door_opened``
+(arrays of ``(B,)`` with Gymnasium's ``_key`` masks in the vector env). ``render_mode="ansi"``
+makes ``render()`` return the state as an 8x8 text grid (``gridplan.adapters.rendering``).
 
-Importing this module registers ``gridplan/KeyDoor-A-v0`` and ``gridplan/KeyDoor-B-v0``::
+Importing this module registers ``gridplan/KeyDoor-A-v0``, ``gridplan/KeyDoor-B-v0`` and their
+imagined twins ``gridplan/Imagined-A-v0``, ``gridplan/Imagined-B-v0`` (which need ``model=``),
+each with ``max_episode_steps`` the task's horizon::
 
     import gymnasium as gym
-    env = gym.make("gridplan.adapters.gymnasium:gridplan/KeyDoor-A-v0")
+    env = gym.make("gridplan.adapters.gymnasium:gridplan/KeyDoor-A-v0", render_mode="ansi")
+    env = gym.make("gridplan/KeyDoor-A-v0", max_episode_steps=100)   # 100-step episodes
     envs = gym.make_vec("gridplan/KeyDoor-B-v0", num_envs=64)   # GridPlanVectorEnv
+    dream = gym.make("gridplan/Imagined-A-v0", model=my_model)   # episodes inside my_model
+
+Through ``gym.make`` the episode length is Gymnasium's: the ``TimeLimit`` wrapper of the spec's
+``max_episode_steps`` (the task's horizon unless ``gym.make(..., max_episode_steps=N)`` says
+otherwise; ``-1``: none) truncates, and the env underneath never truncates on its own, so
+``env.spec.max_episode_steps`` is always the true limit (``TimeAwareObservation`` reads it).
+``gym.make_vec`` passes ``max_episode_steps`` to ``GridPlanVectorEnv``, which truncates itself.
 
 Needs ``pip install gridplan[gymnasium]``.
 """
@@ -27,11 +43,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from gridplan.adapters import backend, require
+from gridplan.adapters import backend, rendering, require
 from gridplan.core.constants import N_ACTIONS
+from gridplan.core.world import DEFAULT, World
 from gridplan.core.env import check_state
 from gridplan.core.tasks import Task
-from gridplan.core.world import DEFAULT, World
 
 gym = require("gymnasium", "gymnasium")
 
@@ -43,7 +59,11 @@ from gymnasium.vector.utils import batch_space  # noqa: E402
 EVENTS = ("goal", "hazard", "pickup", "door_opened")
 #: Registered ids per task name.
 ENV_IDS = {"A": "gridplan/KeyDoor-A-v0", "B": "gridplan/KeyDoor-B-v0"}
+#: Registered ids of the imagined envs (``ImaginedEnv``, ``gym.make(id, model=...)``).
+IMAGINED_IDS = {"A": "gridplan/Imagined-A-v0", "B": "gridplan/Imagined-B-v0"}
 _SEED_BOUND = 2**63 - 1
+#: Render modes and frame rate of every env here.
+METADATA = {"render_modes": list(rendering.RENDER_MODES), "render_fps": 4}
 
 
 def observation_space(world: World = DEFAULT) -> spaces.Box:
@@ -77,6 +97,21 @@ def _given_states(value: Any, rows: int, device, world: World) -> torch.Tensor:
     return state
 
 
+def episode_steps(max_episode_steps: int | None, task: Task) -> int:
+    """Steps after which an episode truncates: ``max_episode_steps``, or the task's horizon.
+
+    Raises:
+        ValueError: if ``max_episode_steps`` is not an integer >= 1 (or None).
+    """
+    if max_episode_steps is None:
+        return task.horizon
+    if isinstance(max_episode_steps, bool) or not isinstance(max_episode_steps, int | np.integer):
+        raise ValueError(f"max_episode_steps must be an integer >= 1, got {max_episode_steps!r}")
+    if max_episode_steps < 1:
+        raise ValueError(f"max_episode_steps must be an integer >= 1, got {max_episode_steps}")
+    return int(max_episode_steps)
+
+
 def _check_options(options: dict | None, allowed: tuple[str, ...]) -> dict:
     options = {} if options is None else dict(options)
     unknown = sorted(set(options) - set(allowed))
@@ -99,41 +134,36 @@ def _event_info(events: dict[str, torch.Tensor], present: torch.Tensor) -> dict[
     return out
 
 
-class GridPlanEnv(gym.Env):
-    """One episode of the gridworld as a ``gymnasium.Env``.
+class _EpisodeEnv(gym.Env):
+    """One episode over ``(1, S)`` state tensors; subclasses define a step (``_advance``)."""
 
-    Args:
-        task: task name or ``gridplan.core.tasks.Task`` (its geometry and ``horizon``).
-        device: where the state tensor lives; observations are numpy arrays either way.
-        world: the world a task name is placed on (``gridplan.core.world``; default: the
-            task's own).
-
-    ``reset(seed=s)`` seeds the torch generator that draws the start state and the
-    distractors with ``s``; an unseeded first reset seeds it from ``self.np_random``; later
-    unseeded resets continue its stream. ``reset(options={"state": x})`` starts from the
-    ``(S,)`` state ``x`` instead of a random one.
-
-    Raises:
-        ValueError: on an unknown task (constructor), an invalid action, or bad options.
-        gymnasium.error.ResetNeeded: on ``step`` before ``reset`` or after the episode ended.
-    """
-
-    metadata = {"render_modes": []}
+    metadata = METADATA
 
     def __init__(
         self,
-        task: str | Task = "A",
-        device: torch.device | str = "cpu",
-        world: str | World | None = None,
+        task: str | Task,
+        device: torch.device | str,
+        render_mode: str | None,
+        max_episode_steps: int | None,
+        world: str | World | None,
     ) -> None:
         self.task = backend.resolve(task, world)
         self.device = torch.device(device)
+        self.render_mode = rendering.check_render_mode(render_mode)
+        #: Steps after which the env truncates; None: never (an outer ``TimeLimit`` does).
+        self.max_episode_steps: int | None = episode_steps(max_episode_steps, self.task)
         self.observation_space = observation_space(self.task.world)
         self.action_space = spaces.Discrete(N_ACTIONS)
         self._generator: torch.Generator | None = None
         self._state: torch.Tensor | None = None
         self._steps = 0
         self._ended = True
+
+    def _begin(self, generator: torch.Generator) -> None:
+        """Called at every reset, after the start state is set."""
+
+    def _advance(self, state: torch.Tensor, action: torch.Tensor, generator: torch.Generator):
+        raise NotImplementedError
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -150,6 +180,7 @@ class GridPlanEnv(gym.Env):
             self._state = given
         else:
             self._state = backend.reset(1, self._generator, self.task)
+        self._begin(self._generator)
         self._steps = 0
         self._ended = False
         return _numpy(self._state[0]), {}
@@ -165,46 +196,162 @@ class GridPlanEnv(gym.Env):
         if not self.action_space.contains(action):
             raise ValueError(f"action must be an integer in 0..{N_ACTIONS - 1}, got {action!r}")
         act = torch.tensor([int(action)], device=self.device)
-        state, reward, terminated, events = backend.step(
-            self._state, act, self._generator, self.task
-        )
+        state, reward, terminated, events = self._advance(self._state, act, self._generator)
         self._state = state
         self._steps += 1
         terminated = bool(terminated[0])
-        truncated = not terminated and self._steps >= self.task.horizon
+        limit = self.max_episode_steps
+        truncated = not terminated and limit is not None and self._steps >= limit
         self._ended = terminated or truncated
         info = {name: bool(events[name][0]) for name in EVENTS}
         return _numpy(state[0]), float(reward[0]), terminated, truncated, info
 
+    def render(self) -> str | None:
+        """``render_mode="ansi"``: the current state as text (``gridplan.adapters.rendering``);
+        None without a render mode.
+
+        Raises:
+            gymnasium.error.ResetNeeded: before the first ``reset``.
+        """
+        if self.render_mode is None:
+            return None
+        if self._state is None:
+            raise gym.error.ResetNeeded("call reset() before render()")
+        return rendering.ansi(self._state[0], self.task)
+
+
+class GridPlanEnv(_EpisodeEnv):
+    """One episode of the gridworld as a ``gymnasium.Env``.
+
+    Args:
+        task: task name or ``gridplan.core.tasks.Task`` (its geometry and ``horizon``).
+        device: where the state tensor lives; observations are numpy arrays either way.
+        render_mode: None or ``"ansi"`` (``render()`` returns the N x N text grid of
+            ``gridplan.adapters.rendering``; a pixel mode would draw the same grid).
+        max_episode_steps: steps after which an episode truncates (default the task's
+            ``horizon``). Through ``gym.make`` the spec's ``TimeLimit`` truncates instead (module
+            docstring), so ``gym.make(id, max_episode_steps=N)`` gives ``N``-step episodes.
+        world: the world a task name is placed on (``gridplan.core.world``: a name such as
+            ``g16-k8`` or a ``World``; default the task's own).
+
+    ``reset(seed=s)`` seeds the torch generator that draws the start state and the
+    distractors with ``s``; an unseeded first reset seeds it from ``self.np_random``; later
+    unseeded resets continue its stream. ``reset(options={"state": x})`` starts from the
+    ``(S,)`` state ``x`` instead of a random one.
+
+    Raises:
+        ValueError: on an unknown task, render mode or a bad ``max_episode_steps``
+            (constructor), an invalid action, or bad options.
+        gymnasium.error.ResetNeeded: on ``step`` before ``reset`` or after the episode ended.
+    """
+
+    def __init__(
+        self,
+        task: str | Task = "A",
+        device: torch.device | str = "cpu",
+        render_mode: str | None = None,
+        max_episode_steps: int | None = None,
+        world: str | World | None = None,
+    ) -> None:
+        super().__init__(task, device, render_mode, max_episode_steps, world)
+
+    def _advance(self, state, action, generator):
+        return backend.step(state, action, generator, self.task)
+
+
+class ImaginedEnv(_EpisodeEnv):
+    """One episode inside a world model: the Gymnasium twin of
+    ``gridplan.adapters.torchrl.WorldModelEnv``.
+
+    Episodes start from the task's true start states (``gridplan.core.env.reset``, or
+    ``options={"state": x}``); every step is the model's ``predict`` of the current (predicted)
+    state, clamped into ``[0, 1]``; reward and termination are the task's, read from the
+    predicted state through rounded cells and the thresholded ``c1`` (as the planner scores
+    leaves); ``info`` events are read from the predicted state (``pickup`` / ``door_opened``:
+    the thresholded flag turned on). The model is held to the contract ``python -m eval``
+    applies (``gridplan.models.plugins``: checked once on construction, every output checked,
+    out-of-range values clamped with one ``OutOfRangeWarning``); its ``start_rollout(1,
+    generator)`` is called at every reset.
+
+    Args:
+        model: anything with ``predict(state (N, S), action (N,), generator) -> (N, S)``.
+        task, device, render_mode, max_episode_steps, world: as ``GridPlanEnv``.
+
+    ``reset(seed=s)`` seeds the one torch generator of the start state and of the model's
+    noise, so a seeded episode replays exactly for a model that draws only from it.
+
+    Raises:
+        gridplan.models.plugins.PluginError: (a ``ValueError``) if the model fails the
+            contract, on construction or at a step.
+        ValueError, gymnasium.error.ResetNeeded: as ``GridPlanEnv``.
+    """
+
+    def __init__(
+        self,
+        model,
+        task: str | Task = "A",
+        device: torch.device | str = "cpu",
+        render_mode: str | None = None,
+        max_episode_steps: int | None = None,
+        world: str | World | None = None,
+    ) -> None:
+        super().__init__(task, device, render_mode, max_episode_steps, world)
+        self.imagination = backend.Imagination(model, self.task, self.device)
+
+    @property
+    def model(self):
+        """The world model as given."""
+        return self.imagination.source
+
+    @property
+    def clamped(self) -> int:
+        """Predicted values clamped into ``[0, 1]`` so far."""
+        return self.imagination.clamped
+
+    def _begin(self, generator: torch.Generator) -> None:
+        self.imagination.start(1, generator)
+
+    def _advance(self, state, action, generator):
+        return self.imagination.step(state, action, generator)
+
 
 class GridPlanVectorEnv(VectorEnv):
-    """``B`` episodes of the gridworld stepped as one ``(B, 12)`` batch.
+    """``B`` episodes of the gridworld stepped as one ``(B, S)`` batch.
 
     Args:
         num_envs: number of sub-environments ``B >= 1``.
         task: task name or ``gridplan.core.tasks.Task``.
-        device: where the ``(B, 12)`` state lives; observations are numpy arrays either way.
+        device: where the ``(B, S)`` state lives; observations are numpy arrays either way.
         autoreset_mode: ``AutoresetMode.NEXT_STEP`` (Gymnasium's default: the step after an
             episode ends resets that sub-environment, ignores its action and returns reward
             0), ``SAME_STEP`` (the ending step returns the new episode's first observation and
             puts the last one in ``info["final_obs"]``, its events in ``info["final_info"]``)
             or ``DISABLED`` (reset ended sub-environments with ``options={"reset_mask": m}``).
+        render_mode: None or ``"ansi"`` (``render()`` returns a tuple of ``B`` text grids).
+        max_episode_steps: steps after which a sub-environment's episode truncates (default
+            the task's ``horizon``; ``gym.make_vec`` passes the spec's or the caller's).
+        world: as ``GridPlanEnv``.
 
-    Seeding: the batch shares one torch generator, so one call of ``gridplan.core.env.step``
-    serves every sub-environment. ``reset(seed=s)`` seeds it with ``s`` and gives the same
-    ``B`` start states as ``gridplan.core.env.reset(B, torch.Generator().manual_seed(s), task)``
-    (not those of ``gridplan.planning.closed_loop.start_states``, which draws in blocks).
-    Gymnasium's ``SyncVectorEnv`` would seed sub-environment ``i`` with ``s + i``;
-    per-sub-environment seeds would need ``B`` generators and ``B`` draws per step, so a list of
-    seeds is refused.
+    Seeding follows Gymnasium's ``SyncVectorEnv`` of ``GridPlanEnv``: ``reset(seed=s)`` seeds
+    sub-environment ``i`` with ``s + i``, ``reset(seed=[s_0, ..., s_{B-1}])`` with ``s_i``,
+    and sub-environment ``i`` starts where ``GridPlanEnv().reset(seed=s_i)`` starts. The steps
+    then share one torch generator, so one call of ``gridplan.core.env.step`` serves every
+    sub-environment: sub-environment 0's (seeded ``s_0``, continued after its start), which
+    draws every step's distractors and every later start. With ``B = 1`` the episode is
+    ``GridPlanEnv``'s; with more, the decided dims (agent, key, flags) of the first episodes
+    follow ``SyncVectorEnv``'s under the same actions, while the distractors and the later
+    starts come from the shared stream (independent per-sub-environment streams would need
+    ``B`` draws per step). With ``reset_mask`` only the masked sub-environments take their
+    seeds, and the first of them provides the shared generator.
 
     ``reset`` options: ``reset_mask`` (``(B,)`` bool numpy array: reset only those rows,
     drawing fresh start states for them alone) and ``state`` (``(B, 12)`` start states; with a
     mask only the masked rows are taken).
 
     Raises:
-        ValueError: on ``num_envs < 1``, an unknown task or autoreset mode, a list of seeds,
-            bad options or actions, and, with ``DISABLED``, a step of an ended sub-environment.
+        ValueError: on ``num_envs < 1``, an unknown task, autoreset mode or render mode, a bad
+            ``max_episode_steps``, seeds that are not ``B`` integers >= 0, bad options or
+            actions, and, with ``DISABLED``, a step of an ended sub-environment.
     """
 
     def __init__(
@@ -213,6 +360,8 @@ class GridPlanVectorEnv(VectorEnv):
         task: str | Task = "A",
         device: torch.device | str = "cpu",
         autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+        render_mode: str | None = None,
+        max_episode_steps: int | None = None,
         world: str | World | None = None,
     ) -> None:
         if not isinstance(num_envs, int) or num_envs < 1:
@@ -221,7 +370,9 @@ class GridPlanVectorEnv(VectorEnv):
         self.device = torch.device(device)
         self.num_envs = num_envs
         self.autoreset_mode = AutoresetMode(autoreset_mode)
-        self.metadata = {"autoreset_mode": self.autoreset_mode, "render_modes": []}
+        self.render_mode = rendering.check_render_mode(render_mode)
+        self.max_episode_steps = episode_steps(max_episode_steps, self.task)
+        self.metadata = {"autoreset_mode": self.autoreset_mode, **METADATA}
         self.single_observation_space = observation_space(self.task.world)
         self.single_action_space = spaces.Discrete(N_ACTIONS)
         self.observation_space = batch_space(self.single_observation_space, num_envs)
@@ -233,14 +384,14 @@ class GridPlanVectorEnv(VectorEnv):
         self._ended = torch.ones(num_envs, dtype=torch.bool, device=self.device)
 
     def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+        self,
+        *,
+        seed: int | list[int] | None = None,
+        options: dict[str, Any] | None = None,
     ) -> tuple[np.ndarray, dict[str, Any]]:
-        """Start episodes: ``(observations (B, 12) float32, info {})``."""
-        if seed is not None and not isinstance(seed, int | np.integer):
-            raise ValueError(
-                "GridPlanVectorEnv takes one integer seed for the whole batch (its sub-"
-                f"environments share one generator), got {type(seed).__name__}"
-            )
+        """Start episodes: ``(observations (B, S) float32, info {})``; ``seed`` as the class
+        docstring (an int, a list of ``B`` ints, or None)."""
+        seeds = self._seeds(seed)
         options = _check_options(options, ("reset_mask", "state"))
         rows = self._reset_rows(options.get("reset_mask"))
         if self._state is None and not bool(rows.all()):
@@ -248,11 +399,23 @@ class GridPlanVectorEnv(VectorEnv):
         given = None
         if "state" in options:
             given = _given_states(options["state"], self.num_envs, self.device, self.task.world)
-        super().reset(seed=None if seed is None else int(seed))
-        if seed is not None or self._generator is None:
-            self._generator = _generator(seed, self.np_random, self.device)
+        picked = None if seeds is None else [seeds[i] for i in rows.nonzero().flatten().tolist()]
+        super().reset(seed=None if picked is None else picked[0])
+        drawn = None
+        if picked is not None:
+            # Each reset row starts from its own seed, as GridPlanEnv.reset(seed=s_i) would;
+            # the first one's generator, continued, serves every later draw.
+            # Given states draw nothing, as in GridPlanEnv.
+            generators = [_generator(s, self.np_random, self.device) for s in picked]
+            if given is None:
+                drawn = torch.cat([backend.reset(1, g, self.task) for g in generators])
+            self._generator = generators[0]
+        elif self._generator is None:
+            self._generator = _generator(None, self.np_random, self.device)
         if given is not None:
             fresh = given[rows]
+        elif drawn is not None:
+            fresh = drawn
         else:
             fresh = backend.reset(int(rows.sum()), self._generator, self.task)
         if self._state is None:
@@ -262,6 +425,31 @@ class GridPlanVectorEnv(VectorEnv):
         self._steps[rows] = 0
         self._ended[rows] = False
         return _numpy(self._state), {}
+
+    def _seeds(self, seed) -> list[int] | None:
+        """``B`` per-sub-environment seeds of ``reset(seed=...)`` (``s + i`` for an int)."""
+        if seed is None:
+            return None
+        if isinstance(seed, int | np.integer) and not isinstance(seed, bool):
+            seeds = [int(seed) + i for i in range(self.num_envs)]
+        elif isinstance(seed, list | tuple | np.ndarray):
+            seeds = list(seed)
+            if len(seeds) != self.num_envs or not all(
+                isinstance(s, int | np.integer) and not isinstance(s, bool) for s in seeds
+            ):
+                raise ValueError(
+                    f"seed must be one integer or a list of {self.num_envs} integers (one per "
+                    f"sub-environment), got {seed!r}"
+                )
+            seeds = [int(s) for s in seeds]
+        else:
+            raise ValueError(
+                f"seed must be an integer, a list of {self.num_envs} integers or None, got "
+                f"{type(seed).__name__}"
+            )
+        if min(seeds) < 0 or max(seeds) > _SEED_BOUND:
+            raise ValueError(f"seeds must lie in 0..2**63-1, got {seeds}")
+        return seeds
 
     def _reset_rows(self, mask) -> torch.Tensor:
         if mask is None:
@@ -314,7 +502,7 @@ class GridPlanVectorEnv(VectorEnv):
             for name in EVENTS:
                 events[name][live] = info[name]
             self._steps[live] += 1
-        truncated = live & ~terminated & (self._steps >= self.task.horizon)
+        truncated = live & ~terminated & (self._steps >= self.max_episode_steps)
         ended = live & (terminated | truncated)
         info = {}
         if self.autoreset_mode == AutoresetMode.SAME_STEP and ended.any():
@@ -342,6 +530,19 @@ class GridPlanVectorEnv(VectorEnv):
             info,
         )
 
+    def render(self) -> tuple[str, ...] | None:
+        """``render_mode="ansi"``: one text grid per sub-environment
+        (``gridplan.adapters.rendering``); None without a render mode.
+
+        Raises:
+            gymnasium.error.ResetNeeded: before the first ``reset``.
+        """
+        if self.render_mode is None:
+            return None
+        if self._state is None:
+            raise gym.error.ResetNeeded("call reset() before render()")
+        return tuple(rendering.ansi(row, self.task) for row in self._state)
+
     def _restart(self, rows: torch.Tensor) -> None:
         """Fresh start states for ``rows`` (drawn for those rows only)."""
         self._state[rows] = backend.reset(int(rows.sum()), self._generator, self.task)
@@ -349,15 +550,45 @@ class GridPlanVectorEnv(VectorEnv):
         self._ended[rows] = False
 
 
+def _registered_env(**kwargs) -> GridPlanEnv:
+    """``gym.make``'s ``GridPlanEnv``: truncation is left to the spec's ``TimeLimit``."""
+    env = GridPlanEnv(**kwargs)
+    env.max_episode_steps = None
+    return env
+
+
+def _registered_imagined_env(**kwargs) -> ImaginedEnv:
+    """``gym.make``'s ``ImaginedEnv``: truncation is left to the spec's ``TimeLimit``."""
+    env = ImaginedEnv(**kwargs)
+    env.max_episode_steps = None
+    return env
+
+
+# gym.make reads the creator's render modes from its metadata.
+_registered_env.metadata = _registered_imagined_env.metadata = METADATA
+
+
 def register_envs() -> None:
-    """Register ``ENV_IDS`` with Gymnasium (done on import; idempotent)."""
+    """Register ``ENV_IDS`` and ``IMAGINED_IDS`` with Gymnasium (done on import; idempotent),
+    each with ``max_episode_steps`` its task's horizon."""
     for name, env_id in ENV_IDS.items():
         if env_id in gym.registry:
             continue
         gym.register(
             id=env_id,
-            entry_point=f"{__name__}:GridPlanEnv",
+            entry_point=f"{__name__}:_registered_env",
             vector_entry_point=f"{__name__}:GridPlanVectorEnv",
+            max_episode_steps=backend.resolve(name).horizon,
+            kwargs={"task": name},
+            nondeterministic=False,
+        )
+    for name, env_id in IMAGINED_IDS.items():
+        if env_id in gym.registry:
+            continue
+        gym.register(
+            id=env_id,
+            entry_point=f"{__name__}:_registered_imagined_env",
+            max_episode_steps=backend.resolve(name).horizon,
             kwargs={"task": name},
             nondeterministic=False,
         )

@@ -79,10 +79,11 @@ class GridEnv(EnvBase):
         device: device of every tensor (and of the generator).
         seed: seeds the generator of start states and distractors (``set_seed`` reseeds it);
             default: a draw of torch's global generator.
+        world: the world a task name is placed on (``gridplan.core.world``).
 
     ``reset()`` draws start states as ``gridplan.core.env.reset``; with a partial ``"_reset"``
     mask only the reset rows are drawn. ``reset(td, set_state=True)`` starts from
-    ``td["observation"]`` (``(B, 12)``, validated). Partial steps (the ``"_step"`` mask of
+    ``td["observation"]`` (``(B, S)``, validated). Partial steps (the ``"_step"`` mask of
     ``rollout(..., break_when_all_done=True)``) step only the rows still running.
 
     Raises:
@@ -204,10 +205,12 @@ class GridEnv(EnvBase):
 class _PredictStep(nn.Module):
     """One imagined step as an ``nn.Module`` (what ``ModelBasedEnvBase`` expects):
     ``(observation (..., S), action scores (..., 4)) -> (next observation, reward (..., 1),
-    terminated (..., 1), done (..., 1))``."""
+    terminated (..., 1), done (..., 1))``, through ``backend.Imagination`` (the plug-in checks
+    and clamping of ``python -m eval``)."""
 
     def __init__(self, model: WorldModel, task: Task, shaping: bool, device) -> None:
         super().__init__()
+        self.imagination = backend.Imagination(model, task, device)
         # An nn.Module world model becomes a submodule, so .to(device) moves it too.
         self.model = model
         self.task = task
@@ -222,19 +225,11 @@ class _PredictStep(nn.Module):
         state = observation.reshape(-1, width)
         n = state.shape[0]
         if self.rollout_pending:
-            start = getattr(self.model, "start_rollout", None)
-            if start is not None:
-                start(n, self.generator)
+            self.imagination.start(n, self.generator)
             self.rollout_pending = False
         chosen = action.reshape(n, N_ACTIONS).argmax(dim=1)
-        nxt = self.model.predict(state, chosen, self.generator)
-        if nxt.shape != (n, width):
-            raise ValueError(
-                f"model.predict returned shape {tuple(nxt.shape)}, expected ({n}, {width})"
-            )
+        nxt, reward, terminated, _ = self.imagination.step(state, chosen, self.generator)
         self.transitions += n
-        reward, goal, hazard = backend.outcome(nxt, self.task)
-        terminated = goal | hazard
         if self.values is not None:
             # r + gamma V*(s') - V*(s) = A*(s, a): 0 along an optimal path, negative off it
             # (V* is 0 in terminal states), so the planners' undiscounted sum ranks sequences.
@@ -249,7 +244,10 @@ class WorldModelEnv(ModelBasedEnvBase):
 
     Args:
         model: a ``gridplan.models.noise.WorldModel`` (or anything with ``predict(state (N, S),
-            action (N,), generator) -> (N, S)`` and optionally ``start_rollout``).
+            action (N,), generator) -> (N, S)`` and optionally ``start_rollout``). A plug-in
+            is held to the contract ``python -m eval`` applies (``backend.Imagination``):
+            checked once on construction and at every step, its predictions clamped into
+            ``[0, 1]`` (the observation spec's box) with one ``OutOfRangeWarning``.
         task: task name or ``gridplan.core.tasks.Task``: the goal and hazard cells (and V*) that
             turn predicted states into rewards and termination.
         shaping: add ``gamma * V*(s') - V*(s)`` to the sparse reward (potential-based
@@ -261,6 +259,7 @@ class WorldModelEnv(ModelBasedEnvBase):
         device: device of every tensor.
         seed: seeds the generator of the model's noise (``set_seed`` reseeds it). The
             planners draw their candidate actions from torch's global generator.
+        world: the world a task name is placed on (``gridplan.core.world``).
 
     Keys: ``observation`` ``(..., S)`` (read and predicted), ``action`` ``(..., 4)`` float
     action scores (the argmax is executed), ``reward`` ``(..., 1)``, ``terminated`` and
@@ -270,7 +269,9 @@ class WorldModelEnv(ModelBasedEnvBase):
     imagined transitions so far.
 
     Raises:
-        ValueError: on an unknown task; at a step, if the model returns a misshapen state.
+        ValueError: on an unknown task.
+        gridplan.models.plugins.PluginError: (a ``ValueError``) if the model fails the
+            contract check, on construction or at a step (a misshapen or non-finite state).
     """
 
     def __init__(
@@ -310,6 +311,11 @@ class WorldModelEnv(ModelBasedEnvBase):
     def transitions(self) -> int:
         """Imagined transitions predicted so far."""
         return self._predict.transitions
+
+    @property
+    def clamped(self) -> int:
+        """Predicted values clamped into ``[0, 1]`` so far."""
+        return self._predict.imagination.clamped
 
     def _set_seed(self, seed: int | None) -> None:
         self._predict.generator.manual_seed(_random_seed() if seed is None else int(seed))

@@ -38,7 +38,7 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import HydraException
-from omegaconf import II, MISSING, DictConfig, OmegaConf
+from omegaconf import II, MISSING, DictConfig, OmegaConf, open_dict
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
 from gridplan.core import tasks
@@ -418,14 +418,21 @@ def _compose_error(err: HydraException | OmegaConfBaseException) -> str:
 
 
 def compose_config(
-    config_dir: Path | str, config_name: str, overrides: Sequence[str] = ()
+    config_dir: Path | str,
+    config_name: str,
+    overrides: Sequence[str] = (),
+    chosen_groups: Sequence[str] = (),
 ) -> DictConfig:
     """``config_name`` of ``config_dir`` composed by Hydra's Compose API with ``overrides``
     (its defaults list applied, Hydra's own node dropped), unvalidated.
 
+    Args:
+        chosen_groups: groups whose ``name`` key must be their composed choice
+            (``check_choices``; ``compose`` passes ``CHOSEN_GROUPS``).
+
     Raises:
-        ValueError: if the folder has no ``<config_name>.yaml``, or Hydra cannot compose it
-            (Hydra's message).
+        ValueError: if the folder has no ``<config_name>.yaml``, Hydra cannot compose it
+            (Hydra's message), or a group's name is not its choice.
     """
     config_dir = Path(config_dir).resolve()
     if not (config_dir / f"{config_name}.yaml").is_file():
@@ -435,9 +442,57 @@ def compose_config(
             global_hydra_aside(),
             initialize_config_dir(str(config_dir), version_base="1.3", job_name="train"),
         ):
-            return hydra_compose(config_name, list(overrides))
+            cfg = hydra_compose(config_name, list(overrides), return_hydra_config=True)
+            loader = GlobalHydra.instance().config_loader()
+            options = {
+                group: loader.get_group_options(
+                    group, config_name=config_name, overrides=list(overrides)
+                )
+                for group in chosen_groups
+            }
     except (HydraException, OmegaConfBaseException) as err:
         raise ValueError(_compose_error(err)) from err
+    check_choices(cfg, cfg.hydra.runtime.choices, options)
+    with open_dict(cfg):
+        del cfg["hydra"]
+    return cfg
+
+
+#: Config groups whose choice's file sets ``<group>.name`` (``experiment`` sets the top-level
+#: ``experiment`` key).
+CHOSEN_GROUPS = ("variant", "data", "model", "trainer", "experiment")
+
+
+def check_choices(cfg: DictConfig, choices, options: dict[str, Sequence[str]]) -> None:
+    """Check that each group's recorded name is the choice Hydra composed.
+
+    ``variant.name=rel_only`` alone would keep the uniform weights under a ``rel_only`` folder
+    name, and ``variant.name=bogus`` would train a uniform run named ``bogus``: a name is set by
+    the chosen group file, never by itself.
+
+    Args:
+        cfg: the composed config.
+        choices: Hydra's ``hydra.runtime.choices`` (group -> chosen option or None).
+        options: per group to check, the options on the search path.
+
+    Raises:
+        ValueError: naming the key, the group's choice and the valid choices.
+    """
+    for group in options:
+        chosen = choices.get(group)
+        node, leaf = (cfg, group) if group == "experiment" else (cfg[group], "name")
+        key = group if group == "experiment" else f"{group}.name"
+        if OmegaConf.is_missing(node, leaf):
+            continue  # validate names the missing value
+        value = node[leaf]
+        if value == chosen or (group == "experiment" and value is None):
+            continue
+        valid = ", ".join(options.get(group, ())) or "none found"
+        pick = f"{group}=NAME" + (" (or experiment=null)" if group == "experiment" else "")
+        raise ValueError(
+            f"{key}={value!r} does not match the chosen {group} {chosen!r}: {key} is set by "
+            f"the chosen file, pick one with {pick}; valid {group} choices: {valid}"
+        )
 
 
 @contextlib.contextmanager
@@ -477,9 +532,11 @@ def compose(
 
     Raises:
         ValueError: on an unknown group choice or key (Hydra's message, with the valid
-            keys), a value of the wrong type, a sweep, or a value that fails ``validate``.
+            keys), a group's ``name`` that is not its choice (``check_choices``), a value of the
+            wrong type, a sweep, or a value that fails ``validate``.
     """
-    return validate(compose_config(config_dir or DEFAULT_CONFIG_DIR, config_name, overrides))
+    cfg = compose_config(config_dir or DEFAULT_CONFIG_DIR, config_name, overrides, CHOSEN_GROUPS)
+    return validate(cfg)
 
 
 def run_name(cfg: DictConfig) -> str:

@@ -149,8 +149,10 @@ def test_make_vec_builds_the_batched_env_with_batched_spaces():
 def test_vector_steps_are_one_batched_gridplan_env_step():
     envs = GridPlanVectorEnv(6, "B")
     obs, _ = envs.reset(seed=4)
-    gen = torch.Generator().manual_seed(4)
-    state = core.reset(6, gen, TASK_B)
+    # Sub-environment i starts from seed 4 + i; sub-environment 0's generator serves the steps.
+    gens = [torch.Generator().manual_seed(4 + i) for i in range(6)]
+    state = torch.cat([core.reset(1, g, TASK_B) for g in gens])
+    gen = gens[0]
     np.testing.assert_array_equal(obs, state.numpy())
     rng = np.random.default_rng(0)
     for _ in range(5):
@@ -257,10 +259,13 @@ def test_record_episode_statistics_counts_our_episodes():
     assert lengths == [5, 5, 5, 5, 5, 5]
 
 
-def test_vector_env_refuses_per_env_seeds_and_bad_input():
+def test_vector_env_refuses_bad_seeds_and_bad_input():
     envs = GridPlanVectorEnv(3)
-    with pytest.raises(ValueError, match="one integer seed"):
-        envs.reset(seed=[0, 1, 2])
+    for seed in ([0, 1], [0, 1, None], [0, 1, 2.0], "0", [0, True, 2]):
+        with pytest.raises(ValueError, match="seed must be"):
+            envs.reset(seed=seed)
+    with pytest.raises(ValueError, match=r"seeds must lie in 0\.\.2\*\*63-1"):
+        envs.reset(seed=[0, -1, 2])
     with pytest.raises(ValueError, match="full reset"):
         envs.reset(options={"reset_mask": np.array([True, False, False])})
     envs.reset(seed=0)

@@ -31,6 +31,7 @@ from gridplan.core.constants import DOWN, LEFT, RIGHT, UP
 from gridplan.core.values import value_table
 from gridplan.models.contract import WorldModel
 from gridplan.models.noise import NoiseModel, OracleModel
+from gridplan.models.plugins import CHECK_ROWS
 from gridplan.planning.closed_loop import start_states
 
 TASK_A, TASK_B = tasks.get("A"), tasks.get("B")
@@ -199,7 +200,8 @@ def test_every_planner_iteration_starts_one_imagined_rollout(make_state):
     planner = CEMPlanner(menv, planning_horizon=2, optim_steps=3, num_candidates=10, top_k=2)
     env = GridEnv(4, seed=0)
     planner(env.reset())
-    assert model.rollouts == [40, 40, 40]
+    # The plug-in contract check (python -m eval's) runs one rollout of CHECK_ROWS first.
+    assert model.rollouts == [CHECK_ROWS, 40, 40, 40]
     assert menv.transitions == 3 * 2 * 40
 
 

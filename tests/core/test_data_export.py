@@ -1,0 +1,108 @@
+"""``python -m gridplan.data export``: the trainer's datasets as .npz, with their fingerprint."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+from helpers_learned import tiny_config
+from omegaconf import OmegaConf
+
+from gridplan.core.tasks import TASK_A
+from gridplan.data.__main__ import main
+from gridplan.data.datasets import TENSOR_FIELDS
+from gridplan.data.export import EXPORT_SCHEMA, VAL_FRACTION, load_export, sidecar
+from gridplan.training.config import DataConfig
+from gridplan.training.module import TransitionDataModule
+
+
+def _trainer_data(tmp_path, *overrides):
+    cfg = OmegaConf.to_container(tiny_config(tmp_path, *overrides), resolve=True)
+    module = TransitionDataModule(cfg["data"])
+    module.setup()
+    return module
+
+
+def test_exported_arrays_are_the_trainers_dataset_and_its_fingerprint(tmp_path, capsys):
+    module = _trainer_data(tmp_path, "data.policy=random", "seed=3")
+    out = tmp_path / "export"
+    assert main(["export", "--policy", "random", "--budget", "600", "--seed", "3",
+                 "--out", str(out)]) == 0
+    path = out / "A-random-600-seed3.npz"
+    fingerprint = module.summary()["fingerprint"]
+    assert capsys.readouterr().out.splitlines()[-1] == f"exported: {path} {fingerprint}"
+    with np.load(path) as npz:
+        assert sorted(npz.files) == sorted([*TENSOR_FIELDS, "val", "metadata"])
+        for name in TENSOR_FIELDS:
+            np.testing.assert_array_equal(npz[name], getattr(module.dataset, name).numpy())
+        assert npz["states"].dtype == np.float32 and npz["actions"].dtype == np.int64
+        val = npz["val"]
+        record = json.loads(str(npz["metadata"]))
+    # The val mask picks out exactly the trainer's validation split, rows in order.
+    np.testing.assert_array_equal(npz_rows := module.dataset.states.numpy()[val],
+                                  module.val_set.states.numpy())
+    assert len(npz_rows) == len(module.val_set) and (~val).sum() == len(module.train_set)
+    assert record == json.loads(sidecar(path).read_text())
+    assert (record["schema"], record["fingerprint"]) == (EXPORT_SCHEMA, fingerprint)
+    assert record["meta"] == module.dataset.meta
+    assert record["event_counts"] == module.dataset.event_counts()
+    assert record["dims"][:2] == ["agent_x", "agent_y"] and len(record["dims"]) == 12
+    data, mask, _ = load_export(path)
+    assert data.fingerprint() == fingerprint
+    np.testing.assert_array_equal(mask, val)
+
+
+def test_the_default_val_fraction_is_the_trainers():
+    assert VAL_FRACTION == DataConfig.__dataclass_fields__["val_fraction"].default
+
+
+def test_every_combination_is_written_and_nothing_is_replaced_without_force(tmp_path, capsys):
+    args = ["export", "--policy", "random", "expert", "--budget", "300", "--seed", "0", "1",
+            "--out", str(tmp_path)]
+    assert main(args) == 0
+    names = sorted(p.name for p in tmp_path.glob("*.npz"))
+    assert names == [f"A-{p}-300-seed{s}.npz" for p in ("expert", "random") for s in (0, 1)]
+    before = load_export(tmp_path / "A-random-300-seed1.npz")
+    (tmp_path / "A-random-300-seed1.npz").write_bytes(b"mine")
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "A-random-300-seed1.npz" in err and "already exist(s); pass --force" in err
+    assert (tmp_path / "A-random-300-seed1.npz").read_bytes() == b"mine"
+    assert main([*args, "--force"]) == 0
+    after = load_export(tmp_path / "A-random-300-seed1.npz")  # the same data again
+    assert after[2] == before[2] and after[0].fingerprint() == before[0].fingerprint()
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--budget", "4x"], "budget must be a transition count"),
+        (["--val-fraction", "1.5"], "val_fraction must lie in"),
+    ],
+)
+def test_bad_arguments_exit_2_naming_the_problem(tmp_path, capsys, args, message):
+    assert main(["export", "--budget", "300", *args, "--out", str(tmp_path)]) == 2
+    assert message in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
+
+
+def test_an_altered_export_is_refused(tmp_path):
+    assert main(["export", "--policy", "random", "--budget", "300", "--out", str(tmp_path)]) == 0
+    path = tmp_path / "A-random-300-seed0.npz"
+    data, val, record = load_export(path)
+    actions = data.actions.clone()
+    actions[0] = (actions[0] + 1) % 4
+    arrays = {k: v.numpy() for k, v in dataclasses.replace(data, actions=actions).tensors().items()}
+    with open(path, "wb") as out:
+        np.savez(out, **arrays, val=val, metadata=np.array(json.dumps(record)))
+    with pytest.raises(ValueError, match="fingerprint .* is not the recorded"):
+        load_export(path)
+
+
+def test_a_path_without_npz_is_refused(tmp_path):
+    from gridplan.data.export import export_dataset
+
+    with pytest.raises(ValueError, match="must end in .npz"):
+        export_dataset(tmp_path / "x.pt", "random", 100, 0, TASK_A)
