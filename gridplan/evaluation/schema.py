@@ -83,6 +83,10 @@ class Report:
             paired comparisons; not serialized.
         per_state: per-state arrays (``decision_regret``, ``decision_optimal`` over the branch
             set) for paired comparisons; not serialized.
+        per_window: per-window arrays of L1 (``E_tot``, ``DRPE_<weighting>`` over the
+            held-out windows) for paired comparisons; not serialized.
+        clamped: ``{"values", "of", "fraction"}``: predicted values clamped into ``[0, 1]``
+            out of all predicted values, or None if nothing was clamped.
     """
 
     model: dict
@@ -98,6 +102,8 @@ class Report:
     timing: dict[str, float] = field(default_factory=dict)
     episode_success: np.ndarray | None = None
     per_state: dict[str, np.ndarray] = field(default_factory=dict)
+    per_window: dict[str, np.ndarray] = field(default_factory=dict)
+    clamped: dict | None = None
 
     def to_dict(self) -> dict:
         """The JSON form (module docstring)."""
@@ -115,6 +121,8 @@ class Report:
         if self.prediction is not None:
             out.update(self.prediction)
         out["ladder"] = self.ladder
+        if self.clamped is not None:
+            out["clamped"] = self.clamped
         out["notes"] = list(self.notes)
         out["timing"] = {k: round(v, 4) for k, v in self.timing.items()}
         return to_jsonable(out)

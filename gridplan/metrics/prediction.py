@@ -302,6 +302,9 @@ class PredictionMetrics:
         VPE: mean squared V* error of the predicted states.
         horizon: ``H``.
         n_windows: ``W``.
+        window_profile: ``(W, 12)`` per-window, per-dimension mean squared error over the
+            ``H`` steps (the units that paired comparisons and profile intervals resample);
+            not serialized.
     """
 
     E_tot: float
@@ -312,6 +315,7 @@ class PredictionMetrics:
     VPE: float
     horizon: int
     n_windows: int
+    window_profile: torch.Tensor | None = None
 
     def to_dict(self) -> dict:
         """JSON-serializable dict: ``profile`` as ``{dim_name: value}``, ``step_profile`` as
@@ -390,6 +394,7 @@ def prediction_metrics(
                 VPE=float(vpe[k]),
                 horizon=windows.horizon,
                 n_windows=len(windows),
+                window_profile=sq[k].mean(dim=1).cpu(),
             )
         )
     return out
