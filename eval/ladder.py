@@ -128,7 +128,7 @@ def command_line_model(args: argparse.Namespace) -> tuple[object, dict]:
 def default_json(info: dict) -> Path:
     """``./<model>.eval.json`` for a model evaluated with ``--card`` but no ``--json``."""
     parts = [str(info.get("name", "model"))]
-    parts += [f"{k}{v}" for k, v in info.items() if k not in ("name", "factory")]
+    parts += [f"{k}{v}" for k, v in info.items() if k not in ("name", "factory", "path")]
     return Path(_slug("-".join(parts)) + ".eval.json")
 
 

@@ -29,6 +29,7 @@ bootstrap of the JEPA prediction-vs-planning protocol (arXiv 2610.19375).
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -305,8 +306,9 @@ class ModelComparison:
         return "\n".join(lines)
 
     def figure(self) -> Figure:
-        """Each paired metric per model (the arm's mean with its own 95% interval), one
-        panel per metric, the baseline first."""
+        """Each paired metric per model (the arm's mean with its own normal 95% interval
+        over its units), one panel per metric, the models numbered as in ``lines``, the
+        baseline first (grey)."""
         rows = [r for r in self.rows if r["paired_over"] is not None]
         fig = Figure(figsize=(3.2 * max(len(rows), 1), 3.4), layout="constrained")
         axes = fig.subplots(1, max(len(rows), 1), squeeze=False)[0]
@@ -322,9 +324,12 @@ class ModelComparison:
             colors = ["0.45"] + ["tab:blue"] * (len(self.names) - 1)
             heights = [0.0 if m is None else m for m in means]
             ax.bar(xs, heights, yerr=errs, color=colors, capsize=3)
-            ax.set_xticks(list(xs), self.names, rotation=30, ha="right", fontsize=7)
+            ax.set_xticks(list(xs), [f"[{i + 1}]" for i in xs], fontsize=8)
             ax.set_title(row["label"], fontsize=9)
-        fig.suptitle(f"{self.protocol_line()}", fontsize=7)
+        width = 40 * max(len(rows), 1)
+        names = "; ".join(f"[{i + 1}] {n}" for i, n in enumerate(self.names))
+        fig.supxlabel(textwrap.fill(names + " ([1]: baseline)", width), fontsize=7)
+        fig.suptitle(textwrap.fill(self.protocol_line(), width), fontsize=7)
         return fig
 
 

@@ -13,6 +13,11 @@ the keys of the paper's measurements that scripts already read (``success {mean,
 - ``ladder``: level -> numbers, ``L4``, ``L5``, ``L6``, ``L7``, ``probe``, ``uncertainty``
   (each present only if measured). A mean is ``{"mean", "se", "low", "high", "n"}`` with a 95%
   interval; the README section "Evaluate your own model" defines every number;
+- ``profile_ci``: ``{dim: [low, high]}``, 95% bootstrap intervals of ``profile`` over the
+  held-out windows; ``oracle_floor``: ``{"E_tot", "DRPE"}`` of the oracle on the same windows
+  (not 0: the distractors are stochastic), both with L1;
+- ``clamped``: ``{"values", "of", "fraction"}`` of a plug-in's predictions clamped into
+  ``[0, 1]`` (only when some were);
 - ``notes``: plain-language caveats (e.g. the model's own reward was used);
 - ``timing``: seconds per level.
 
@@ -35,6 +40,9 @@ SCHEMA_VERSION = "2.0"
 #: Every level, in report order. L1: the paper's prediction-error metrics; L7 includes the
 #: closed-loop success of the paper's planner.
 LEVELS = ("L1", "L4", "L5", "L6", "L7", "probe", "uncertainty")
+#: L1 keys of the ladder's report that the paper's report (schema 1) leaves out: the profile's
+#: bootstrap intervals and the oracle's floor on the same windows.
+LADDER_ONLY_L1 = ("profile_ci", "oracle_floor")
 LEVEL_TITLES = {
     "L1": "logged-future prediction",
     "L4": "interventional fidelity",
@@ -147,7 +155,7 @@ class Report:
             "depth": self.depth,
             **self.closed_loop,
             "device": self.device,
-            **self.prediction,
+            **{k: v for k, v in self.prediction.items() if k not in LADDER_ONLY_L1},
         }
 
 
