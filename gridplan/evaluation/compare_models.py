@@ -100,7 +100,8 @@ def _side_by_side() -> tuple[Metric, ...]:
         Metric("L1", "event_mse", "event error (flag at pickups and door openings)", None, False),
     ]
     for level, key in HEADLINE:
-        if (level, key) in paired:
+        # L7's success is the closed loop's, already a paired row.
+        if (level, key) in paired or (level, key) == ("L7", "success"):
             continue
         rows.append(Metric(level, key, key.replace("_", " "), None, key in _HIGHER))
     return tuple(rows)

@@ -164,7 +164,7 @@ def test_two_plugins_of_the_same_file_name_are_told_apart(tmp_path, monkeypatch,
     monkeypatch.chdir(tmp_path)
     for folder, slip in (("a", 0.0), ("b", 0.5)):
         (tmp_path / folder).mkdir()
-        body = EXAMPLE.read_text().replace("def make(slip: float = 0.1", f"def make(slip: float = {slip}")
+        body = EXAMPLE.read_text().replace("make(slip: float = 0.1", f"make(slip: float = {slip}")
         (tmp_path / folder / "mine.py").write_text(body)
     argv = ["--compare", "a/mine.py:make", "b/mine.py:make", "--levels", "L1", *TINY]
     assert main(argv) == 0
