@@ -244,7 +244,7 @@ def what_to_fix(report: dict) -> list[str]:
     """What to fix first, derived from the measurements, most important first: the failed
     gates, the relevant dimension that weighs most in the graded DRPE (its share of it), missed
     decision-critical events (event audit), and how much of E_tot sits on irrelevant
-    dimensions (error there never changes a decision)."""
+    dimensions (error there never changes a decision). Never empty."""
     from gridplan.core.values import relevance_weights
 
     out = [
@@ -253,7 +253,7 @@ def what_to_fix(report: dict) -> list[str]:
         if g["passed"] is False
     ]
     if "profile" not in report:
-        return out
+        return out or ["L1 was not measured: add it (--levels L1,...) to see which error to fix"]
     task = tasks.get(report["task"])
     weights = relevance_weights(task).tolist()
     profile = [report["profile"][DIM_NAMES[d]] for d in range(STATE_DIM)]
