@@ -66,7 +66,10 @@ def expand_checkpoints(patterns: list[str], option: str = "--ckpt") -> list[Path
                     )
                 path = str(best)
             elif not Path(path).exists():
-                raise ValueError(f"{option} {path}: no such checkpoint or run folder")
+                raise ValueError(
+                    f"{option} {path} does not exist (give a checkpoint, a run folder or a "
+                    "quoted glob of them)"
+                )
             if path not in paths:
                 paths.append(path)
     return [Path(p) for p in paths]

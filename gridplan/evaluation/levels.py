@@ -385,7 +385,8 @@ def measure(ctx: LevelContext) -> None:
     toward the level after it)."""
     for name in run_order(ctx.levels):
         level = REGISTRY[name]
-        title = f"{name} {LEVEL_TITLES[name]}" if name in LEVEL_TITLES else "closed-loop success"
+        title = LEVEL_TITLES.get(name, "closed-loop success")
+        title = f"{name} {title}" if name.startswith("L") else title
         with ctx.progress.stage(title):
             numbers = level.measure(ctx)
         if level.section == "ladder":

@@ -138,7 +138,7 @@ def test_missing_paths_and_folders_are_named(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "empty").mkdir()
     for spec, message in (
-        (str(tmp_path / "nowhere"), "no such checkpoint or run folder"),
+        (str(tmp_path / "nowhere"), "does not exist (give a checkpoint, a run folder"),
         (str(tmp_path / "empty"), "is a folder without checkpoints/best.ckpt"),
         (str(tmp_path / "x*" / "best.ckpt"), "matches no file"),
     ):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from helpers_learned import module_checkpoint, tiny_module
+from helpers_schema import validate_file
 
 from eval.cli import main
 
@@ -80,6 +81,9 @@ def test_the_worked_example_runs_from_a_shell_in_the_repository(tmp_path):
     assert done.returncode == 0, done.stderr
     assert f"card: {tmp_path / 'example.card.md'}" in done.stdout
     assert json.loads(out.read_text())["ladder"]["L6"]["pra"]["mean"] > 0.5
+    # Written by another process: validated here against the published schemas.
+    assert validate_file(out) == "eval.schema.json"
+    assert validate_file(tmp_path / "example.card.json") == "card.schema.json"
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from helpers_schema import validate_file
 
 from eval.cli import main
 from gridplan.core import tasks
@@ -42,7 +43,7 @@ TITLES = {
     "L5": "L5 outcome fidelity",
     "L6": "L6 policy ranking",
     "L7": "L7 planning utility",
-    "probe": "probe WorldModelGym probe",
+    "probe": "WorldModelGym probe",
 }
 
 
@@ -85,6 +86,7 @@ def test_piped_card_from_a_shell_shows_progress(tmp_path):
         timeout=300,
     )
     assert done.returncode == 0, done.stderr
+    assert validate_file(out) == "eval.schema.json"
     for title in TITLES.values():
         assert f"{title}: started" in done.stderr and f"{title}: done" in done.stderr
 
