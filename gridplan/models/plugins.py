@@ -449,12 +449,22 @@ def _label(model, name: str, method: str) -> str:
     return who(method) if callable(who) else f"{name}.{method}"
 
 
-def _global_seeds(seed: int) -> None:
-    torch.manual_seed(seed)
+def _global_generators(device: torch.device) -> list[torch.Generator]:
+    """torch's global generators a model on ``device`` may draw from by mistake: the CPU's
+    and, on a GPU, that device's."""
+    gens = [torch.default_generator]
+    if device.type == "cuda":
+        gens.append(torch.cuda.default_generators[device.index or 0])
+    return gens
+
+
+def _global_seeds(seed: int, device: torch.device) -> None:
     import random
 
     import numpy as np
 
+    for gen in _global_generators(device):
+        gen.manual_seed(seed)
     random.seed(seed)
     np.random.seed(seed)
 
@@ -462,7 +472,7 @@ def _global_seeds(seed: int) -> None:
 def _one_step(model, state, action, seed: int, global_seed: int) -> torch.Tensor:
     """``predict`` from a fresh generator seeded ``seed``, the global generators (torch,
     NumPy, ``random``) seeded ``global_seed``."""
-    _global_seeds(global_seed)
+    _global_seeds(global_seed, state.device)
     gen = torch.Generator(device=state.device).manual_seed(seed)
     if callable(getattr(model, "start_rollout", None)):
         model.start_rollout(state.shape[0], gen)
@@ -485,19 +495,18 @@ def check_randomness(model, state: torch.Tensor, action: torch.Tensor, name: str
 
     import numpy as np
 
-    saved = (torch.get_rng_state(), random.getstate(), np.random.get_state())
+    gens = _global_generators(state.device)
+    saved = ([g.get_state() for g in gens], random.getstate(), np.random.get_state())
     counts = {k: getattr(model, k) for k in ("clamped", "predicted") if hasattr(model, k)}
-    cuda = torch.cuda.get_rng_state_all() if state.device.type == "cuda" else None
     try:
         first = _one_step(model, state, action, 0, 1)
         again = _one_step(model, state, action, 0, 1)
         other = _one_step(model, state, action, 0, 2)
     finally:
-        torch.set_rng_state(saved[0])
+        for gen, gen_state in zip(gens, saved[0], strict=True):
+            gen.set_state(gen_state)
         random.setstate(saved[1])
         np.random.set_state(saved[2])
-        if cuda is not None:
-            torch.cuda.set_rng_state_all(cuda)
         for k, v in counts.items():
             setattr(model, k, v)
     if not torch.equal(first, again):
