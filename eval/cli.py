@@ -33,7 +33,6 @@ metrics in TensorBoard's HParams tab.
 from __future__ import annotations
 
 import argparse
-import glob
 import math
 import sys
 from pathlib import Path
@@ -41,14 +40,19 @@ from pathlib import Path
 import torch
 
 from eval import ladder
-from eval.ladder import BUILTIN_MODELS
 from eval.report import format_table
+from eval.specs import (
+    BUILTIN_MODELS,
+    check_complete,
+    comparison_protocol,
+    expand_checkpoints,
+    task_of,
+)
 from gridplan.core import readings, tasks
 from gridplan.core.protocols import CONTROLLED, LEARNED, Protocol
 from gridplan.evaluation.ladder import paper_report
 from gridplan.evaluation.schema import write_report
-from gridplan.models.plugins import is_plugin_target
-from gridplan.training.run_status import STATUS_FILE, read_status
+from gridplan.models.plugins import PluginError, is_plugin_target
 from gridplan.util.threads import configure_threads, describe
 
 #: Options that set a ``gridplan.core.protocols.Protocol`` field of the same name; unset ones
@@ -124,6 +128,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--task", choices=tasks.names(), default="A")
     p.add_argument(
+        "--world",
+        default=None,
+        help="the gridworld (gridplan.core.world: default, g16-k8, g32-k64 or any g{N}-k{K}); "
+        "default: a checkpoint's own world, else default",
+    )
+    p.add_argument(
         "--horizon",
         type=_positive_int,
         default=unset,
@@ -149,14 +159,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--allow-incomplete",
         action="store_true",
-        help="evaluate checkpoints of runs whose status.json is not 'complete'",
+        help="evaluate checkpoints of runs whose status.json is not 'complete' (--ckpt and "
+        "--compare)",
+    )
+    p.add_argument(
+        "--debug",
+        action="store_true",
+        help="on an error, show the full traceback (a plug-in's own frames included) instead "
+        "of a one-line message, and show every warning (not once per place)",
     )
     return p
 
 
 def fill_defaults(args: argparse.Namespace) -> None:
     """Resolve --model vs --ckpt and set ``args.protocol`` from the protocol options, the
-    unset ones taken from that choice's default protocol."""
+    unset ones taken from that choice's default protocol (``--compare``: one protocol for
+    every model, ``eval.specs.comparison_protocol``, its rule in ``args.protocol_rule``)."""
     args.ckpt = getattr(args, "ckpt", None)
     args.model = getattr(args, "model", None)
     compare = getattr(args, "compare", None)
@@ -176,52 +194,15 @@ def fill_defaults(args: argparse.Namespace) -> None:
         raise ValueError(
             "--reading applies to the built-in models (oracle, noise), not to --ckpt or a plug-in"
         )
-    learned = args.ckpt or any(spec.split(",")[0].endswith(".ckpt") for spec in (compare or ()))
     given = {name: getattr(args, name) for name in PROTOCOL_OPTIONS if hasattr(args, name)}
     if "seeds" in given:
         given["seeds"] = tuple(range(given["seeds"]))
-    args.protocol = (LEARNED if learned else CONTROLLED).replace(**given)
-
-
-def expand_checkpoints(patterns: list[str]) -> list[Path]:
-    """Checkpoint paths from ``--ckpt`` values: globs expanded (sorted), a run folder read as
-    its ``checkpoints/best.ckpt``, duplicates dropped.
-
-    Raises:
-        ValueError: if a glob matches nothing, or a folder has no ``checkpoints/best.ckpt``.
-    """
-    paths: list[str] = []
-    for pattern in patterns:
-        found = sorted(glob.glob(pattern, recursive=True)) if glob.has_magic(pattern) else [pattern]
-        if not found:
-            raise ValueError(f"--ckpt {pattern!r} matches no file")
-        for path in found:
-            if Path(path).is_dir():
-                best = Path(path) / "checkpoints" / "best.ckpt"
-                if not best.is_file():
-                    raise ValueError(f"--ckpt {path} is a folder without checkpoints/best.ckpt")
-                path = str(best)
-            if path not in paths:
-                paths.append(path)
-    return [Path(p) for p in paths]
-
-
-def check_complete(ckpt: Path) -> None:
-    """Refuse a checkpoint whose run folder (``<run>/checkpoints/*.ckpt``) records a status
-    other than ``complete`` (``gridplan.training.run_status``); folders without a status pass.
-
-    Raises:
-        ValueError: naming the run's status and ``--allow-incomplete``.
-    """
-    if ckpt.parent.name != "checkpoints":
+    args.protocol_rule = ""
+    if compare:
+        # One protocol for every model, chosen by a stated rule (eval.specs).
+        args.protocol, args.protocol_rule = comparison_protocol(compare, given)
         return
-    record = read_status(ckpt.parent.parent)
-    if record is not None and record["status"] != "complete":
-        raise ValueError(
-            f"{ckpt} belongs to a run that is {record['status']} ({ckpt.parent.parent}/"
-            f"{STATUS_FILE}); resume it (python -m train resume={ckpt.parent.parent}) or pass "
-            "--allow-incomplete to evaluate it anyway"
-        )
+    args.protocol = (LEARNED if args.ckpt else CONTROLLED).replace(**given)
 
 
 def checkpoint_json_path(ckpt: Path, task: str = "A", protocol: Protocol = LEARNED) -> Path:
@@ -277,7 +258,7 @@ def _report(model, info: dict, args: argparse.Namespace) -> dict:
     return paper_report(
         model,
         info,
-        task=tasks.get(args.task),
+        task=task_of(args, model),
         protocol=args.protocol,
         device=args.device,
         progress=not args.no_progress,
@@ -292,7 +273,7 @@ def _ensemble_uncertainty(model, args: argparse.Namespace) -> dict:
     from gridplan.metrics.calibration import uncertainty_vs_error
 
     p = args.protocol
-    windows = eval_windows(p.n_windows, p.horizon, task=tasks.get(args.task), device=args.device)
+    windows = eval_windows(p.n_windows, p.horizon, task=task_of(args, model), device=args.device)
     quality = uncertainty_vs_error(model, windows)
     rho = quality.spearman
     print(
@@ -339,7 +320,7 @@ def _evaluate_checkpoints(args: argparse.Namespace) -> None:
         if getattr(model, "members", 1) >= 2:
             report["uncertainty"] = _ensemble_uncertainty(model, args)
         write_report(report, out, overwrite=args.force)
-        log_report(log_dir, report, step, "eval", tasks.get(args.task))
+        log_report(log_dir, report, step, "eval", task_of(args, model))
         print(f"json: {out}\ntensorboard: {log_dir} (eval/)", flush=True)
         _log_hparams(path, model, report, args, log_dir, step)
 
@@ -370,6 +351,11 @@ def _log_hparams(path: Path, model, report: dict, args, log_dir: Path | None, st
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.debug:
+        import warnings
+
+        warnings.simplefilter("always")
+        print("debug: full tracebacks, every warning shown", file=sys.stderr, flush=True)
     try:
         check_device(args.device)
         print(describe(configure_threads(args.threads)), flush=True)
@@ -392,10 +378,15 @@ def main(argv: list[str] | None = None) -> int:
             path = write_report(report, args.json, overwrite=args.force)
             print(f"json: {path}")
         if args.tensorboard:
-            ladder.log_tensorboard(Path(args.tensorboard), report, 0, tasks.get(args.task))
+            ladder.log_tensorboard(Path(args.tensorboard), report, 0, task_of(args, model))
             print(f"tensorboard: {args.tensorboard} (eval/)")
     except (ValueError, FileExistsError, FileNotFoundError, RuntimeError) as err:
-        parser.exit(2, f"error: {err}\n")
+        if args.debug:
+            raise
+        hint = ""
+        if isinstance(err, PluginError) or err.__cause__ is not None:
+            hint = " (--debug shows the full traceback)"
+        parser.exit(2, f"error: {err}{hint}\n")
     return 0
 
 

@@ -7,36 +7,27 @@ A model spec (``--model``, each side of ``--compare``) is one of:
   ``noise,sigma_r=0.35,sigma_i=0.1``);
 - a factory ``pkg.module:factory`` or ``path/file.py:factory``, its keyword arguments from
   ``--model-arg key=value`` or inline (``file.py:make,slip=0.3``);
-- in ``--compare``, a checkpoint path or a quoted glob of checkpoints: several checkpoints
-  are one arm of several training seeds, paired with the other arm's by sorted position.
+- in ``--compare``, a checkpoint path, a run folder or a quoted glob of either: several
+  checkpoints are one arm of several training seeds, paired with the other arms by sorted
+  position (``eval.specs``).
 """
 
 from __future__ import annotations
 
 import argparse
-import glob
 import re
 from pathlib import Path
 
 from eval.report import format_table
-from gridplan.core import readings, tasks
-from gridplan.core.readings import PROJECT, Reading
+from eval.specs import builtin, plugin, spec_arm, task_of, unique_labels
+from gridplan.core import readings
 from gridplan.evaluation.card import card_paths, write_card
-from gridplan.evaluation.compare import compare
+from gridplan.evaluation.compare_models import compare_models
 from gridplan.evaluation.ladder import check_levels, evaluate
 from gridplan.evaluation.ladder_protocol import PROTOCOLS, LadderProtocol
-from gridplan.evaluation.schema import LEVELS, ladder_lines, log_ladder, write_report
-from gridplan.models.noise import NoiseModel, OracleModel
-from gridplan.models.plugins import (
-    build,
-    check_contract,
-    checked,
-    is_plugin_target,
-    parse_args,
-    split_spec,
-)
+from gridplan.evaluation.schema import LEVELS, ladder_lines, log_ladder, write_report, write_text
+from gridplan.models.plugins import is_plugin_target, parse_args
 
-BUILTIN_MODELS = ("oracle", "noise")
 #: Ladder sizes (branch states, anchors, probe questions, ...) of ``--ladder-sizes``; the
 #: closed loop and windows always come from the protocol options.
 LADDER_SIZES = ("default", "quick", "tiny")
@@ -71,9 +62,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--compare",
-        nargs=2,
-        metavar=("A", "B"),
-        help="evaluate two models (specs or checkpoint globs) on the same draws and compare",
+        nargs="+",
+        metavar="SPEC",
+        help="evaluate two or more models (built-ins, plug-ins file.py:factory, checkpoints, "
+        "run folders or quoted checkpoint globs) under one protocol on the same draws and "
+        "compare each with the first; writes --json (default ./compare.json), a Markdown "
+        "table and a figure beside it",
     )
     p.add_argument(
         "--tensorboard",
@@ -114,68 +108,6 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.=-]+", "_", text).strip("_") or "model"
 
 
-def builtin(name: str, options: dict, reading: Reading = PROJECT) -> tuple[object, dict]:
-    """A built-in model and its description from ``sigma_r``/``sigma_i`` options, under
-    ``reading`` (or the reading an inline ``reading=NAME`` option names). The description
-    names the reading unless it is the default.
-
-    Raises:
-        ValueError: on unknown options or readings, or sigmas given to the oracle.
-    """
-    unknown = set(options) - {"sigma_r", "sigma_i", "reading"}
-    if unknown:
-        raise ValueError(
-            f"{name} takes only sigma_r and sigma_i (and a reading), got {sorted(unknown)}"
-        )
-    sigma_r, sigma_i = float(options.get("sigma_r", 0.0)), float(options.get("sigma_i", 0.0))
-    reading = readings.get(options.get("reading", reading))
-    shown = {} if reading.name == PROJECT.name else {"reading": reading.name}
-    if name == "oracle":
-        if sigma_r or sigma_i:
-            raise ValueError("sigma_r/sigma_i apply to the noise model, not the oracle")
-        return OracleModel(reading), {"name": "oracle", "sigma_r": 0.0, "sigma_i": 0.0, **shown}
-    info = {"name": "noise", "sigma_r": sigma_r, "sigma_i": sigma_i, **shown}
-    return NoiseModel.controlled(sigma_r, sigma_i, reading=reading), info
-
-
-def plugin(target: str, options: dict, task, device) -> tuple[object, dict]:
-    """A plug-in model, checked against the contract, and its description.
-
-    Raises:
-        PluginError: if it cannot be built or breaks the contract.
-    """
-    module, _, factory = target.rpartition(":")
-    name = f"{Path(module).stem if module.endswith('.py') else module}.{factory}"
-    model = checked(build(target, options, task, device), name)
-    check_contract(model, task, device, name)
-    return model, {"name": name, "factory": target, **options}
-
-
-def spec_models(spec: str, task, device, reading: Reading = PROJECT) -> tuple[list, list[dict]]:
-    """Models (one per training seed) and descriptions of one ``--compare`` side (a built-in
-    model under ``reading`` unless the spec names its own).
-
-    Raises:
-        ValueError: if the spec names nothing loadable (``PluginError`` for plug-ins).
-    """
-    from gridplan.models.learned import load_world_model
-
-    target, options = split_spec(spec)
-    if target in BUILTIN_MODELS:
-        model, info = builtin(target, options, reading)
-        return [model], [info]
-    if is_plugin_target(target) and not target.endswith(".ckpt"):
-        model, info = plugin(target, options, task, device)
-        return [model], [info]
-    paths = sorted(glob.glob(target, recursive=True)) if glob.has_magic(target) else [target]
-    if not paths:
-        raise ValueError(f"--compare {spec!r} matches no checkpoint")
-    if options:
-        raise ValueError(f"checkpoints take no options, got {options} in {spec!r}")
-    models = [load_world_model(p, device) for p in paths]
-    return models, [{"name": "learned", "checkpoint": p} for p in paths]
-
-
 def command_line_model(args: argparse.Namespace) -> tuple[object, dict]:
     """The model of ``--model`` (built-in with ``--sigma-r``/``--sigma-i``, or a plug-in with
     ``--model-arg``) and its description.
@@ -187,16 +119,17 @@ def command_line_model(args: argparse.Namespace) -> tuple[object, dict]:
     if is_plugin_target(args.model):
         if reading.name != readings.PROJECT.name:
             raise ValueError("--reading applies to the built-in models, not to a plug-in")
-        return plugin(args.model, parse_args(args.model_arg), tasks.get(args.task), args.device)
+        return plugin(args.model, parse_args(args.model_arg), task_of(args), args.device)
     if args.model_arg:
         raise ValueError("--model-arg applies to a plug-in factory, not a built-in model")
-    return builtin(args.model, {"sigma_r": args.sigma_r, "sigma_i": args.sigma_i}, reading)
+    sigmas = {"sigma_r": args.sigma_r, "sigma_i": args.sigma_i}
+    return builtin(args.model, sigmas, reading, task_of(args))
 
 
 def default_json(info: dict) -> Path:
     """``./<model>.eval.json`` for a model evaluated with ``--card`` but no ``--json``."""
     parts = [str(info.get("name", "model"))]
-    parts += [f"{k}{v}" for k, v in info.items() if k not in ("name", "factory")]
+    parts += [f"{k}{v}" for k, v in info.items() if k not in ("name", "factory", "path")]
     return Path(_slug("-".join(parts)) + ".eval.json")
 
 
@@ -242,7 +175,7 @@ def run_one(model, info: dict, args, out: Path | None, log_dir: Path | None, ste
     Returns:
         The report dict.
     """
-    task = tasks.get(args.task)
+    task = task_of(args, model)
     report = evaluate(
         model,
         task=task,
@@ -266,9 +199,21 @@ def run_one(model, info: dict, args, out: Path | None, log_dir: Path | None, ste
     return report
 
 
+def compare_paths(json_path: Path) -> dict[str, Path]:
+    """The files of a comparison: ``out.json``, ``out.md`` (the table), ``out.png`` (figure)."""
+    return {
+        "json": json_path,
+        "markdown": json_path.with_suffix(".md"),
+        "figure": json_path.with_suffix(".png"),
+    }
+
+
 def run_compare(args: argparse.Namespace) -> None:
-    """``--compare A B``: both arms under one protocol, the paired comparison printed and
-    (``--json``) written with both arms' reports."""
+    """``--compare A B C ...``: every model under one protocol (``args.protocol``, chosen by
+    ``eval.specs.comparison_protocol``), the table against the first printed and written as
+    JSON, Markdown and a figure."""
+    if len(args.compare) < 2:
+        raise ValueError(f"--compare needs at least two models, got {len(args.compare)}")
     if args.card:
         raise ValueError("--card describes one model; evaluate each side of --compare alone")
     if args.model_arg:
@@ -276,30 +221,49 @@ def run_compare(args: argparse.Namespace) -> None:
             "--model-arg applies to --model; give a --compare side its arguments inline "
             "(file.py:make,key=value)"
         )
-    task = tasks.get(args.task)
-    out = Path(args.json) if args.json else None
-    if out is not None:
-        check_outputs(out, False, args.force)
+    task = task_of(args)
+    out = Path(args.json) if args.json else Path("compare.json")
+    paths = compare_paths(out)
+    if out.is_dir():
+        raise ValueError(f"--json must name a file, not a folder: {out}")
+    taken = [str(p) for p in paths.values() if p.exists()]
+    if taken and not args.force:
+        raise FileExistsError(
+            f"{', '.join(taken)} already exist(s); pass --force to overwrite or --json PATH"
+        )
     reading = readings.get(args.reading)
-    arms = [spec_models(spec, task, args.device, reading) for spec in args.compare]
-    (models_a, infos_a), (models_b, infos_b) = arms
-    result = compare(
-        models_a,
-        models_b,
-        names=tuple(args.compare),
-        infos=(infos_a, infos_b),
+    # Every spec is loaded and checked before the first, possibly long, evaluation.
+    arms = [
+        spec_arm(spec, task, args.device, reading, args.allow_incomplete) for spec in args.compare
+    ]
+    names = unique_labels([arm.label for arm in arms])
+    p = args.protocol
+    print(
+        f"comparing {len(arms)} models under one protocol: task {task.name}, depth {p.depth}, "
+        f"{len(p.seeds)} seeds x {p.episodes} episodes",
+        flush=True,
+    )
+    result = compare_models(
+        [arm.models for arm in arms],
+        names,
+        [arm.infos for arm in arms],
         task=task,
-        depth=args.protocol.depth,
+        depth=p.depth,
         protocol=ladder_protocol(args),
         levels=parse_levels(args.levels),
         device=args.device,
         progress=not args.no_progress,
+        protocol_rule=args.protocol_rule,
     )
     for line in result.lines():
         print(line)
-    if out is not None:
-        write_report(result.to_dict(), out, overwrite=args.force)
-        print(f"json: {out}")
+    write_report(result.to_dict(), paths["json"], overwrite=args.force)
+    fig = result.figure()
+    tmp = paths["figure"].with_name(f".{paths['figure'].name}.tmp")
+    fig.savefig(tmp, dpi=120, format="png")
+    tmp.replace(paths["figure"])
+    write_text(paths["markdown"], result.markdown(paths["figure"].name))
+    print(f"json: {paths['json']}\ntable: {paths['markdown']}\nfigure: {paths['figure']}")
 
 
 def run_model(args: argparse.Namespace) -> None:

@@ -75,6 +75,29 @@ def to_ref(row: torch.Tensor) -> RefState:
     return ref_decode(row.tolist())
 
 
+@pytest.fixture(autouse=True)
+def reports_match_their_schema(monkeypatch):
+    """Every JSON report a test writes (``.eval.json``, ``--json``, ``.card.json``, a
+    comparison) is validated against its published schema (``docs/schema/``) as it is
+    written; ``helpers_schema`` tells the kinds apart."""
+    import json as _json
+
+    from helpers_schema import validate
+
+    import gridplan.evaluation.card as card
+    import gridplan.evaluation.schema as schema
+
+    original = schema.write_text
+
+    def checked_write(path, text):
+        if str(path).endswith(".json"):
+            validate(_json.loads(text))
+        original(path, text)
+
+    monkeypatch.setattr(schema, "write_text", checked_write)
+    monkeypatch.setattr(card, "write_text", checked_write)
+
+
 @pytest.fixture
 def make_state():
     """Factory for hand-built ``(rows, 12)`` states; see ``build_state``."""

@@ -45,9 +45,9 @@ import torch
 
 from gridplan.adapters import backend, rendering, require
 from gridplan.core.constants import N_ACTIONS
-from gridplan.core.world import DEFAULT, World
 from gridplan.core.env import check_state
 from gridplan.core.tasks import Task
+from gridplan.core.world import DEFAULT, World
 
 gym = require("gymnasium", "gymnasium")
 

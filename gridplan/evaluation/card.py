@@ -3,7 +3,8 @@ level with intervals, pass/fail gates, figures and a verdict in plain language.
 
 ``write_card(report, json_path)`` writes beside the JSON report ``<stem>.card.md``,
 ``<stem>.card.json`` (schema ``CARD_SCHEMA``) and the figures ``<stem>.card.<name>.png``:
-``profile`` (per-dimension L1 error ordered by relevance), ``values`` (each anchor policy's
+``profile`` (per-dimension L1 error ordered by relevance, with 95% bootstrap intervals over
+the held-out windows and the oracle's floor), ``values`` (each anchor policy's
 true value against its value inside the model, L6) and ``risk_coverage`` (uncertainty). A
 report ``out.json`` gets ``out.card.md``, a checkpoint's ``best.eval.json`` gets
 ``best.eval.card.md``.
@@ -12,6 +13,9 @@ The gates are fixed before any model is seen (``GATES``): L4 the planner's first
 optimal in at least 90% of branch states; L5 the anchor policies' values inside the model are
 within 0.05 (return units, values lie in [0, 1]) of their true values on average; L6 the model
 orders at least 80% of the anchor pairs like the environment (0.5 is a random ordering).
+The card also lists L1 beside the oracle's floor (the oracle's own E_tot on the same windows,
+not 0 because the distractors are stochastic), the clamped share of a plug-in's predictions,
+and what to fix first (``what_to_fix``: derived from the measurements).
 Card format: "How Should World Models Be Evaluated for Embodied Decision-Making?"
 (arXiv 2606.15032), §5-6 (decision contract, gated profile, evaluation card).
 """
@@ -230,6 +234,68 @@ def verdict(report: dict, checked: list[dict] | None = None) -> str:
     return " ".join(parts)
 
 
+#: Below this predicted flag at its event (truth 1) the event counts as missed.
+EVENT_MISSED = 0.5
+
+
+def what_to_fix(report: dict) -> list[str]:
+    """What to fix first, derived from the measurements, most important first: the failed
+    gates, the relevant dimension that weighs most in the graded DRPE (its share of it), missed
+    decision-critical events (event audit), and how much of E_tot sits on irrelevant
+    dimensions (error there never changes a decision). Never empty."""
+    from gridplan.core.values import relevance_weights
+
+    out = [
+        f"{g['level']} ({g['rule']}): {g['explanation']}"
+        for g in gates(report)
+        if g["passed"] is False
+    ]
+    if "profile" not in report:
+        return out or ["L1 was not measured: add it (--levels L1,...) to see which error to fix"]
+    task = report_task(report)
+    names = task.world.dim_names
+    weights = relevance_weights(task).tolist()
+    profile = [report["profile"][names[d]] for d in range(len(names))]
+    contrib = [w * e for w, e in zip(weights, profile, strict=True)]
+    total = sum(contrib)
+    if total > 0:
+        top = max(range(len(names)), key=lambda d: contrib[d])
+        out.append(
+            f"{names[top]} weighs most in DRPE: {contrib[top] / total:.0%} of the graded "
+            f"DRPE (error {profile[top]:.4f}, relevance weight {weights[top]:.3f})"
+        )
+    audit = report.get("event_audit") or {}
+    for key, event, flag in (
+        ("carrying_at_pickup", "key pickups", "carrying"),
+        ("door_open_at_opening", "door openings", "door_open"),
+    ):
+        value = audit.get(key)
+        if value is not None and value < EVENT_MISSED:
+            out.append(
+                f"{event} are missed: predicted {flag} {value:.2f} at the event (truth 1, "
+                f"read as set above {EVENT_MISSED}); weight these transitions in training"
+            )
+    irrelevant = [d for d in range(len(names)) if d not in task.relevant_dims]
+    e_all = sum(profile)
+    if e_all > 0:
+        share = sum(profile[d] for d in irrelevant) / e_all
+        if share >= 0.5:
+            floor = report.get("oracle_floor")
+            irreducible = (
+                f"; E_tot {report['E_tot']:.4f} against the oracle floor "
+                f"{floor['E_tot']:.4f}, which the stochastic distractors make irreducible"
+                if floor is not None and "E_tot" in report
+                else ""
+            )
+            out.append(
+                f"{share:.0%} of E_tot is on dimensions irrelevant to task {task.name} "
+                f"(it never changes a decision): no need to spend capacity there{irreducible}"
+            )
+    if not out:
+        out.append("nothing stands out: no gate fails and no relevant error dominates")
+    return out
+
+
 def _fmt(entry, digits: int) -> tuple[str, str]:
     if not isinstance(entry, dict) or entry.get("mean") is None:
         return "n/a", ""
@@ -294,13 +360,34 @@ def _profile_figure(report: dict) -> Figure | None:
     weights = relevance_weights(task).tolist()
     names = task.world.dim_names
     order = sorted(range(len(names)), key=lambda d: -weights[d])
-    fig = Figure(figsize=(7, 3.2), layout="constrained")
+    fig = Figure(figsize=(7, 3.4), layout="constrained")
     ax = fig.add_subplot()
     colors = ["tab:red" if d in task.relevant_dims else "tab:gray" for d in order]
-    ax.bar(range(len(order)), [report["profile"][names[d]] for d in order], color=colors)
+    values = [report["profile"][names[d]] for d in order]
+    ci = report.get("profile_ci")
+    errors = None
+    if ci is not None:
+        low = [max(v - ci[names[d]][0], 0.0) for v, d in zip(values, order, strict=True)]
+        high = [max(ci[names[d]][1] - v, 0.0) for v, d in zip(values, order, strict=True)]
+        errors = [low, high]
+    ax.bar(range(len(order)), values, color=colors, yerr=errors, capsize=2, ecolor="0.25")
+    floor = report.get("oracle_floor")
+    if floor is not None:
+        ax.axhline(
+            floor["E_tot"],
+            color="0.4",
+            linestyle="--",
+            linewidth=1,
+            label=f"oracle floor: its E_tot (mean of {len(names)} dims) {floor['E_tot']:.4f}",
+        )
+        ax.legend(fontsize=7, loc="upper right")
     ax.set_xticks(range(len(order)), [names[d] for d in order], rotation=45, ha="right")
     ax.set_ylabel("open-loop MSE (H steps)")
-    ax.set_title(f"L1 error profile, ordered by relevance (red: relevant to task {task.name})")
+    bars = "\nbars: 95% bootstrap intervals over the held-out windows" if ci is not None else ""
+    ax.set_title(
+        f"L1 error profile, ordered by relevance (red: relevant to task {task.name}){bars}",
+        fontsize=9,
+    )
     return fig
 
 
@@ -349,6 +436,33 @@ def _risk_figure(report: dict) -> Figure | None:
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7)
     return fig
+
+
+def _profile_table(report: dict) -> list[str]:
+    """The L1 error profile per dimension with its 95% interval and relevance weight."""
+    from gridplan.core.values import relevance_weights
+
+    task = report_task(report)
+    names = task.world.dim_names
+    weights = relevance_weights(task).tolist()
+    ci = report.get("profile_ci") or {}
+    lines = [
+        "",
+        f"L1 error profile (open-loop MSE over H={report['horizon']} steps, 95% bootstrap "
+        "intervals over the held-out windows):",
+        "",
+        "| dim | relevant | weight | error | interval |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for d in sorted(range(len(names)), key=lambda d: -weights[d]):
+        name = names[d]
+        interval = f"[{ci[name][0]:.4f}, {ci[name][1]:.4f}]" if name in ci else ""
+        relevant = "yes" if d in task.relevant_dims else "no"
+        lines.append(
+            f"| {name} | {relevant} | {weights[d]:.3f} | {report['profile'][name]:.4f} | "
+            f"{interval} |"
+        )
+    return lines
 
 
 def _markdown(card: dict, report: dict) -> str:
@@ -408,6 +522,15 @@ def _markdown(card: dict, report: dict) -> str:
         lines.append(
             f"| L1 | E_tot / DRPE (H={report['horizon']}) | {report['E_tot']:.4f} | DRPE {drpe} |"
         )
+        floor = report.get("oracle_floor")
+        if floor is not None:
+            lines.append(
+                f"| L1 | oracle floor: the oracle's E_tot on the same windows (not 0: the "
+                f"distractors are stochastic) | {floor['E_tot']:.4f} | DRPE graded "
+                f"{floor['DRPE']['graded']:.4f} |"
+            )
+        lines += _profile_table(report)
+    lines += ["", "## What to fix", ""] + [f"- {item}" for item in card["what_to_fix"]]
     lines += ["", "## Figures", ""]
     for name, path in card["figures"].items():
         lines.append(f"![{name}]({path})")
@@ -435,7 +558,22 @@ def build_card(report: dict, json_name: str = "report.json") -> dict:
         "gates": checked,
         "profile": profile_rows(report),
         "verdict": verdict(report, checked),
+        "what_to_fix": what_to_fix(report),
+        "l1": _l1(report),
+        "clamped": report.get("clamped"),
         "figures": {},
+    }
+
+
+def _l1(report: dict) -> dict | None:
+    """L1's headline numbers beside the oracle's floor on the same windows."""
+    if "E_tot" not in report:
+        return None
+    return {
+        "E_tot": report["E_tot"],
+        "DRPE": report["DRPE"],
+        "oracle_floor": report.get("oracle_floor"),
+        "event_audit": report.get("event_audit"),
     }
 
 

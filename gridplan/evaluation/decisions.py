@@ -144,7 +144,8 @@ def decide(
     b = roots.shape[0]
     tie = torch.rand(b, N_ACTIONS, generator=generator, device=device)
     scores = leaf_scores(model, roots, task, depth, generator, **planner_kwargs)
-    true_scores = leaf_scores(OracleModel(), roots, task, depth, generator, **planner_kwargs)
+    oracle = OracleModel(world=task.world)
+    true_scores = leaf_scores(oracle, roots, task, depth, generator, **planner_kwargs)
     per_action = scores.shape[1] // N_ACTIONS
     q_model = scores.view(b, N_ACTIONS, per_action).amax(dim=2)
     q_true = true_scores.view(b, N_ACTIONS, per_action).amax(dim=2)

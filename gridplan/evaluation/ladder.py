@@ -44,11 +44,13 @@ from gridplan.evaluation.uncertainty import uncertainty_source
 from gridplan.models.contract import check_model_world
 from gridplan.models.plugins import check_contract, checked
 from gridplan.planning.planner import Planner
+from gridplan.util.progress import Progress, as_progress
 
 
 def check_levels(levels: Sequence[str] | None, model=None) -> tuple[str, ...]:
-    """The levels to measure, in ``LEVELS`` order. ``None``: every level, ``uncertainty`` only
-    if ``model`` exposes uncertainty.
+    """The levels to measure, in ``LEVELS`` order (and ``"success"``, the closed loop without
+    the rest of L7, last). ``None``: every level, ``uncertainty`` only if ``model`` exposes
+    uncertainty.
 
     Raises:
         ValueError: on an unknown level, or ``uncertainty`` for a model without it.
@@ -56,7 +58,7 @@ def check_levels(levels: Sequence[str] | None, model=None) -> tuple[str, ...]:
     if levels is None:
         wanted = [lv for lv in LEVELS if lv != "uncertainty" or uncertainty_source(model)]
         return tuple(wanted)
-    unknown = [lv for lv in levels if lv not in LEVELS]
+    unknown = [lv for lv in levels if lv not in LEVELS and lv != "success"]
     if unknown:
         raise ValueError(f"unknown levels {unknown}; valid: {', '.join(LEVELS)}")
     if "uncertainty" in levels and model is not None and uncertainty_source(model) is None:
@@ -64,7 +66,10 @@ def check_levels(levels: Sequence[str] | None, model=None) -> tuple[str, ...]:
             "level 'uncertainty' needs a model with uncertainty(state, action) or "
             "predict_members(state, action) (K >= 2 members)"
         )
-    return tuple(lv for lv in LEVELS if lv in levels)
+    # "success" (the closed loop alone, which L7 includes) is kept for the comparisons,
+    # which report it beside any level asked for.
+    wanted = tuple(lv for lv in LEVELS if lv in levels)
+    return wanted + (("success",) if "success" in levels and "L7" not in levels else ())
 
 
 def _measure(
@@ -75,7 +80,7 @@ def _measure(
     levels: tuple[str, ...],
     device: torch.device,
     model_info: dict | None,
-    progress: bool,
+    progress: bool | Progress,
 ) -> Report:
     """The report of ``levels`` of the checked model (``gridplan.evaluation.levels.measure``),
     with the notes on the model's own reward and on clamped predictions."""
@@ -104,12 +109,19 @@ def _measure(
             "imagined rollouts score its reward (predict_reward), not the true reward of its "
             "predicted states; termination is still read from the predicted states"
         )
-    measure(LevelContext(model, task, depth, protocol, device, levels, report, progress))
-    clamped = getattr(model, "clamped", 0)
+    clamped_before = getattr(model, "clamped", 0)
+    predicted_before = getattr(model, "predicted", 0)
+    ctx = LevelContext(model, task, depth, protocol, device, levels, report, as_progress(progress))
+    measure(ctx)
+    clamped = getattr(model, "clamped", 0) - clamped_before
+    predicted = getattr(model, "predicted", 0) - predicted_before
     if clamped:
+        fraction = clamped / max(predicted, 1)
+        report.clamped = {"values": clamped, "of": predicted, "fraction": fraction}
         report.notes.append(
-            f"{clamped} predicted values outside [0, 1] were clamped into it; the next "
-            "imagined steps started from the clamped states"
+            f"{fraction:.2%} of the predicted values ({clamped:,} of {predicted:,}) were "
+            "outside [0, 1] and clamped into it; the next imagined steps started from the "
+            "clamped states"
         )
     return report
 
@@ -122,7 +134,7 @@ def evaluate(
     levels: Sequence[str] | None = None,
     device: torch.device | str = "cpu",
     model_info: dict | None = None,
-    progress: bool = False,
+    progress: bool | Progress = False,
 ) -> Report:
     """Evaluate one world model for decisions.
 
@@ -139,7 +151,9 @@ def evaluate(
             applies (``uncertainty`` only for models exposing it).
         device: where everything runs.
         model_info: description stored in the report (default: the model's type name).
-        progress: show progress bars of the closed loops.
+        progress: True shows each level's stage and closed loops (labelled bars in a
+            terminal, lines when piped; ``gridplan.util.progress.Progress``), or a
+            ``Progress`` to report into (e.g. one with a model prefix).
 
     Returns:
         Report.
@@ -171,7 +185,7 @@ def paper_report(
     task: Task = TASK_A,
     protocol: Protocol = CONTROLLED,
     device: str | torch.device = "cpu",
-    progress: bool = True,
+    progress: bool | Progress = True,
 ) -> dict:
     """Prediction-error metrics (paper §4) and closed-loop success (paper §3) of one model:
     the levels ``L1`` and ``success`` under ``protocol``'s depth, closed loop and windows.
@@ -183,7 +197,7 @@ def paper_report(
         protocol: planner depth, seeds x episodes and held-out windows
             (``gridplan.core.protocols``).
         device: torch device for everything.
-        progress: show a progress bar during the closed loop.
+        progress: as for ``evaluate``.
 
     Returns:
         ``Report.paper_dict()`` (JSON-serializable).

@@ -43,14 +43,15 @@ from gridplan.evaluation.ladder_protocol import LadderProtocol
 from gridplan.evaluation.outcome import PolicyRuns, outcome_fidelity, run_anchor_policies
 from gridplan.evaluation.probe import answer, build_questions
 from gridplan.evaluation.ranking import policy_ranking
-from gridplan.evaluation.schema import Report
+from gridplan.evaluation.schema import LEVEL_TITLES, Report
 from gridplan.evaluation.uncertainty import rollout_uncertainty, uncertainty_fn, uncertainty_source
 from gridplan.metrics.bootstrap import paired_hierarchical_bootstrap
 from gridplan.metrics.calibration import uncertainty_quality
-from gridplan.metrics.prediction import prediction_metrics
+from gridplan.metrics.prediction import prediction_metrics, standard_weights
 from gridplan.metrics.stats import summarize_episodes
 from gridplan.models.noise import OracleModel
 from gridplan.planning.closed_loop import EpisodeResults, run_episodes, start_states
+from gridplan.util.progress import Progress
 
 #: Offsets of the seeded random streams, one per component.
 STREAMS = {
@@ -79,7 +80,7 @@ class LevelContext:
         device: where everything runs.
         levels: the levels requested (decides what the shared rollouts and decisions keep).
         report: the report being filled (levels keep their per-unit arrays in it).
-        progress: show progress bars of the closed loops.
+        progress: where the levels' stages and closed loops report their progress.
     """
 
     model: object
@@ -89,7 +90,7 @@ class LevelContext:
     device: torch.device
     levels: tuple[str, ...]
     report: Report
-    progress: bool = False
+    progress: Progress = field(default_factory=lambda: Progress(enabled=False))
     _clock: float = field(default_factory=time.perf_counter, repr=False)
 
     def stream(self, name: str) -> torch.Generator:
@@ -103,8 +104,9 @@ class LevelContext:
         self.report.timing[name] = self.report.timing.get(name, 0.0) + now - self._clock
         self._clock = now
 
-    def closed_loop(self, model) -> EpisodeResults:
-        """Recorded closed-loop episodes of the planner with ``model`` under the protocol."""
+    def closed_loop(self, model, what: str = "closed loop") -> EpisodeResults:
+        """Recorded closed-loop episodes of the planner with ``model`` under the protocol
+        (``what`` labels its progress)."""
         p = self.protocol
         return run_episodes(
             model,
@@ -115,6 +117,7 @@ class LevelContext:
             self.device,
             record=True,
             progress=self.progress,
+            what=what,
         )
 
     def success_matrix(self, results: EpisodeResults) -> np.ndarray:
@@ -129,11 +132,11 @@ class LevelContext:
 
     @cached_property
     def oracle_loop(self) -> EpisodeResults:
-        return self.closed_loop(OracleModel())
+        return self.closed_loop(OracleModel(world=self.task.world), "closed loop (oracle planner)")
 
     @cached_property
     def model_loop(self) -> EpisodeResults:
-        return self.closed_loop(self.model)
+        return self.closed_loop(self.model, "closed loop (model)")
 
     @cached_property
     def branch_set(self) -> BranchSet:
@@ -200,10 +203,36 @@ class Level(NamedTuple):
     requires: tuple[str, ...] = ()
 
 
+def _profile_intervals(
+    per_window: np.ndarray, protocol: LadderProtocol, names: tuple[str, ...]
+) -> dict:
+    """``{dim: [low, high]}``: percentile bootstrap 95% intervals of the ``(S,)`` profile,
+    the held-out windows resampled (the rows of ``per_window``, ``(W, S)``)."""
+    n = per_window.shape[0]
+    rng = np.random.default_rng(protocol.seed)
+    counts = rng.multinomial(n, np.full(n, 1.0 / n), size=protocol.n_resamples)
+    replicates = counts @ per_window / n
+    low, high = np.percentile(replicates, [2.5, 97.5], axis=0)
+    return {name: [float(lo), float(hi)] for name, lo, hi in zip(names, low, high, strict=True)}
+
+
 def prediction(ctx: LevelContext) -> dict:
     """L1: E_tot, DRPE, the error profiles, the event audit and VPE on the held-out windows
-    (``gridplan.metrics.prediction.PredictionMetrics.to_dict``)."""
-    return prediction_metrics(ctx.model, ctx.windows, ctx.task)[0].to_dict()
+    (``gridplan.metrics.prediction.PredictionMetrics.to_dict``), with ``profile_ci`` (95%
+    bootstrap intervals of the profile over windows) and ``oracle_floor`` (the oracle's own
+    E_tot and DRPE on the same windows: not 0, the distractors are stochastic). The
+    per-window E_tot and DRPE go to ``report.per_window`` for paired comparisons."""
+    metrics = prediction_metrics(ctx.model, ctx.windows, ctx.task)[0]
+    floor = prediction_metrics(OracleModel(world=ctx.task.world), ctx.windows, ctx.task)[0]
+    per_window = metrics.window_profile.double().numpy()
+    ctx.report.per_window["E_tot"] = per_window.mean(axis=1)
+    for name, w in standard_weights(ctx.task).items():
+        ctx.report.per_window[f"DRPE_{name}"] = per_window @ w.double().numpy()
+    return {
+        **metrics.to_dict(),
+        "profile_ci": _profile_intervals(per_window, ctx.protocol, ctx.task.world.dim_names),
+        "oracle_floor": {"E_tot": floor.E_tot, "DRPE": dict(floor.DRPE)},
+    }
 
 
 def closed_loop_success(ctx: LevelContext) -> dict:
@@ -357,7 +386,10 @@ def measure(ctx: LevelContext) -> None:
     toward the level after it)."""
     for name in run_order(ctx.levels):
         level = REGISTRY[name]
-        numbers = level.measure(ctx)
+        title = LEVEL_TITLES.get(name, "closed-loop success")
+        title = f"{name} {title}" if name.startswith("L") else title
+        with ctx.progress.stage(title):
+            numbers = level.measure(ctx)
         if level.section == "ladder":
             ctx.report.ladder[name] = numbers
         else:

@@ -193,7 +193,8 @@ def probe(
     The questions are drawn from ``generator`` first, then the model's noise, so a seed gives
     every model the same questions. ``planner_kwargs`` go to the scoring ``Planner``s.
     """
-    truth = leaf_scores(OracleModel(), states, task, depth, generator, **planner_kwargs)
+    oracle = OracleModel(world=task.world)
+    truth = leaf_scores(oracle, states, task, depth, generator, **planner_kwargs)
     questions = build_questions(truth, depth, generator)
     scores = leaf_scores(model, states, task, depth, generator, **planner_kwargs)
     return answer(questions, scores)

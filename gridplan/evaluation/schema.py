@@ -13,6 +13,11 @@ the keys of the paper's measurements that scripts already read (``success {mean,
 - ``ladder``: level -> numbers, ``L4``, ``L5``, ``L6``, ``L7``, ``probe``, ``uncertainty``
   (each present only if measured). A mean is ``{"mean", "se", "low", "high", "n"}`` with a 95%
   interval; the README section "Evaluate your own model" defines every number;
+- ``profile_ci``: ``{dim: [low, high]}``, 95% bootstrap intervals of ``profile`` over the
+  held-out windows; ``oracle_floor``: ``{"E_tot", "DRPE"}`` of the oracle on the same windows
+  (not 0: the distractors are stochastic), both with L1;
+- ``clamped``: ``{"values", "of", "fraction"}`` of a plug-in's predictions clamped into
+  ``[0, 1]`` (only when some were);
 - ``notes``: plain-language caveats (e.g. the model's own reward was used);
 - ``timing``: seconds per level.
 
@@ -37,6 +42,9 @@ SCHEMA_VERSION = "2.0"
 #: Every level, in report order. L1: the paper's prediction-error metrics; L7 includes the
 #: closed-loop success of the paper's planner.
 LEVELS = ("L1", "L4", "L5", "L6", "L7", "probe", "uncertainty")
+#: L1 keys of the ladder's report that the paper's report (schema 1) leaves out: the profile's
+#: bootstrap intervals and the oracle's floor on the same windows.
+LADDER_ONLY_L1 = ("profile_ci", "oracle_floor")
 LEVEL_TITLES = {
     "L1": "logged-future prediction",
     "L4": "interventional fidelity",
@@ -85,6 +93,10 @@ class Report:
             paired comparisons; not serialized.
         per_state: per-state arrays (``decision_regret``, ``decision_optimal`` over the branch
             set) for paired comparisons; not serialized.
+        per_window: per-window arrays of L1 (``E_tot``, ``DRPE_<weighting>`` over the
+            held-out windows) for paired comparisons; not serialized.
+        clamped: ``{"values", "of", "fraction"}``: predicted values clamped into ``[0, 1]``
+            out of all predicted values, or None if nothing was clamped.
         world: the task's world (``gridplan.core.world.World.spec``); a report without one
             (written before worlds) is the default world's.
     """
@@ -102,6 +114,8 @@ class Report:
     timing: dict[str, float] = field(default_factory=dict)
     episode_success: np.ndarray | None = None
     per_state: dict[str, np.ndarray] = field(default_factory=dict)
+    per_window: dict[str, np.ndarray] = field(default_factory=dict)
+    clamped: dict | None = None
     world: dict | None = None
 
     def to_dict(self) -> dict:
@@ -121,6 +135,8 @@ class Report:
         if self.prediction is not None:
             out.update(self.prediction)
         out["ladder"] = self.ladder
+        if self.clamped is not None:
+            out["clamped"] = self.clamped
         out["notes"] = list(self.notes)
         out["timing"] = {k: round(v, 4) for k, v in self.timing.items()}
         return to_jsonable(out)
@@ -146,7 +162,7 @@ class Report:
             "depth": self.depth,
             **self.closed_loop,
             "device": self.device,
-            **self.prediction,
+            **{k: v for k, v in self.prediction.items() if k not in LADDER_ONLY_L1},
         }
 
 

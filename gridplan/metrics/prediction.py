@@ -314,6 +314,9 @@ class PredictionMetrics:
         VPE: mean squared V* error of the predicted states.
         horizon: ``H``.
         n_windows: ``W``.
+        window_profile: ``(W, S)`` per-window, per-dimension mean squared error over the
+            ``H`` steps (the units that paired comparisons and profile intervals resample);
+            not serialized.
         dim_names: the world's dim names (``profile``'s keys in ``to_dict``).
     """
 
@@ -325,6 +328,7 @@ class PredictionMetrics:
     VPE: float
     horizon: int
     n_windows: int
+    window_profile: torch.Tensor | None = None
     dim_names: tuple[str, ...] = DEFAULT.dim_names
 
     def to_dict(self) -> dict:
@@ -415,6 +419,7 @@ def prediction_metrics(
                 VPE=float(vpe[k]),
                 horizon=windows.horizon,
                 n_windows=len(windows),
+                window_profile=sq[k].mean(dim=1).cpu(),
                 dim_names=world.dim_names,
             )
         )

@@ -37,7 +37,10 @@ import importlib
 import importlib.util
 import inspect
 import math
+import os
 import sys
+import sysconfig
+import traceback
 import warnings
 from pathlib import Path
 
@@ -58,6 +61,46 @@ CHECK_ROWS = 8
 
 class PluginError(ValueError):
     """A plug-in cannot be loaded or breaks the ``WorldModel`` contract."""
+
+
+#: Folders whose frames are never the user's code: this package, the standard library and
+#: installed packages (torch, numpy, ...).
+_LIBRARY_DIRS = tuple(
+    str(Path(p).resolve())
+    for p in {
+        Path(__file__).resolve().parents[1],
+        *(sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")),
+    }
+)
+
+
+def display_path(path: str | Path) -> str:
+    """``path`` relative to the working directory when it lies inside it, else absolute."""
+    resolved = Path(path).resolve()
+    try:
+        return os.path.relpath(resolved) if resolved.is_relative_to(Path.cwd()) else str(resolved)
+    except ValueError:
+        return str(resolved)
+
+
+def user_location(err: BaseException) -> str | None:
+    """``file:line in function: source`` of the innermost frame of ``err``'s traceback that is
+    the user's code (outside gridplan, the standard library and installed packages), or
+    None if there is none."""
+    frames = traceback.extract_tb(err.__traceback__)
+    for frame in reversed(frames):
+        filename = str(Path(frame.filename).resolve())
+        if frame.filename.startswith("<") or filename.startswith(_LIBRARY_DIRS):
+            continue
+        code = f": {frame.line.strip()}" if frame.line else ""
+        return f"{display_path(frame.filename)}:{frame.lineno} in {frame.name}{code}"
+    return None
+
+
+def _raised(err: BaseException) -> str:
+    """``"ZeroDivisionError at mine.py:12 in predict: x / 0"`` (the location when known)."""
+    where = user_location(err)
+    return type(err).__name__ + (f" at {where}" if where else "")
 
 
 class OutOfRangeWarning(UserWarning):
@@ -128,7 +171,7 @@ def _load_file(path: Path):
         spec.loader.exec_module(module)
     except Exception as err:
         sys.modules.pop(name, None)
-        raise PluginError(f"importing {str(path)!r} failed: {type(err).__name__}: {err}") from err
+        raise PluginError(f"importing {str(path)!r} failed: {_raised(err)}: {err}") from err
     return module
 
 
@@ -141,7 +184,7 @@ def _load_module(name: str):
             "a file path ending in .py)"
         ) from err
     except Exception as err:
-        raise PluginError(f"importing module {name!r} failed: {type(err).__name__}: {err}") from err
+        raise PluginError(f"importing module {name!r} failed: {_raised(err)}: {err}") from err
 
 
 def load_factory(target: str):
@@ -193,7 +236,7 @@ def build(target: str, args: dict, task: Task, device: torch.device | str) -> ob
     except TypeError as err:
         raise PluginError(f"factory {target!r} rejected its arguments {args}: {err}") from err
     except Exception as err:
-        raise PluginError(f"factory {target!r} raised {type(err).__name__}: {err}") from err
+        raise PluginError(f"factory {target!r} raised {_raised(err)}: {err}") from err
     if not callable(getattr(model, "predict", None)):
         raise PluginError(
             f"factory {target!r} returned a {type(model).__name__} without a callable "
@@ -213,11 +256,14 @@ class CheckedModel(WorldModel):
 
     Optional methods (``start_rollout``, ``predict_reward``, ``predict_members``,
     ``uncertainty``) exist on the wrapper exactly when the wrapped model has them;
-    ``clamped`` counts the predicted values clamped into ``[0, 1]`` so far.
+    ``clamped`` counts the predicted values clamped into ``[0, 1]`` so far, ``predicted``
+    every value ``predict`` returned.
 
     Args:
         model: the plug-in.
         name: what to call it in messages.
+        source: where it is defined (a file path), named in messages beside ``name`` so two
+            plug-ins of the same file name are told apart.
 
     Raises:
         PluginError: if the object has no callable ``predict``, or the model declares
@@ -226,7 +272,7 @@ class CheckedModel(WorldModel):
 
     n_settings = 1
 
-    def __init__(self, model, name: str = "model") -> None:
+    def __init__(self, model, name: str = "model", source: str | None = None) -> None:
         if not callable(getattr(model, "predict", None)):
             hint = ""
             if isinstance(model, str):
@@ -243,8 +289,10 @@ class CheckedModel(WorldModel):
             raise PluginError(f"{name} declares n_settings={settings!r}; plug-ins have one")
         self.inner = model
         self.name = name
+        self.source = source
         self.step = 0
         self.clamped = 0
+        self.predicted = 0
         self._warned = False
         for method in ("predict_reward", "predict_members", "uncertainty"):
             if callable(getattr(model, method, None)):
@@ -266,9 +314,12 @@ class CheckedModel(WorldModel):
             raise
         except Exception as err:
             raise PluginError(
-                f"{self.name}.{method} raised {type(err).__name__} at imagined step "
-                f"{self.step}: {err}"
+                f"{self._who(method)} raised {_raised(err)} (imagined step {self.step}): {err}"
             ) from err
+
+    def _who(self, method: str) -> str:
+        """``name.method``, and the file it comes from when known."""
+        return f"{self.name}.{method}" + (f" (from {self.source})" if self.source else "")
 
     def _where(self) -> str:
         return f"at imagined step {self.step}"
@@ -279,21 +330,21 @@ class CheckedModel(WorldModel):
         """Check type, shape, dtype, device and finiteness; returns ``(min, max)``."""
         if not isinstance(out, torch.Tensor):
             raise PluginError(
-                f"{self.name}.{method} must return a torch.Tensor, got {type(out).__name__}"
+                f"{self._who(method)} must return a torch.Tensor, got {type(out).__name__}"
             )
         if tuple(out.shape) != shape:
             raise PluginError(
-                f"{self.name}.{method} returned shape {tuple(out.shape)}, expected {shape} "
+                f"{self._who(method)} returned shape {tuple(out.shape)}, expected {shape} "
                 f"{self._where()}"
             )
         if out.dtype != like.dtype:
             raise PluginError(
-                f"{self.name}.{method} returned dtype {out.dtype}, expected {like.dtype} "
+                f"{self._who(method)} returned dtype {out.dtype}, expected {like.dtype} "
                 f"(the input's) {self._where()}"
             )
         if out.device != like.device:
             raise PluginError(
-                f"{self.name}.{method} returned a tensor on {out.device}, expected "
+                f"{self._who(method)} returned a tensor on {out.device}, expected "
                 f"{like.device} (the input's device) {self._where()}"
             )
         return self._range(method, out)
@@ -312,7 +363,7 @@ class CheckedModel(WorldModel):
             return lo, hi
         bad = ~torch.isfinite(out)
         raise PluginError(
-            f"{self.name}.{method} returned non-finite values (NaN or inf) in "
+            f"{self._who(method)} returned non-finite values (NaN or inf) in "
             f"{_describe_rows(bad)} {self._where()}"
         )
 
@@ -320,12 +371,13 @@ class CheckedModel(WorldModel):
         self.step += 1
         out = self._call("predict", self.inner.predict, state, action, generator)
         lo, hi = self._check_tensor("predict", out, tuple(state.shape), state)
+        self.predicted += out.numel()
         if lo < 0.0 or hi > 1.0:
             outside = int(((out < 0) | (out > 1)).sum())
             self.clamped += outside
             if not self._warned:
                 warnings.warn(
-                    f"{self.name}.predict returned {outside} values outside [0, 1] "
+                    f"{self._who('predict')} returned {outside} values outside [0, 1] "
                     f"(range [{lo:.4g}, {hi:.4g}]) {self._where()}; clamped to [0, 1] "
                     "(warned once per model)",
                     OutOfRangeWarning,
@@ -346,7 +398,7 @@ class CheckedModel(WorldModel):
         if not isinstance(out, torch.Tensor) or out.dim() != 3:
             got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
             raise PluginError(
-                f"{self.name}.predict_members must return (K, {rows}, {width}), got {got}"
+                f"{self._who('predict_members')} must return (K, {rows}, {width}), got {got}"
             )
         self._check_tensor("predict_members", out, (out.shape[0], rows, width), state)
         return out
@@ -356,20 +408,21 @@ class CheckedModel(WorldModel):
         lowest, _ = self._check_tensor("uncertainty", out, (state.shape[0],), state)
         if lowest < 0:
             raise PluginError(
-                f"{self.name}.uncertainty returned negative scores in {_describe_rows(out < 0)}"
+                f"{self._who('uncertainty')} returned negative scores in {_describe_rows(out < 0)}"
             )
         return out
 
 
-def checked(model, name: str = "model"):
+def checked(model, name: str = "model", source: str | None = None):
     """``model`` itself if it is a built-in type (``TRUSTED``), else a ``CheckedModel``."""
     if type(model) in TRUSTED or isinstance(model, CheckedModel):
         return model
-    return CheckedModel(model, name)
+    return CheckedModel(model, name, source)
 
 
 def check_contract(model, task: Task, device: torch.device | str, name: str = "model") -> None:
-    """Exercise every method ``model`` offers once on a small batch of reset states.
+    """Exercise every method ``model`` offers once on a small batch of reset states, and
+    check that ``predict``'s randomness comes from its generator alone (``check_randomness``).
 
     Raises:
         PluginError: naming the first broken method and what is wrong with it.
@@ -382,9 +435,92 @@ def check_contract(model, task: Task, device: torch.device | str, name: str = "m
     if callable(getattr(model, "start_rollout", None)):
         model.start_rollout(CHECK_ROWS, gen)
     nxt = model.predict(state, action, gen)
+    check_randomness(model, state, action, name)
     if callable(getattr(model, "predict_reward", None)):
         model.predict_reward(state, action, nxt)
     if callable(getattr(model, "predict_members", None)):
         model.predict_members(state, action)
     if callable(getattr(model, "uncertainty", None)):
         model.uncertainty(state, action)
+
+
+def _label(model, name: str, method: str) -> str:
+    who = getattr(model, "_who", None)
+    return who(method) if callable(who) else f"{name}.{method}"
+
+
+def _global_generators(device: torch.device) -> list[torch.Generator]:
+    """torch's global generators a model on ``device`` may draw from by mistake: the CPU's
+    and, on a GPU, that device's."""
+    gens = [torch.default_generator]
+    if device.type == "cuda":
+        gens.append(torch.cuda.default_generators[device.index or 0])
+    return gens
+
+
+def _global_seeds(seed: int, device: torch.device) -> None:
+    import random
+
+    import numpy as np
+
+    for gen in _global_generators(device):
+        gen.manual_seed(seed)
+    random.seed(seed)
+    np.random.seed(seed)
+
+
+def _one_step(model, state, action, seed: int, global_seed: int) -> torch.Tensor:
+    """``predict`` from a fresh generator seeded ``seed``, the global generators (torch,
+    NumPy, ``random``) seeded ``global_seed``."""
+    _global_seeds(global_seed, state.device)
+    gen = torch.Generator(device=state.device).manual_seed(seed)
+    if callable(getattr(model, "start_rollout", None)):
+        model.start_rollout(state.shape[0], gen)
+    return model.predict(state, action, gen)
+
+
+def check_randomness(model, state: torch.Tensor, action: torch.Tensor, name: str = "model"):
+    """Check that ``predict``'s randomness comes only from the generator it is given: two
+    calls from identically seeded generators must agree, with the global random generators
+    (torch's, NumPy's, Python's ``random``) seeded alike and then seeded differently. The
+    global generators' states are restored afterwards, and the clamp counts are left as
+    they were.
+
+    Raises:
+        PluginError: if the same generator gives different outputs (naming whether the
+            model reads a global random generator or another source, e.g. the clock or its
+            own state that ``start_rollout`` does not reset).
+    """
+    import random
+
+    import numpy as np
+
+    gens = _global_generators(state.device)
+    saved = ([g.get_state() for g in gens], random.getstate(), np.random.get_state())
+    counts = {k: getattr(model, k) for k in ("clamped", "predicted") if hasattr(model, k)}
+    try:
+        first = _one_step(model, state, action, 0, 1)
+        again = _one_step(model, state, action, 0, 1)
+        other = _one_step(model, state, action, 0, 2)
+    finally:
+        for gen, gen_state in zip(gens, saved[0], strict=True):
+            gen.set_state(gen_state)
+        random.setstate(saved[1])
+        np.random.set_state(saved[2])
+        for k, v in counts.items():
+            setattr(model, k, v)
+    if not torch.equal(first, again):
+        raise PluginError(
+            f"{_label(model, name, 'predict')} gave different outputs for identically "
+            "seeded generators and global random generators: its randomness comes from "
+            "elsewhere (the clock, the OS, or internal state that start_rollout does not "
+            "reset); draw every random number from the generator argument"
+        )
+    if not torch.equal(first, other):
+        raise PluginError(
+            f"{_label(model, name, 'predict')} depends on a global random generator "
+            "(torch.rand/randn/randint without generator=, numpy.random or random): the "
+            "same generator gave different outputs once the global generators were "
+            "reseeded. Pass the generator argument to every draw, e.g. "
+            "torch.randn(shape, generator=generator, device=state.device)"
+        )

@@ -27,7 +27,7 @@ import torch
 from gridplan.core.env import check_state, reset, step
 from gridplan.core.tasks import TASK_A, Task
 from gridplan.planning.planner import Planner
-from gridplan.util.progress import bar
+from gridplan.util.progress import Progress, bar
 
 #: Episodes per start-state block (module docstring): part of the seeding scheme, so changing
 #: it changes every start state.
@@ -107,7 +107,8 @@ def run_closed_loop(
     generator: torch.Generator,
     horizon: int | None = None,
     record: bool = False,
-    progress: bool = False,
+    progress: bool | Progress = False,
+    what: str = "closed loop",
 ) -> EpisodeResults:
     """Run every episode of ``start`` to termination or ``horizon`` steps.
 
@@ -119,8 +120,10 @@ def run_closed_loop(
         horizon: maximum environment steps (default ``planner.task.horizon``, 60 in the
             paper's tasks).
         record: keep the true trajectory and actions.
-        progress: show a progress bar over environment steps (in a terminal only,
-            ``gridplan.util.progress.bar``).
+        progress: True: a progress bar over environment steps in a terminal only
+            (``gridplan.util.progress.bar``); a ``gridplan.util.progress.Progress``: its
+            labelled bar, or piped lines of steps and finished episodes.
+        what: the loop's label in the progress output.
 
     Returns:
         EpisodeResults for all ``B`` episodes.
@@ -146,7 +149,12 @@ def run_closed_loop(
     steps = torch.zeros(b, dtype=torch.long, device=device)
     trajectory = [state.clone()] if record else None
     actions = [] if record else None
-    for _ in bar(range(horizon), "closed loop", enabled=progress, piped=False):
+    # A labelled Progress tracks steps and finished episodes (piped lines too); a bool keeps
+    # the plain terminal-only bar of the experiment runners.
+    labelled = isinstance(progress, Progress)
+    tracker = progress.loop(what, horizon, b) if labelled else None
+    clock = range(horizon) if labelled else bar(range(horizon), what, enabled=progress, piped=False)
+    for _ in clock:
         live_cols = active.view(m, -1).any(dim=0)
         if not live_cols.any():
             break
@@ -166,6 +174,10 @@ def run_closed_loop(
             full[rows] = torch.where(live, action, torch.full_like(action, -1))
             actions.append(full)
             trajectory.append(state.clone())
+        if tracker is not None:
+            tracker.update(int((~active).sum()))
+    if tracker is not None:
+        tracker.close()
     outcome = torch.full((b,), TIMEOUT, dtype=torch.long, device=device)
     outcome[success] = GOAL
     outcome[hazard] = HAZARD
@@ -187,7 +199,8 @@ def run_episodes(
     episodes: int = 30,
     device: torch.device | str = "cpu",
     record: bool = False,
-    progress: bool = False,
+    progress: bool | Progress = False,
+    what: str = "closed loop",
     **planner_kwargs,
 ) -> EpisodeResults:
     """Closed-loop success of ``model`` (all its settings) on the seeds' start states.
@@ -196,7 +209,7 @@ def run_episodes(
     numbers; episode ``i`` of seed ``s`` is the same in a run of any size, module
     docstring), so the returned tensors are setting-major ``(M * S * E,)``. The planning and
     environment stream is seeded from the seeds and the episode count, so the call is
-    reproducible.
+    reproducible. ``progress`` and ``what`` as for ``run_closed_loop``.
 
     Raises:
         ValueError: on ``depth < 1``, empty or negative seeds or ``episodes < 1``.
@@ -210,5 +223,10 @@ def run_episodes(
         1_000_003 * int(seeds[0]) + 7919 * len(seeds) + episodes
     )
     return run_closed_loop(
-        planner, start.view(-1, task.world.state_dim), gen, record=record, progress=progress
+        planner,
+        start.view(-1, task.world.state_dim),
+        gen,
+        record=record,
+        progress=progress,
+        what=what,
     )

@@ -130,3 +130,38 @@ def test_every_ladder_number_becomes_a_tensorboard_scalar(reports):
         assert tag in tags
     l4 = reports["noisy"]["ladder"]["L4"]
     assert tags["eval/ladder/L4/decision_agreement"] == l4["decision_agreement"]["mean"]
+
+
+def test_the_card_shows_l1_beside_the_oracle_floor_with_profile_intervals(reports, tmp_path):
+    noisy = reports["noisy"]
+    floor = reports["oracle"]["E_tot"]
+    # The floor is the oracle's own E_tot on the same windows: positive (stochastic
+    # distractors) and the same whichever model is evaluated.
+    assert noisy["oracle_floor"]["E_tot"] == pytest.approx(floor) and floor > 0
+    assert noisy["oracle_floor"]["DRPE"]["graded"] == 0.0
+    for dim, (low, high) in noisy["profile_ci"].items():
+        assert low <= noisy["profile"][dim] <= high, dim
+    assert noisy["profile_ci"]["agent_x"][1] > noisy["profile_ci"]["agent_x"][0]
+    written = write_card(noisy, tmp_path / "noisy.json")
+    text = written["markdown"].read_text()
+    assert "| L1 | oracle floor: the oracle's E_tot on the same windows" in text
+    assert f"| {floor:.4f} |" in text
+    assert "| agent_x | yes | " in text and "| d2_y | no | 0.000 |" in text
+    card = json.loads(written["json"].read_text())
+    assert card["l1"]["oracle_floor"]["E_tot"] == pytest.approx(floor)
+
+
+def test_what_to_fix_is_derived_from_the_measurements(reports):
+    fixes = build_card(reports["noisy"])["what_to_fix"]
+    # Relevant noise fails the decision gate first, then names the heaviest DRPE dim.
+    assert fixes[0].startswith("L4 (decision_agreement >= 0.9)")
+    heaviest = next(f for f in fixes if "weighs most in DRPE" in f)
+    assert heaviest.split()[0] in ("agent_x", "agent_y", "key_x", "key_y", "carrying", "door_open")
+    oracle = build_card(reports["oracle"])["what_to_fix"]
+    assert not any("weighs most" in f or f.startswith("L") for f in oracle)
+    missed = dict(reports["oracle"], event_audit={**reports["oracle"]["event_audit"]})
+    missed["event_audit"]["carrying_at_pickup"] = 0.19
+    fixes = build_card(missed)["what_to_fix"]
+    assert any(f.startswith("key pickups are missed: predicted carrying 0.19") for f in fixes)
+    without_l1 = {k: v for k, v in reports["oracle"].items() if k != "profile"}
+    assert build_card(without_l1)["what_to_fix"] != []

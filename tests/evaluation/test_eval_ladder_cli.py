@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from helpers_learned import module_checkpoint, tiny_module
+from helpers_schema import validate_file
 
 from eval.cli import main
 
@@ -53,6 +54,7 @@ def test_a_plugin_file_runs_every_level_and_writes_its_card(tmp_path, monkeypatc
         "name": "example_model.make",
         "factory": f"{EXAMPLE}:make",
         "slip": 0.2,
+        "path": str(EXAMPLE),
     }
     assert report["levels"] == ["L1", "L4", "L5", "L6", "L7", "probe", "uncertainty"]
     assert (report["depth"], report["seeds"], report["episodes"]) == (2, [0, 1], 2)
@@ -79,6 +81,9 @@ def test_the_worked_example_runs_from_a_shell_in_the_repository(tmp_path):
     assert done.returncode == 0, done.stderr
     assert f"card: {tmp_path / 'example.card.md'}" in done.stdout
     assert json.loads(out.read_text())["ladder"]["L6"]["pra"]["mean"] > 0.5
+    # Written by another process: validated here against the published schemas.
+    assert validate_file(out) == "eval.schema.json"
+    assert validate_file(tmp_path / "example.card.json") == "card.schema.json"
 
 
 @pytest.mark.parametrize(
@@ -112,7 +117,8 @@ def test_a_plugin_with_broken_outputs_is_named(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["--model", f"{path}:make", *TINY])
     err = capsys.readouterr().err
-    assert "broken.make.predict returned shape (8, 6), expected (8, 12)" in err
+    # The module and its file: two plug-ins of the same file name are told apart.
+    assert f"broken.make.predict (from {path}) returned shape (8, 6), expected (8, 12)" in err
 
 
 def test_bad_ladder_arguments_are_errors(capsys):
@@ -156,12 +162,14 @@ def test_compare_of_built_in_models_writes_the_paired_differences(tmp_path, caps
     argv = ["--compare", "noise,sigma_r=1.5,sigma_i=0.1", "oracle", "--json", str(out)]
     assert main([*argv, *TINY]) == 0
     text = capsys.readouterr().out
-    assert "A = noise,sigma_r=1.5,sigma_i=0.1" in text and "success A - B" in text
+    assert "[1] noise,sigma_r=1.5,sigma_i=0.1 (baseline)" in text and "[2] oracle" in text
     result = json.loads(out.read_text())
-    assert result["arms"] == ["noise,sigma_r=1.5,sigma_i=0.1", "oracle"]
-    assert result["success_difference"]["difference"] < 0
-    assert result["success_difference"]["units"] == [1, 2, 2]
-    assert result["success_difference"]["indicative"]
+    assert [m["name"] for m in result["models"]] == ["noise,sigma_r=1.5,sigma_i=0.1", "oracle"]
+    rows = {r["metric"]: r for r in result["rows"]}
+    success = rows["success"]["differences"]["oracle"]
+    assert success["difference"] > 0
+    assert success["units"] == [1, 2, 2]
+    assert success["indicative"]
     oracle = result["reports"]["oracle"][0]
     assert oracle["ladder"]["L4"]["decision_agreement"]["mean"] == 1.0
 
@@ -193,10 +201,13 @@ def test_a_checkpoint_gets_its_ladder_card_beside_its_report_and_run(checkpoints
     assert "card:" in capsys.readouterr().out
 
 
-def test_compare_pairs_checkpoint_sets_by_training_seed(checkpoints, capsys):
+def test_compare_pairs_checkpoint_sets_by_training_seed(checkpoints, tmp_path, capsys):
     arm_a = str(checkpoints / "a-seed*" / "version_0" / "checkpoints" / "best.ckpt")
     arm_b = str(checkpoints / "b-seed*" / "version_0" / "checkpoints" / "best.ckpt")
-    assert main(["--compare", arm_a, arm_b, "--levels", "L4,L7", *TINY]) == 0
+    out = tmp_path / "cmp.json"
+    assert main(["--compare", arm_a, arm_b, "--levels", "L4,L7", "--json", str(out), *TINY]) == 0
     text = capsys.readouterr().out
-    assert "over training seed (2) -> evaluation seed (2) -> episode (2)" in text
+    assert f"[1] {arm_a} (baseline), 2 models (training seeds)" in text
     assert "warning: only 2 top-level units (training seed)" in text
+    rows = {r["metric"]: r for r in json.loads(out.read_text())["rows"]}
+    assert rows["success"]["differences"][arm_b]["units"] == [2, 2, 2]

@@ -158,7 +158,10 @@ def test_a_file_that_fails_to_import_or_a_factory_that_fails_is_named(tmp_path):
     )
     with pytest.raises(PluginError, match="rejected its arguments"):
         build(f"{path}:make", {"colour": "red"}, TASK_A, "cpu")
-    with pytest.raises(PluginError, match="raised ValueError: size must be >= 0"):
+    # The error names the line of the user's file that raised.
+    with pytest.raises(
+        PluginError, match=r"raised ValueError at .*my_model.py:7 in make: raise ValueError"
+    ):
         build(f"{path}:make", {"size": -1}, TASK_A, "cpu")
     with pytest.raises(PluginError, match="without a callable predict"):
         build(f"{path}:make", {}, TASK_A, "cpu")
@@ -230,7 +233,11 @@ def test_outputs_outside_the_unit_interval_are_clamped_with_one_warning():
         report = gridplan.evaluate(
             Broken(lambda out: out * 1.5), depth=2, protocol=PROTOCOL, levels=["L4"]
         )
-    assert any("were clamped into it" in note for note in report.notes)
+    assert any("and clamped into it" in note for note in report.notes)
+    # The clamp count is a fraction of all predicted values.
+    clamped = report.clamped
+    assert 0 < clamped["values"] < clamped["of"]
+    assert clamped["fraction"] == clamped["values"] / clamped["of"]
 
 
 def test_a_raising_predict_names_the_method_and_step():
@@ -238,7 +245,8 @@ def test_a_raising_predict_names_the_method_and_step():
         def predict(self, state, action):
             return state
 
-    with pytest.raises(PluginError, match="user_model.predict raised TypeError at imagined step 1"):
+    message = r"user_model.predict raised TypeError \(imagined step 1\)"
+    with pytest.raises(PluginError, match=message):
         check_contract(ForgotTheGenerator(), TASK_A, "cpu", "user_model")
 
 
