@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 
 import pytest
+from paper_layout import DIM_NAMES, FLAG_DIMS
 
 from gridplan.core import tasks
-from gridplan.core.constants import DIM_NAMES, FLAG_DIMS
 from gridplan.core.values import relevance_weights
 from gridplan.training.module import (
     EVENT_ERRORS,
