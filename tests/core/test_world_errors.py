@@ -4,7 +4,6 @@ point, worlds too large for exact V*, models, windows and datasets of another wo
 from __future__ import annotations
 
 import pytest
-import torch
 from helpers_learned import debug_overrides
 
 from gridplan.core import tasks
