@@ -96,3 +96,24 @@ def test_the_torchrl_env_on_g16_k8_passes_check_env_specs():
     check_env_specs(env, break_when_any_done="both")
     state = env.reset()["observation"]
     assert tuple(state.shape) == (4, 24)
+
+
+@pytest.mark.slow
+def test_the_imagined_envs_of_a_g16_k8_checkpoint_pass_their_checkers(g16_checkpoint):
+    from gymnasium.utils.env_checker import check_env
+    from torchrl.envs.utils import check_env_specs
+
+    from gridplan.adapters.gymnasium import ImaginedEnv
+    from gridplan.adapters.torchrl import WorldModelEnv
+
+    model = load_world_model(g16_checkpoint)
+    env = ImaginedEnv(model, "A", world="g16-k8")
+    assert env.observation_space.shape == (24,)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        check_env(env, skip_render_check=True)
+    assert [str(w.message) for w in caught] == []
+    check_env_specs(WorldModelEnv(model, "B", world="g16-k8", seed=0))
+    # Without world= the task is the default world's, which the model does not predict.
+    with pytest.raises(ValueError, match="predicts world g16-k8.*played on default"):
+        ImaginedEnv(model, "A")
