@@ -422,3 +422,54 @@ def test_a_world_replaced_field_by_field_is_a_new_world():
     moved = dataclasses.replace(BIG, name="moved", door_y=3)
     assert moved != BIG and moved.door_cell == (20, 3)
     assert tasks.task_a(moved).goal == (31, 3)
+
+
+# --- the plain reference on a larger grid of the paper's layout ---------------------------------
+
+G16_PAPER = worlds.get("g16-k2")  # the paper's 12 dims on a 16-grid
+
+
+@pytest.mark.parametrize("name", ["A", "B"])
+def test_batched_step_matches_the_reference_on_a_16_grid(name):
+    from gridplan.planning.reference import ref_decode, ref_encode, ref_step
+
+    task = tasks.get(name, world=G16_PAPER)
+    assert G16_PAPER.state_dim == 12 and G16_PAPER.wall_x == 10
+    gen = torch.Generator().manual_seed(21)
+    # Carrying beside the closed door: RIGHT opens it.
+    door_side = torch.tensor([[9, 8]])
+    yes, no = torch.ones(1, dtype=torch.bool), torch.zeros(1, dtype=torch.bool)
+    d = torch.zeros(1, 2, dtype=torch.long)
+    beside = encode(door_side, door_side, yes, no, no, no, d, d, G16_PAPER)
+    state = torch.cat([random_states(G16_PAPER, 127, 22), beside, reset(64, gen, task)])
+    state = state.repeat(4, 1)
+    b = state.shape[0]
+    action = torch.arange(4).repeat_interleave(b // 4)
+    copy = torch.Generator().set_state(gen.get_state())
+    moves = torch.randint(0, 5, (b, 1), generator=copy)[:, 0].tolist()
+    cells = [tuple(c) for c in torch.randint(0, 16, (b, 1, 2), generator=copy)[:, 0].tolist()]
+    nxt, reward, done, info = step(state, action, gen, task)
+    for i in range(b):
+        ref = ref_step(ref_decode(state[i].tolist(), G16_PAPER), int(action[i]), moves[i],
+                       cells[i], task)
+        assert torch.equal(nxt[i], torch.tensor(ref_encode(ref[0], G16_PAPER))), i
+        assert (reward[i].item(), done[i].item()) == (ref[1], ref[2])
+        assert {k: bool(v[i]) for k, v in info.items()} == ref[3]
+    assert info["pickup"].any() and info["door_opened"].any()
+
+
+@pytest.mark.parametrize("name", ["A", "B"])
+def test_batched_oracle_planner_matches_the_reference_planner_on_a_16_grid(name):
+    import functools
+
+    from gridplan.planning.reference import ref_action_values, ref_oracle_predict
+
+    task = tasks.get(name, world=G16_PAPER)
+    state = torch.cat([random_states(G16_PAPER, 16, 23),
+                       reset(8, torch.Generator().manual_seed(24), task)])
+    values = Planner(OracleModel(world=G16_PAPER), 2, task).action_values(state, torch.Generator())
+    predict = functools.partial(ref_oracle_predict, task=task)
+    for i in range(state.shape[0]):
+        want = ref_action_values(state[i].tolist(), 2, task, predict)
+        assert values[i].tolist() == pytest.approx(want, abs=1e-5), i
+    assert values.max().item() > 0.0
