@@ -19,13 +19,14 @@ import re
 from pathlib import Path
 
 from eval.report import format_table
-from eval.specs import builtin, plugin, spec_arm, task_of, unique_labels
+from eval.specs import builtin, plugin, spec_arm, spec_kind, task_of, unique_labels
 from gridplan.core import readings
 from gridplan.evaluation.card import card_paths, write_card
 from gridplan.evaluation.compare_models import compare_models
 from gridplan.evaluation.ladder import check_levels, evaluate
 from gridplan.evaluation.ladder_protocol import PROTOCOLS, LadderProtocol
 from gridplan.evaluation.schema import LEVELS, ladder_lines, log_ladder, write_report, write_text
+from gridplan.models.contract import check_model_world
 from gridplan.models.plugins import is_plugin_target, parse_args
 
 #: Ladder sizes (branch states, anchors, probe questions, ...) of ``--ladder-sizes``; the
@@ -208,6 +209,31 @@ def compare_paths(json_path: Path) -> dict[str, Path]:
     }
 
 
+def _compare_arms(args: argparse.Namespace, reading) -> tuple:
+    """The task and the arms of ``--compare``, every spec loaded and checked before the first,
+    possibly long, evaluation. Without ``--world`` the task is played on the world of the
+    first checkpoint (as ``--ckpt``), else the default world; the built-in and plug-in sides
+    are built on it, and a checkpoint of another world is refused naming both."""
+    kinds = [spec_kind(spec) for spec in args.compare]
+    loaded = {
+        i: spec_arm(spec, None, args.device, reading, args.allow_incomplete)
+        for i, (spec, kind) in enumerate(zip(args.compare, kinds, strict=True))
+        if kind == "checkpoint"
+    }
+    learned = [(args.compare[i], m) for i, arm in loaded.items() for m in arm.models]
+    task = task_of(args, learned[0][1] if learned else None)
+    for spec, model in learned:
+        try:
+            check_model_world(model, task.world)
+        except ValueError as err:
+            raise ValueError(f"--compare {spec}: {err}") from None
+    arms = [
+        loaded[i] if i in loaded else spec_arm(spec, task, args.device, reading)
+        for i, spec in enumerate(args.compare)
+    ]
+    return task, arms
+
+
 def run_compare(args: argparse.Namespace) -> None:
     """``--compare A B C ...``: every model under one protocol (``args.protocol``, chosen by
     ``eval.specs.comparison_protocol``), the table against the first printed and written as
@@ -221,7 +247,6 @@ def run_compare(args: argparse.Namespace) -> None:
             "--model-arg applies to --model; give a --compare side its arguments inline "
             "(file.py:make,key=value)"
         )
-    task = task_of(args)
     out = Path(args.json) if args.json else Path("compare.json")
     paths = compare_paths(out)
     if out.is_dir():
@@ -231,11 +256,7 @@ def run_compare(args: argparse.Namespace) -> None:
         raise FileExistsError(
             f"{', '.join(taken)} already exist(s); pass --force to overwrite or --json PATH"
         )
-    reading = readings.get(args.reading)
-    # Every spec is loaded and checked before the first, possibly long, evaluation.
-    arms = [
-        spec_arm(spec, task, args.device, reading, args.allow_incomplete) for spec in args.compare
-    ]
+    task, arms = _compare_arms(args, readings.get(args.reading))
     names = unique_labels([arm.label for arm in arms])
     p = args.protocol
     print(

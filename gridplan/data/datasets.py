@@ -150,9 +150,9 @@ class TransitionDataset:
     """Logged transitions of a behaviour policy, ordered by episode then step.
 
     Attributes:
-        states: ``(N, 12)`` float32, normalized ``[0, 1]``.
+        states: ``(N, S)`` float32, normalized ``[0, 1]`` (``S = world.state_dim``).
         actions: ``(N,)`` long in ``0..3``.
-        next_states: ``(N, 12)`` float32.
+        next_states: ``(N, S)`` float32.
         rewards: ``(N,)`` float32 true rewards.
         terminated: ``(N,)`` bool, goal or hazard reached (truncation at the horizon is not).
         pickup: ``(N,)`` bool, the key was picked up in this transition.
@@ -160,8 +160,8 @@ class TransitionDataset:
         goal: ``(N,)`` bool, the active goal was reached.
         episode: ``(N,)`` long episode id.
         t: ``(N,)`` long step index within the episode (0 for the first transition).
-        meta: generating config: policy, transitions, seed, task, horizon, layout_version and
-            the policy's mixture parameters.
+        meta: generating config: policy, transitions, seed, task, world, horizon,
+            layout_version and the policy's mixture parameters.
 
     Raises:
         ValueError: if the dataset is empty or a field has the wrong shape or dtype.

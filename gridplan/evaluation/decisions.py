@@ -107,7 +107,9 @@ def leaf_scores(
         raise ValueError("leaf scores are measured for single-setting models")
     planner = Planner(model, depth, task, device=roots.device, **planner_kwargs)
     out = roots.new_empty(roots.shape[0], planner.n_leaves)
-    for rows, scores in planner.scorer.leaf_scores(check_state(roots, "root state"), generator):
+    for rows, scores in planner.scorer.leaf_scores(
+        check_state(roots, "root state", task.world), generator
+    ):
         out[rows] = scores
     return out
 

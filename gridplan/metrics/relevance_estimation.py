@@ -39,7 +39,7 @@ from gridplan.core.constants import N_ACTIONS
 from gridplan.core.env import check_state, state_outcome
 from gridplan.core.tasks import DEFAULT_GAMMA, TASK_A, Task, check
 from gridplan.core.values import perturbation_saliency, value_table
-from gridplan.core.world import DEFAULT
+from gridplan.core.world import DEFAULT, World
 
 #: Rows per forward pass when evaluating a fitted value function (bounds peak memory).
 EVAL_CHUNK = 65_536
@@ -119,17 +119,19 @@ class FittedValue:
         backup_change: per iteration, mean ``|V_{k+1} target - V_k target|`` over the states
             (how far the Bellman targets still move; small means converged).
         fit_mse: per iteration, the regressor's mean squared error on its targets after fitting.
+        world: the world whose states it values (``(N, S)`` checked against its layout).
     """
 
     net: ValueNet
     config: FVIConfig
     backup_change: list[float] = field(default_factory=list)
     fit_mse: list[float] = field(default_factory=list)
+    world: World = DEFAULT
 
     @torch.no_grad()
     def __call__(self, state: torch.Tensor) -> torch.Tensor:
         """Values ``(N,)`` of ``(N, S)`` states (float, on the network's device)."""
-        check_state(state)
+        check_state(state, world=self.world)
         device = next(self.net.parameters()).device
         parts = [
             self.net(state[lo : lo + EVAL_CHUNK].to(device, torch.float32))
@@ -229,12 +231,12 @@ def fitted_value_iteration(
     config = config or FVIConfig()
     nxt, reward, terminal = one_step_backup_inputs(model, states, task, generator)
     if states.device.type != "cpu":
-        return _fit(states, nxt, reward, terminal, config)
+        return _fit(states, nxt, reward, terminal, config, task.world)
     with intra_op_threads(1):
-        return _fit(states, nxt, reward, terminal, config)
+        return _fit(states, nxt, reward, terminal, config, task.world)
 
 
-def _fit(states, nxt, reward, terminal, config: FVIConfig) -> FittedValue:
+def _fit(states, nxt, reward, terminal, config: FVIConfig, world: World) -> FittedValue:
     device = states.device
     torch_gen = torch.Generator(device="cpu").manual_seed(config.seed)
     with torch.random.fork_rng(devices=[]):
@@ -245,7 +247,7 @@ def _fit(states, nxt, reward, terminal, config: FVIConfig) -> FittedValue:
     n = x.shape[0]
     flat_next = nxt.reshape(-1, nxt.shape[-1]).float()
     alive = (~terminal).float()
-    fitted = FittedValue(net, config)
+    fitted = FittedValue(net, config, world=world)
     previous = torch.zeros(n, device=device)
     for it in range(config.iterations):
         with torch.no_grad():
