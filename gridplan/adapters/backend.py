@@ -30,6 +30,12 @@ def resolve(task: str | Task, world=None) -> Task:
     return tasks.get(task, world=world)
 
 
+def model_world(model, world=None):
+    """``world`` if given, else the world ``model`` declares (a checkpoint's, a built-in's),
+    else None: an imagination env plays in its model's world unless told otherwise."""
+    return world if world is not None else getattr(model, "world", None)
+
+
 def reset(batch: int, generator: torch.Generator, task: Task) -> torch.Tensor:
     """``gridplan.core.env.reset``: ``(batch, S)`` float32 start states on ``generator.device``."""
     return env.reset(batch, generator, task)

@@ -275,7 +275,8 @@ class ImaginedEnv(_EpisodeEnv):
 
     Args:
         model: anything with ``predict(state (N, S), action (N,), generator) -> (N, S)``.
-        task, device, render_mode, max_episode_steps, world: as ``GridPlanEnv``.
+        task, device, render_mode, max_episode_steps: as ``GridPlanEnv``.
+        world: as ``GridPlanEnv``; default the world the model declares (``model.world``).
 
     ``reset(seed=s)`` seeds the one torch generator of the start state and of the model's
     noise, so a seeded episode replays exactly for a model that draws only from it.
@@ -295,6 +296,7 @@ class ImaginedEnv(_EpisodeEnv):
         max_episode_steps: int | None = None,
         world: str | World | None = None,
     ) -> None:
+        world = backend.model_world(model, world)
         super().__init__(task, device, render_mode, max_episode_steps, world)
         self.imagination = backend.Imagination(model, self.task, self.device)
 

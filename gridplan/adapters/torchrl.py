@@ -259,7 +259,8 @@ class WorldModelEnv(ModelBasedEnvBase):
         device: device of every tensor.
         seed: seeds the generator of the model's noise (``set_seed`` reseeds it). The
             planners draw their candidate actions from torch's global generator.
-        world: the world a task name is placed on (``gridplan.core.world``).
+        world: the world a task name is placed on (``gridplan.core.world``); default the
+            world the model declares (``model.world``).
 
     Keys: ``observation`` ``(..., S)`` (read and predicted), ``action`` ``(..., 4)`` float
     action scores (the argmax is executed), ``reward`` ``(..., 1)``, ``terminated`` and
@@ -283,7 +284,7 @@ class WorldModelEnv(ModelBasedEnvBase):
         seed: int | None = None,
         world: str | None = None,
     ) -> None:
-        task = backend.resolve(task, world)
+        task = backend.resolve(task, backend.model_world(model, world))
         width = task.world.state_dim
         step = _PredictStep(model, task, shaping, device)
         module = TensorDictModule(
