@@ -327,12 +327,13 @@ def optimal_state_distribution(
 SALIENCY_BYTES = 256 * 2**20
 
 
-def _perturbed(states: torch.Tensor, world: World):
-    """The perturbed copies ``s ⊕ j`` of Eq. 1, their dims and whether each stays on the grid."""
+def _perturbed(states: torch.Tensor, world: World, dims: tuple[int, ...]):
+    """The perturbed copies ``s ⊕ j`` of Eq. 1 for ``j`` in ``dims``, their dims and whether
+    each stays on the grid."""
     n = states.shape[0]
     positions = set(world.position_dims)
     copies, owners, valid = [], [], []
-    for dim in range(world.state_dim):
+    for dim in dims:
         if dim in positions:
             cell = to_cell(states[:, dim], world)
             for delta in (-1, 1):
@@ -351,17 +352,20 @@ def _perturbed(states: torch.Tensor, world: World):
     return copies, owners, valid
 
 
-def _value_changes(value_fn, states: torch.Tensor, world: World):
+def _value_changes(value_fn, states: torch.Tensor, world: World, dims: tuple[int, ...]):
     """``|V(s ⊕ j) - V(s)|`` of every copy ``(copies, n)`` float64, its owner dims and the
     ``(copies, n)`` float64 mask of copies that stay on the grid, on CPU."""
     n, s = states.shape
-    per_state = (2 * len(world.position_dims) + len(world.flag_dims) + 1) * s * 4
+    positions = set(world.position_dims)
+    n_copies = sum(2 if d in positions else 1 for d in dims)
+    # The copies and their concatenation are alive together: twice the rows per state.
+    per_state = 2 * (n_copies + 1) * s * 4
     chunk = max(1, SALIENCY_BYTES // per_state)
     diffs, oks = [], []
     for lo in range(0, n, chunk):
         part = states[lo : lo + chunk]
         rows = part.shape[0]
-        copies, owners, valid = _perturbed(part, world)
+        copies, owners, valid = _perturbed(part, world, dims)
         values = value_fn(torch.cat([part, *copies]))
         if not isinstance(values, torch.Tensor) or tuple(values.shape) != (
             (len(copies) + 1) * rows,
@@ -376,7 +380,11 @@ def _value_changes(value_fn, states: torch.Tensor, world: World):
 
 
 def perturbation_saliency(
-    value_fn, states: torch.Tensor, normalize: bool = True, world: World = DEFAULT
+    value_fn,
+    states: torch.Tensor,
+    normalize: bool = True,
+    world: World = DEFAULT,
+    dims: tuple[int, ...] | None = None,
 ) -> torch.Tensor:
     """Per-dimension value sensitivity ``w_j = E_s |V(s ⊕ j) - V(s)|`` (paper Eq. 1).
 
@@ -391,6 +399,9 @@ def perturbation_saliency(
         normalize: divide by the sum, so the weights sum to 1.
         world: the layout and grid of the states (a world of another width fails the
             states' check; pass the world whenever it is not the default one).
+        dims: the dims to perturb, when ``value_fn`` is known to read no others (the exact
+            V* reads ``task.relevant_dims``); the rest get exactly 0 without being scored.
+            ``None``: every dim.
 
     Returns:
         ``(S,)`` float32 on CPU, non-negative; exactly 0 on a dimension ``value_fn`` ignores.
@@ -403,9 +414,10 @@ def perturbation_saliency(
     check_state(states, "states", world)
     if states.shape[0] == 0:
         raise ValueError("states must not be empty")
-    diffs, owner, ok = _value_changes(value_fn, states, world)
+    dims = tuple(range(world.state_dim)) if dims is None else tuple(sorted(dims))
+    diffs, owner, ok = _value_changes(value_fn, states, world, dims)
     sens = torch.zeros(world.state_dim, dtype=torch.float64)
-    for dim in range(world.state_dim):
+    for dim in dims:
         rows = owner == dim
         # Average over the directions that stay on the grid, per state, as in Eq. 1.
         change = (diffs[rows] * ok[rows]).sum(0) / ok[rows].sum(0)
@@ -420,7 +432,9 @@ def perturbation_saliency(
 @functools.lru_cache(maxsize=8)
 def _graded_weights(task: Task) -> torch.Tensor:
     states = optimal_state_distribution(task)
-    return perturbation_saliency(value_table(task).lookup, states, world=task.world)
+    # V* reads the relevant dims only: the others' saliency is exactly 0 unscored.
+    lookup = value_table(task).lookup
+    return perturbation_saliency(lookup, states, world=task.world, dims=task.relevant_dims)
 
 
 def relevance_weights(task: Task = TASK_A) -> torch.Tensor:
