@@ -40,6 +40,7 @@ import importlib.util
 import json
 import math
 import os
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -139,6 +140,30 @@ def fit_exponent(xs, costs) -> float | None:
     return num / sum((a - mx) ** 2 for a in lx)
 
 
+def median_times(fn, device: torch.device, min_time: float) -> tuple[float, float]:
+    """Median wall and CPU seconds (this process) of ``fn()`` over at least 3 calls and
+    ``min_time``, after a warm-up. On one thread the CPU seconds leave out the time other
+    processes held the core, so their growth is the steadier on a shared machine."""
+    fn()
+    walls: list[float] = []
+    cpus: list[float] = []
+    while sum(walls) < min_time or len(walls) < 3:
+        BENCH.sync(device)
+        start, cpu = time.perf_counter(), time.process_time()
+        fn()
+        BENCH.sync(device)
+        walls.append(time.perf_counter() - start)
+        cpus.append(time.process_time() - cpu)
+    return statistics.median(walls), statistics.median(cpus)
+
+
+def once(fn) -> tuple[float, float]:
+    """Wall and CPU seconds of one call of ``fn()``."""
+    start, cpu = time.perf_counter(), time.process_time()
+    fn()
+    return time.perf_counter() - start, time.process_time() - cpu
+
+
 def _world_fields(world: worlds.World) -> dict:
     return {"world": world.name, "size": world.size, "state_dim": world.state_dim}
 
@@ -170,7 +195,7 @@ def planner_rows(world, settings: dict, device, floors: dict, max_memory: int) -
         root = start_states([0], b, task, device=device)
         gen = torch.Generator(device=device).manual_seed(1)
         with BENCH.PeakMemory(device) as mem:
-            seconds = BENCH.median_seconds(
+            seconds, cpu = median_times(
                 lambda p=planner, r=root, g=gen: p.act(r, g), device, settings["min_time"]
             )
         transitions = b * 4**depth * depth
@@ -184,6 +209,7 @@ def planner_rows(world, settings: dict, device, floors: dict, max_memory: int) -
             "unit": "transition",
             "rate_per_s": transitions / seconds,
             "cost_s": seconds / transitions,
+            "cpu_cost_s": cpu / transitions,
             "peak_memory_bytes": mem.peak,
             "max_memory_bytes": max_memory,
             "within_budget": None if mem.peak is None else mem.peak <= max_memory,
@@ -221,7 +247,7 @@ def env_row(world, settings: dict, device, floors: dict) -> dict:
     state = reset(n, gen, task)
     action = torch.randint(0, 4, (n,), generator=gen, device=device)
     with BENCH.PeakMemory(device) as mem:
-        seconds = BENCH.median_seconds(
+        seconds, cpu = median_times(
             lambda: step(state, action, gen, task), device, settings["min_time"]
         )
     state_bytes = 2 * world.state_dim * state.element_size()
@@ -233,25 +259,23 @@ def env_row(world, settings: dict, device, floors: dict) -> dict:
         "unit": "state",
         "rate_per_s": n / seconds,
         "cost_s": seconds / n,
+        "cpu_cost_s": cpu / n,
         "floor_per_s": floors["bandwidth"] / state_bytes,
         "floor": "copy bandwidth / (state read + written)",
         "peak_memory_bytes": mem.peak,
     }
 
 
-def build_values(task: tasks.Task) -> tuple[float, str]:
-    """Seconds of one fresh build of ``task``'s V* and how it was built: the cached builder's
-    first build in this process (which then serves the planner), else the uncached one."""
+def build_values(task: tasks.Task) -> tuple[float, float, str]:
+    """Wall and CPU seconds of one fresh build of ``task``'s V* and how it was built: the
+    cached builder's first build in this process (which then serves the planner), else the
+    uncached one."""
     build = values._value_iteration
     misses = build.cache_info().misses
-    start = time.perf_counter()
-    build(task)
-    seconds = time.perf_counter() - start
+    seconds, cpu = once(lambda: build(task))
     if build.cache_info().misses > misses:
-        return seconds, "first build in this process"
-    start = time.perf_counter()
-    build.__wrapped__(task)
-    return time.perf_counter() - start, "uncached builder"
+        return seconds, cpu, "first build in this process"
+    return *once(lambda: build.__wrapped__(task)), "uncached builder"
 
 
 def value_rows(world, settings: dict, weights: bool) -> list[dict]:
@@ -260,7 +284,7 @@ def value_rows(world, settings: dict, weights: bool) -> list[dict]:
     for name in settings["value_tasks"]:
         task = tasks.get(name, world=world)
         with BENCH.PeakMemory(torch.device("cpu")) as mem:
-            seconds, how = build_values(task)
+            seconds, cpu, how = build_values(task)
         entries = values.table_size(task)
         rows.append(
             {
@@ -269,6 +293,7 @@ def value_rows(world, settings: dict, weights: bool) -> list[dict]:
                 **_world_fields(world),
                 "unit": "table",
                 "cost_s": seconds,
+                "cpu_cost_s": cpu,
                 "entries_per_s": entries / seconds,
                 "table_entries": entries,
                 "table_bytes": 4 * entries,
@@ -280,9 +305,7 @@ def value_rows(world, settings: dict, weights: bool) -> list[dict]:
     if weights:
         task = tasks.get("A", world=world)
         with BENCH.PeakMemory(torch.device("cpu")) as mem:
-            start = time.perf_counter()
-            values._graded_weights.__wrapped__(task)
-            seconds = time.perf_counter() - start
+            seconds, cpu = once(lambda: values._graded_weights.__wrapped__(task))
         rows.append(
             {
                 "section": "value",
@@ -290,6 +313,7 @@ def value_rows(world, settings: dict, weights: bool) -> list[dict]:
                 **_world_fields(world),
                 "unit": "weight vector",
                 "cost_s": seconds,
+                "cpu_cost_s": cpu,
                 "peak_memory_bytes": mem.peak,
             }
         )
@@ -317,15 +341,23 @@ def trainer_rows(world, dev: str, scratch: Path) -> list[dict]:
         runs.append(TRAINING.measure("vectorized", 1, args, scratch))
     short, long = runs
     seconds = long["wall_s"] - short["wall_s"]
+    cpu = long["cpu_s"] - short["cpu_s"]
     samples = long["transitions"] - short["transitions"]
-    # On a busy machine the difference can vanish: then there is no rate to state.
-    epoch_ok = seconds > 0
-    per_epoch = seconds / (TRAINER_EPOCHS[1] - TRAINER_EPOCHS[0]) if epoch_ok else None
-    fixed = short["wall_s"] - per_epoch * TRAINER_EPOCHS[0] if epoch_ok else None
+    extra = TRAINER_EPOCHS[1] - TRAINER_EPOCHS[0]
+
+    def fixed_cost(total: float, difference: float) -> float | None:
+        """The shorter run less its epochs; ``None`` where the difference is not positive
+        (on a busy machine it can vanish) or leaves nothing."""
+        if difference <= 0:
+            return None
+        rest = total - difference / extra * TRAINER_EPOCHS[0]
+        return rest if rest > 0 else None
+
     common = {
         "section": "training",
         **_world_fields(world),
         "walls_s": [r["wall_s"] for r in runs],
+        "cpus_s": [r["cpu_s"] for r in runs],
         "epochs": list(TRAINER_EPOCHS),
         "peak_memory_bytes": int(long["peak_MB"] * 2**20),
     }
@@ -335,14 +367,16 @@ def trainer_rows(world, dev: str, scratch: Path) -> list[dict]:
             "measure": "python -m train, per epoch",
             "unit": "sample",
             "samples": samples,
-            "rate_per_s": samples / seconds if epoch_ok else None,
-            "cost_s": seconds / samples if epoch_ok else None,
+            "rate_per_s": samples / seconds if seconds > 0 else None,
+            "cost_s": seconds / samples if seconds > 0 else None,
+            "cpu_cost_s": cpu / samples if cpu > 0 else None,
         },
         {
             **common,
             "measure": "python -m train, fixed cost",
             "unit": "run",
-            "cost_s": fixed if fixed is not None and fixed > 0 else None,
+            "cost_s": fixed_cost(short["wall_s"], seconds),
+            "cpu_cost_s": fixed_cost(short["cpu_s"], cpu),
         },
     ]
 
@@ -375,25 +409,32 @@ def training_rows(world, settings: dict, device, trainer: bool, scratch: Path) -
     return rows + (trainer_rows(world, dev, scratch) if trainer else [])
 
 
+def _growth_of(rows: list[dict], key: str) -> dict:
+    """Cost ``key`` of ``rows`` (one measurement) per world over the default world's, and
+    the exponent along each dimension (``None`` where fewer than two worlds have a cost)."""
+    cost = {r["world"]: r[key] for r in rows if r.get(key) is not None}
+    by_world = {r["world"]: r for r in rows}
+    base = cost.get(WORLDS[0])
+    out = {"ratio_vs_default": {w: (c / base if base else None) for w, c in cost.items()}}
+    for variable, line in DIMENSIONS.items():
+        present = [w for w in line if w in cost]
+        xs = [by_world[w]["state_dim" if variable == "S" else "size"] for w in present]
+        out[f"exponent_{variable}"] = (
+            fit_exponent(xs, [cost[w] for w in present]) if len(present) >= 2 else None
+        )
+    return out
+
+
 def growth(rows: list[dict]) -> list[dict]:
-    """Per measurement: cost in each world over the default world's, and the fitted
-    exponent along each dimension of ``DIMENSIONS`` (``None`` where worlds are missing)."""
+    """Per measurement: its wall cost in each world over the default world's and the fitted
+    exponent along each dimension of ``DIMENSIONS`` (``None`` where worlds are missing), and
+    the same of its CPU cost under ``"cpu"`` where it was measured."""
     out = []
     for measure in dict.fromkeys(r["measure"] for r in rows):
-        mine = [r for r in rows if r["measure"] == measure and r["cost_s"] is not None]
-        cost = {r["world"]: r["cost_s"] for r in mine}
-        by_world = {r["world"]: r for r in mine}
-        base = cost.get(WORLDS[0])
-        entry = {
-            "measure": measure,
-            "ratio_vs_default": {w: (c / base if base else None) for w, c in cost.items()},
-        }
-        for variable, line in DIMENSIONS.items():
-            present = [w for w in line if w in cost]
-            xs = [by_world[w]["state_dim" if variable == "S" else "size"] for w in present]
-            entry[f"exponent_{variable}"] = (
-                fit_exponent(xs, [cost[w] for w in present]) if len(present) >= 2 else None
-            )
+        mine = [r for r in rows if r["measure"] == measure]
+        entry = {"measure": measure, **_growth_of(mine, "cost_s")}
+        cpu = any(r.get("cpu_cost_s") is not None for r in mine)
+        entry["cpu"] = _growth_of(mine, "cpu_cost_s") if cpu else None
         out.append(entry)
     return out
 
@@ -438,19 +479,25 @@ def print_rows(rows: list[dict], growths: list[dict]) -> None:
 
 
 def print_growth(growths: list[dict]) -> None:
-    corner = WORLDS[-1]
-    head = (
-        f"{'measure':34} {'S=136 x':>8} {'~S^b':>6} {'N=32 x':>8} {'~N^b':>6} {corner + ' x':>11}"
-    )
+    """Cost multiples and exponents, wall time then CPU time (``-``: not measured)."""
+    corner, wide, big = WORLDS[-1], DIMENSIONS["S"][-1], DIMENSIONS["N"][-1]
+    print(f"{'':34} {'wall time':^40} | {'CPU time':^40}")
+    cols = f"{'S=136 x':>8} {'~S^b':>6} {'N=32 x':>8} {'~N^b':>6} {corner + ' x':>9}"
+    head = f"{'measure':34} {cols} | {cols}"
     print(head)
     print("-" * len(head))
-    for g in growths:
+
+    def cells(g: dict | None) -> str:
+        g = g or {"ratio_vs_default": {}, "exponent_S": None, "exponent_N": None}
         r = g["ratio_vs_default"]
-        print(
-            f"{g['measure']:34} {fmt_ratio(r.get(DIMENSIONS['S'][-1])):>8} "
-            f"{fmt_exp(g['exponent_S']):>6} {fmt_ratio(r.get(DIMENSIONS['N'][-1])):>8} "
-            f"{fmt_exp(g['exponent_N']):>6} {fmt_ratio(r.get(corner)):>11}"
+        return (
+            f"{fmt_ratio(r.get(wide)):>8} {fmt_exp(g['exponent_S']):>6} "
+            f"{fmt_ratio(r.get(big)):>8} {fmt_exp(g['exponent_N']):>6} "
+            f"{fmt_ratio(r.get(corner)):>9}"
         )
+
+    for g in growths:
+        print(f"{g['measure']:34} {cells(g)} | {cells(g['cpu'])}")
 
 
 def world_list(text: str) -> list[worlds.World]:
