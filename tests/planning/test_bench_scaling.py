@@ -49,6 +49,14 @@ def _row(measure: str, world: str, size: int, state_dim: int, cost: float) -> di
     }
 
 
+def test_cpu_times_get_their_own_growth_beside_the_wall_times():
+    rows = [_row("m", "default", 8, 12, 1.0), _row("m", "g16-k2", 16, 12, 4.0)]
+    rows[0]["cpu_cost_s"], rows[1]["cpu_cost_s"] = 0.5, 1.0
+    (g,) = SCALING.growth(rows)
+    assert g["exponent_N"] == pytest.approx(2.0) and g["cpu"]["exponent_N"] == pytest.approx(1.0)
+    assert g["cpu"]["ratio_vs_default"] == {"default": 1.0, "g16-k2": 2.0}
+
+
 def test_growth_states_each_cost_against_the_default_world_and_fits_each_dimension():
     rows = [
         _row("m", "default", 8, 12, 1.0),
@@ -63,6 +71,7 @@ def test_growth_states_each_cost_against_the_default_world_and_fits_each_dimensi
     assert g["exponent_S"] == pytest.approx(1.0) and g["exponent_N"] == pytest.approx(4.0)
     assert g["ratio_vs_default"]["default"] == 1.0
     assert g["ratio_vs_default"]["g32-k64"] == pytest.approx(300.0)
+    assert g["cpu"] is None  # no CPU times measured
     # A dimension with one world measured has no exponent.
     (lone,) = SCALING.growth([_row("m", "default", 8, 12, 1.0), _row("m", "g16-k2", 16, 12, 2.0)])
     assert lone["exponent_S"] is None and lone["exponent_N"] == pytest.approx(1.0)
@@ -117,8 +126,9 @@ def test_a_quick_run_reports_each_section_it_runs_in_every_world_it_is_given(
     planner = [r for r in result["rows"] if r["section"] == "planner"]
     assert {r["scorer"] for r in planner} == {"FusedNoiseScorer", "GenericScorer"}
     for g in result["growth"]:
-        assert g["exponent_N"] is not None and g["exponent_S"] is not None, g
-        assert set(g["ratio_vs_default"]) == set(names)
+        for fit in (g, g["cpu"]):
+            assert fit["exponent_N"] is not None and fit["exponent_S"] is not None, g
+            assert set(fit["ratio_vs_default"]) == set(names)
     printed = capsys.readouterr().out
     assert "~S^b" in printed and "load average" in printed
     # An existing result is never overwritten.
