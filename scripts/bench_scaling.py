@@ -342,7 +342,13 @@ def trainer_rows(world, dev: str, scratch: Path) -> list[dict]:
             world=world.name,
         )
         runs.append(TRAINING.measure("vectorized", 1, args, scratch))
-    short, long = runs[1:]
+    return trainer_summary(world, *runs)
+
+
+def trainer_summary(world, warm_up: dict, short: dict, long: dict) -> list[dict]:
+    """The rows of ``trainer_rows`` from its three runs (``bench_training.worker``'s dicts:
+    ``wall_s``, ``cpu_s``, ``transitions``, ``peak_MB``): the steady epoch from the
+    difference of the timed runs, the fixed cost from the rest of the shorter one."""
     seconds = long["wall_s"] - short["wall_s"]
     cpu = long["cpu_s"] - short["cpu_s"]
     samples = long["transitions"] - short["transitions"]
@@ -359,9 +365,9 @@ def trainer_rows(world, dev: str, scratch: Path) -> list[dict]:
     common = {
         "section": "training",
         **_world_fields(world),
-        "walls_s": [r["wall_s"] for r in runs[1:]],
-        "cpus_s": [r["cpu_s"] for r in runs[1:]],
-        "warm_up_wall_s": runs[0]["wall_s"],
+        "walls_s": [short["wall_s"], long["wall_s"]],
+        "cpus_s": [short["cpu_s"], long["cpu_s"]],
+        "warm_up_wall_s": warm_up["wall_s"],
         "epochs": list(TRAINER_EPOCHS),
         "peak_memory_bytes": int(long["peak_MB"] * 2**20),
     }
@@ -371,9 +377,9 @@ def trainer_rows(world, dev: str, scratch: Path) -> list[dict]:
             "measure": "python -m train, per epoch",
             "unit": "sample",
             "samples": samples,
-            "rate_per_s": samples / seconds if seconds > 0 else None,
-            "cost_s": seconds / samples if seconds > 0 else None,
-            "cpu_cost_s": cpu / samples if cpu > 0 else None,
+            "rate_per_s": samples / seconds if seconds > 0 and samples > 0 else None,
+            "cost_s": seconds / samples if seconds > 0 and samples > 0 else None,
+            "cpu_cost_s": cpu / samples if cpu > 0 and samples > 0 else None,
         },
         {
             **common,

@@ -77,6 +77,27 @@ def test_growth_states_each_cost_against_the_default_world_and_fits_each_dimensi
     assert lone["exponent_S"] is None and lone["exponent_N"] == pytest.approx(1.0)
 
 
+def _run(wall: float, cpu: float, transitions: int) -> dict:
+    return {"wall_s": wall, "cpu_s": cpu, "transitions": transitions, "peak_MB": 100.0}
+
+
+def test_the_trainers_epoch_is_the_difference_of_its_runs_and_the_rest_its_fixed_cost():
+    world = SCALING.worlds.get("g8-k16")
+    first, extra = SCALING.TRAINER_EPOCHS[0], SCALING.TRAINER_EPOCHS[1] - SCALING.TRAINER_EPOCHS[0]
+    # 2 s and 1 CPU-s per epoch of 1,000 samples; 5 s and 3 CPU-s fixed.
+    short = _run(5 + 2 * first, 3 + first, 1000 * first)
+    long = _run(5 + 2 * (first + extra), 3 + first + extra, 1000 * (first + extra))
+    epoch, fixed = SCALING.trainer_summary(world, _run(9.0, 9.0, 1), short, long)
+    assert epoch["samples"] == 1000 * extra and epoch["rate_per_s"] == pytest.approx(500.0)
+    assert epoch["cost_s"] == pytest.approx(2e-3) and epoch["cpu_cost_s"] == pytest.approx(1e-3)
+    assert fixed["cost_s"] == pytest.approx(5.0) and fixed["cpu_cost_s"] == pytest.approx(3.0)
+    assert epoch["world"] == "g8-k16" and epoch["state_dim"] == 40
+    assert epoch["peak_memory_bytes"] == 100 * 2**20 and epoch["warm_up_wall_s"] == 9.0
+    # A longer run that took no longer (a busy machine) states no rate, not a negative one.
+    epoch, fixed = SCALING.trainer_summary(world, short, short, short)
+    assert epoch["rate_per_s"] is None and epoch["cost_s"] is None and fixed["cost_s"] is None
+
+
 @pytest.fixture
 def restored_process():
     """``main`` sets one torch thread and freezes the garbage collector: undo both."""
