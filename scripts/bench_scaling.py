@@ -18,14 +18,16 @@ widths ``S`` = 12, 40, 136 on the 8-grid, grids ``N`` = 8, 16, 32 with two distr
   and the graded relevance weights of Eq. 1 (Task A; ``--no-weights`` skips them);
 * **training** (the three widths): samples per second of one stacked 5-member training step
   without a framework (``bench_training.bare_step``) beside the matmul floor of its shapes, and
-  of one run of ``python -m train`` for one epoch end to end (``bench_training.py``'s worker in
-  a fresh process; ``--no-trainer`` skips it).
+  ``python -m train`` end to end (``bench_training.py``'s worker, fresh processes): the steady
+  epoch and the fixed cost of a run, from a 1- and a 4-epoch run (``--no-trainer`` skips it).
 
 Then the growth: for every measurement its cost per unit of work (a transition, a state, a
-sample, one table) in each world as a multiple of the default world's, and the fitted
-exponent ``b`` of ``cost ~ x^b`` along each dimension (``x = S`` over the width worlds,
-``x = N`` over the grid worlds; least squares in log-log). Close other work first: the load
-average is recorded with the results (docs/PERFORMANCE.md, "Speed at scale").
+sample; a table, a weight vector, a run) in each world as a multiple of the default world's,
+and the fitted exponent ``b`` of ``cost ~ x^b`` along each dimension (``x = S`` over the width
+worlds, ``x = N`` over the grid worlds; least squares in log-log), of the wall time and of the
+process's CPU time. Exit status 1 if a planner row's peak memory exceeds ``--max-memory``.
+Close other work first: the load average is recorded with the results (docs/PERFORMANCE.md
+§14).
 
     python scripts/bench_scaling.py                        # the table of docs/PERFORMANCE.md
     python scripts/bench_scaling.py --quick --json s.json  # a small sanity run
