@@ -26,6 +26,7 @@ spinning on one core, at 1 and 2 threads.
     python scripts/bench_planner.py --threads 1 --only-learned --call-sweep --busy
     python scripts/bench_planner.py --device cuda --max-memory 8G
     python scripts/bench_planner.py --against b91621d --pairs 8  # this checkout vs a git ref
+    python scripts/bench_planner.py --scaling --quick       # scripts/bench_scaling.py's run
 
 ``--against REF`` times only the fused noise planner (default ``M(.35,.1)``, D = 4, 4,000
 episodes) of this checkout, uncommitted edits included, against git ``REF`` checked out in a
@@ -47,6 +48,7 @@ import argparse
 import contextlib
 import ctypes
 import gc
+import importlib.util
 import json
 import math
 import os
@@ -1116,7 +1118,22 @@ def against_main(args) -> int:
     return 0 if all(r["actions_identical"] for r in results) else 1
 
 
+#: ``--scaling``: the run of this script's sibling, every other argument handed to it.
+SCALING_PROGRAM = Path(__file__).resolve().with_name("bench_scaling.py")
+
+
+def scaling_main(argv: list[str]) -> int:
+    """``--scaling``: ``scripts/bench_scaling.py`` (the costs across worlds) with ``argv``."""
+    spec = importlib.util.spec_from_file_location("bench_scaling", SCALING_PROGRAM)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.main(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--scaling" in argv:
+        return scaling_main([a for a in argv if a != "--scaling"])
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
     parser.add_argument(
@@ -1192,6 +1209,12 @@ def main(argv: list[str] | None = None) -> int:
         choices=list(MODELS),
         default=AGAINST_MODEL,
         help=f"the model --against plans with (default {AGAINST_MODEL})",
+    )
+    parser.add_argument(
+        "--scaling",
+        action="store_true",
+        help="run scripts/bench_scaling.py instead (planner, env, V* and training across "
+        "worlds), every other argument handed to it",
     )
     parser.add_argument("--quick", action="store_true", help="small sanity run")
     parser.add_argument("--json", type=Path, help="write the results as JSON here")

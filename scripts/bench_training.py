@@ -23,7 +23,9 @@ high-water mark above its level after imports; on CUDA the peak allocated device
 the speedup (sequential / vectorized wall time). Then the compute floor: the FLOPs of one
 member's training step and this machine's measured matmul rate on exactly those shapes, and
 the bare step: one stacked training step (forward, loss, backward, AdamW) with no Lightning,
-data loading or validation around it.
+data loading or validation around it. ``--world`` trains in another world
+(``gridplan.core.world``); the MLP's input and output layers then have its width
+(``widths_of``), and so do the floor's shapes.
 
 Usage::
 
@@ -32,6 +34,7 @@ Usage::
     python scripts/bench_training.py --json out.json  # rows plus a speedup per K
     python scripts/bench_training.py --repeats 3        # medians of 3 interleaved runs
     python scripts/bench_training.py --workers 1        # the vectorized side as one stack
+    python scripts/bench_training.py --quick --world g8-k64  # in a world of width S = 136
     python scripts/bench_training.py --device cuda
 """
 
@@ -65,6 +68,11 @@ WIDTHS = (16, 256, 256, 12)
 BATCH = 256
 
 
+def widths_of(state_dim: int) -> tuple[int, ...]:
+    """The default model's widths in a world of state width ``S``: ``(S + 4, 256, 256, S)``."""
+    return (state_dim + WIDTHS[0] - WIDTHS[-1], *WIDTHS[1:-1], state_dim)
+
+
 def overrides(seed: int, args, out: Path, vectorize: bool) -> list[str]:
     accelerator = "gpu" if args.device.startswith("cuda") else "cpu"
     return [
@@ -79,6 +87,7 @@ def overrides(seed: int, args, out: Path, vectorize: bool) -> list[str]:
         f"train.workers={args.workers or 'null'}",
         f"out_dir={out / 'runs'}",
         f"data.cache_dir={out / 'cache'}",
+        f"world={args.world}",
     ]
 
 
@@ -150,6 +159,7 @@ def cpu_seconds() -> float:
 def measure(mode: str, k: int, args, out: Path) -> dict:
     cmd = [sys.executable, __file__, "--worker", mode, "--k", str(k), "--out", str(out)]
     cmd += ["--epochs", str(args.epochs), "--budget", args.budget, "--device", args.device]
+    cmd += ["--world", args.world]
     cmd += ["--threads", str(args.threads), "--workers", str(args.workers)]
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
     if done.returncode:
@@ -177,27 +187,28 @@ def measure_pair(k: int, args, out: Path) -> tuple[dict, dict]:
     return seq, vec
 
 
-def step_flops(batch: int = BATCH) -> int:
+def step_flops(batch: int = BATCH, widths: tuple[int, ...] = WIDTHS) -> int:
     """FLOPs of one member's training step: forward ``2 B in out`` per layer, the weight
     gradients as much again, the input gradients of every layer but the first."""
-    layers = list(zip(WIDTHS[:-1], WIDTHS[1:], strict=True))
+    layers = list(zip(widths[:-1], widths[1:], strict=True))
     fwd = sum(2 * batch * i * o for i, o in layers)
     return fwd + fwd + sum(2 * batch * i * o for i, o in layers[1:])
 
 
-def bare_step(k: int, device: str, repeats: int = 30) -> float:
+def bare_step(k: int, device: str, repeats: int = 30, widths: tuple[int, ...] = WIDTHS) -> float:
     """Median seconds of one ``k``-member training step with no framework around it: the
     stacked ``MLPDynamics`` forward on ``(k, 256)`` rows gathered from a 20k buffer, the
-    squared error, backward and one fused AdamW step (``gridplan.training.module.adamw``)."""
+    squared error, backward and one fused AdamW step (``gridplan.training.module.adamw``).
+    ``widths`` is the MLP's ``(S + 4, hidden..., S)`` (``widths_of``)."""
     import torch
 
     from gridplan.models.learned import MLPDynamics
     from gridplan.training.module import adamw
 
     gen = torch.Generator().manual_seed(0)
-    net = MLPDynamics(list(WIDTHS[1:-1]), k).to(device)
+    net = MLPDynamics(list(widths[1:-1]), k, state_dim=widths[-1]).to(device)
     opt = adamw(list(net.parameters()), 1e-3, 1e-4, device)
-    states = torch.rand(20_000, WIDTHS[-1], generator=gen).to(device)
+    states = torch.rand(20_000, widths[-1], generator=gen).to(device)
     actions = torch.randint(0, 4, (20_000,), generator=gen).to(device)
     rows = torch.randint(0, 20_000, (k, BATCH), generator=gen).to(device)
 
@@ -220,16 +231,18 @@ def bare_step(k: int, device: str, repeats: int = 30) -> float:
     return sorted(times)[len(times) // 2]
 
 
-def matmul_floor(k: int, device: str, repeats: int = 20) -> dict:
+def matmul_floor(
+    k: int, device: str, repeats: int = 20, widths: tuple[int, ...] = WIDTHS
+) -> dict:
     """Measured time of the matmuls of one ``k``-member training step (``torch.bmm`` on its
     exact shapes: forward, weight and input gradients), best of ``repeats``."""
     import torch
 
     shapes = []
-    for i, o in zip(WIDTHS[:-1], WIDTHS[1:], strict=True):
+    for i, o in zip(widths[:-1], widths[1:], strict=True):
         shapes.append(((k, BATCH, i), (k, i, o)))  # forward
         shapes.append(((k, i, BATCH), (k, BATCH, o)))  # weight gradient
-        if i != WIDTHS[0]:
+        if i != widths[0]:
             shapes.append(((k, BATCH, o), (k, o, i)))  # input gradient
     ops = [(torch.randn(a, device=device), torch.randn(b, device=device)) for a, b in shapes]
 
@@ -245,7 +258,7 @@ def matmul_floor(k: int, device: str, repeats: int = 20) -> dict:
         t = time.perf_counter()
         run()
         best = min(best, time.perf_counter() - t)
-    flops = k * step_flops()
+    flops = k * step_flops(widths=widths)
     return {"K": k, "seconds_per_step": best, "GFLOP_per_s": flops / best / 1e9}
 
 
@@ -255,6 +268,9 @@ def main(argv=None) -> int:
     parser.add_argument("--ks", default=None, help="comma-separated K (default 1,5,10,20)")
     parser.add_argument("--epochs", type=int, default=None, help="epochs per run (default 5)")
     parser.add_argument("--budget", default="20k", help="transitions per run (default 20k)")
+    parser.add_argument(
+        "--world", default="default", help="the world trained on (gridplan.core.world; default)"
+    )
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument(
         "--threads", type=int, default=0, help="torch threads (0: as train picks, 1 per process)"
@@ -298,8 +314,10 @@ def main(argv=None) -> int:
     from gridplan.data.datasets import parse_budget
     from gridplan.training.module import cached_dataset
 
+    task = tasks.get("A", world=args.world)
+    widths = widths_of(task.world.state_dim)
     for s in range(max(ks)):
-        cached_dataset("balanced", parse_budget(args.budget), s, tasks.get("A"), out / "cache")
+        cached_dataset("balanced", parse_budget(args.budget), s, task, out / "cache")
     rows, speedup = [], {}
     print("| K | mode | procs x threads | wall s | transitions/s | epochs | peak MB | speedup |")
     print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
@@ -318,11 +336,11 @@ def main(argv=None) -> int:
                 flush=True,
             )
     end_load = os.getloadavg()[0]
-    flops = step_flops()
+    flops = step_flops(widths=widths)
     threads = configure_threads(training_threads(args.threads or None))
     print(
         f"\nfloor: {flops / 1e6:.1f} MFLOP per member step (forward + backward, batch {BATCH}, "
-        f"MLP {WIDTHS}); the matmuls of one K-member step timed alone on {args.device}, "
+        f"MLP {widths}); the matmuls of one K-member step timed alone on {args.device}, "
         f"{threads} thread(s) as each training process has; vectorized: the group's wall time "
         "x its processes x threads, per member step"
     )
@@ -333,14 +351,14 @@ def main(argv=None) -> int:
     print("| ---: | ---: | ---: | ---: | ---: | ---: |")
     floors = []
     for k in ks:
-        floor = matmul_floor(k, args.device)
+        floor = matmul_floor(k, args.device, widths=widths)
         vec = next(r for r in rows if r["mode"] == "vectorized" and r["K"] == k)
         cores_used = vec["processes"] * (1 if args.device.startswith("cuda") else vec["threads"])
         per_step = vec["wall_s"] * cores_used / (vec["transitions"] / BATCH)
         floor_step = floor["seconds_per_step"] / k
         floor.update(
             floor_ms_per_member_step=floor_step * 1e3,
-            bare_step_ms_per_member=bare_step(k, args.device) / k * 1e3,
+            bare_step_ms_per_member=bare_step(k, args.device, widths=widths) / k * 1e3,
             vectorized_ms_per_member_step=per_step * 1e3,
             distance=per_step / floor_step,
         )
@@ -360,6 +378,7 @@ def main(argv=None) -> int:
                     "speedup": speedup,
                     "epochs_per_run": args.epochs,
                     "budget": args.budget,
+                    "world": task.world.spec(),
                     "device": args.device,
                     "cores": cores,
                     "load_start": load,

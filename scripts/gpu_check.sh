@@ -4,10 +4,13 @@
 #   2. bench_planner.py --device cuda: noise and oracle at D = 4, 6 with up to 100k episodes,
 #      the learned MLP (generic, tree, TorchRL) at D = 4, the tree at D = 4, 6 with 100k;
 #   3. bench_training.py --quick --device cuda (K = 1, 5);
-#   4. reproduce.py --quick --device cuda.
+#   4. reproduce.py --quick --device cuda;
+#   5. bench_scaling.py: the g32-k64 row (S = 136, 32x32 grid) beside the default world's:
+#      planner, env.step, V*, training step on cuda; without CUDA its --quick run on the CPU.
 # Writes every log and JSON under $GPU_CHECK_OUT (default gpu_check/) and one summary,
 # $GPU_CHECK_OUT/summary.json. Without a CUDA device the GPU steps are recorded as skipped and
-# only the CPU side of step 1 runs, so the script also runs (quickly) on a CPU-only machine.
+# only the CPU sides of steps 1 and 5 run, so the script also runs (quickly) on a CPU-only
+# machine.
 #
 #   bash scripts/gpu_check.sh                       # on the GPU machine
 #   GPU_CHECK_OUT=/tmp/gc bash scripts/gpu_check.sh # elsewhere
@@ -75,6 +78,16 @@ else
     skip reproduce "no CUDA device"
 fi
 
+rm -f "$out/scaling_g32_k64.json"
+if [ "$cuda" = 1 ]; then
+    run scaling_g32_k64 120 "$out/scaling_g32_k64.json" "$py" scripts/bench_scaling.py \
+        --device cuda --worlds g8-k2,g32-k64 --no-trainer --no-weights --max-memory 16G \
+        --json "$out/scaling_g32_k64.json"
+else
+    run scaling_g32_k64 120 "$out/scaling_g32_k64.json" "$py" scripts/bench_scaling.py \
+        --quick --worlds g8-k2,g32-k64 --json "$out/scaling_g32_k64.json"
+fi
+
 "$py" - "$out" <<'PY'
 import json, os, platform, sys
 from pathlib import Path
@@ -103,6 +116,11 @@ for line in (out / "steps.tsv").read_text().splitlines():
                                "rows": [{k: r[k] for k in ("path", "depth", "episodes",
                                                            "transitions_per_s", "peak_memory_bytes")}
                                         for r in data["learned"]["rows"]]}
+        if "growth" in data:
+            step["scaling"] = [{k: r.get(k) for k in ("measure", "world", "rate_per_s", "cost_s",
+                                                      "floor_per_s", "peak_memory_bytes",
+                                                      "within_budget")}
+                               for r in data["rows"] if r["world"] != "default"]
         step["json"] = result
     steps.append(step)
 summary = {

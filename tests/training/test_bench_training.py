@@ -41,6 +41,23 @@ def test_the_matmul_floor_times_the_shapes_of_one_step():
     assert floor["GFLOP_per_s"] == pytest.approx(flops / floor["seconds_per_step"] / 1e9)
 
 
+def test_a_worlds_widths_keep_the_hidden_layers_and_scale_input_and_output():
+    assert bench_training.widths_of(12) == bench_training.WIDTHS
+    widths = bench_training.widths_of(136)
+    assert widths == (140, 256, 256, 136)
+    forward = 2 * 256 * (140 * 256 + 256 * 256 + 256 * 136)
+    backward_inputs = 2 * 256 * (256 * 256 + 256 * 136)
+    assert bench_training.step_flops(widths=widths) == 2 * forward + backward_inputs
+
+
+def test_the_bare_step_and_its_matmul_floor_run_at_a_worlds_width():
+    widths = bench_training.widths_of(40)
+    floor = bench_training.matmul_floor(2, "cpu", repeats=2, widths=widths)
+    flops = 2 * bench_training.step_flops(widths=widths)
+    assert floor["GFLOP_per_s"] == pytest.approx(flops / floor["seconds_per_step"] / 1e9)
+    assert bench_training.bare_step(2, "cpu", repeats=2, widths=widths) > 0
+
+
 @pytest.mark.slow
 def test_both_sides_train_the_same_epochs_and_the_json_has_a_speedup_per_k(tmp_path):
     out = tmp_path / "bench.json"
