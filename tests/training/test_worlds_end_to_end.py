@@ -114,6 +114,7 @@ def test_the_imagined_envs_of_a_g16_k8_checkpoint_pass_their_checkers(g16_checkp
         check_env(env, skip_render_check=True)
     assert [str(w.message) for w in caught] == []
     check_env_specs(WorldModelEnv(model, "B", world="g16-k8", seed=0))
-    # Without world= the task is the default world's, which the model does not predict.
+    # Without world= the env plays in the model's own world; another world is refused.
+    assert ImaginedEnv(model, "A").task.world == worlds.get("g16-k8")
     with pytest.raises(ValueError, match="predicts world g16-k8.*played on default"):
-        ImaginedEnv(model, "A")
+        ImaginedEnv(model, "A", world="default")
