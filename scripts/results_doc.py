@@ -12,6 +12,13 @@ time. When ``python scripts/readings.py`` has run on the same results root, its
 explanations the measurements support) follows the summary. Groups whose ``done.json`` is
 missing are listed as not run; a quick or tiny run is refused unless ``--allow-profile``
 names it, so the committed report always says which protocol it shows.
+
+``--only GROUPS`` updates an existing ``--doc`` in place: it replaces (or appends, in registry
+order) only the named groups' sections, summary rows and figures, leaving every other group's
+text as it was; for a results root that holds some groups only::
+
+    python scripts/reproduce.py --only e8
+    python scripts/results_doc.py --only e8 --force
 """
 
 from __future__ import annotations
@@ -45,6 +52,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--allow-profile", default="full", choices=PROFILES, help="profile the run must have used"
     )
     p.add_argument("--force", action="store_true", help="replace an existing --doc file")
+    p.add_argument(
+        "--only",
+        metavar="GROUPS",
+        help="comma-separated groups whose sections replace theirs in the existing --doc "
+        "(needs --force); the other groups' sections stay as they are",
+    )
     return p
 
 
@@ -59,7 +72,21 @@ def group_section(name: str, folder: Path, figures: Path) -> tuple[str, dict]:
     rel = f"{figures.name}/{name}"
     text = FIGURE.sub(lambda m: f"![{m.group(1)}]({rel}/{m.group(2)})", text)
     text = re.sub(r"^# ", "## ", text, flags=re.M) if text.startswith("# ") else text
+    if name == "e8":
+        heading, _, rest = text.partition("\n")
+        text = f"{heading}\n\n{TEXT['e8-claims'].substitute()}\n{rest}"
     return text, done
+
+
+def summary_row(name: str, text: str, done: dict) -> str:
+    """The summary table's row of a finished group."""
+    verdict = VERDICT.search(text)
+    wall = done.get("wall_time_s")
+    wall_text = "—" if wall is None else f"{wall:.0f} s"
+    return (
+        f"| {name} | {GROUPS[name].title} | {verdict.group(1) if verdict else '—'} | "
+        f"{wall_text} | {done.get('profile')} |"
+    )
 
 
 def wall_time_note(results: Path, finished: list[str]) -> str:
@@ -67,7 +94,7 @@ def wall_time_note(results: Path, finished: list[str]) -> str:
     e3 and e7."""
     done = [json.loads((results / n / "done.json").read_text()) for n in finished]
     threads = sorted({d.get("threads") for d in done} - {None})
-    pieces = {"e3": "", "e7": ""}
+    pieces = {"e3": "", "e7": "", "e8": ""}
     e3 = results / "e3" / "results.json"
     if "e3" in finished and e3.exists():
         res = json.loads(e3.read_text())
@@ -83,8 +110,52 @@ def wall_time_note(results: Path, finished: list[str]) -> str:
             replication=len(res["replication"]),
             seconds=" + ".join(f"{s:.0f}" for s in seconds.values()),
         )
+    e8 = results / "e8" / "results.json"
+    if "e8" in finished and e8.exists():
+        res = json.loads(e8.read_text())
+        pieces["e8"] = TEXT["wall-times-e8"].substitute(
+            models=sum(1 for m in res["models"] if m["family"] == "learned"),
+            seconds=f"{res['train_wall_seconds']:.0f}",
+            worlds=len(res["worlds"]),
+            grid=f"{sum(w['grid_seconds'] for w in res['worlds']):.0f}",
+        )
     threads_text = " or ".join(map(str, threads))
     return TEXT["wall-times"].substitute(threads=threads_text, **pieces) + "\n\n"
+
+
+def _section_start(lines: list[str], name: str) -> int | None:
+    """Index of the line that starts group ``name``'s section (``## E8 ...``), or None."""
+    head = f"## {name.upper()} "
+    return next((k for k, line in enumerate(lines) if line.startswith(head)), None)
+
+
+def update_sections(doc: Path, results: Path, names: list[str], figures: Path) -> None:
+    """Replace (or insert, in registry order) the named groups' sections and summary rows of
+    ``doc``, from their finished folders under ``results``; every other line stays."""
+    lines = doc.read_text().splitlines()
+    order = list(GROUPS)
+    for name in names:
+        text, done = group_section(name, results / name, figures)
+        rows = {
+            line.split(" | ")[0][2:]: k
+            for k, line in enumerate(lines)
+            if line.startswith("| ") and line.split(" | ")[0][2:] in GROUPS
+        }
+        if name in rows:
+            lines[rows[name]] = summary_row(name, text, done)
+        else:
+            before = [k for g, k in rows.items() if order.index(g) < order.index(name)]
+            at = max(before) + 1 if before else min(rows.values())
+            lines.insert(at, summary_row(name, text, done))
+        starts = {g: k for g in order if (k := _section_start(lines, g)) is not None}
+        start = starts.get(name)
+        later = sorted(k for g, k in starts.items() if order.index(g) > order.index(name))
+        end = later[0] if later else len(lines)
+        if start is None:
+            start = end
+        block = text.rstrip().splitlines()
+        lines[start:end] = [*block, ""] if later else ["", *block] if start == len(lines) else block
+    doc.write_text("\n".join(lines).rstrip() + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -94,6 +165,31 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {doc} exists; pass --force to replace it", file=sys.stderr)
         return 2
     figures = doc.parent / "figures"
+    if args.only is not None:
+        names = [n.strip().lower() for n in args.only.split(",") if n.strip()]
+        unknown = [n for n in names if n not in GROUPS]
+        if not names or unknown:
+            valid = ", ".join(GROUPS)
+            print(f"error: --only {args.only!r}; valid groups: {valid}", file=sys.stderr)
+            return 2
+        if not doc.exists():
+            print(f"error: --only updates an existing {doc}; none there", file=sys.stderr)
+            return 2
+        for name in names:
+            done_path = results / name / "done.json"
+            if not done_path.exists():
+                print(f"error: {name} has not finished under {results}", file=sys.stderr)
+                return 2
+            profile = json.loads(done_path.read_text()).get("profile")
+            if profile != args.allow_profile:
+                print(
+                    f"error: {name} was run with profile {profile!r}, not {args.allow_profile!r}",
+                    file=sys.stderr,
+                )
+                return 2
+        update_sections(doc, results, names, figures)
+        print(f"updated {', '.join(names)} in {doc} and {figures}/")
+        return 0
     summary = [
         "| group | what | verdict | wall time | profile |",
         "| --- | --- | --- | --- | --- |",
@@ -117,13 +213,7 @@ def main(argv: list[str] | None = None) -> int:
             summary.append(f"| {name} | {group.title} | not run | — | — |")
             continue
         text, done = group_section(name, folder, figures)
-        verdict = VERDICT.search(text)
-        wall = done.get("wall_time_s")
-        wall_text = "—" if wall is None else f"{wall:.0f} s"
-        summary.append(
-            f"| {name} | {group.title} | {verdict.group(1) if verdict else '—'} | "
-            f"{wall_text} | {done.get('profile')} |"
-        )
+        summary.append(summary_row(name, text, done))
         sections.append(text.rstrip() + "\n")
     readings = results / READINGS_FILE
     readings_text = ""
