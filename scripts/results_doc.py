@@ -73,8 +73,10 @@ def group_section(name: str, folder: Path, figures: Path) -> tuple[str, dict]:
     text = FIGURE.sub(lambda m: f"![{m.group(1)}]({rel}/{m.group(2)})", text)
     text = re.sub(r"^# ", "## ", text, flags=re.M) if text.startswith("# ") else text
     if name == "e8":
+        # E8's claims were stated before its run: they head its section.
         heading, _, rest = text.partition("\n")
-        text = f"{heading}\n\n{TEXT['e8-claims'].substitute()}\n{rest}"
+        claims = TEXT["e8-claims"].substitute()
+        text = f"{heading}\n\n{claims}\n{rest}"
     return text, done
 
 

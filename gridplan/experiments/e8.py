@@ -37,9 +37,11 @@ from gridplan.experiments import paper
 from gridplan.experiments.figures import scale_figure
 from gridplan.experiments.learned_runs import (
     RUNS,
+    DeterministicStack,
     ModelStack,
     cpu_threads,
     group_relative,
+    plans_deterministically,
     quiet_lightning,
     run_config,
 )
@@ -249,15 +251,19 @@ def train_learned(ctx: GroupContext, cfg: E8Config) -> tuple[dict, float]:
 
 
 def learned_pool(ctx: GroupContext, cfg: E8Config, name: str, trained: dict) -> list[ScaleRecord]:
-    """The learned models of world ``name`` on the grid's windows and closed loop, in one batch."""
+    """The learned models of world ``name`` on the grid's windows and closed loop, in one batch
+    (``DeterministicStack`` when every model plans deterministically)."""
     task = tasks.get("A", world=name)
     jobs = [(row, seed) for seed in cfg.learned_seeds for row in cfg.learned_rows]
     models = [load_world_model(ctx.out / trained[(name, r.key, s)], ctx.device) for r, s in jobs]
-    stack = ModelStack(models)
+    # Deterministic models plan on the shared-prefix tree: a quarter of the predictions at
+    # depth 4, bit for bit the same leaf scores.
+    det = all(plans_deterministically(m) for m in models)
     windows = standard_windows(ctx, cfg.protocol, task)
     with cpu_threads(ctx):
-        metrics = prediction_metrics(stack, windows, task)
-        summaries, _ = closed_loop(ctx, stack, task, cfg.protocol)
+        metrics = prediction_metrics(ModelStack(models), windows, task)
+        planned = DeterministicStack(models) if det else ModelStack(models)
+        summaries, _ = closed_loop(ctx, planned, task, cfg.protocol)
     layout = _layout(name)
     return [
         ScaleRecord(
@@ -543,8 +549,10 @@ def worlds_table(report: GroupReport, rows: list[WorldRow], cfg: E8Config) -> No
         f"that world. ρ with a bootstrap 95% CI ({cfg.n_resamples} resamples; the margin's "
         "CI resamples the same models for both ρ). The paper measures only its 12-dim "
         "world (Table 1, 48 models): its numbers are the reference of every row. The "
-        "irrelevant share counts the dims outside 0-5 (positions in grid cells, "
-        "normalized by N - 1).",
+        "irrelevant share counts the dims outside 0-5. E_tot is a mean over the S dims, so "
+        "along the width axis ever more of it is irrelevant error; along the length axis σR "
+        "stays in grid cells while positions are normalized by N − 1, so the relevant part "
+        "of E_tot shrinks as 1/(N − 1)² at a fixed σR.",
     )
 
 
