@@ -549,6 +549,6 @@ def scale_figure(rows: Sequence, width_axis: Sequence[str], length_axis: Sequenc
         ax.set_xlabel(xlabel)
         ax.set_ylim(-1.05, 1.05)
     panels[0].set_ylabel("Spearman ρ with success")
-    panels[0].legend(loc="lower left", fontsize=8)
+    panels[0].legend(loc="upper right", fontsize=8)
     fig.suptitle("Which error ranks the controlled grid as worlds grow (stars: paper, 12 dims)")
     return fig
