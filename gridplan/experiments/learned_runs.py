@@ -74,7 +74,8 @@ class ModelStack(WorldModel):
     def predict(
         self, state: torch.Tensor, action: torch.Tensor, generator: torch.Generator
     ) -> torch.Tensor:
-        """``(N, 12)``, ``(N,)`` -> ``(N, 12)``, block ``m`` by model ``m``.
+        """``(N, S)``, ``(N,)`` -> ``(N, S)`` (``S``: the world's state width), block ``m`` by
+        model ``m``.
 
         Raises:
             ValueError: if ``N`` does not split into ``n_settings`` equal blocks.
