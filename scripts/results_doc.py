@@ -39,6 +39,8 @@ VERDICT = re.compile(r"\*\*Verdict: (.+?)\*\*")
 #: Written by ``scripts/readings.py`` into the results root.
 READINGS_FILE = "readings.md"
 FIGURE = re.compile(r"!\[([^\]]*)\]\(([^)]+\.png)\)")
+#: The first line of the summary table.
+SUMMARY_HEADER = "| group | what | verdict | wall time | profile |"
 #: The prose around the tables: named fragments with ``${...}`` placeholders.
 TEMPLATE = Path(__file__).resolve().parent / "templates" / "results.md"
 TEXT = read_fragments(TEMPLATE)
@@ -131,6 +133,24 @@ def _section_start(lines: list[str], name: str) -> int | None:
     return next((k for k, line in enumerate(lines) if line.startswith(head)), None)
 
 
+def summary_rows(lines: list[str]) -> dict[str, int]:
+    """Group name -> line index of its row in the summary table (the first table headed
+    ``SUMMARY_HEADER``; other tables, such as the readings', also name groups).
+
+    Raises:
+        ValueError: if the document has no summary table.
+    """
+    try:
+        k = lines.index(SUMMARY_HEADER) + 2
+    except ValueError:
+        raise ValueError(f"no summary table ({SUMMARY_HEADER}) in the document") from None
+    rows = {}
+    while k < len(lines) and lines[k].startswith("| "):
+        rows[lines[k].split(" | ")[0][2:]] = k
+        k += 1
+    return rows
+
+
 def update_sections(doc: Path, results: Path, names: list[str], figures: Path) -> None:
     """Replace (or insert, in registry order) the named groups' sections and summary rows of
     ``doc``, from their finished folders under ``results``; every other line stays."""
@@ -138,16 +158,13 @@ def update_sections(doc: Path, results: Path, names: list[str], figures: Path) -
     order = list(GROUPS)
     for name in names:
         text, done = group_section(name, results / name, figures)
-        rows = {
-            line.split(" | ")[0][2:]: k
-            for k, line in enumerate(lines)
-            if line.startswith("| ") and line.split(" | ")[0][2:] in GROUPS
-        }
+        rows = summary_rows(lines)
         if name in rows:
             lines[rows[name]] = summary_row(name, text, done)
         else:
-            before = [k for g, k in rows.items() if order.index(g) < order.index(name)]
-            at = max(before) + 1 if before else min(rows.values())
+            rank = {g: i for i, g in enumerate(order)}
+            before = [k for g, k in rows.items() if rank.get(g, len(order)) < rank[name]]
+            at = max(before) + 1 if before else lines.index(SUMMARY_HEADER) + 2
             lines.insert(at, summary_row(name, text, done))
         starts = {g: k for g in order if (k := _section_start(lines, g)) is not None}
         start = starts.get(name)
@@ -189,13 +206,14 @@ def main(argv: list[str] | None = None) -> int:
                     file=sys.stderr,
                 )
                 return 2
-        update_sections(doc, results, names, figures)
+        try:
+            update_sections(doc, results, names, figures)
+        except ValueError as err:
+            print(f"error: {doc}: {err}", file=sys.stderr)
+            return 2
         print(f"updated {', '.join(names)} in {doc} and {figures}/")
         return 0
-    summary = [
-        "| group | what | verdict | wall time | profile |",
-        "| --- | --- | --- | --- | --- |",
-    ]
+    summary = [SUMMARY_HEADER, "| --- | --- | --- | --- | --- |"]
     sections = []
     finished = [n for n in GROUPS if (results / n / "done.json").exists()]
     if not finished:

@@ -151,12 +151,16 @@ def test_e8_tiny_runs_every_world_and_updates_only_its_section_of_the_results_do
     doc = tmp_path / "docs" / "RESULTS.md"
     doc.parent.mkdir()
     other = "## E1 — the first group\n\nkept as it was"
-    doc.write_text(f"# Results\n\n| group | a | b | c | d |\n| --- |\n| e1 | x | y | z | w |\n\n{other}\n")
     script = load_script("results_doc")
+    # A later table that also names groups (as the readings' does) is not the summary.
+    readings = "| group | claim |\n| --- | --- |\n| e7 | an effect |"
+    summary = f"{script.SUMMARY_HEADER}\n| --- |\n| e1 | x | y | z | w |"
+    doc.write_text(f"# Results\n\n{summary}\n\n{readings}\n\n{other}\n")
     argv = ["--results", str(tmp_path), "--doc", str(doc), "--only", "e8", "--force"]
     assert script.main([*argv, "--allow-profile", "tiny"]) == 0
     first = doc.read_text()
-    assert other in first and first.index("| e1 |") < first.index("| e8 |") < first.index(other)
+    assert other in first and readings in first
+    assert first.index("| e1 |") < first.index("| e8 |") < first.index("| e7 |")
     assert "## E8 — " in first and "E8's verdicts were stated before" in first
     assert (doc.parent / "figures" / "e8" / "fig_scale.png").is_file()
     assert script.main([*argv, "--allow-profile", "tiny"]) == 0
