@@ -12,6 +12,13 @@ time. When ``python scripts/readings.py`` has run on the same results root, its
 explanations the measurements support) follows the summary. Groups whose ``done.json`` is
 missing are listed as not run; a quick or tiny run is refused unless ``--allow-profile``
 names it, so the committed report always says which protocol it shows.
+
+``--only GROUPS`` updates an existing ``--doc`` in place: it replaces (or appends, in registry
+order) only the named groups' sections, summary rows and figures, leaving every other group's
+text as it was; for a results root that holds some groups only::
+
+    python scripts/reproduce.py --only e8
+    python scripts/results_doc.py --only e8 --force
 """
 
 from __future__ import annotations
@@ -32,6 +39,8 @@ VERDICT = re.compile(r"\*\*Verdict: (.+?)\*\*")
 #: Written by ``scripts/readings.py`` into the results root.
 READINGS_FILE = "readings.md"
 FIGURE = re.compile(r"!\[([^\]]*)\]\(([^)]+\.png)\)")
+#: The first line of the summary table.
+SUMMARY_HEADER = "| group | what | verdict | wall time | profile |"
 #: The prose around the tables: named fragments with ``${...}`` placeholders.
 TEMPLATE = Path(__file__).resolve().parent / "templates" / "results.md"
 TEXT = read_fragments(TEMPLATE)
@@ -45,6 +54,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--allow-profile", default="full", choices=PROFILES, help="profile the run must have used"
     )
     p.add_argument("--force", action="store_true", help="replace an existing --doc file")
+    p.add_argument(
+        "--only",
+        metavar="GROUPS",
+        help="comma-separated groups whose sections replace theirs in the existing --doc "
+        "(needs --force); the other groups' sections stay as they are",
+    )
     return p
 
 
@@ -59,7 +74,23 @@ def group_section(name: str, folder: Path, figures: Path) -> tuple[str, dict]:
     rel = f"{figures.name}/{name}"
     text = FIGURE.sub(lambda m: f"![{m.group(1)}]({rel}/{m.group(2)})", text)
     text = re.sub(r"^# ", "## ", text, flags=re.M) if text.startswith("# ") else text
+    if name == "e8":
+        # E8's claims were stated before its run: they head its section.
+        heading, _, rest = text.partition("\n")
+        claims = TEXT["e8-claims"].substitute()
+        text = f"{heading}\n\n{claims}\n{rest}"
     return text, done
+
+
+def summary_row(name: str, text: str, done: dict) -> str:
+    """The summary table's row of a finished group."""
+    verdict = VERDICT.search(text)
+    wall = done.get("wall_time_s")
+    wall_text = "—" if wall is None else f"{wall:.0f} s"
+    return (
+        f"| {name} | {GROUPS[name].title} | {verdict.group(1) if verdict else '—'} | "
+        f"{wall_text} | {done.get('profile')} |"
+    )
 
 
 def wall_time_note(results: Path, finished: list[str]) -> str:
@@ -67,7 +98,7 @@ def wall_time_note(results: Path, finished: list[str]) -> str:
     e3 and e7."""
     done = [json.loads((results / n / "done.json").read_text()) for n in finished]
     threads = sorted({d.get("threads") for d in done} - {None})
-    pieces = {"e3": "", "e7": ""}
+    pieces = {"e3": "", "e7": "", "e8": ""}
     e3 = results / "e3" / "results.json"
     if "e3" in finished and e3.exists():
         res = json.loads(e3.read_text())
@@ -83,8 +114,67 @@ def wall_time_note(results: Path, finished: list[str]) -> str:
             replication=len(res["replication"]),
             seconds=" + ".join(f"{s:.0f}" for s in seconds.values()),
         )
+    e8 = results / "e8" / "results.json"
+    if "e8" in finished and e8.exists():
+        res = json.loads(e8.read_text())
+        pieces["e8"] = TEXT["wall-times-e8"].substitute(
+            models=sum(1 for m in res["models"] if m["family"] == "learned"),
+            seconds=f"{res['train_wall_seconds']:.0f}",
+            worlds=len(res["worlds"]),
+            grid=f"{sum(w['grid_seconds'] for w in res['worlds']):.0f}",
+        )
     threads_text = " or ".join(map(str, threads))
     return TEXT["wall-times"].substitute(threads=threads_text, **pieces) + "\n\n"
+
+
+def _section_start(lines: list[str], name: str) -> int | None:
+    """Index of the line that starts group ``name``'s section (``## E8 ...``), or None."""
+    head = f"## {name.upper()} "
+    return next((k for k, line in enumerate(lines) if line.startswith(head)), None)
+
+
+def summary_rows(lines: list[str]) -> dict[str, int]:
+    """Group name -> line index of its row in the summary table (the first table headed
+    ``SUMMARY_HEADER``; other tables, such as the readings', also name groups).
+
+    Raises:
+        ValueError: if the document has no summary table.
+    """
+    try:
+        k = lines.index(SUMMARY_HEADER) + 2
+    except ValueError:
+        raise ValueError(f"no summary table ({SUMMARY_HEADER}) in the document") from None
+    rows = {}
+    while k < len(lines) and lines[k].startswith("| "):
+        rows[lines[k].split(" | ")[0][2:]] = k
+        k += 1
+    return rows
+
+
+def update_sections(doc: Path, results: Path, names: list[str], figures: Path) -> None:
+    """Replace (or insert, in registry order) the named groups' sections and summary rows of
+    ``doc``, from their finished folders under ``results``; every other line stays."""
+    lines = doc.read_text().splitlines()
+    order = list(GROUPS)
+    for name in names:
+        text, done = group_section(name, results / name, figures)
+        rows = summary_rows(lines)
+        if name in rows:
+            lines[rows[name]] = summary_row(name, text, done)
+        else:
+            rank = {g: i for i, g in enumerate(order)}
+            before = [k for g, k in rows.items() if rank.get(g, len(order)) < rank[name]]
+            at = max(before) + 1 if before else lines.index(SUMMARY_HEADER) + 2
+            lines.insert(at, summary_row(name, text, done))
+        starts = {g: k for g in order if (k := _section_start(lines, g)) is not None}
+        start = starts.get(name)
+        later = sorted(k for g, k in starts.items() if order.index(g) > order.index(name))
+        end = later[0] if later else len(lines)
+        if start is None:
+            start = end
+        block = text.rstrip().splitlines()
+        lines[start:end] = [*block, ""] if later else ["", *block] if start == len(lines) else block
+    doc.write_text("\n".join(lines).rstrip() + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -94,10 +184,36 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {doc} exists; pass --force to replace it", file=sys.stderr)
         return 2
     figures = doc.parent / "figures"
-    summary = [
-        "| group | what | verdict | wall time | profile |",
-        "| --- | --- | --- | --- | --- |",
-    ]
+    if args.only is not None:
+        names = [n.strip().lower() for n in args.only.split(",") if n.strip()]
+        unknown = [n for n in names if n not in GROUPS]
+        if not names or unknown:
+            valid = ", ".join(GROUPS)
+            print(f"error: --only {args.only!r}; valid groups: {valid}", file=sys.stderr)
+            return 2
+        if not doc.exists():
+            print(f"error: --only updates an existing {doc}; none there", file=sys.stderr)
+            return 2
+        for name in names:
+            done_path = results / name / "done.json"
+            if not done_path.exists():
+                print(f"error: {name} has not finished under {results}", file=sys.stderr)
+                return 2
+            profile = json.loads(done_path.read_text()).get("profile")
+            if profile != args.allow_profile:
+                print(
+                    f"error: {name} was run with profile {profile!r}, not {args.allow_profile!r}",
+                    file=sys.stderr,
+                )
+                return 2
+        try:
+            update_sections(doc, results, names, figures)
+        except ValueError as err:
+            print(f"error: {doc}: {err}", file=sys.stderr)
+            return 2
+        print(f"updated {', '.join(names)} in {doc} and {figures}/")
+        return 0
+    summary = [SUMMARY_HEADER, "| --- | --- | --- | --- | --- |"]
     sections = []
     finished = [n for n in GROUPS if (results / n / "done.json").exists()]
     if not finished:
@@ -117,13 +233,7 @@ def main(argv: list[str] | None = None) -> int:
             summary.append(f"| {name} | {group.title} | not run | — | — |")
             continue
         text, done = group_section(name, folder, figures)
-        verdict = VERDICT.search(text)
-        wall = done.get("wall_time_s")
-        wall_text = "—" if wall is None else f"{wall:.0f} s"
-        summary.append(
-            f"| {name} | {group.title} | {verdict.group(1) if verdict else '—'} | "
-            f"{wall_text} | {done.get('profile')} |"
-        )
+        summary.append(summary_row(name, text, done))
         sections.append(text.rstrip() + "\n")
     readings = results / READINGS_FILE
     readings_text = ""

@@ -1,4 +1,5 @@
-"""The paper's experiment groups (paper §5: E1-E6; E7, the learned-model zoo) and their registry.
+"""The paper's experiment groups (paper §5: E1-E6; E7, the learned-model zoo; E8, larger
+worlds) and their registry.
 
 ``python scripts/reproduce.py`` runs them through ``run_groups``. Layout (``docs/DESIGN.md``):
 
@@ -8,7 +9,7 @@
 - ``measure``, ``pools``, ``learned_runs``: shared computation (windows and closed-loop
   summaries; the controlled grid and sweep; training the learned models);
 - ``report`` (``table.md``: tables and verdicts) and ``figures`` (every figure);
-- ``e1`` ... ``e7``: one group each, compute -> records -> files, tables, figures, verdicts;
+- ``e1`` ... ``e8``: one group each, compute -> records -> files, tables, figures, verdicts;
 - ``paper``: the paper's numbers printed beside ours.
 
 To add a group: write a module with ``run(ctx) -> GroupReport``, its config per profile in
@@ -19,7 +20,7 @@ results it reuses (they then run first; it reads their result files, never their
 from __future__ import annotations
 
 from gridplan.core.protocols import PROFILES
-from gridplan.experiments import e1, e2, e3, e4, e5, e6, e7, settings
+from gridplan.experiments import e1, e2, e3, e4, e5, e6, e7, e8, settings
 from gridplan.experiments.runner import Group, run_groups, select_groups
 
 GROUPS: dict[str, Group] = {
@@ -45,6 +46,9 @@ GROUPS: dict[str, Group] = {
     "e6": Group("e6", "Depth, horizon, fans, AR(1) noise, VPE", e6.run, settings.E6, ("e1",)),
     "e7": Group(
         "e7", "Learned-model zoo: which metric ranks learned models", e7.run, settings.E7, ("e1",)
+    ),
+    "e8": Group(
+        "e8", "Scale: DRPE vs E_tot as the state widens and the grid grows", e8.run, settings.E8
     ),
 }
 

@@ -55,9 +55,11 @@ from gridplan.experiments import paper
 from gridplan.experiments.figures import pool_scatter_figure, zoo_scatter_figure
 from gridplan.experiments.learned_runs import (
     RUNS,
+    DeterministicStack,
     ModelStack,
     cpu_threads,
     group_relative,
+    plans_deterministically,
     quiet_lightning,
     run_config,
 )
@@ -70,9 +72,7 @@ from gridplan.experiments.tables import GroupReport, fmt, fmt_rho, fmt_se
 from gridplan.metrics.bootstrap import percentile_interval, spearman_of_counts
 from gridplan.metrics.prediction import prediction_metrics
 from gridplan.metrics.stats import SpearmanResult, mean_se, spearman_ci
-from gridplan.models.contract import WorldModel
 from gridplan.models.learned import load_world_model
-from gridplan.planning.scorers import is_deterministic
 from gridplan.util.threads import available_cpus
 
 #: The zoo "spans" success when its configurations' depth-2 success reaches at most this ...
@@ -179,36 +179,6 @@ class ZooRecord(Record):
     def to_dict(self) -> dict[str, Any]:
         row = {k: v for k, v in vars(self).items() if k != "metrics"}
         return {**row, **self.metrics}
-
-
-def plans_deterministically(model) -> bool:
-    """Whether ``model``'s ``predict`` is a fixed function of state and action: declared
-    deterministic, or an ensemble planning with its members' mean (which declares itself
-    stochastic only because its other mode, trajectory sampling, is)."""
-    return is_deterministic(model) or getattr(model, "sampling", None) == "mean"
-
-
-class DeterministicStack(WorldModel):
-    """One-setting models that plan deterministically (``plans_deterministically``) in one
-    batch (``ModelStack``), declared deterministic, so the planner scores them with the
-    shared-prefix tree: one prediction per tree node, the scores of independent leaves bit
-    for bit (``gridplan.planning.tree``).
-
-    Raises:
-        ValueError: if a model does not plan deterministically, or as ``ModelStack``.
-    """
-
-    deterministic = True
-
-    def __init__(self, models: Sequence) -> None:
-        bad = [k for k, m in enumerate(models) if not plans_deterministically(m)]
-        if bad:
-            raise ValueError(f"models {bad} are not deterministic")
-        self.stack = ModelStack(models)
-        self.n_settings = self.stack.n_settings
-
-    def predict(self, state, action, generator):
-        return self.stack.predict(state, action, generator)
 
 
 # --------------------------------------------------------------------------- compute

@@ -508,3 +508,47 @@ def pool_scatter_figure(
     axes[0].set_ylabel(f"closed-loop success (depth {depth})")
     axes[0].legend(fontsize=7)
     return fig
+
+
+# --------------------------------------------------------------------------- E8
+
+
+def _rho_line(ax, rows: Sequence, x: np.ndarray, metric: str, label: str, color: str) -> None:
+    def values(suffix: str) -> np.ndarray:
+        got = [getattr(r, f"rho_{metric}{suffix}") for r in rows]
+        return np.array([np.nan if v is None else v for v in got], dtype=float)
+
+    rho, low, high = values(""), values("_low"), values("_high")
+    yerr = np.nan_to_num(np.stack([rho - low, high - rho]), nan=0.0).clip(min=0.0)
+    ax.errorbar(x, rho, yerr=yerr, marker="o", capsize=3, color=color, label=label)
+
+
+def scale_figure(rows: Sequence, width_axis: Sequence[str], length_axis: Sequence[str], paper_grid):
+    """E8: Spearman ρ of E_tot and of DRPE with success against state width (the worlds of
+    ``width_axis``) and against grid size (``length_axis``), with bootstrap 95% CIs; the
+    paper's 12-dim values (``paper_grid``: Table 1's grid row) as stars. ``rows``: E8's world
+    rows (``WorldRow``)."""
+    by_name = {r.world: r for r in rows}
+    fig = new_figure(10.0, 4.0)
+    panels = fig.subplots(1, 2, sharey=True)
+    for ax, names, key, xlabel in (
+        (panels[0], width_axis, "state_width", "state width S (grid 8, K distractors)"),
+        (panels[1], length_axis, "size", "grid size N (two distractors)"),
+    ):
+        sub = [by_name[n] for n in names]
+        x = np.array([getattr(r, key) for r in sub], dtype=float)
+        _rho_line(ax, sub, x, "E_tot", "E_tot", "tab:orange")
+        _rho_line(ax, sub, x, "DRPE", "DRPE (graded)", "tab:blue")
+        x0 = getattr(by_name[names[0]], key)
+        ax.plot([x0], [paper_grid["E_tot"].value], "*", color="tab:orange", ms=12, mec="black")
+        ax.plot([x0], [paper_grid["DRPE"].value], "*", color="tab:blue", ms=12, mec="black")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(x, [f"{int(v)}" for v in x])
+        ax.minorticks_off()
+        ax.axhline(0.0, color="grey", lw=0.8)
+        ax.set_xlabel(xlabel)
+        ax.set_ylim(-1.05, 1.05)
+    panels[0].set_ylabel("Spearman ρ with success")
+    panels[0].legend(loc="upper right", fontsize=8)
+    fig.suptitle("Which error ranks the controlled grid as worlds grow (stars: paper, 12 dims)")
+    return fig

@@ -9,7 +9,8 @@ models from e3's ``results.json`` (``training_checkpoint``) and trains them itse
 same settings only when e3 has not finished with the same config.
 
 ``ModelStack`` puts several one-setting models into one batch, so the planner and the
-metrics evaluate all of a seed's models in one call.
+metrics evaluate all of a seed's models in one call; ``DeterministicStack`` does so for
+models that plan deterministically, so the planner shares the tree's prefixes (e7, e8).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from gridplan.experiments.settings import E3Config, LearnedRow
 from gridplan.metrics.relevance_estimation import intra_op_threads
 from gridplan.models.contract import WorldModel
 from gridplan.models.learned import load_world_model
+from gridplan.planning.scorers import is_deterministic
 from gridplan.training.config import compose
 from gridplan.util.threads import available_cpus
 
@@ -72,7 +74,8 @@ class ModelStack(WorldModel):
     def predict(
         self, state: torch.Tensor, action: torch.Tensor, generator: torch.Generator
     ) -> torch.Tensor:
-        """``(N, 12)``, ``(N,)`` -> ``(N, 12)``, block ``m`` by model ``m``.
+        """``(N, S)``, ``(N,)`` -> ``(N, S)`` (``S``: the world's state width), block ``m`` by
+        model ``m``.
 
         Raises:
             ValueError: if ``N`` does not split into ``n_settings`` equal blocks.
@@ -86,6 +89,36 @@ class ModelStack(WorldModel):
             for k, m in enumerate(self.models)
         ]
         return torch.cat(parts)
+
+
+def plans_deterministically(model) -> bool:
+    """Whether ``model``'s ``predict`` is a fixed function of state and action: declared
+    deterministic, or an ensemble planning with its members' mean (which declares itself
+    stochastic only because its other mode, trajectory sampling, is)."""
+    return is_deterministic(model) or getattr(model, "sampling", None) == "mean"
+
+
+class DeterministicStack(WorldModel):
+    """One-setting models that plan deterministically (``plans_deterministically``) in one
+    batch (``ModelStack``), declared deterministic, so the planner scores them with the
+    shared-prefix tree: one prediction per tree node, the scores of independent leaves bit
+    for bit (``gridplan.planning.tree``).
+
+    Raises:
+        ValueError: if a model does not plan deterministically, or as ``ModelStack``.
+    """
+
+    deterministic = True
+
+    def __init__(self, models: Sequence) -> None:
+        bad = [k for k, m in enumerate(models) if not plans_deterministically(m)]
+        if bad:
+            raise ValueError(f"models {bad} are not deterministic")
+        self.stack = ModelStack(models)
+        self.n_settings = self.stack.n_settings
+
+    def predict(self, state, action, generator):
+        return self.stack.predict(state, action, generator)
 
 
 @contextlib.contextmanager

@@ -2,7 +2,7 @@
 
 One public place for what groups share: the E1 grid that e2, e4 and e6 reuse, E2's
 relevance sweep that e4 reuses, E3's training rows and overrides that e4 trains with, E7's
-learned-model zoos (read from ``configs/zoo/``). Each ``E<n>`` maps a profile name
+learned-model zoos (read from ``configs/zoo/``), E8's worlds. Each ``E<n>`` maps a profile name
 (``gridplan.core.protocols.PROFILES``) to that group's config.
 
 The values live in Hydra configs, ``configs/experiments/``: ``settings.yaml`` selects the
@@ -33,6 +33,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from gridplan.core import world as worlds
 from gridplan.core.protocols import PROFILES, Profile, Protocol
 from gridplan.evaluation.ladder_protocol import LadderProtocol
 from gridplan.metrics.relevance_estimation import FVIConfig
@@ -456,6 +457,65 @@ class E7Config(GroupConfig):
         return LadderProtocol.of(loop, **sizes)
 
 
+# --------------------------------------------------------------------------- E8
+
+
+@dataclass(frozen=True, kw_only=True)
+class E8Config(GroupConfig):
+    """E8 settings: the controlled grid and a few learned models in larger worlds.
+
+    Attributes:
+        width_axis: worlds of the paper's grid size with more distractors (``g8-k<K>``),
+            in ascending state width; the first is the paper's world.
+        length_axis: worlds of two distractors on larger grids (``g<N>-k2``), ascending in
+            ``N``; the first is the paper's world.
+        extra_worlds: further worlds measured and tabled but on neither axis.
+        sigma_r: relevant noise levels, grid cells (E1's).
+        sigma_i: irrelevant noise levels, normalized units (E1's).
+        protocol: the closed loop and held-out windows of every world (the windows come
+            from each world's own behaviour episodes).
+        learned_rows: learned MLPs trained in each world of ``learned_worlds`` at one data
+            budget (``LearnedRow``: variant and data choice).
+        learned_worlds: the worlds whose learned models are trained (a subset of the axes').
+        learned_seeds: training seeds of each learned row.
+        train_overrides: extra overrides of every training run (epochs, network size).
+        n_resamples: bootstrap resamples of every Spearman CI and of the margin slopes.
+
+    Raises:
+        ValueError: if an axis is empty or does not start at the paper's world, or a
+            learned world is not measured.
+    """
+
+    recorded: ClassVar[tuple[str, ...]] = ("depth", "seeds", "episodes", "n_windows", "horizon")
+
+    width_axis: tuple[str, ...]
+    length_axis: tuple[str, ...]
+    extra_worlds: tuple[str, ...] = ()
+    sigma_r: tuple[float, ...]
+    sigma_i: tuple[float, ...]
+    protocol: Protocol
+    learned_rows: tuple[LearnedRow, ...] = ()
+    learned_worlds: tuple[str, ...] = ()
+    learned_seeds: tuple[int, ...] = (0,)
+    train_overrides: tuple[str, ...] = ()
+    n_resamples: int
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for axis in ("width_axis", "length_axis"):
+            names = getattr(self, axis)
+            if not names or worlds.get(names[0]) != worlds.DEFAULT:
+                raise ValueError(f"E8Config.{axis} must start at the paper's world, got {names}")
+        missing = [w for w in self.learned_worlds if w not in self.worlds]
+        if missing:
+            raise ValueError(f"E8Config.learned_worlds {missing} are not measured")
+
+    @property
+    def worlds(self) -> tuple[str, ...]:
+        """Every measured world once, axes first."""
+        return tuple(dict.fromkeys((*self.width_axis, *self.length_axis, *self.extra_worlds)))
+
+
 #: The settings' config folder: ``settings.yaml``, one group per experiment group.
 SETTINGS_DIR = CONFIGS_ROOT / "experiments"
 
@@ -473,6 +533,7 @@ class Settings:
     e5: E5Config
     e6: E6Config
     e7: E7Config
+    e8: E8Config
 
 
 def _zoo(name: str, seeds=None, eval_seeds=None, max_epochs=None) -> DictConfig:
@@ -534,5 +595,6 @@ E4: dict[str, E4Config] = {name: s.e4 for name, s in _SETTINGS.items()}
 E5: dict[str, E5Config] = {name: s.e5 for name, s in _SETTINGS.items()}
 E6: dict[str, E6Config] = {name: s.e6 for name, s in _SETTINGS.items()}
 E7: dict[str, E7Config] = {name: s.e7 for name, s in _SETTINGS.items()}
+E8: dict[str, E8Config] = {name: s.e8 for name, s in _SETTINGS.items()}
 #: The paper's Table 3 rows and its random-data one (the full profile's).
 ROWS, RANDOM_ROW = E3["full"].rows, E3["full"].random_row
