@@ -27,6 +27,7 @@ def ensemble_run(tmp_path_factory) -> Path:
     return Path(artifacts["run_dir"])
 
 
+@pytest.mark.slow
 def test_the_report_of_an_ensemble_run_holds_its_uncertainty_with_a_seeded_ci(
     ensemble_run, tmp_path, capsys
 ):
@@ -44,6 +45,7 @@ def test_the_report_of_an_ensemble_run_holds_its_uncertainty_with_a_seeded_ci(
     assert first["curve"][-1] == pytest.approx([1.0, first["aurc_random"]])
 
 
+@pytest.mark.slow
 def test_the_card_of_an_ensemble_run_shows_spearman_aurc_and_the_risk_coverage_figure(
     ensemble_run, capsys
 ):

@@ -49,7 +49,8 @@ def read_csv(path: Path) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def tiny_root(tmp_path_factory) -> Path:
-    """All registered groups run once on the tiny profile through the command line."""
+    """All registered groups run once on the tiny profile through the command line (about
+    30 s: the tests that read it are in the slow tier)."""
     root = tmp_path_factory.mktemp("results")
     code = load_cli().main(["--profile", "tiny", "--out", str(root), "--no-progress"])
     assert code == 0
@@ -83,6 +84,7 @@ def toy_group(
     return Group(name, "toy group", run, configs, tuple(reads))
 
 
+@pytest.mark.slow
 def test_every_group_writes_tables_figures_numbers_and_done_json(tiny_root):
     for name in GROUPS:
         folder = tiny_root / name
@@ -94,6 +96,7 @@ def test_every_group_writes_tables_figures_numbers_and_done_json(tiny_root):
     assert sorted(p.name for p in tiny_root.iterdir()) == sorted([*GROUPS, DATA_CACHE])
 
 
+@pytest.mark.slow
 def test_e1_models_csv_has_one_row_per_grid_setting_with_exact_zero_drpe_for_irrelevant_noise(
     tiny_root,
 ):
@@ -114,6 +117,7 @@ def test_e1_models_csv_has_one_row_per_grid_setting_with_exact_zero_drpe_for_irr
     assert [m["name"] for m in models] == [r["name"] for r in rows]
 
 
+@pytest.mark.slow
 def test_tables_print_the_paper_value_beside_ours(tiny_root):
     t1 = (tiny_root / "e1" / "table.md").read_text()
     assert (
@@ -129,6 +133,7 @@ def test_tables_print_the_paper_value_beside_ours(tiny_root):
         assert "**Verdict: " in text.splitlines()[2], name
 
 
+@pytest.mark.slow
 def test_done_json_records_profile_config_wall_time_and_verdicts(tiny_root):
     done = read_done(tiny_root / "e1")
     assert done["profile"] == "tiny"
@@ -141,6 +146,7 @@ def test_done_json_records_profile_config_wall_time_and_verdicts(tiny_root):
     ]
 
 
+@pytest.mark.slow
 def test_e2_reuses_finished_e1_and_says_the_learned_pool_is_missing(tiny_root, tmp_path):
     shutil.copytree(tiny_root / "e1", tmp_path / "e1")
     assert run_groups(GROUPS, ["e2"], tmp_path, "tiny", progress=False) == {"e2": "ran"}
@@ -154,6 +160,7 @@ def test_e2_reuses_finished_e1_and_says_the_learned_pool_is_missing(tiny_root, t
     assert {r["pool"] for r in rows} == {"grid", "sweep_graded", "sweep_binary"}
 
 
+@pytest.mark.slow
 def test_e2_pools_the_learned_models_of_a_finished_e3(tiny_root, tmp_path):
     shutil.copytree(tiny_root / "e1", tmp_path / "e1")
     e3 = tmp_path / "e3"
