@@ -186,6 +186,19 @@ def _layout(name: str) -> dict:
     }
 
 
+def _measured(pm, s) -> dict:
+    """The measured fields of a world's record: its prediction metrics ``pm`` and its
+    closed-loop summary ``s``."""
+    return {
+        "E_tot": pm.E_tot,
+        "DRPE_graded": pm.DRPE["graded"],
+        "DRPE_binary": pm.DRPE["binary"],
+        "success": s.success,
+        "success_se": s.success_se,
+        "n_episodes": s.n_episodes,
+    }
+
+
 def grid_pool(ctx: GroupContext, cfg: E8Config, name: str) -> list[ScaleRecord]:
     """The controlled grid of world ``name``: metrics on its windows, one batched closed loop."""
     task = tasks.get("A", world=name)
@@ -204,12 +217,7 @@ def grid_pool(ctx: GroupContext, cfg: E8Config, name: str) -> list[ScaleRecord]:
             sigma_i=sigma[1],
             key=None,
             seed=None,
-            E_tot=pm.E_tot,
-            DRPE_graded=pm.DRPE["graded"],
-            DRPE_binary=pm.DRPE["binary"],
-            success=s.success,
-            success_se=s.success_se,
-            n_episodes=s.n_episodes,
+            **_measured(pm, s),
         )
         for sigma, pm, s in zip(sigmas, metrics, summaries, strict=True)
     ]
@@ -274,12 +282,7 @@ def learned_pool(ctx: GroupContext, cfg: E8Config, name: str, trained: dict) -> 
             sigma_i=None,
             key=row.key,
             seed=seed,
-            E_tot=pm.E_tot,
-            DRPE_graded=pm.DRPE["graded"],
-            DRPE_binary=pm.DRPE["binary"],
-            success=s.success,
-            success_se=s.success_se,
-            n_episodes=s.n_episodes,
+            **_measured(pm, s),
         )
         for (row, seed), pm, s in zip(jobs, metrics, summaries, strict=True)
     ]
