@@ -25,6 +25,7 @@ def format_table(report: dict) -> str:
     rows = [
         ("model", model),
         ("task / depth", f"{report['task']} / {report['depth']}"),
+        ("world", report_task(report).world.describe()),
         ("success rate", f"{s['mean']:.3f} ± {_fmt(s['se'], 3)} (SE, n={s['n']})"),
         ("outcomes", f"goal {o['goal']}, hazard {o['hazard']}, timeout {o['timeout']}"),
         ("mean steps", f"{report['mean_steps']:.1f}"),
