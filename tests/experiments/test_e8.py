@@ -103,7 +103,8 @@ def test_verdicts_fail_when_total_error_leads_and_are_unstated_on_a_smoke_profil
     smoke = GroupReport("E8")
     verdicts(smoke, cfg, bad, fits, state=False)
     assert [v.reproduced for v in smoke.verdicts] == [None] * len(CLAIMS)
-    assert smoke.verdicts[0].detail.startswith("smoke profile, no verdict stated (would read: False)")
+    smoke_text = "smoke profile, no verdict stated (would read: False)"
+    assert smoke.verdicts[0].detail.startswith(smoke_text)
 
 
 def test_the_settings_start_both_axes_at_the_papers_world_and_train_only_measured_worlds():
