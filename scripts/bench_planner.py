@@ -893,6 +893,13 @@ def fmt_pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.0f}"
 
 
+def write_json(path: Path, result: dict) -> None:
+    """Write a benchmark's results as indented JSON (parent folders made) and say so."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {path}")
+
+
 def fmt_mb(x: int | None) -> str:
     return "-" if x is None else f"{x / 2**20:.0f}"
 
@@ -1112,9 +1119,7 @@ def against_main(args) -> int:
         for episodes in args.batches or [AGAINST_EPISODES]
     ]
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"against": results}, indent=2) + "\n")
-        print(f"wrote {args.json}")
+        write_json(args.json, {"against": results})
     return 0 if all(r["actions_identical"] for r in results) else 1
 
 
@@ -1294,9 +1299,7 @@ def main(argv: list[str] | None = None) -> int:
     if hasattr(os, "getloadavg"):
         info["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
-        print(f"wrote {args.json}")
+        write_json(args.json, result)
     return 0 if identical else 1
 
 

@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib.util
-import json
 import math
 import os
 import statistics
@@ -645,9 +644,7 @@ def main(argv: list[str] | None = None) -> int:
         peak = BENCH.fmt_mb(r["peak_memory_bytes"])
         print(f"over budget: {r['measure']} in {r['world']}: {peak} MB of {args.max_memory} B")
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
-        print(f"wrote {args.json}")
+        BENCH.write_json(args.json, result)
     return 1 if over else 0
 
 
