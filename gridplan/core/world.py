@@ -180,6 +180,12 @@ class World:
         names += _indexed("d1", self.d1, ("_x", "_y")) + _indexed("d2", self.d2, ("_x", "_y"))
         return tuple(names)
 
+    @property
+    def file_prefix(self) -> str:
+        """``<name>-`` in front of the names of run folders and cached or exported files, empty
+        in the default world (whose files keep the names they had before worlds)."""
+        return "" if self == DEFAULT else f"{self.name}-"
+
     def spec(self) -> dict:
         """The world as a JSON-ready dict (stored in checkpoints, datasets and reports)."""
         return {

@@ -29,7 +29,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gridplan.core import world as worlds
 from gridplan.core.constants import ACTION_NAMES
 from gridplan.core.tasks import Task
 from gridplan.data.datasets import TENSOR_FIELDS, TransitionDataset, collect
@@ -46,8 +45,7 @@ VAL_FRACTION = 0.1
 def export_name(policy: str, transitions: int, seed: int, task: Task) -> str:
     """File name of an export: ``<task>-<policy>-<transitions>-seed<seed>.npz`` (the data cache's
     key, ``gridplan.training.module.cache_path``)."""
-    prefix = "" if task.world == worlds.DEFAULT else f"{task.world.name}-"
-    return f"{prefix}{task.name}-{policy}-{transitions}-seed{seed}.npz"
+    return f"{task.world.file_prefix}{task.name}-{policy}-{transitions}-seed{seed}.npz"
 
 
 def sidecar(path: str | os.PathLike) -> Path:

@@ -546,8 +546,7 @@ def run_name(cfg: DictConfig) -> str:
         return str(cfg.name)
     n = parse_budget(cfg.data.budget)
     budget = f"{n // 1000}k" if n % 1000 == 0 else str(n)
-    world = worlds.get(cfg.world)
-    prefix = "" if world == worlds.DEFAULT else f"{world.name}-"
+    prefix = worlds.get(cfg.world).file_prefix
     return f"{prefix}{cfg.variant.name}-{cfg.data.policy}-{budget}-seed{cfg.seed}"
 
 

@@ -31,7 +31,6 @@ from torch.utils.data import BatchSampler, DataLoader, RandomSampler, Sequential
 from torch.utils.data import TensorDataset as _Tensors
 
 from gridplan.core import tasks
-from gridplan.core import world as worlds
 from gridplan.core.constants import STATE_LAYOUT_VERSION
 from gridplan.core.tasks import TASK_A, Task
 from gridplan.core.values import relevance_weights
@@ -200,15 +199,10 @@ def rollout_mse(
 # Data
 
 
-def _world_prefix(task: Task) -> str:
-    """``<world>-`` in front of cached file names, empty in the default world."""
-    return "" if task.world == worlds.DEFAULT else f"{task.world.name}-"
-
-
 def cache_path(cache_dir: str | Path, policy: str, transitions: int, seed: int, task: Task) -> Path:
     """Cached dataset file: ``<cache_dir>/<task.name>-<policy>-<transitions>-seed<seed>.pt``
     (prefixed ``<world>-`` outside the default world)."""
-    name = f"{_world_prefix(task)}{task.name}-{policy}-{transitions}-seed{seed}.pt"
+    name = f"{task.world.file_prefix}{task.name}-{policy}-{transitions}-seed{seed}.pt"
     return Path(cache_dir) / name
 
 
@@ -271,7 +265,7 @@ def held_out_windows(
         return _WINDOWS[key]
     path = None
     if cache_dir is not None:
-        name = f"{_world_prefix(task)}{task.name}-windows-{policy}-{n}x{horizon}-seed{seed}.pt"
+        name = f"{task.world.file_prefix}{task.name}-windows-{policy}-{n}x{horizon}-seed{seed}.pt"
         path = Path(cache_dir) / name
     windows = None
     if path is not None and path.exists():
