@@ -11,7 +11,9 @@ time. When ``python scripts/readings.py`` has run on the same results root, its
 ``readings.md`` (every reading of the paper's ambiguous choices side by side, with the
 explanations the measurements support) follows the summary. Groups whose ``done.json`` is
 missing are listed as not run; a quick or tiny run is refused unless ``--allow-profile``
-names it, so the committed report always says which protocol it shows.
+names it, so the committed report always says which protocol it shows. The pre-registered
+rules (``docs/PREREGISTERED.md``, committed before the runs they govern) follow the summary in
+both modes, as a section of their own that is replaced, never edited, on every update.
 
 ``--only GROUPS`` updates an existing ``--doc`` in place: it replaces (or appends, in registry
 order) only the named groups' sections, summary rows and figures, leaving every other group's
@@ -44,6 +46,9 @@ SUMMARY_HEADER = "| group | what | verdict | wall time | profile |"
 #: The prose around the tables: named fragments with ``${...}`` placeholders.
 TEMPLATE = Path(__file__).resolve().parent / "templates" / "results.md"
 TEXT = read_fragments(TEMPLATE)
+#: The rules that pick every reading and preset, written before the runs.
+PREREGISTERED = Path(__file__).resolve().parents[1] / "docs" / "PREREGISTERED.md"
+PREREGISTERED_HEADING = "## Pre-registered rules"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -151,6 +156,35 @@ def summary_rows(lines: list[str]) -> dict[str, int]:
     return rows
 
 
+def preregistered_section(source: Path = PREREGISTERED) -> list[str]:
+    """``source`` as one section of the results page: its title becomes
+    ``PREREGISTERED_HEADING`` and every heading below it goes one level down.
+
+    Raises:
+        ValueError: if ``source`` does not start with a level-1 title.
+    """
+    lines = source.read_text().rstrip().splitlines()
+    if not lines or not lines[0].startswith("# "):
+        raise ValueError(f"{source} must start with a '# ' title")
+    body = [f"#{line}" if line.startswith("#") else line for line in lines[1:]]
+    return [f"{PREREGISTERED_HEADING} (`docs/PREREGISTERED.md`)", *body]
+
+
+def place_preregistered(lines: list[str], section: list[str]) -> list[str]:
+    """``lines`` with the pre-registered section replaced, or inserted before the first
+    level-2 heading after the summary table."""
+    heading = [k for k, line in enumerate(lines) if line.startswith(PREREGISTERED_HEADING)]
+    if heading:
+        start = heading[0]
+        later = [k for k in range(start + 1, len(lines)) if lines[k].startswith("## ")]
+        end = later[0] if later else len(lines)
+        return [*lines[:start], *section, "", *lines[end:]]
+    after = lines.index(SUMMARY_HEADER) if SUMMARY_HEADER in lines else 0
+    nexts = [k for k in range(after, len(lines)) if lines[k].startswith("## ")]
+    at = nexts[0] if nexts else len(lines)
+    return [*lines[:at], *section, "", *lines[at:]]
+
+
 def update_sections(doc: Path, results: Path, names: list[str], figures: Path) -> None:
     """Replace (or insert, in registry order) the named groups' sections and summary rows of
     ``doc``, from their finished folders under ``results``; every other line stays."""
@@ -174,6 +208,7 @@ def update_sections(doc: Path, results: Path, names: list[str], figures: Path) -
             start = end
         block = text.rstrip().splitlines()
         lines[start:end] = [*block, ""] if later else ["", *block] if start == len(lines) else block
+    lines = place_preregistered(lines, preregistered_section())
     doc.write_text("\n".join(lines).rstrip() + "\n")
 
 
@@ -257,6 +292,8 @@ def main(argv: list[str] | None = None) -> int:
         + "\n".join(summary)
         + "\n\n"
         + wall_time_note(results, finished)
+        + "\n".join(preregistered_section())
+        + "\n\n"
         + readings_text
         + "\n".join(sections)
     )

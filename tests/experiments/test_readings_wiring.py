@@ -4,7 +4,6 @@ runner's folders (a non-default reading never writes over the default's results)
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 from pathlib import Path
 
@@ -22,17 +21,11 @@ from gridplan.experiments.runner import (
     run_groups,
 )
 from gridplan.experiments.tables import GroupReport
+from tests.experiments.test_templates import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 SMALL = ["--depth", "1", "--seeds", "1", "--episodes", "2", "--eval-windows", "16"]
 SMALL += ["--horizon", "10", "--no-progress"]
-
-
-def load_reproduce():
-    spec = importlib.util.spec_from_file_location("reproduce", REPO / "scripts" / "reproduce.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def eval_json(tmp_path: Path, name: str, *argv: str) -> dict:
@@ -124,7 +117,7 @@ def test_a_group_of_another_reading_is_not_reused(tmp_path):
 
 
 def test_reproduce_reading_runs_the_controlled_groups_into_the_readings_folder(tmp_path):
-    cli = load_reproduce()
+    cli = load_script("reproduce")
     args = ["--profile", "tiny", "--out", str(tmp_path), "--no-progress", "--only", "e5"]
     assert cli.main(args) == 0
     assert cli.main([*args, "--reading", "noisy-bits"]) == 0
@@ -140,13 +133,6 @@ def test_reproduce_reading_runs_the_controlled_groups_into_the_readings_folder(t
 def test_every_group_but_the_learned_models_depends_on_the_reading():
     assert {n for n, g in GROUPS.items() if g.reading_free} == {"e3"}
     assert all(dataclasses.is_dataclass(r) for r in map(readings.get, readings.names()))
-
-
-def load_script(name: str):
-    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_the_readings_script_tabulates_each_reading_and_results_doc_includes_it(tmp_path):
