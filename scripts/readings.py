@@ -475,7 +475,8 @@ def _flips(s: dict, frm: str, to: str) -> tuple[list[str], list[str]]:
 
 
 def _paper_paragraph(s: dict) -> str:
-    """Why the ``paper`` preset is the reading it is, from the verdict counts and numbers."""
+    """What the ``paper`` reading is and how it was picked (post hoc, by its verdict count), from
+    the verdict counts and numbers."""
     counts = {n: reproduced(x)[0] for n, x in s.items()}
     mine, total = reproduced(s["paper"])
     twins = [n for n in s if n != "paper" and readings.get(n).switches() == PAPER_SWITCHES]
