@@ -106,7 +106,7 @@ def test_every_paragraph_of_readings_md_renders_with_its_numbers():
         "E5, the scale of E_tot.",
         "E5, the Task B mechanism.",
         "E3, learned E_tot below the paper's and below our oracle's floor.",
-        "Why `paper` is the reading it is.",
+        "What `paper` is, and how it was picked.",
     ]
     assert not any("$" in n or "\n" in n or "  " in n for n in notes)
     assert "M(0, 0.3) and M(0.35, 0.1) read 0.125 and 0.125 (50% apart)." in notes[0]
