@@ -7,6 +7,7 @@ Examples::
     python scripts/reproduce.py --only e1,e5 --out results/ --device cuda
     python scripts/reproduce.py --only e2 --force  # recompute a finished group
     python scripts/reproduce.py --only e1,e2,e5,e6 --reading paper   # -> results/paper/...
+    python scripts/reproduce.py --only e1,e5 --ties random   # -> results/project-ties-random/...
     python scripts/reproduce.py --launcher joblib --jobs 2   # e3's trainings as 2 Hydra jobs
     python scripts/reproduce.py --only e3 --launcher slurm --jobs 8 \
         --launcher-override hydra.launcher.partition=gpu --device cuda
@@ -16,6 +17,9 @@ values beside ours and a verdict, PNG figures, ``done.json`` last). Finished gro
 unless ``--force``. ``--reading NAME`` runs the controlled models and the planner under another
 reading of the paper's ambiguous choices (``gridplan/core/readings.py``) into ``<out>/<NAME>/``,
 never over the default's results; the learned models of e3 are shared by every reading.
+``--ties first|random`` sets the planner's tie rule of that reading
+(``gridplan.core.readings.with_ties``): a rule other than the reading's own runs as the reading
+``<NAME>-ties-<rule>`` into its own folder (e3 evaluates its models under both rules anyway).
 ``--launcher NAME`` sends e3's training groups (one vectorized group per job, ``--jobs`` of
 them) through the Hydra launcher ``python -m train`` uses (``hydra/launcher=NAME``: joblib,
 submitit_local, the SLURM preset ``slurm`` of ``configs/train/hydra/launcher/``, ...;
@@ -85,6 +89,14 @@ def build_parser() -> argparse.ArgumentParser:
         "default writes under <out>/<reading>/",
     )
     p.add_argument(
+        "--ties",
+        choices=readings.CHOICES["ties"],
+        default=None,
+        help="the planner's rule among tied best first actions (default: the reading's; "
+        "project and paper: first, docs/PREREGISTERED.md Rule 1); another rule than the "
+        "reading's writes under <out>/<reading>-ties-<rule>/",
+    )
+    p.add_argument(
         "--launcher",
         metavar="NAME",
         help="send the training groups to this Hydra launcher, one vectorized group per job "
@@ -144,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
             force=args.force,
             progress=not args.no_progress,
             threads=threads,
-            reading=readings.get(args.reading),
+            reading=readings.with_ties(readings.get(args.reading), args.ties),
             launcher=launcher,
         )
     except ValueError as err:
