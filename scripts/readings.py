@@ -51,6 +51,8 @@ from gridplan.util.threads import configure_threads, describe  # noqa: E402
 
 #: The groups whose effects depend on the reading.
 COMPARED = ("e1", "e2", "e5", "e6")
+#: The groups of learned models: their readings are the tie rule and the training preset.
+LEARNED = ("e3", "e4", "e7")
 #: E1 models whose numbers the explanations quote.
 QUOTED = ("M(0, 0)", "M(0, 0.3)", "M(0.35, 0.1)", "M(0, 1.2)", "M(0.35, 0)")
 #: Per-dimension errors the explanations quote.
@@ -103,6 +105,27 @@ def _load(folder: Path, profile: str) -> dict | None:
     if done is None or done.get("profile") != profile:
         return None
     return {"done": done, "results": json.loads((folder / RESULTS_FILE).read_text())}
+
+
+def learned_columns(out: Path, profile: str) -> dict[str, dict]:
+    """The verdicts of the learned-model groups (``LEARNED``) in every folder of ``out`` that
+    holds one finished under ``profile``: ``out`` itself (the default tie rule and training) and
+    each subfolder, such as a tie rule's (``project-ties-random``) or a training preset's
+    (``paper-error-scale``), keyed by the folder's name."""
+    folders = {"default": out}
+    if out.is_dir():
+        folders |= {sub.name: sub for sub in sorted(out.iterdir()) if sub.is_dir()}
+    columns = {}
+    for name, folder in folders.items():
+        runs = {g: _load(folder / g, profile) for g in LEARNED}
+        verdicts = {
+            g: {v["claim"]: v["reproduced"] for v in r["done"]["verdicts"]}
+            for g, r in runs.items()
+            if r is not None
+        }
+        if verdicts:
+            columns[name] = {"verdicts": verdicts}
+    return columns
 
 
 def _rho(entry: dict | None, key: str) -> float | None:
@@ -170,9 +193,7 @@ def summarize(folders: dict[str, Path], profile: str) -> dict:
         res = runs["e6"]["results"]
         depth = {}
         for r in res["depth"]:
-            if r["kind"] == "relevant" and r["sigma_r"] == max(
-                x["sigma_r"] for x in res["depth"]
-            ):
+            if r["kind"] == "relevant" and r["sigma_r"] == max(x["sigma_r"] for x in res["depth"]):
                 depth[r["depth"]] = r["success"]
         ar1 = sorted(
             (r["sigma_r"], r["success_ar1"]) for r in res["ar1"] if r["kind"] == "relevant"
@@ -207,10 +228,20 @@ def decision_costs(
     variants = [
         ("fused", "independent", NoiseModel.controlled(0.35, 0.1), {}, depth * leaves),
         ("fused", "shared-prefix", NoiseModel.controlled(0.35, 0.1, reading=shared), {}, nodes),
-        ("predict", "independent", NoiseModel.controlled(0.35, 0.1),
-         {"factory": through_predict}, depth * leaves),
-        ("predict", "shared-prefix", NoiseModel.controlled(0.35, 0.1),
-         {"tree": "shared-prefix", "factory": through_predict}, nodes),
+        (
+            "predict",
+            "independent",
+            NoiseModel.controlled(0.35, 0.1),
+            {"factory": through_predict},
+            depth * leaves,
+        ),
+        (
+            "predict",
+            "shared-prefix",
+            NoiseModel.controlled(0.35, 0.1),
+            {"tree": "shared-prefix", "factory": through_predict},
+            nodes,
+        ),
     ]
     rows = []
     for path, tree, model, kwargs, draws in variants:
@@ -237,8 +268,13 @@ def cost_table(rows: list[dict]) -> str:
     return md_table(
         ["leaves scored", "tree", "scorer", "draws or predictions per decision", "ms / decision"],
         [
-            [r["path"], r["tree"], r["scorer"], r["draws_per_decision"],
-             fmt(r["ms_per_decision"], 3)]
+            [
+                r["path"],
+                r["tree"],
+                r["scorer"],
+                r["draws_per_decision"],
+                fmt(r["ms_per_decision"], 3),
+            ]
             for r in rows
         ],
     )
@@ -313,9 +349,7 @@ def effects_table(summaries: dict[str, dict]) -> str:
         low_f, high_f = e1["row_factor"] if e1 else (None, None)
         cells.append(f"×{fmt(low_f, 1)}–×{fmt(high_f, 1)}" if e1 else "—")
         for pool in ("grid", "sweep_graded"):
-            cells.append(
-                f"{fmt(e2[pool]['E_tot'], 2)} / {fmt(e2[pool]['DRPE'], 2)}" if e2 else "—"
-            )
+            cells.append(f"{fmt(e2[pool]['E_tot'], 2)} / {fmt(e2[pool]['DRPE'], 2)}" if e2 else "—")
         if e5:
             g, h, t = e5["c1_B_outcomes"]
             cells.append(
@@ -340,11 +374,11 @@ def effects_table(summaries: dict[str, dict]) -> str:
     return md_table(headers, rows)
 
 
-def verdict_matrix(summaries: dict[str, dict]) -> str:
+def verdict_matrix(summaries: dict[str, dict], groups: tuple[str, ...] = COMPARED) -> str:
     """Claim x reading: ✓ reproduces, ✗ does not, · not checked; the count per reading."""
     claims: list[tuple[str, str]] = []
     for s in summaries.values():
-        for g in COMPARED:
+        for g in groups:
             for claim in s["verdicts"].get(g, {}):
                 if (g, claim) not in claims:
                     claims.append((g, claim))
@@ -358,7 +392,7 @@ def verdict_matrix(summaries: dict[str, dict]) -> str:
         rows.append(cells)
     totals = ["", "**effects reproduced**"]
     for s in summaries.values():
-        totals.append("{} of {}".format(*reproduced(s)))
+        totals.append("{} of {}".format(*reproduced(s, groups)))
     rows.append(totals)
     return md_table(["group", "effect", *summaries], rows)
 
@@ -529,9 +563,9 @@ def _paper_paragraph(s: dict) -> str:
     return TEXT["paper"].substitute(mine=mine, total=total, **pieces)
 
 
-def reproduced(summary: dict) -> tuple[int, int]:
-    """Effects reproduced and effects checked over the compared groups of one reading."""
-    flat = [v for g in COMPARED for v in summary["verdicts"].get(g, {}).values() if v is not None]
+def reproduced(summary: dict, groups: tuple[str, ...] = COMPARED) -> tuple[int, int]:
+    """Effects reproduced and effects checked over ``groups`` of one reading."""
+    flat = [v for g in groups for v in summary["verdicts"].get(g, {}).values() if v is not None]
     return sum(flat), len(flat)
 
 
@@ -554,6 +588,14 @@ def write_summary(
         + "\n\n"
         + TEXT["verdicts"].substitute(),
     ]
+    learned_verdicts = learned_columns(out, profile)
+    if learned_verdicts:
+        parts.append(
+            "### The learned-model groups under each tie rule and training preset\n\n"
+            + verdict_matrix(learned_verdicts, LEARNED)
+            + "\n\n"
+            + TEXT["learned-verdicts"].substitute()
+        )
     parts.append(
         "### The shared-prefix tree: cost per decision\n\n"
         + cost_table(costs)

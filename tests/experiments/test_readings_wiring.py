@@ -169,3 +169,33 @@ def test_the_readings_script_rejects_an_unknown_reading(tmp_path, capsys):
     with pytest.raises(SystemExit):
         load_script("readings").main(["--readings", "nope", "--out", str(tmp_path)])
     assert "unknown reading 'nope'" in capsys.readouterr().err
+
+
+def _finished(folder: Path, profile: str, verdicts: dict[str, bool | None]) -> None:
+    folder.mkdir(parents=True)
+    (folder / "results.json").write_text("{}")
+    rows = [{"claim": c, "reproduced": v} for c, v in verdicts.items()]
+    (folder / "done.json").write_text(json.dumps({"profile": profile, "verdicts": rows}))
+
+
+def test_learned_groups_are_tabulated_per_tie_rule_and_training_preset(tmp_path):
+    script = load_script("readings")
+    _finished(tmp_path / "e3", "full", {"random data fails": False, "ordering": True})
+    _finished(tmp_path / "e7", "full", {"DRPE ranks": True})
+    _finished(tmp_path / "paper-error-scale" / "e3", "full", {"random data fails": True})
+    _finished(tmp_path / "project-ties-random" / "e7", "quick", {"DRPE ranks": False})
+    _finished(tmp_path / "paper" / "e1", "full", {"pair": True})
+    columns = script.learned_columns(tmp_path, "full")
+    assert columns == {
+        "default": {
+            "verdicts": {
+                "e3": {"random data fails": False, "ordering": True},
+                "e7": {"DRPE ranks": True},
+            }
+        },
+        "paper-error-scale": {"verdicts": {"e3": {"random data fails": True}}},
+    }
+    table = script.verdict_matrix(columns, script.LEARNED).splitlines()
+    assert table[2] == "| e3 | random data fails | ✗ | ✓ |"
+    assert table[3] == "| e3 | ordering | ✓ | — |"
+    assert table[-1] == "|  | **effects reproduced** | 2 of 3 | 1 of 1 |"
