@@ -39,6 +39,7 @@ from gridplan.core.tasks import TASK_A, Task
 from gridplan.evaluation.common import has_reward
 from gridplan.evaluation.ladder_protocol import LadderProtocol, get_protocol
 from gridplan.evaluation.levels import PAPER_LEVELS, LevelContext, measure
+from gridplan.evaluation.planner_choice import PlannerChoice
 from gridplan.evaluation.schema import LEVELS, Report
 from gridplan.evaluation.uncertainty import uncertainty_source
 from gridplan.models.contract import check_model_world
@@ -81,6 +82,7 @@ def _measure(
     device: torch.device,
     model_info: dict | None,
     progress: bool | Progress,
+    planner: PlannerChoice | None = None,
 ) -> Report:
     """The report of ``levels`` of the checked model (``gridplan.evaluation.levels.measure``),
     with the notes on the model's own reward and on clamped predictions."""
@@ -94,6 +96,8 @@ def _measure(
     check_contract(model, task, device, name)
     # Building a planner checks the depth against its memory budget before any level runs.
     Planner(model, depth, task, device=device)
+    if planner is not None:
+        planner.build(model, task, depth, device)
     report = Report(
         model=dict(model_info or {"name": name}),
         task=task.name,
@@ -102,6 +106,7 @@ def _measure(
         levels=levels,
         protocol=protocol.to_dict(),
         world=task.world.spec(),
+        planner=None if planner is None else planner.to_dict(),
     )
     if has_reward(model):
         report.notes.append(
@@ -111,7 +116,9 @@ def _measure(
         )
     clamped_before = getattr(model, "clamped", 0)
     predicted_before = getattr(model, "predicted", 0)
-    ctx = LevelContext(model, task, depth, protocol, device, levels, report, as_progress(progress))
+    ctx = LevelContext(
+        model, task, depth, protocol, device, levels, report, as_progress(progress), planner
+    )
     measure(ctx)
     clamped = getattr(model, "clamped", 0) - clamped_before
     predicted = getattr(model, "predicted", 0) - predicted_before
@@ -135,6 +142,7 @@ def evaluate(
     device: torch.device | str = "cpu",
     model_info: dict | None = None,
     progress: bool | Progress = False,
+    planner: PlannerChoice | None = None,
 ) -> Report:
     """Evaluate one world model for decisions.
 
@@ -154,6 +162,9 @@ def evaluate(
         progress: True shows each level's stage and closed loops (labelled bars in a
             terminal, lines when piped; ``gridplan.util.progress.Progress``), or a
             ``Progress`` to report into (e.g. one with a model prefix).
+        planner: the planner to measure with (``gridplan.evaluation.planner_choice``;
+            default: the paper's full-width search, unrecorded). Its closed loops, L4
+            decisions and XGap are that planner's (``gridplan.evaluation.levels``).
 
     Returns:
         Report.
@@ -176,6 +187,7 @@ def evaluate(
         torch.device(device),
         model_info,
         progress,
+        planner,
     )
 
 
@@ -186,6 +198,7 @@ def paper_report(
     protocol: Protocol = CONTROLLED,
     device: str | torch.device = "cpu",
     progress: bool | Progress = True,
+    planner: PlannerChoice | None = None,
 ) -> dict:
     """Prediction-error metrics (paper §4) and closed-loop success (paper §3) of one model:
     the levels ``L1`` and ``success`` under ``protocol``'s depth, closed loop and windows.
@@ -198,6 +211,7 @@ def paper_report(
             (``gridplan.core.protocols``).
         device: torch device for everything.
         progress: as for ``evaluate``.
+        planner: as for ``evaluate``.
 
     Returns:
         ``Report.paper_dict()`` (JSON-serializable).
@@ -214,5 +228,6 @@ def paper_report(
         torch.device(device),
         model_info,
         progress,
+        planner,
     )
     return report.paper_dict()

@@ -99,6 +99,9 @@ class Report:
             out of all predicted values, or None if nothing was clamped.
         world: the task's world (``gridplan.core.world.World.spec``); a report without one
             (written before worlds) is the default world's.
+        planner: the planner measured (``PlannerChoice.to_dict``: ``name``, ``settings``,
+            ``learned_value``), or None for the paper's full-width search with exact V*
+            when no planner was chosen.
     """
 
     model: dict
@@ -117,6 +120,7 @@ class Report:
     per_window: dict[str, np.ndarray] = field(default_factory=dict)
     clamped: dict | None = None
     world: dict | None = None
+    planner: dict | None = None
 
     def to_dict(self) -> dict:
         """The JSON form (module docstring)."""
@@ -129,6 +133,7 @@ class Report:
             "device": self.device,
             "levels": list(self.levels),
             "protocol": self.protocol,
+            **({} if self.planner is None else {"planner": self.planner}),
         }
         if self.closed_loop is not None:
             out.update(self.closed_loop)
@@ -160,6 +165,7 @@ class Report:
             "task": self.task,
             **({} if self.world is None else {"world": self.world}),
             "depth": self.depth,
+            **({} if self.planner is None else {"planner": self.planner}),
             **self.closed_loop,
             "device": self.device,
             **{k: v for k, v in self.prediction.items() if k not in LADDER_ONLY_L1},
