@@ -25,7 +25,12 @@ import torch
 
 from gridplan.core.readings import PROJECT
 from gridplan.core.tasks import Task
-from gridplan.core.values import optimal_state_distribution, perturbation_saliency, value_table
+from gridplan.core.values import (
+    optimal_state_distribution,
+    perturbation_saliency,
+    relevance_weights,
+    value_table,
+)
 from gridplan.evaluation.planner_choice import PlannerChoice
 from gridplan.metrics.prediction import drpe
 from gridplan.models.noise import OracleModel
@@ -70,6 +75,17 @@ def planner_value(choice: PlannerChoice, task: Task, depth: int, device="cpu"):
     return depth_limited
 
 
+#: Rows of the optimal policy's states that the default planner-aware saliency averages over.
+SALIENCY_STATES = 1024
+
+
+def saliency_states(task: Task, n: int = SALIENCY_STATES) -> torch.Tensor:
+    """``n`` evenly spaced rows of ``optimal_state_distribution(task)`` (all if fewer)."""
+    states = optimal_state_distribution(task)
+    step = max(1, states.shape[0] // n)
+    return states[::step][:n]
+
+
 def planner_weights(
     choice: PlannerChoice,
     task: Task,
@@ -77,8 +93,11 @@ def planner_weights(
     states: torch.Tensor | None = None,
     device="cpu",
 ) -> torch.Tensor:
-    """Eq. 1 saliency of ``planner_value`` over ``states`` (default: the optimal policy's
-    states, ``optimal_state_distribution``), normalized to sum 1: ``(S,)`` float32.
+    """Eq. 1 saliency of ``planner_value`` over ``states``, normalized to sum 1: ``(S,)``
+    float32. Default states: for the exact V*, the graded weights themselves
+    (``relevance_weights``, over all the optimal policy's states); otherwise
+    ``saliency_states`` (an even subsample of them, so a depth-limited search per perturbed
+    state stays cheap).
 
     The exact and depth-limited values read the relevant dims only, so only those are
     perturbed (the rest get exactly 0); a learned value has every dim perturbed.
@@ -87,9 +106,12 @@ def planner_weights(
         ValueError: if no perturbation changes the value (a no-heuristic planner whose horizon
             reaches no goal from any of the states), or as ``perturbation_saliency``.
     """
+    kind = value_kind(choice)
     if states is None:
-        states = optimal_state_distribution(task).to(device)
-    dims = None if value_kind(choice) == "learned" else task.relevant_dims
+        if kind == "exact":
+            return relevance_weights(task)
+        states = saliency_states(task).to(device)
+    dims = None if kind == "learned" else task.relevant_dims
     fn = planner_value(choice, task, depth, device)
     return perturbation_saliency(fn, states, world=task.world, dims=dims)
 
