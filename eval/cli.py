@@ -12,6 +12,8 @@ Examples::
     python -m eval --model scripts/example_model.py:make --card      # a plug-in, every level
     python -m eval --model noise --sigma-r 0.35 --levels L4,L7 --json noisy.json
     python -m eval --compare oracle noise,sigma_r=0.35,sigma_i=0.1   # paired, same draws
+    python -m eval --model noise --sigma-r 0.2 --planner cem --planner-setting candidates=32
+    python -m eval --model noise --sigma-r 0.2 --planner search-learned-v --levels L4,L7
 
 Without ladder options (``--levels``, ``--card``, ``--compare``) the report is the paper's
 (``gridplan.evaluation.ladder.paper_report``: the levels L1 and closed-loop success); with them

@@ -91,3 +91,14 @@ def test_cli_writes_the_planner_into_the_report(tmp_path):
     assert report["planner"]["name"] == "mppi"
     assert report["planner"]["settings"]["candidates"] == 16
     assert report["planner"]["settings"]["temperature"] == 5.0
+
+
+def test_the_card_describes_the_chosen_planner():
+    from gridplan.evaluation.card import policy_class
+
+    plain = policy_class({"depth": 4})
+    assert plain.startswith("full-width tree search at depth 4") and "V* (exact)" in plain
+    settings = {"horizon": 4, "candidates": 64, "elites": 8, "iterations": 4, "value": "none"}
+    cem = policy_class({"depth": 4, "planner": {"name": "cem", "settings": settings}})
+    assert cem.startswith("cross-entropy method over action sequences (horizon=4, ")
+    assert "value=none" in cem
