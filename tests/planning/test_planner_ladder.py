@@ -102,3 +102,15 @@ def test_the_card_describes_the_chosen_planner():
     cem = policy_class({"depth": 4, "planner": {"name": "cem", "settings": settings}})
     assert cem.startswith("cross-entropy method over action sequences (horizon=4, ")
     assert "value=none" in cem
+
+
+def test_planner_search_leaves_every_number_unchanged():
+    model = NoiseModel.controlled(0.3, 0.2)
+    levels = ("L1", "L4", "L7")
+    plain = evaluate(model, "A", 2, TINY, levels=levels).to_dict()
+    chosen = evaluate(model, "A", 2, TINY, levels=levels, planner=PlannerChoice.of("search", 2))
+    chosen = chosen.to_dict()
+    assert chosen.pop("planner") == {"name": "search", "settings": {}}
+    for report in (plain, chosen):
+        report.pop("timing")
+    assert chosen == plain
