@@ -13,6 +13,8 @@ Examples::
     python -m eval --model scripts/example_model.py:make --card      # a plug-in, every level
     python -m eval --model noise --sigma-r 0.35 --levels L4,L7 --json noisy.json
     python -m eval --compare oracle noise,sigma_r=0.35,sigma_i=0.1   # paired, same draws
+    python -m eval --model noise --sigma-r 0.2 --planner cem --planner-setting candidates=32
+    python -m eval --model noise --sigma-r 0.2 --planner search-learned-v --levels L4,L7
 
 Without ladder options (``--levels``, ``--card``, ``--compare``) the report is the paper's
 (``gridplan.evaluation.ladder.paper_report``: the levels L1 and closed-loop success); with them
@@ -55,6 +57,7 @@ from gridplan.evaluation.ladder import paper_report
 from gridplan.evaluation.schema import write_report
 from gridplan.models.plugins import PluginError, is_plugin_target
 from gridplan.planning.planner import TIES
+from gridplan.planning.planners import PLANNERS
 from gridplan.util.threads import configure_threads, describe
 
 #: Options that set a ``gridplan.core.protocols.Protocol`` field of the same name; unset ones
@@ -155,6 +158,21 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive_int,
         default=unset,
         help=f"held-out windows of the metrics (default: {CONTROLLED.n_windows})",
+    )
+    p.add_argument(
+        "--planner",
+        choices=PLANNERS,
+        default=None,
+        help="the planner measured (gridplan.planning.planners; default: the paper's "
+        "full-width search with exact V*, unrecorded); recorded in the report",
+    )
+    p.add_argument(
+        "--planner-setting",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a setting of --planner (cem/mppi: horizon, candidates, elites, iterations, "
+        "value=exact|learned|none; mppi: temperature); repeatable",
     )
     p.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda")
     p.add_argument(
@@ -271,14 +289,16 @@ def _checkpoint_info(path: Path, model) -> dict:
 
 def _report(model, info: dict, args: argparse.Namespace) -> dict:
     """``paper_report`` with the protocol given on the command line."""
+    task = task_of(args, model)
     return paper_report(
         model,
         info,
-        task=task_of(args, model),
+        task=task,
         protocol=args.protocol,
         device=args.device,
         progress=not args.no_progress,
         ties=args.ties,
+        planner=ladder.planner_choice(args, model, task),
     )
 
 

@@ -21,13 +21,16 @@ from pathlib import Path
 from eval.report import format_table
 from eval.specs import builtin, plugin, spec_arm, spec_kind, task_of, unique_labels
 from gridplan.core import readings
+from gridplan.data.datasets import eval_windows
 from gridplan.evaluation.card import card_paths, write_card
 from gridplan.evaluation.compare_models import compare_models
 from gridplan.evaluation.ladder import check_levels, evaluate
 from gridplan.evaluation.ladder_protocol import PROTOCOLS, LadderProtocol
+from gridplan.evaluation.planner_choice import PlannerChoice, fit_learned_value
 from gridplan.evaluation.schema import LEVELS, ladder_lines, log_ladder, write_report, write_text
 from gridplan.models.contract import check_model_world
 from gridplan.models.plugins import is_plugin_target, parse_args
+from gridplan.planning.planners import needs_learned_value, planner_settings
 
 #: Ladder sizes (branch states, anchors, probe questions, ...) of ``--ladder-sizes``; the
 #: closed loop and windows always come from the protocol options.
@@ -170,6 +173,52 @@ def log_tensorboard(log_dir: Path, report: dict, step: int, task) -> None:
     log_ladder(log_dir, report, step, "eval")
 
 
+def parse_planner_settings(items: list[str]) -> dict[str, str]:
+    """``--planner-setting KEY=VALUE`` items -> ``{KEY: VALUE}`` (values converted and
+    checked by ``gridplan.planning.planners.planner_settings``).
+
+    Raises:
+        ValueError: on an item without ``=`` or a key given twice.
+    """
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--planner-setting takes KEY=VALUE, got {item!r}")
+        if key.strip() in out:
+            raise ValueError(f"--planner-setting {key.strip()} given twice")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def planner_choice(args: argparse.Namespace, model, task) -> PlannerChoice | None:
+    """The planner of ``--planner``/``--planner-setting`` (None without ``--planner``: the
+    paper's search, unrecorded). A planner with a learned value gets one fitted through
+    ``model`` on the states of the protocol's held-out windows (fitted value iteration,
+    ``gridplan.evaluation.planner_choice.fit_learned_value``).
+
+    Raises:
+        ValueError: on an unknown planner, a bad setting, or settings without ``--planner``.
+    """
+    name = getattr(args, "planner", None)
+    items = getattr(args, "planner_setting", None) or []
+    if name is None:
+        if items:
+            raise ValueError("--planner-setting needs --planner NAME")
+        return None
+    depth = args.protocol.depth
+    settings = parse_planner_settings(items)
+    full = planner_settings(name, depth, settings)
+    learned = None
+    if needs_learned_value(name, full):
+        p = args.protocol
+        windows = eval_windows(p.n_windows, p.horizon, task=task, device=args.device)
+        states = windows.prev.reshape(-1, windows.prev.shape[-1])
+        print(f"planner {name}: fitting a learned value on {states.shape[0]} logged states")
+        learned = fit_learned_value(model, states, task)
+    return PlannerChoice.of(name, depth, full, learned)
+
+
 def run_one(model, info: dict, args, out: Path | None, log_dir: Path | None, step: int = 0):
     """Evaluate one model on the ladder, print it, write its JSON, card and TensorBoard.
 
@@ -187,6 +236,7 @@ def run_one(model, info: dict, args, out: Path | None, log_dir: Path | None, ste
         model_info=info,
         progress=not args.no_progress,
         ties=args.ties,
+        planner=planner_choice(args, model, task),
     ).to_dict()
     print_report(report)
     if out is not None:
@@ -241,6 +291,11 @@ def run_compare(args: argparse.Namespace) -> None:
     JSON, Markdown and a figure."""
     if len(args.compare) < 2:
         raise ValueError(f"--compare needs at least two models, got {len(args.compare)}")
+    if getattr(args, "planner", None) is not None:
+        raise ValueError(
+            "--planner measures one model (--model or --ckpt); --compare compares models "
+            "under the paper's planner"
+        )
     if args.card:
         raise ValueError("--card describes one model; evaluate each side of --compare alone")
     if args.model_arg:

@@ -16,6 +16,15 @@ def _fmt(value, digits: int = 4) -> str:
     return f"{value:.{digits}f}"
 
 
+def _planner_row(report: dict) -> list[tuple[str, str]]:
+    """The ``planner`` row of a report that records one (none for the paper's search)."""
+    planner = report.get("planner")
+    if planner is None:
+        return []
+    settings = ", ".join(f"{k}={v}" for k, v in planner["settings"].items())
+    return [("planner", f"{planner['name']} {settings}".strip())]
+
+
 def format_table(report: dict) -> str:
     """Human-readable table of a ``paper_report`` dict (or of any report holding its keys); the
     profile is ordered by relevance."""
@@ -26,6 +35,7 @@ def format_table(report: dict) -> str:
         ("model", model),
         ("task / depth", f"{report['task']} / {report['depth']}"),
         ("world", report_task(report).world.describe()),
+        *_planner_row(report),
         ("success rate", f"{s['mean']:.3f} ± {_fmt(s['se'], 3)} (SE, n={s['n']})"),
         ("outcomes", f"goal {o['goal']}, hazard {o['hazard']}, timeout {o['timeout']}"),
         ("mean steps", f"{report['mean_steps']:.1f}"),

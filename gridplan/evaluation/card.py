@@ -154,6 +154,32 @@ def _value(report: dict, level: str, key: str) -> float | None:
     return entry
 
 
+def policy_class(report: dict) -> str:
+    """The planner of the report in words: the paper's full-width search with exact V*, or
+    the planner and settings ``report["planner"]`` records (``PlannerChoice.to_dict``)."""
+    depth = report["depth"]
+    planner = report.get("planner")
+    if planner is None or planner["name"] == "search":
+        return (
+            f"full-width tree search at depth {depth} over the model (all 4^{depth} action "
+            "sequences), leaves scored by the sparse reward on predicted states plus "
+            f"gamma^{depth} V* (exact), first action of the best leaf, replanned every step"
+        )
+    settings = ", ".join(f"{k}={v}" for k, v in planner["settings"].items())
+    what = {
+        "search-learned-v": f"full-width tree search at depth {depth} with a learned value "
+        "(fitted value iteration through the model) at the leaves",
+        "search-no-heuristic": f"full-width tree search at depth {depth} with no terminal "
+        "value (depth-limited return)",
+        "cem": "cross-entropy method over action sequences",
+        "mppi": "MPPI over action sequences",
+    }[planner["name"]]
+    return (
+        f"{what} ({settings or 'default settings'}), sparse reward on predicted states, "
+        "first action of the committed sequence, replanned every step"
+    )
+
+
 def contract(report: dict) -> dict:
     """The decision contract: task, policy class, action interface, horizons, use, and the
     planner's tie rule ``ties`` when the report records it."""
@@ -169,12 +195,8 @@ def contract(report: dict) -> dict:
             "relevant_dims": relevant,
             "gamma": task.gamma,
         },
-        "policy_class": (
-            f"full-width tree search at depth {depth} over the model (all 4^{depth} action "
-            "sequences), leaves scored by the sparse reward on predicted states plus "
-            f"gamma^{depth} V* (exact), first action of the best leaf, replanned every step"
-            + (f"; tied best first actions: {report['ties']}" if "ties" in report else "")
-        ),
+        "policy_class": policy_class(report)
+        + (f"; tied best first actions: {report['ties']}" if "ties" in report else ""),
         "action_interface": "controlled: 4 discrete moves executed directly (never inferred)",
         "horizon": {
             "episode": task.horizon,

@@ -31,9 +31,12 @@ import torch
 from gridplan.core.constants import N_ACTIONS
 from gridplan.core.env import check_state
 from gridplan.core.tasks import Task
+from gridplan.core.values import value_table
 from gridplan.evaluation.common import NON_NEGATIVE, RATE, Estimate
 from gridplan.models.noise import OracleModel
 from gridplan.planning.planner import TIE_TOLERANCE, Planner, break_ties, resolve_ties
+from gridplan.planning.sequences import sequence_returns
+from gridplan.planning.value_search import full_width_plan
 
 #: A decision whose exploitability gap exceeds this (return units) counts as exploited.
 XGAP_THRESHOLD = 0.1
@@ -236,4 +239,45 @@ def exploitability(decisions: Decisions, threshold: float = XGAP_THRESHOLD) -> E
         predicted=float(decisions.predicted.double().mean()),
         achieved=float(decisions.achieved.double().mean()),
         threshold=float(threshold),
+    )
+
+
+@torch.no_grad()
+def decide_planner(planner, roots: torch.Tensor, generator: torch.Generator) -> Decisions:
+    """Decisions of any named planner (``gridplan.planning.planners``) at true ``roots``, and
+    their true consequences: the ladder's L4 and XGap measured for that planner.
+
+    ``planner.plan`` gives the chosen action, the committed sequence and the planner's own
+    return of it (``predicted``); ``q_true`` is the exact ``Q*(s, a)``
+    (``ValueTable.q_values``), and ``achieved`` the true return of the committed sequence
+    (the oracle's rollout with ``gamma^H V*`` at its end, the full-width search's true leaf
+    score). A planner without first-action values has ``q_model`` NaN; ``leaf`` is the
+    sequence read as base-4 digits, first action most significant (``action_sequences``).
+    The paper's planner (a plain ``Planner``) is measured through ``full_width_plan``, the
+    same decisions as ``decide``; the ladder keeps ``decide`` for it.
+
+    Raises:
+        ValueError: on a malformed root batch, or as the planner.
+    """
+    task = planner.task
+    check_state(roots, "root state", task.world)
+    plan = (
+        planner.plan(roots, generator)
+        if hasattr(planner, "plan")
+        else full_width_plan(planner, roots, generator)
+    )
+    table = value_table(task, roots.device)
+    oracle = OracleModel(world=task.world)
+    achieved = sequence_returns(
+        oracle, task, roots, plan.sequence.unsqueeze(1), table, generator
+    ).squeeze(1)
+    h = plan.sequence.shape[1]
+    powers = N_ACTIONS ** torch.arange(h - 1, -1, -1, device=roots.device)
+    return Decisions(
+        action=plan.action,
+        leaf=(plan.sequence * powers).sum(dim=1),
+        q_model=torch.full((roots.shape[0], N_ACTIONS), float("nan"), device=roots.device),
+        q_true=table.q_values(roots),
+        predicted=plan.predicted,
+        achieved=achieved,
     )

@@ -39,6 +39,7 @@ from gridplan.core.tasks import TASK_A, Task
 from gridplan.evaluation.common import has_reward
 from gridplan.evaluation.ladder_protocol import LadderProtocol, get_protocol
 from gridplan.evaluation.levels import PAPER_LEVELS, LevelContext, measure
+from gridplan.evaluation.planner_choice import PlannerChoice
 from gridplan.evaluation.schema import LEVELS, Report
 from gridplan.evaluation.uncertainty import uncertainty_source
 from gridplan.models.contract import check_model_world
@@ -82,6 +83,7 @@ def _measure(
     model_info: dict | None,
     progress: bool | Progress,
     ties: str | None = None,
+    planner: PlannerChoice | None = None,
 ) -> Report:
     """The report of ``levels`` of the checked model (``gridplan.evaluation.levels.measure``),
     with the notes on the model's own reward and on clamped predictions; ``ties`` is resolved
@@ -97,6 +99,8 @@ def _measure(
     check_contract(model, task, device, name)
     # Building a planner checks the depth against its memory budget before any level runs.
     Planner(model, depth, task, device=device, ties=ties)
+    if planner is not None:
+        planner.build(model, task, depth, device, ties)
     report = Report(
         model=dict(model_info or {"name": name}),
         task=task.name,
@@ -106,6 +110,7 @@ def _measure(
         protocol=protocol.to_dict(),
         world=task.world.spec(),
         ties=ties,
+        planner=None if planner is None else planner.to_dict(),
     )
     if has_reward(model):
         report.notes.append(
@@ -116,7 +121,16 @@ def _measure(
     clamped_before = getattr(model, "clamped", 0)
     predicted_before = getattr(model, "predicted", 0)
     ctx = LevelContext(
-        model, task, depth, protocol, device, levels, report, as_progress(progress), ties
+        model,
+        task,
+        depth,
+        protocol,
+        device,
+        levels,
+        report,
+        as_progress(progress),
+        ties,
+        planner,
     )
     measure(ctx)
     clamped = getattr(model, "clamped", 0) - clamped_before
@@ -142,6 +156,7 @@ def evaluate(
     model_info: dict | None = None,
     progress: bool | Progress = False,
     ties: str | None = None,
+    planner: PlannerChoice | None = None,
 ) -> Report:
     """Evaluate one world model for decisions.
 
@@ -163,6 +178,9 @@ def evaluate(
             ``Progress`` to report into (e.g. one with a model prefix).
         ties: the planner's tie rule, ``"first"`` or ``"random"``; None: the model's
             reading's (``gridplan.planning.planner.resolve_ties``). The report records it.
+        planner: the planner to measure with (``gridplan.evaluation.planner_choice``;
+            default: the paper's full-width search, unrecorded). Its closed loops, L4
+            decisions and XGap are that planner's (``gridplan.evaluation.levels``).
 
     Returns:
         Report.
@@ -186,6 +204,7 @@ def evaluate(
         model_info,
         progress,
         ties,
+        planner,
     )
 
 
@@ -197,6 +216,7 @@ def paper_report(
     device: str | torch.device = "cpu",
     progress: bool | Progress = True,
     ties: str | None = None,
+    planner: PlannerChoice | None = None,
 ) -> dict:
     """Prediction-error metrics (paper §4) and closed-loop success (paper §3) of one model:
     the levels ``L1`` and ``success`` under ``protocol``'s depth, closed loop and windows.
@@ -210,6 +230,7 @@ def paper_report(
         device: torch device for everything.
         progress: as for ``evaluate``.
         ties: as for ``evaluate`` (recorded as the report's ``ties``).
+        planner: as for ``evaluate``.
 
     Returns:
         ``Report.paper_dict()`` (JSON-serializable).
@@ -227,5 +248,6 @@ def paper_report(
         model_info,
         progress,
         ties,
+        planner,
     )
     return report.paper_dict()

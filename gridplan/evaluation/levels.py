@@ -31,7 +31,13 @@ from gridplan.data.datasets import EvalWindows, eval_windows
 from gridplan.evaluation.anchors import AnchorSet, get_anchors
 from gridplan.evaluation.branch import BranchSet, branch_set, decision_states, sample_rows
 from gridplan.evaluation.common import RATE, Estimate, relevant_sq_error
-from gridplan.evaluation.decisions import Decisions, decide, decision_quality, exploitability
+from gridplan.evaluation.decisions import (
+    Decisions,
+    decide,
+    decide_planner,
+    decision_quality,
+    exploitability,
+)
 from gridplan.evaluation.fidelity import (
     Branches,
     branch_predictions,
@@ -41,6 +47,7 @@ from gridplan.evaluation.fidelity import (
 )
 from gridplan.evaluation.ladder_protocol import LadderProtocol
 from gridplan.evaluation.outcome import PolicyRuns, outcome_fidelity, run_anchor_policies
+from gridplan.evaluation.planner_choice import PlannerChoice
 from gridplan.evaluation.probe import answer, build_questions
 from gridplan.evaluation.ranking import policy_ranking
 from gridplan.evaluation.schema import LEVEL_TITLES, Report
@@ -84,6 +91,11 @@ class LevelContext:
         ties: the tie rule of every planner of the evaluation (the model's and the oracle's
             closed loops, the decisions at ``Q`` and at XGap's states;
             ``gridplan.planning.planner.TIES``).
+        planner: the planner measured (``gridplan.evaluation.planner_choice.PlannerChoice``);
+            ``None`` or ``search`` is the paper's full-width search. Another planner runs the
+            model's and the oracle's closed loops (success, L7) and makes the decisions of
+            L4 and of XGap (``decide_planner``); the branch set ``Q`` and the probe stay the
+            search's, so ``Q`` is the same states for every planner.
     """
 
     model: object
@@ -95,6 +107,7 @@ class LevelContext:
     report: Report
     progress: Progress = field(default_factory=lambda: Progress(enabled=False))
     ties: str = "first"
+    planner: PlannerChoice | None = None
     _clock: float = field(default_factory=time.perf_counter, repr=False)
 
     def stream(self, name: str) -> torch.Generator:
@@ -123,7 +136,26 @@ class LevelContext:
             progress=self.progress,
             what=what,
             ties=self.ties,
+            planner_factory=None if self.is_search else self.build_planner,
         )
+
+    @property
+    def is_search(self) -> bool:
+        """Whether the measured planner is the paper's full-width search."""
+        return self.planner is None or self.planner.is_search
+
+    def build_planner(self, model):
+        """The measured planner for ``model`` (``PlannerChoice.build``)."""
+        return self.planner.build(model, self.task, self.depth, self.device, self.ties)
+
+    def decide(self, roots: torch.Tensor, stream: str) -> Decisions:
+        """The measured planner's decisions at ``roots`` with the model: ``decide`` for the
+        search, ``decide_planner`` otherwise."""
+        if self.is_search:
+            return decide(
+                self.model, roots, self.task, self.depth, self.stream(stream), ties=self.ties
+            )
+        return decide_planner(self.build_planner(self.model), roots, self.stream(stream))
 
     def success_matrix(self, results: EpisodeResults) -> np.ndarray:
         """``(S, E)`` per-episode success (evaluation seed x episode) of ``results``."""
@@ -137,6 +169,27 @@ class LevelContext:
 
     @cached_property
     def oracle_loop(self) -> EpisodeResults:
+        if not self.is_search:
+            return self.closed_loop(
+                OracleModel(world=self.task.world), "closed loop (oracle, measured planner)"
+            )
+        return self.search_oracle_loop
+
+    @cached_property
+    def search_oracle_loop(self) -> EpisodeResults:
+        """The oracle's closed loop with the full-width search (the branch set's states)."""
+        if not self.is_search:
+            return run_episodes(
+                OracleModel(world=self.task.world),
+                self.task,
+                self.depth,
+                list(self.protocol.seeds),
+                self.protocol.episodes,
+                self.device,
+                record=True,
+                progress=self.progress,
+                what="closed loop (oracle planner)",
+            )
         return self.closed_loop(OracleModel(world=self.task.world), "closed loop (oracle planner)")
 
     @cached_property
@@ -148,7 +201,10 @@ class LevelContext:
         """``Q``; its seconds (windows and the oracle's closed loop included, unless an
         earlier level built them) are timed as ``"branch set"``."""
         q = branch_set(
-            self.windows, self.oracle_loop, self.protocol.branch_states, self.stream("branch")
+            self.windows,
+            self.search_oracle_loop,
+            self.protocol.branch_states,
+            self.stream("branch"),
         )
         self.lap("branch set")
         return q
@@ -158,8 +214,20 @@ class LevelContext:
         """The model's decisions at ``Q``, with every leaf score if the probe is measured."""
         keep = "probe" in self.levels
         q = self.branch_set
+        if not self.is_search:
+            return self.decide(q.states, "decide")
         return decide(
             self.model, q.states, self.task, self.depth, self.stream("decide"), keep, ties=self.ties
+        )
+
+    @cached_property
+    def search_decisions(self) -> Decisions:
+        """The full-width search's decisions at ``Q`` with every leaf score (the probe's)."""
+        if self.is_search:
+            return self.decisions
+        q = self.branch_set
+        return decide(
+            self.model, q.states, self.task, self.depth, self.stream("decide"), True, ties=self.ties
         )
 
     @cached_property
@@ -329,7 +397,7 @@ def planning_utility(ctx: LevelContext) -> dict:
     oracle = ctx.success_matrix(ctx.oracle_loop)
     random = _random_success(ctx)
     deployed = sample_rows(decision_states(ctx.model_loop), p.xgap_states, ctx.stream("xgap"))
-    decisions = decide(ctx.model, deployed, ctx.task, ctx.depth, ctx.stream("xgap"), ties=ctx.ties)
+    decisions = ctx.decide(deployed, "xgap")
     return {
         "success": Estimate.of(success, RATE).to_dict(),
         "success_oracle": Estimate.of(oracle, RATE).to_dict(),
@@ -343,7 +411,7 @@ def planning_utility(ctx: LevelContext) -> dict:
 
 def probe(ctx: LevelContext) -> dict:
     """The WorldModelGym probe on a sample of ``Q`` (``gridplan.evaluation.probe``)."""
-    q, decisions = ctx.branch_set, ctx.decisions
+    q, decisions = ctx.branch_set, ctx.search_decisions
     rows = sample_rows(
         torch.arange(len(q), device=ctx.device), ctx.protocol.probe_questions, ctx.stream("probe")
     )

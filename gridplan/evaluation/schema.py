@@ -104,6 +104,9 @@ class Report:
             (written before worlds) is the default world's.
         ties: the tie rule of the evaluation's planners (``"first"``, ``"random"``), or None
             where not known.
+        planner: the planner measured (``PlannerChoice.to_dict``: ``name``, ``settings``,
+            ``learned_value``), or None for the paper's full-width search with exact V*
+            when no planner was chosen.
     """
 
     model: dict
@@ -123,6 +126,7 @@ class Report:
     clamped: dict | None = None
     world: dict | None = None
     ties: str | None = None
+    planner: dict | None = None
 
     def to_dict(self) -> dict:
         """The JSON form (module docstring)."""
@@ -136,6 +140,7 @@ class Report:
             "levels": list(self.levels),
             "protocol": self.protocol,
             **({} if self.ties is None else {"ties": self.ties}),
+            **({} if self.planner is None else {"planner": self.planner}),
         }
         if self.closed_loop is not None:
             out.update(self.closed_loop)
@@ -167,6 +172,7 @@ class Report:
             "task": self.task,
             **({} if self.world is None else {"world": self.world}),
             "depth": self.depth,
+            **({} if self.planner is None else {"planner": self.planner}),
             **self.closed_loop,
             "device": self.device,
             **{k: v for k, v in self.prediction.items() if k not in LADDER_ONLY_L1},

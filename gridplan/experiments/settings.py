@@ -516,6 +516,59 @@ class E8Config(GroupConfig):
         return tuple(dict.fromkeys((*self.width_axis, *self.length_axis, *self.extra_worlds)))
 
 
+# --------------------------------------------------------------------------- E10
+
+
+@dataclass(frozen=True, kw_only=True)
+class E10Config(GroupConfig):
+    """E10 settings: the controlled grid and a small learned set under several planners.
+
+    Attributes:
+        sigma_r: relevant noise levels, grid cells (E1's, or a subsample).
+        sigma_i: irrelevant noise levels, normalized units.
+        protocol: depth, closed loop and held-out windows of every model and planner.
+        planners: the planners (``gridplan.planning.planners.PLANNERS``), the paper's
+            ``search`` first.
+        regret_states: states of the optimal policy at which each planner's decision regret
+            is measured.
+        fvi_states: logged behaviour states the learned value is fitted on.
+        fvi_iterations: its Bellman backups (``FVIConfig.iterations``).
+        learned_rows: the learned set's rows (``LearnedRow``); empty for none.
+        learned_seeds: training seeds of each learned row.
+        train_overrides: extra overrides of every training run.
+        n_resamples: bootstrap resamples of every Spearman CI.
+        seed: seed of the bootstrap and of the regret decisions.
+
+    Raises:
+        ValueError: on an unknown planner or ``search`` not first, or a count below 1.
+    """
+
+    sigma_r: tuple[float, ...]
+    sigma_i: tuple[float, ...]
+    protocol: Protocol
+    planners: tuple[str, ...]
+    regret_states: int
+    fvi_states: int
+    fvi_iterations: int
+    learned_rows: tuple[LearnedRow, ...] = ()
+    learned_seeds: tuple[int, ...] = (0,)
+    train_overrides: tuple[str, ...] = ()
+    n_resamples: int
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        from gridplan.planning.planners import check_planner
+
+        for name in self.planners:
+            check_planner(name)
+        if not self.planners or self.planners[0] != "search":
+            raise ValueError(f"E10Config.planners must start with 'search', got {self.planners}")
+        for key in ("regret_states", "fvi_states", "fvi_iterations", "n_resamples"):
+            if getattr(self, key) < 1:
+                raise ValueError(f"E10Config.{key} must be >= 1, got {getattr(self, key)}")
+
+
 #: The settings' config folder: ``settings.yaml``, one group per experiment group.
 SETTINGS_DIR = CONFIGS_ROOT / "experiments"
 
@@ -534,6 +587,7 @@ class Settings:
     e6: E6Config
     e7: E7Config
     e8: E8Config
+    e10: E10Config
 
 
 def _zoo(name: str, seeds=None, eval_seeds=None, max_epochs=None) -> DictConfig:
@@ -596,5 +650,6 @@ E5: dict[str, E5Config] = {name: s.e5 for name, s in _SETTINGS.items()}
 E6: dict[str, E6Config] = {name: s.e6 for name, s in _SETTINGS.items()}
 E7: dict[str, E7Config] = {name: s.e7 for name, s in _SETTINGS.items()}
 E8: dict[str, E8Config] = {name: s.e8 for name, s in _SETTINGS.items()}
+E10: dict[str, E10Config] = {name: s.e10 for name, s in _SETTINGS.items()}
 #: The paper's Table 3 rows and its random-data one (the full profile's).
 ROWS, RANDOM_ROW = E3["full"].rows, E3["full"].random_row

@@ -201,6 +201,7 @@ def run_episodes(
     record: bool = False,
     progress: bool | Progress = False,
     what: str = "closed loop",
+    planner_factory=None,
     **planner_kwargs,
 ) -> EpisodeResults:
     """Closed-loop success of ``model`` (all its settings) on the seeds' start states.
@@ -209,13 +210,18 @@ def run_episodes(
     numbers; episode ``i`` of seed ``s`` is the same in a run of any size, module
     docstring), so the returned tensors are setting-major ``(M * S * E,)``. The planning and
     environment stream is seeded from the seeds and the episode count, so the call is
-    reproducible. ``progress`` and ``what`` as for ``run_closed_loop``.
+    reproducible. ``progress`` and ``what`` as for ``run_closed_loop``. ``planner_factory``,
+    a callable ``model -> planner`` (a planner of ``gridplan.planning.planners``), replaces
+    the full-width ``Planner`` (``planner_kwargs`` are then not used).
 
     Raises:
         ValueError: on ``depth < 1``, empty or negative seeds or ``episodes < 1``.
         TypeError: if ``task`` is not a ``Task``.
     """
-    planner = Planner(model, depth, task, device=device, **planner_kwargs)
+    if planner_factory is None:
+        planner = Planner(model, depth, task, device=device, **planner_kwargs)
+    else:
+        planner = planner_factory(model)
     start = start_states(seeds, episodes, task, device)
     m = getattr(model, "n_settings", 1)
     start = start.repeat(m, 1) if m > 1 else start
