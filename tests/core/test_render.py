@@ -13,8 +13,9 @@ W = world.DEFAULT  # 8x8, wall column 5, door at row 4; P = 4 pixels per cell
 RED = torch.tensor(render.COLOURS["agent"], dtype=torch.uint8)
 
 
-def state(agent=(1, 2), key=(3, 0), carrying=False, door=False, c1=1, c2=0, d1=(6, 6),
-          d2=(7, 1), w=W):
+def state(
+    agent=(1, 2), key=(3, 0), carrying=False, door=False, c1=1, c2=0, d1=(6, 6), d2=(7, 1), w=W
+):
     """One ``(1, S)`` state from cells and flags (``gridplan.core.env.encode``)."""
     b = torch.tensor
 
@@ -22,8 +23,15 @@ def state(agent=(1, 2), key=(3, 0), carrying=False, door=False, c1=1, c2=0, d1=(
         return b([c]).view(1, -1, 2)
 
     return env.encode(
-        b([agent]), b([key]), b([carrying]), b([door]), b([[c1]]).bool(), b([[c2]]).bool(),
-        cells(d1), cells(d2), w,
+        b([agent]),
+        b([key]),
+        b([carrying]),
+        b([door]),
+        b([[c1]]).bool(),
+        b([[c2]]).bool(),
+        cells(d1),
+        cells(d2),
+        w,
     )
 
 
@@ -50,7 +58,15 @@ def test_the_default_world_draws_32x32_pixels_and_nine_grid_channels():
     assert render.obs_shape(W, "grid") == (9, 8, 8)
     assert render.obs_shape(W, "state") == (12,)
     assert render.grid_channels(W) == (
-        "agent", "key", "carrying", "wall", "door_closed", "d1", "d2", "c1_0", "c2_0"
+        "agent",
+        "key",
+        "carrying",
+        "wall",
+        "door_closed",
+        "d1",
+        "d2",
+        "c1_0",
+        "c2_0",
     )
 
 
@@ -91,8 +107,17 @@ def test_colour_bits_paint_the_top_wall_cells_and_flags_their_colours():
 def test_grid_channels_hold_each_object_on_its_cell_and_count_distractors():
     two = world.grid(8, 4)  # d1 = 2, d2 = 2
     b = torch.tensor
-    s = env.encode(b([[1, 2]]), b([[3, 0]]), b([True]), b([False]), b([[True]]), b([[False]]),
-                   b([[[6, 6], [6, 6]]]), b([[[0, 7], [7, 1]]]), two)
+    s = env.encode(
+        b([[1, 2]]),
+        b([[3, 0]]),
+        b([True]),
+        b([False]),
+        b([[True]]),
+        b([[False]]),
+        b([[[6, 6], [6, 6]]]),
+        b([[[0, 7], [7, 1]]]),
+        two,
+    )
     g = render.observe(s, two, "grid")
     assert g.shape == (1, 9, 8, 8) and g.dtype == torch.float32
     names = render.grid_channels(two)

@@ -113,16 +113,45 @@ def test_a_stochastic_latent_draws_from_the_given_generator_only():
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """Two debug runs: a pixel reconstruction model and a grid JEPA."""
+    """Two debug runs: a pixel reconstruction model through ``python -m train``'s main and a
+    grid JEPA through ``gridplan.training.runs.train_run``."""
     from gridplan.training.runs import train_run
+    from train.__main__ import main
 
     tmp = tmp_path_factory.mktemp("latent")
-    common = ["trainer=debug", "data.budget=1000", "data.windows=8", f"out_dir={tmp}",
-              f"data.cache_dir={tmp / 'cache'}", "logger=csv"]
+    common = [
+        "trainer=debug",
+        "data.budget=1000",
+        "data.windows=8",
+        f"out_dir={tmp}",
+        f"data.cache_dir={tmp / 'cache'}",
+        "logger=csv",
+    ]
+    assert main(["model=latent_recon", "obs=pixels", *common]) == 0
     return {
-        "recon": train_run(["model=latent_recon", "obs=pixels", *common]),
+        "recon": next(tmp.glob("latent_recon-pixels-*/version_0")),
         "jepa": train_run(["model=jepa", "obs=grid", *common]),
     }
+
+
+def test_the_train_summary_of_a_latent_run_names_its_one_step_scores(capsys):
+    from train.__main__ import _summary
+
+    metrics = {
+        "epochs": 2,
+        "monitor": "val/loss",
+        "best_score": 0.5,
+        "train_seconds": 1.0,
+        "best/latent_mse": 0.25,
+        "best/recon_mse": 0.125,
+        "best/pred_mse": 0.0625,
+    }
+    _summary(metrics, {"run_dir": "R", "best_checkpoint": "R/best.ckpt"})
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == (
+        "epochs 2  val/loss 0.50000  latent_mse 0.2500  recon_mse 0.1250  pred_mse 0.0625  (1 s)"
+    )
+    assert out[-1] == "checkpoint: R/best.ckpt"
 
 
 def test_debug_runs_land_in_their_family_and_observation_folders(runs):
@@ -131,8 +160,9 @@ def test_debug_runs_land_in_their_family_and_observation_folders(runs):
     assert (runs["recon"] / "checkpoints" / "best.ckpt").is_file()
 
 
-@pytest.mark.parametrize(("run", "kind", "decodes"), [("recon", "pixels", True),
-                                                       ("jepa", "grid", False)])
+@pytest.mark.parametrize(
+    ("run", "kind", "decodes"), [("recon", "pixels", True), ("jepa", "grid", False)]
+)
 def test_a_trained_checkpoint_loads_behind_the_latent_contract(runs, run, kind, decodes):
     model = load_latent_model(runs[run] / "checkpoints" / "best.ckpt")
     assert isinstance(model, DecodingLatentModel if decodes else LearnedLatentModel)
@@ -170,8 +200,9 @@ def test_a_checkpoint_with_missing_or_wrong_contents_is_refused(runs, tmp_path):
     with pytest.raises(ValueError, match="is a latent world model .*load_latent_model"):
         load_world_model(path)
     no_obs = tmp_path / "no_obs.ckpt"
-    torch.save({**ckpt, "gridplan": {k: v for k, v in ckpt["gridplan"].items() if k != "obs"}},
-               no_obs)
+    torch.save(
+        {**ckpt, "gridplan": {k: v for k, v in ckpt["gridplan"].items() if k != "obs"}}, no_obs
+    )
     with pytest.raises(ValueError, match="the latent checkpoint lacks obs"):
         load_latent_model(no_obs)
     state_kind = tmp_path / "state.ckpt"
