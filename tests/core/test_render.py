@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gridplan.core import env, render, world
+from gridplan.core import env, render, tasks, world
 from gridplan.core.tasks import TASK_A
 from gridplan.data.datasets import collect
 
@@ -180,3 +180,14 @@ def test_bad_kinds_tiles_and_worlds_with_too_many_bits_are_refused():
     with pytest.raises(ValueError, match="5 colour bits but 4 wall cells"):
         render.obs_shape(crowded, "pixels")
     assert render.obs_shape(crowded, "grid") == (12, 5, 5)
+
+
+def test_a_larger_world_scales_the_image_and_keeps_the_quadrant_rule():
+    big = world.get("g16-k8")  # wall column 10, door row 8, 5 d1 + 4 d2 distractors
+    s = env.reset(3, torch.Generator().manual_seed(0), tasks.get("A", world=big))
+    s[0, :2] = torch.tensor([2.0, 13.0]) / 15  # the agent on cell (2, 13)
+    img = render.observe(s, big, "pixels")
+    assert img.shape == (3, 3, 64, 64)
+    r, c = 4 * (15 - 13), 4 * 2
+    assert (img[0, :, r : r + 2, c : c + 2] == RED.view(3, 1, 1)).all()
+    assert render.observe(s, big, "grid")[0, 0].nonzero().tolist() == [[15 - 13, 2]]
