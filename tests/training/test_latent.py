@@ -230,3 +230,16 @@ def test_a_checkpoint_with_missing_or_wrong_contents_is_refused(runs, tmp_path):
 def test_configs_a_latent_family_cannot_train_are_refused(overrides, message):
     with pytest.raises(ValueError, match=message):
         compose(overrides)
+
+
+def test_run_data_gives_back_the_split_a_checkpoint_trained_on(runs):
+    from gridplan.training.latent_module import run_data
+
+    model = load_latent_model(runs["jepa"] / "checkpoints" / "best.ckpt")
+    train, val = run_data(model.metadata)
+    assert len(train) == model.metadata["dataset"]["train_transitions"]
+    assert len(val) == model.metadata["dataset"]["val_transitions"]
+    assert not set(train.episode.tolist()) & set(val.episode.tolist())
+    changed = {**model.metadata, "dataset": {"fingerprint": "0" * 16}}
+    with pytest.raises(ValueError, match="the checkpoint recorded 0000000000000000"):
+        run_data(changed)
