@@ -223,6 +223,14 @@ class LatentNetwork(nn.Module):
             self.target_encoder.load_state_dict(self.encoder.state_dict())
             self.target_encoder.requires_grad_(False)
 
+    def encode(self, obs: torch.Tensor) -> torch.Tensor:
+        """The latent a trained model reads: the encoder's, or for a ``jepa`` the target
+        encoder's (the space its predictor is trained to predict into, so that imagined
+        latents fed back stay in one space; I-JEPA evaluates its target encoder too)."""
+        if self.family == "jepa":
+            return self.target_encoder(obs)
+        return self.encoder(obs)
+
     def architecture(self) -> dict[str, Any]:
         """The constructor's arguments (stored in checkpoints)."""
         return {
@@ -365,13 +373,13 @@ class LearnedLatentModel:
     @torch.no_grad()
     def encode(self, obs: torch.Tensor) -> torch.Tensor:
         """``(B, *obs_shape)`` observations (``observe``; uint8 pixels, float32 otherwise)
-        -> ``(B, Z)`` float32 latents.
+        -> ``(B, Z)`` float32 latents (``LatentNetwork.encode``: a JEPA's target encoder).
 
         Raises:
             ValueError: on a wrong shape, dtype or a non-finite observation.
         """
         self._check_obs(obs)
-        return self.net.encoder(obs.to(self.device)).float()
+        return self.net.encode(obs.to(self.device)).float()
 
     @torch.no_grad()
     def predict_latent(

@@ -260,7 +260,8 @@ def run_data(metadata: dict) -> tuple[TransitionDataset, TransitionDataset]:
 def latent_scores(path, data: TransitionDataset, rows: int = 2048) -> dict[str, float]:
     """One-step scores of a latent checkpoint on (the first ``rows`` of) ``data``:
     ``best/latent_mse`` (predicted latent against the encoding of the next observation,
-    mean over rows and dims; the mean of a stochastic transition's sample), and for a
+    both through ``LearnedLatentModel.encode``, mean over rows and dims; a stochastic
+    transition's sample drawn from a generator seeded 0), and for a
     decoding model ``best/recon_mse`` (decoded encoding against the state) and
     ``best/pred_mse`` (decoded prediction against the next state), means over rows and the
     ``S`` dims."""
