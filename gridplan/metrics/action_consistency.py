@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from gridplan.core.constants import N_ACTIONS
-from gridplan.metrics.latent import LatentTransitions, episode_mean, check_disjoint
+from gridplan.metrics.latent import LatentTransitions, check_disjoint, episode_mean
 
 #: Probe width, epochs, learning rate and batch size.
 PROBE_HIDDEN = 64
