@@ -221,11 +221,14 @@ def _sweep(config_dir: Path, overrides: list[str], config_name: str) -> int:
 
 def _summary(metrics: dict, artifacts: dict) -> None:
     """A run's folder, best scores and ``checkpoint: PATH`` line."""
+    names = ("E_tot", "DRPE_graded", "DRPE_binary")
+    if "best/E_tot" not in metrics:  # a latent model: its one-step scores
+        names = ("latent_mse", "recon_mse", "pred_mse")
+    scores = "  ".join(f"{n} {metrics[f'best/{n}']:.4f}" for n in names if f"best/{n}" in metrics)
     print(
         f"run folder: {artifacts['run_dir']}\n"
         f"epochs {metrics['epochs']}  {metrics['monitor']} {metrics['best_score']:.5f}  "
-        f"E_tot {metrics['best/E_tot']:.4f}  DRPE_graded {metrics['best/DRPE_graded']:.4f}  "
-        f"DRPE_binary {metrics['best/DRPE_binary']:.4f}  ({metrics['train_seconds']:.0f} s)"
+        f"{scores}  ({metrics['train_seconds']:.0f} s)"
     )
     print(f"checkpoint: {artifacts['best_checkpoint']}", flush=True)
 

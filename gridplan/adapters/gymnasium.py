@@ -15,7 +15,13 @@ Episodes end with ``terminated`` on the goal or hazard and with ``truncated`` af
 ``max_episode_steps`` steps without either (default the task's ``horizon``, 60 in the paper).
 ``info`` carries the step's events as bools: ``goal``, ``hazard``, ``pickup``, ``door_opened``
 (arrays of ``(B,)`` with Gymnasium's ``_key`` masks in the vector env). ``render_mode="ansi"``
-makes ``render()`` return the state as an 8x8 text grid (``gridplan.adapters.rendering``).
+makes ``render()`` return the state as an 8x8 text grid, ``render_mode="rgb_array"`` as a
+``(32, 32, 3)`` uint8 image (``gridplan.adapters.rendering``).
+
+``observation="grid"`` or ``"pixels"`` makes every env observe a drawing of the state instead
+of the state itself (``gridplan.core.render``; ``observation_space``): ``(C, N, N)`` float32
+channels or ``(3, N P, N P)`` uint8 RGB (channels first, as torch's convolutions read them),
+distractors and colour bits drawn; ``options={"state": x}`` still takes a state.
 
 Importing this module registers ``gridplan/KeyDoor-A-v0``, ``gridplan/KeyDoor-B-v0`` and their
 imagined twins ``gridplan/Imagined-A-v0``, ``gridplan/Imagined-B-v0`` (which need ``model=``),
@@ -44,6 +50,7 @@ import numpy as np
 import torch
 
 from gridplan.adapters import backend, rendering, require
+from gridplan.core import render
 from gridplan.core.constants import N_ACTIONS
 from gridplan.core.env import check_state
 from gridplan.core.tasks import Task
@@ -66,10 +73,31 @@ _SEED_BOUND = 2**63 - 1
 METADATA = {"render_modes": list(rendering.RENDER_MODES), "render_fps": 4}
 
 
-def observation_space(world: World = DEFAULT) -> spaces.Box:
-    """``Box(0, 1, (S,), float32)``: the normalized state of ``world`` (``S = 12`` in the
-    default world; layout in ``gridplan.core.world``)."""
-    return spaces.Box(0.0, 1.0, (world.state_dim,), np.float32)
+def observation_space(world: World = DEFAULT, observation: str = "state") -> spaces.Box:
+    """The space of one observation of ``world`` (``gridplan.core.render``):
+
+    * ``state``: ``Box(0, 1, (S,), float32)``, the normalized state (``S = 12`` in the
+      default world; layout in ``gridplan.core.world``);
+    * ``grid``: ``Box(0, K, (C, N, N), float32)``, ``K`` the most distractors of one kind (a
+      cell's count), at least 1;
+    * ``pixels``: ``Box(0, 255, (3, N P, N P), uint8)``, ``P = render.PIXELS_PER_CELL``.
+
+    Raises:
+        ValueError: on an unknown observation kind (or pixels of a world that has none).
+    """
+    shape = render.obs_shape(world, observation)
+    if observation == "state":
+        return spaces.Box(0.0, 1.0, shape, np.float32)
+    if observation == "grid":
+        return spaces.Box(0.0, float(max(1, world.d1, world.d2)), shape, np.float32)
+    return spaces.Box(0, 255, shape, np.uint8)
+
+
+def _observations(state: torch.Tensor, world: World, observation: str) -> np.ndarray:
+    """``(B, *shape)`` numpy observations of ``(B, S)`` states (a fresh copy)."""
+    if observation == "state":
+        return _numpy(state)
+    return _numpy(render.observe(state, world, observation))
 
 
 def _generator(seed: int | None, np_random: np.random.Generator, device) -> torch.Generator:
@@ -146,13 +174,15 @@ class _EpisodeEnv(gym.Env):
         render_mode: str | None,
         max_episode_steps: int | None,
         world: str | World | None,
+        observation: str = "state",
     ) -> None:
         self.task = backend.resolve(task, world)
         self.device = torch.device(device)
         self.render_mode = rendering.check_render_mode(render_mode)
         #: Steps after which the env truncates; None: never (an outer ``TimeLimit`` does).
         self.max_episode_steps: int | None = episode_steps(max_episode_steps, self.task)
-        self.observation_space = observation_space(self.task.world)
+        self.observation = render.check_kind(observation)
+        self.observation_space = observation_space(self.task.world, observation)
         self.action_space = spaces.Discrete(N_ACTIONS)
         self._generator: torch.Generator | None = None
         self._state: torch.Tensor | None = None
@@ -168,7 +198,8 @@ class _EpisodeEnv(gym.Env):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
-        """Start an episode: ``(observation (S,) float32, info {})``."""
+        """Start an episode: ``(observation, info {})``; the observation ``(S,)`` float32 (or
+        the ``observation`` kind's drawing)."""
         options = _check_options(options, ("state",))
         given = None
         if "state" in options:
@@ -183,7 +214,7 @@ class _EpisodeEnv(gym.Env):
         self._begin(self._generator)
         self._steps = 0
         self._ended = False
-        return _numpy(self._state[0]), {}
+        return _observations(self._state, self.task.world, self.observation)[0], {}
 
     def step(self, action) -> tuple[np.ndarray, float, bool, bool, dict[str, bool]]:
         """One step: ``(observation, reward, terminated, truncated, info)``.
@@ -204,11 +235,13 @@ class _EpisodeEnv(gym.Env):
         truncated = not terminated and limit is not None and self._steps >= limit
         self._ended = terminated or truncated
         info = {name: bool(events[name][0]) for name in EVENTS}
-        return _numpy(state[0]), float(reward[0]), terminated, truncated, info
+        obs = _observations(state, self.task.world, self.observation)[0]
+        return obs, float(reward[0]), terminated, truncated, info
 
-    def render(self) -> str | None:
-        """``render_mode="ansi"``: the current state as text (``gridplan.adapters.rendering``);
-        None without a render mode.
+    def render(self) -> str | np.ndarray | None:
+        """``render_mode="ansi"``: the current state as text, ``"rgb_array"``: as an
+        ``(N P, N P, 3)`` uint8 image (``gridplan.adapters.rendering``); None without a render
+        mode.
 
         Raises:
             gymnasium.error.ResetNeeded: before the first ``reset``.
@@ -217,6 +250,8 @@ class _EpisodeEnv(gym.Env):
             return None
         if self._state is None:
             raise gym.error.ResetNeeded("call reset() before render()")
+        if self.render_mode == "rgb_array":
+            return rendering.rgb_array(self._state[0], self.task)
         return rendering.ansi(self._state[0], self.task)
 
 
@@ -226,13 +261,16 @@ class GridPlanEnv(_EpisodeEnv):
     Args:
         task: task name or ``gridplan.core.tasks.Task`` (its geometry and ``horizon``).
         device: where the state tensor lives; observations are numpy arrays either way.
-        render_mode: None or ``"ansi"`` (``render()`` returns the N x N text grid of
-            ``gridplan.adapters.rendering``; a pixel mode would draw the same grid).
+        render_mode: None, ``"ansi"`` (``render()`` returns the N x N text grid of
+            ``gridplan.adapters.rendering``) or ``"rgb_array"`` (the ``(N P, N P, 3)`` uint8
+            image of the same reading of the state).
         max_episode_steps: steps after which an episode truncates (default the task's
             ``horizon``). Through ``gym.make`` the spec's ``TimeLimit`` truncates instead (module
             docstring), so ``gym.make(id, max_episode_steps=N)`` gives ``N``-step episodes.
         world: the world a task name is placed on (``gridplan.core.world``: a name such as
             ``g16-k8`` or a ``World``; default the task's own).
+        observation: ``"state"`` (default), ``"grid"`` or ``"pixels"``: what ``reset`` and
+            ``step`` return (``observation_space``, ``gridplan.core.render``).
 
     ``reset(seed=s)`` seeds the torch generator that draws the start state and the
     distractors with ``s``; an unseeded first reset seeds it from ``self.np_random``; later
@@ -252,8 +290,9 @@ class GridPlanEnv(_EpisodeEnv):
         render_mode: str | None = None,
         max_episode_steps: int | None = None,
         world: str | World | None = None,
+        observation: str = "state",
     ) -> None:
-        super().__init__(task, device, render_mode, max_episode_steps, world)
+        super().__init__(task, device, render_mode, max_episode_steps, world, observation)
 
     def _advance(self, state, action, generator):
         return backend.step(state, action, generator, self.task)
@@ -275,7 +314,7 @@ class ImaginedEnv(_EpisodeEnv):
 
     Args:
         model: anything with ``predict(state (N, S), action (N,), generator) -> (N, S)``.
-        task, device, render_mode, max_episode_steps: as ``GridPlanEnv``.
+        task, device, render_mode, max_episode_steps, observation: as ``GridPlanEnv``.
         world: as ``GridPlanEnv``; default the world the model declares (``model.world``).
 
     ``reset(seed=s)`` seeds the one torch generator of the start state and of the model's
@@ -295,9 +334,10 @@ class ImaginedEnv(_EpisodeEnv):
         render_mode: str | None = None,
         max_episode_steps: int | None = None,
         world: str | World | None = None,
+        observation: str = "state",
     ) -> None:
         world = backend.model_world(model, world)
-        super().__init__(task, device, render_mode, max_episode_steps, world)
+        super().__init__(task, device, render_mode, max_episode_steps, world, observation)
         self.imagination = backend.Imagination(model, self.task, self.device)
 
     @property
@@ -329,10 +369,12 @@ class GridPlanVectorEnv(VectorEnv):
             0), ``SAME_STEP`` (the ending step returns the new episode's first observation and
             puts the last one in ``info["final_obs"]``, its events in ``info["final_info"]``)
             or ``DISABLED`` (reset ended sub-environments with ``options={"reset_mask": m}``).
-        render_mode: None or ``"ansi"`` (``render()`` returns a tuple of ``B`` text grids).
+        render_mode: None, ``"ansi"`` (``render()`` returns a tuple of ``B`` text grids) or
+            ``"rgb_array"`` (a tuple of ``B`` images).
         max_episode_steps: steps after which a sub-environment's episode truncates (default
             the task's ``horizon``; ``gym.make_vec`` passes the spec's or the caller's).
         world: as ``GridPlanEnv``.
+        observation: as ``GridPlanEnv`` (observations batched ``(B, ...)``).
 
     Seeding follows Gymnasium's ``SyncVectorEnv`` of ``GridPlanEnv``: ``reset(seed=s)`` seeds
     sub-environment ``i`` with ``s + i``, ``reset(seed=[s_0, ..., s_{B-1}])`` with ``s_i``,
@@ -365,6 +407,7 @@ class GridPlanVectorEnv(VectorEnv):
         render_mode: str | None = None,
         max_episode_steps: int | None = None,
         world: str | World | None = None,
+        observation: str = "state",
     ) -> None:
         if not isinstance(num_envs, int) or num_envs < 1:
             raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}")
@@ -375,7 +418,8 @@ class GridPlanVectorEnv(VectorEnv):
         self.render_mode = rendering.check_render_mode(render_mode)
         self.max_episode_steps = episode_steps(max_episode_steps, self.task)
         self.metadata = {"autoreset_mode": self.autoreset_mode, **METADATA}
-        self.single_observation_space = observation_space(self.task.world)
+        self.observation = render.check_kind(observation)
+        self.single_observation_space = observation_space(self.task.world, observation)
         self.single_action_space = spaces.Discrete(N_ACTIONS)
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
@@ -426,7 +470,7 @@ class GridPlanVectorEnv(VectorEnv):
             self._state[rows] = fresh
         self._steps[rows] = 0
         self._ended[rows] = False
-        return _numpy(self._state), {}
+        return _observations(self._state, self.task.world, self.observation), {}
 
     def _seeds(self, seed) -> list[int] | None:
         """``B`` per-sub-environment seeds of ``reset(seed=...)`` (``s + i`` for an int)."""
@@ -479,7 +523,8 @@ class GridPlanVectorEnv(VectorEnv):
     def step(self, actions):
         """Step every sub-environment: ``(obs (B, 12), reward (B,) float64, terminated (B,),
         truncated (B,), info)``; ``info[event]`` is ``(B,)`` bool with mask ``info["_" + event]``
-        (False where a ``NEXT_STEP`` reset replaced the step)."""
+        (False where a ``NEXT_STEP`` reset replaced the step); ``obs`` is ``(B, ...)`` of the
+        ``observation`` kind."""
         if self._state is None:
             raise gym.error.ResetNeeded("call reset() before step()")
         action = self._actions(actions)
@@ -511,7 +556,8 @@ class GridPlanVectorEnv(VectorEnv):
             # As Gymnasium's SyncVectorEnv: the ended step's data moves to final_obs/final_info.
             final = np.full(n, None, dtype=object)
             rows = ended.nonzero().flatten().tolist()
-            for i, row in zip(rows, _numpy(self._state[ended]), strict=True):
+            last = _observations(self._state[ended], self.task.world, self.observation)
+            for i, row in zip(rows, last, strict=True):
                 final[i] = row
             info["final_obs"], info["_final_obs"] = final, _numpy(ended)
             info["final_info"] = _event_info(events, ended)
@@ -525,16 +571,16 @@ class GridPlanVectorEnv(VectorEnv):
             self._ended = ended
         info.update(_event_info(events, live))
         return (
-            _numpy(self._state),
+            _observations(self._state, self.task.world, self.observation),
             _numpy(reward).astype(np.float64),
             _numpy(terminated),
             _numpy(truncated),
             info,
         )
 
-    def render(self) -> tuple[str, ...] | None:
-        """``render_mode="ansi"``: one text grid per sub-environment
-        (``gridplan.adapters.rendering``); None without a render mode.
+    def render(self) -> tuple[str, ...] | tuple[np.ndarray, ...] | None:
+        """``render_mode="ansi"``: one text grid per sub-environment, ``"rgb_array"``: one
+        image each (``gridplan.adapters.rendering``); None without a render mode.
 
         Raises:
             gymnasium.error.ResetNeeded: before the first ``reset``.
@@ -543,6 +589,8 @@ class GridPlanVectorEnv(VectorEnv):
             return None
         if self._state is None:
             raise gym.error.ResetNeeded("call reset() before render()")
+        if self.render_mode == "rgb_array":
+            return tuple(rendering.rgb_array(row, self.task) for row in self._state)
         return tuple(rendering.ansi(row, self.task) for row in self._state)
 
     def _restart(self, rows: torch.Tensor) -> None:

@@ -2,15 +2,16 @@
 
 A state is read as the planner reads it (``gridplan.core.env``: cells rounded and clamped,
 flags thresholded at 0.5) into a grid of one-character ``SYMBOLS``; ``ansi`` joins that grid
-into text. A pixel renderer (Gymnasium's ``rgb_array``) would colour the same grid, one tile
-per symbol, so every render mode shows the same reading of the state.
+into text. ``rgb_array`` (Gymnasium's pixel mode) is the pixel observation of
+``gridplan.core.render`` in height-width-channel order, the same reading of the state
+(without the task's goal and hazard cells, which the text marks).
 """
 
 from __future__ import annotations
 
 import torch
 
-from gridplan.core import env
+from gridplan.core import env, render
 from gridplan.core.constants import AGENT_X, AGENT_Y, C1, CARRYING, DOOR_OPEN, KEY_X, KEY_Y
 from gridplan.core.tasks import Task
 
@@ -28,7 +29,7 @@ SYMBOLS = {
     "agent_with_key": "a",
 }
 #: Render modes every adapter supports.
-RENDER_MODES = ("ansi",)
+RENDER_MODES = ("ansi", "rgb_array")
 
 
 def check_render_mode(render_mode: str | None) -> str | None:
@@ -88,3 +89,20 @@ def ansi(state: torch.Tensor, task: Task) -> str:
     """``symbol_grid`` as text: ``N`` lines of ``N`` characters, each ending
     in a newline (Gymnasium's ``ansi`` render mode)."""
     return "".join("".join(row) + "\n" for row in symbol_grid(state, task))
+
+
+def rgb_array(state: torch.Tensor, task: Task, pixels_per_cell: int = render.PIXELS_PER_CELL):
+    """The ``(S,)`` state as a ``(N P, N P, 3)`` uint8 numpy image (Gymnasium's ``rgb_array``
+    render mode): ``gridplan.core.render.observe(..., "pixels")`` moved to channels last.
+
+    Raises:
+        ValueError: if ``state`` is not a finite ``(S,)`` tensor of the task's world.
+    """
+    world = task.world
+    s = world.state_dim
+    if not isinstance(state, torch.Tensor) or tuple(state.shape) != (s,):
+        got = tuple(state.shape) if isinstance(state, torch.Tensor) else type(state).__name__
+        raise ValueError(f"state must be a ({s},) tensor, got {got}")
+    row = state.detach().reshape(1, s).float().cpu()
+    image = render.observe(row, world, "pixels", pixels_per_cell)[0]
+    return image.permute(1, 2, 0).numpy().copy()

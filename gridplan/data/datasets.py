@@ -22,7 +22,9 @@ Episodes end at a goal or hazard (``terminated``) or are truncated after ``task.
 steps (60 in the paper's tasks), and the slot restarts from a fresh ``reset``. Files store
 the task's name (``meta["task"]``) and its world (``meta["world"]``, ``gridplan.core.world``;
 a file without one holds the default world). Budgets are transition counts
-(``parse_budget("12k") == 12000``).
+(``parse_budget("12k") == 12000``). ``TransitionDataset.observations`` draws the logged
+states as grid or pixel observations on demand (``gridplan.core.render``), for the latent
+models (``gridplan.training.latent_module``).
 
 Letter legend: ``N`` transitions, ``W`` windows, ``H`` window length, ``S`` state dims
 (``world.state_dim``, 12 in the default world).
@@ -42,6 +44,7 @@ import torch
 
 from gridplan.core.constants import N_ACTIONS, STATE_LAYOUT_VERSION
 from gridplan.core.env import check_state, reset, transition
+from gridplan.core.render import PIXELS_PER_CELL, observe
 from gridplan.core.tasks import TASK_A, Task, check
 from gridplan.core.values import value_table
 from gridplan.core.world import World, recorded
@@ -234,6 +237,35 @@ class TransitionDataset:
     def tensors(self) -> dict[str, torch.Tensor]:
         """The tensor fields by name."""
         return {name: getattr(self, name) for name in TENSOR_FIELDS}
+
+    def observations(
+        self,
+        kind: str,
+        which: str = "states",
+        rows: torch.Tensor | slice | None = None,
+        pixels_per_cell: int = PIXELS_PER_CELL,
+    ) -> torch.Tensor:
+        """Observations of the logged states, drawn on demand
+        (``gridplan.core.render.observe``), so a saved dataset holds states only.
+
+        Args:
+            kind: ``state``, ``grid`` or ``pixels`` (``gridplan.core.render.OBS_KINDS``).
+            which: ``states`` (before each step) or ``next_states`` (after it).
+            rows: index or slice of the rows drawn (default all ``N``).
+            pixels_per_cell: tile side of ``pixels``.
+
+        Returns:
+            ``(n, *obs_shape)``: float32 (``state``, ``grid``) or uint8 (``pixels``).
+
+        Raises:
+            ValueError: on an unknown kind or ``which``.
+        """
+        if which not in _STATE_FIELDS:
+            raise ValueError(f"which must be one of {', '.join(_STATE_FIELDS)}, got {which!r}")
+        states = getattr(self, which)
+        if rows is not None:
+            states = states[rows]
+        return observe(states, self.world, kind, pixels_per_cell)
 
     def fingerprint(self) -> str:
         """Short sha256 hex (16 chars) of every tensor's bytes and the meta; device-independent."""

@@ -511,6 +511,12 @@ def load_world_model(path: str | os.PathLike, device: torch.device | str = "cpu"
             f"{path!r} is a Lightning checkpoint but not a gridplan world model "
             f"(no {CHECKPOINT_KEY!r} entry with the architecture)"
         )
+    if meta.get("kind") == "latent":
+        raise ValueError(
+            f"{path!r} is a latent world model ({meta.get('family')}, observing "
+            f"{meta.get('obs', {}).get('kind')}), not a state model: load it with "
+            "gridplan.models.latent.load_latent_model"
+        )
     version = meta.get("state_layout_version")
     if version != STATE_LAYOUT_VERSION:
         raise ValueError(

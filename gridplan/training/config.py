@@ -43,7 +43,9 @@ from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBase
 
 from gridplan.core import tasks
 from gridplan.core import world as worlds
+from gridplan.core.render import OBS_KINDS, obs_shape
 from gridplan.data.datasets import BEHAVIOUR_POLICIES, parse_budget
+from gridplan.models.latent import LATENT_FAMILIES
 from gridplan.models.learned import ACTIVATIONS
 from gridplan.util.threads import check_threads
 
@@ -157,17 +159,27 @@ class DataConfig:
             _at_least(f"data.{key}", getattr(self, key), 1)
 
 
+#: Model families ``model.family`` trains: the state MLP and the latent families
+#: (``gridplan.models.latent``, ``gridplan.training.latent_module``).
+FAMILIES = ("mlp", *LATENT_FAMILIES)
+
+
 @dataclass
 class ModelConfig:
-    """MLP world model and its optimiser.
+    """World model and its optimiser: the state MLP (``family: mlp``) or a latent model
+    (``latent_recon``, ``jepa``: ``gridplan.models.latent``).
 
     Raises:
         ValueError: on an empty or non-positive ``hidden``, ``members`` below 1, an unknown
-            activation or sampling, ``lr`` <= 0 or a negative ``weight_decay``.
+            family, activation or sampling, ``lr`` <= 0 or a negative ``weight_decay``, a
+            latent size below 1, an EMA decay outside ``[0, 1]``, a negative latent loss
+            weight, or a stochastic ``jepa``.
     """
 
     #: The ``configs/train/model`` choice (each choice's file sets it).
     name: str = MISSING
+    #: ``mlp`` (state in, state out) or a latent family (observation in, latent out).
+    family: str = "mlp"
     hidden: list[int] = field(default_factory=lambda: [256, 256])
     activation: str = "silu"
     #: Ensemble members K: K > 1 trains K networks as one vectorized group and stacks them
@@ -182,8 +194,42 @@ class ModelConfig:
     predict_delta: bool = True
     lr: float = 3e-3
     weight_decay: float = 0.0
+    #: Latent families: latent width ``Z``.
+    latent_dim: int = 32
+    #: Latent families: channels of the stride-2 convolutions encoding grid and pixels.
+    channels: list[int] = field(default_factory=lambda: [16, 32])
+    #: ``latent_recon``: Gaussian latent transition (reparameterised sample) instead of a
+    #: deterministic one.
+    stochastic: bool = False
+    #: ``latent_recon``: weight of the latent prediction loss beside the reconstructions.
+    latent_weight: float = 1.0
+    #: ``jepa``: decay of the target encoder's exponential moving average per step.
+    ema_decay: float = 0.99
+    #: ``jepa``: weights of the VICReg variance and covariance terms (anti-collapse).
+    var_weight: float = 1.0
+    cov_weight: float = 0.04
 
     def __post_init__(self) -> None:
+        _one_of("model.family", self.family, FAMILIES)
+        _at_least("model.latent_dim", self.latent_dim, 1)
+        _require(
+            bool(self.channels) and min(self.channels) >= 1,
+            f"model.channels must be a non-empty list of positive widths, got {self.channels}",
+        )
+        _require(
+            0 <= self.ema_decay <= 1, f"model.ema_decay must lie in [0, 1], got {self.ema_decay}"
+        )
+        for key in ("latent_weight", "var_weight", "cov_weight"):
+            value = getattr(self, key)
+            _require(
+                math.isfinite(value) and value >= 0,
+                f"model.{key} must be a finite number >= 0, got {value}",
+            )
+        _require(
+            not (self.family == "jepa" and self.stochastic),
+            "model.stochastic=true needs model=latent_recon (a jepa predicts a "
+            "deterministic latent)",
+        )
         _require(
             bool(self.hidden) and min(self.hidden) >= 1,
             f"model.hidden must be a non-empty list of positive widths, got {self.hidden}",
@@ -195,6 +241,29 @@ class ModelConfig:
             self.weight_decay >= 0, f"model.weight_decay must be >= 0, got {self.weight_decay}"
         )
         _one_of("model.sampling", self.sampling, ("mean", "ts"))
+
+
+@dataclass
+class ObsConfig:
+    """What a latent model observes (``gridplan.core.render``): the ``state``, the symbolic
+    ``grid`` or RGB ``pixels``, drawn from the logged states on demand.
+
+    Raises:
+        ValueError: on an unknown kind or a bad ``pixels_per_cell``.
+    """
+
+    #: The ``configs/train/obs`` choice: one of ``gridplan.core.render.OBS_KINDS`` (a config
+    #: saved before observations reads the state).
+    name: str = "state"
+    #: Tile side of the pixel observation (even; 4: 32x32 pixels for the default world).
+    pixels_per_cell: int = 4
+
+    def __post_init__(self) -> None:
+        _one_of("obs.name", self.name, OBS_KINDS)
+        _require(
+            self.pixels_per_cell >= 2 and self.pixels_per_cell % 2 == 0,
+            f"obs.pixels_per_cell must be an even int >= 2, got {self.pixels_per_cell}",
+        )
 
 
 @dataclass
@@ -317,6 +386,7 @@ class Config:
     variant: VariantConfig = field(default_factory=VariantConfig)
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
+    obs: ObsConfig = field(default_factory=ObsConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
@@ -342,6 +412,29 @@ class Config:
             f"name must be a plain folder name, got {self.name!r}",
         )
         check_threads(self.threads)
+        self._check_family()
+
+    def _check_family(self) -> None:
+        """A latent family trains one network on observations and selects by ``val/loss``;
+        the state MLP reads states."""
+        family, obs = self.model.family, self.obs.name
+        if family == "mlp":
+            _require(
+                obs == "state",
+                f"obs={obs} needs a latent model (model=latent_recon or model=jepa); "
+                "model.family mlp reads the state",
+            )
+            return
+        _require(
+            self.model.members == 1,
+            f"model.family {family} trains one network: model.members=1, got {self.model.members}",
+        )
+        _require(
+            self.trainer.monitor == "val/loss",
+            f"model.family {family} selects its best checkpoint by val/loss (no state "
+            f"windows to score), got trainer.monitor={self.trainer.monitor}",
+        )
+        obs_shape(worlds.get(self.world), obs, self.obs.pixels_per_cell)
 
 
 #: Name of the schema node in Hydra's ConfigStore (first entry of ``config.yaml``'s defaults).
@@ -460,7 +553,7 @@ def compose_config(
 
 #: Config groups whose choice's file sets ``<group>.name`` (``experiment`` sets the top-level
 #: ``experiment`` key).
-CHOSEN_GROUPS = ("variant", "data", "model", "trainer", "experiment")
+CHOSEN_GROUPS = ("variant", "data", "model", "obs", "trainer", "experiment")
 
 
 def check_choices(cfg: DictConfig, choices, options: dict[str, Sequence[str]]) -> None:
@@ -541,12 +634,16 @@ def compose(
 
 def run_name(cfg: DictConfig) -> str:
     """Folder name of a run: ``cfg.name`` or ``<variant>-<policy>-<budget>-seed<seed>``,
-    prefixed ``<world>-`` outside the default world."""
+    prefixed ``<family>-<obs>-`` for a latent family (``jepa-pixels-uniform-...``) and
+    ``<world>-`` outside the default world."""
     if cfg.name:
         return str(cfg.name)
     n = parse_budget(cfg.data.budget)
     budget = f"{n // 1000}k" if n % 1000 == 0 else str(n)
     prefix = worlds.get(cfg.world).file_prefix
+    family = cfg.model.get("family", "mlp")
+    if family != "mlp":
+        prefix += f"{family}-{cfg.obs.name}-"
     return f"{prefix}{cfg.variant.name}-{cfg.data.policy}-{budget}-seed{cfg.seed}"
 
 

@@ -205,6 +205,20 @@ def train(
     return _fit(cfg, data, run_dir, ckpt_path=None)
 
 
+def train_run(overrides: list[str] | tuple[str, ...] = ()) -> Path:
+    """Compose one run's config from Hydra ``overrides`` (as ``python -m train`` takes them,
+    e.g. ``["model=jepa", "obs=grid", "data=4k", "seed=1", "out_dir=runs/zoo"]``), train it
+    (``train``) and return its run folder (``checkpoints/best.ckpt`` inside).
+
+    Raises:
+        ValueError: as ``gridplan.training.config.compose`` and ``train``; no folder is left.
+    """
+    from gridplan.training.config import compose
+
+    _, artifacts = train(compose(list(overrides)))
+    return Path(artifacts["run_dir"])
+
+
 def resumable_config(run_dir: str | os.PathLike) -> DictConfig:
     """The saved config of a run folder that ``resume`` can continue.
 
@@ -268,7 +282,13 @@ def _fit(
     run's status, metrics and hparams."""
     resolved = OmegaConf.to_container(cfg, resolve=True)
     status_path = write_status(run_dir, "running", resumed_from=ckpt_path and str(ckpt_path))
-    module = WorldModelModule(resolved, data.summary())
+    latent = is_latent(resolved)
+    if latent:  # imported here: the state MLP's runs never load the latent families
+        from gridplan.training.latent_module import LatentWorldModelModule, latent_scores
+
+        module = LatentWorldModelModule(resolved, data.summary())
+    else:
+        module = WorldModelModule(resolved, data.summary())
     t = resolved["trainer"]
     logger = make_logger(resolved, run_dir)
     writer = metric_writer(logger, run_dir)
@@ -292,9 +312,14 @@ def _fit(
         seconds = time.perf_counter() - start
         task = config_task(resolved)
         figures = int(t["figures_every_n_epochs"]) > 0
-        metrics = score_best(
-            best.best_model_path, data.windows, task, writer, trainer.global_step, figures
-        )
+        if latent:
+            metrics = latent_scores(best.best_model_path, data.val_set)
+            for name, value in metrics.items():
+                writer.add_scalar(name, value, trainer.global_step)
+        else:
+            metrics = score_best(
+                best.best_model_path, data.windows, task, writer, trainer.global_step, figures
+            )
     except BaseException as err:
         _record_stop(run_dir, err, trainer.current_epoch)
         if isinstance(err, SystemExit) and not isinstance(err, SIGTERMException):
@@ -323,6 +348,12 @@ def _fit(
         "tensorboard": str(run_dir),
     }
     return metrics, artifacts
+
+
+def is_latent(config) -> bool:
+    """Whether a run config trains a latent family (``model.family`` ``latent_recon`` or
+    ``jepa``: ``gridplan.training.latent_module``); such a run always trains alone."""
+    return config["model"].get("family", "mlp") != "mlp"
 
 
 def _record_stop(run_dir: Path, err: BaseException, epoch: int) -> None:
@@ -457,7 +488,7 @@ def train_all(
                 members.append(Member(mcfg, member_dir, resample))
                 owners.append(None)
             ensembles[i] = (run_dir, slots)
-        elif cfg.train.vectorize:
+        elif cfg.train.vectorize and not is_latent(cfg):
             members.append(Member(cfg, reserve(cfg, records[i])))
             owners.append(i)
         else:
@@ -499,7 +530,7 @@ def _vectorized_runs(cfgs: list[DictConfig]) -> list[dict]:
     for cfg in cfgs:
         resolved = OmegaConf.to_container(cfg, resolve=True)
         members = int(cfg.model.members)
-        if cfg.train.vectorize:
+        if cfg.train.vectorize and not is_latent(cfg):
             grouped += [resolved] * members
         else:
             check_installed(cfg.logger.name)
