@@ -38,6 +38,7 @@ import torch
 
 from gridplan.core.constants import N_ACTIONS
 from gridplan.core.env import check_state, reset
+from gridplan.core.render import OBS_KINDS, observe
 from gridplan.core.tasks import task_a
 from gridplan.core.world import World
 from gridplan.models.contract import WorldModel
@@ -47,17 +48,6 @@ LATENT_CHECK_ROWS = 8
 #: Working memory a latent model is assumed to use per row of one ``predict_latent`` call
 #: when it declares no ``bytes_per_row`` (bytes): the activations of a few hundred units.
 DEFAULT_LATENT_ROW_BYTES = 4096
-
-
-#: Observation kinds (``gridplan.core.render.OBS_KINDS``).
-OBS_KINDS = ("state", "grid", "pixels")
-
-
-def observe(state: torch.Tensor, world: World, kind: str) -> torch.Tensor:
-    """Shim until the renderer lands: the ``state`` observation only."""
-    if kind != "state":
-        raise ValueError(f"observation kind {kind!r} needs gridplan.core.render")
-    return state.to(torch.float32, copy=True)
 
 
 class LatentContractError(ValueError):
