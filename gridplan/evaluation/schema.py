@@ -19,7 +19,10 @@ the keys of the paper's measurements that scripts already read (``success {mean,
 - ``clamped``: ``{"values", "of", "fraction"}`` of a plug-in's predictions clamped into
   ``[0, 1]`` (only when some were);
 - ``notes``: plain-language caveats (e.g. the model's own reward was used);
-- ``timing``: seconds per level.
+- ``timing``: seconds per level;
+- ``E_repr``, ``E_pred``, ``E_excess`` (a latent model only: the frozen-decoder protocol's
+  numbers, ``gridplan.metrics.frozen_decoder``) and ``latent``: the protocol's full result
+  (``gridplan.evaluation.latent_eval.prepare_latent``), in both layouts.
 
 Schema history: 1 (no ``schema_version`` key, ``Report.paper_dict``) holds only the paper's
 measurements; 2 adds the keys above.
@@ -99,6 +102,8 @@ class Report:
             out of all predicted values, or None if nothing was clamped.
         world: the task's world (``gridplan.core.world.World.spec``); a report without one
             (written before worlds) is the default world's.
+        latent: a latent model's frozen-decoder protocol result
+            (``gridplan.evaluation.latent_eval.LatentMeasurement.report``), or None.
     """
 
     model: dict
@@ -117,6 +122,15 @@ class Report:
     per_window: dict[str, np.ndarray] = field(default_factory=dict)
     clamped: dict | None = None
     world: dict | None = None
+    latent: dict | None = None
+
+    def latent_dict(self) -> dict:
+        """``E_repr``, ``E_pred``, ``E_excess`` (frozen decoder) and ``latent``, or ``{}``."""
+        if self.latent is None:
+            return {}
+        frozen = self.latent["frozen"]
+        headline = {k: frozen[k] for k in ("E_repr", "E_pred", "E_excess")}
+        return {**headline, "latent": self.latent}
 
     def to_dict(self) -> dict:
         """The JSON form (module docstring)."""
@@ -134,6 +148,7 @@ class Report:
             out.update(self.closed_loop)
         if self.prediction is not None:
             out.update(self.prediction)
+        out.update(self.latent_dict())
         out["ladder"] = self.ladder
         if self.clamped is not None:
             out["clamped"] = self.clamped
@@ -163,6 +178,7 @@ class Report:
             **self.closed_loop,
             "device": self.device,
             **{k: v for k, v in self.prediction.items() if k not in LADDER_ONLY_L1},
+            **to_jsonable(self.latent_dict()),
         }
 
 

@@ -17,8 +17,8 @@ epochs (no model selection: the probe is a fixed instrument). On isolated test e
   below it (never clipped). None when ``accuracy_real <= chance`` (nothing to compare to).
 
 Accuracies are means within episodes, then over episodes with equal weight, like the
-frozen-decoder protocol (``gridplan.metrics.latent``). Fit and test episodes must be disjoint
-(ValueError naming them otherwise).
+frozen-decoder protocol (``gridplan.metrics.frozen_decoder``). Fit and test episodes must be
+disjoint (ValueError naming them otherwise).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from gridplan.core.constants import N_ACTIONS
-from gridplan.metrics.latent import LatentTransitions, check_disjoint, episode_mean
+from gridplan.metrics.frozen_decoder import LatentTransitions, check_disjoint, episode_mean
 
 #: Probe width, epochs, learning rate and batch size.
 PROBE_HIDDEN = 64

@@ -16,7 +16,7 @@ latent. A ``LatentWorldModel`` has
 * optionally ``decode(z) -> state``: ``(B, Z)`` -> ``(B, S)`` normalized states;
 * optionally ``reward(z, action, z_next) -> (B,)`` and ``value(z) -> (B,)``: the model's own
   reward and value heads (the planner may score leaves with them,
-  ``gridplan.planning.latent``);
+  ``gridplan.planning.latent_scorer``);
 * optionally ``observe(state) -> obs``: the observation it reads of ``(B, S)`` states, when it
   needs more than ``gridplan.core.render.observe(state, world, obs_kind)`` (a tile size).
 
@@ -247,7 +247,7 @@ class LatentThroughDecoder(WorldModel):
             protocol decoder's ``describe()``).
         heads: plan with the model's own ``reward`` (and ``value`` where it has one) instead
             of the true reward of decoded states and V* at the decoded leaf
-            (``gridplan.planning.latent``).
+            (``gridplan.planning.latent_scorer``).
 
     Attributes:
         world, latent_dim, obs_kind, metadata: the latent model's.
@@ -267,7 +267,7 @@ class LatentThroughDecoder(WorldModel):
         if decode is None and not callable(own):
             raise LatentContractError(
                 f"{_name(latent)} has no decode(z); plan and measure it through the frozen "
-                "protocol decoder (gridplan.metrics.latent.fit_frozen_decoder)"
+                "protocol decoder (gridplan.metrics.frozen_decoder.fit_frozen_decoder)"
             )
         if heads and not callable(getattr(latent, "reward", None)):
             raise LatentContractError(

@@ -11,7 +11,7 @@ import torch
 from gridplan.core.tasks import TASK_A
 from gridplan.data.datasets import collect
 from gridplan.metrics.action_consistency import action_consistency
-from gridplan.metrics.latent import (
+from gridplan.metrics.frozen_decoder import (
     LatentTransitions,
     StateNormalization,
     encode_transitions,
