@@ -142,7 +142,7 @@ class LatentZooRecord(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
-class MetaRow(Record):
+class LatentMetaRow(Record):
     """One metric's ρ with success over the zoo (a row of ``meta.csv``)."""
 
     metric: str
@@ -301,22 +301,22 @@ def config_seed_counts(groups, n_resamples: int, seed: int = 0) -> np.ndarray:
     return counts
 
 
-def rank_metric(records, key: str, n_resamples: int, seed: int = 0) -> MetaRow:
+def rank_metric(records, key: str, n_resamples: int, seed: int = 0) -> LatentMetaRow:
     """ρ of metric ``key`` with success over the models that define it, with the
     configuration-then-seed CI and the model CI (None below 3 models or a constant side)."""
     keep = [r for r in records if r.metrics.get(key) is not None]
     empty = dict(rho=None, low=None, high=None, model_low=None, model_high=None)
     if len(keep) < 3:
-        return MetaRow(metric=key, label=METRICS[key], n=len(keep), **empty)
+        return LatentMetaRow(metric=key, label=METRICS[key], n=len(keep), **empty)
     x = np.asarray([r.metrics[key] for r in keep], dtype=np.float64)
     y = np.asarray([r.success for r in keep], dtype=np.float64)
     models = spearman_ci(x, y, n_resamples, seed)
     if math.isnan(models.rho):
-        return MetaRow(metric=key, label=METRICS[key], n=len(keep), **empty)
+        return LatentMetaRow(metric=key, label=METRICS[key], n=len(keep), **empty)
     rep = spearman_of_counts(x, y, config_seed_counts([r.key for r in keep], n_resamples, seed))
     rep = rep[np.isfinite(rep)]
     low, high = percentile_interval(rep) if rep.size else (None, None)
-    return MetaRow(
+    return LatentMetaRow(
         metric=key,
         label=METRICS[key],
         n=len(keep),
@@ -328,7 +328,7 @@ def rank_metric(records, key: str, n_resamples: int, seed: int = 0) -> MetaRow:
     )
 
 
-def meta_table(records, n_resamples: int) -> list[MetaRow]:
+def meta_table(records, n_resamples: int) -> list[LatentMetaRow]:
     """Every metric's ``rank_metric``, sorted by ``|ρ|`` (undefined last)."""
     return sorted((rank_metric(records, k, n_resamples) for k in METRICS), key=lambda r: r.sort_key)
 
@@ -355,11 +355,13 @@ def config_means(records) -> list[dict]:
 # --------------------------------------------------------------------------- verdicts
 
 
-def _abs(row: MetaRow | None) -> float | None:
+def _abs(row: LatentMetaRow | None) -> float | None:
     return None if row is None or row.rho is None else abs(row.rho)
 
 
-def verdicts(report: GroupReport, rows: list[MetaRow], configs: list[dict], state: bool) -> None:
+def verdicts(
+    report: GroupReport, rows: list[LatentMetaRow], configs: list[dict], state: bool
+) -> None:
     """Every claim of ``CLAIMS``; ``state`` False records each as not checked."""
     by = {r.metric: r for r in rows}
     succ = [c["success"] for c in configs]
@@ -430,7 +432,7 @@ def reference_sanity(ctx: GroupContext, cfg: E9Config, report: GroupReport) -> d
 # --------------------------------------------------------------------------- tables, figure
 
 
-def meta_report(report: GroupReport, rows: list[MetaRow], cfg: E9Config, n: int) -> None:
+def meta_report(report: GroupReport, rows: list[LatentMetaRow], cfg: E9Config, n: int) -> None:
     """The sorted table of ρ with success."""
 
     def cell(lo, hi) -> str:
@@ -479,7 +481,7 @@ def configs_report(report: GroupReport, configs: list[dict]) -> None:
     )
 
 
-def zoo_figure(records, rows: list[MetaRow]) -> Figure:
+def zoo_figure(records, rows: list[LatentMetaRow]) -> Figure:
     """One panel per metric: its value against success, one point per model (colour: family;
     marker: observation kind)."""
     shown = [r for r in rows if r.n]
