@@ -284,6 +284,12 @@ def _checkpoint_info(path: Path, model) -> dict:
         "budget": data.get("budget"),
         "seed": cfg.get("seed"),
         "data_fingerprint": model.metadata.get("dataset", {}).get("fingerprint"),
+        # A latent run (gridplan.models.latent) names its family and observations.
+        **(
+            {"family": model.metadata.get("family"), "obs": model.obs_kind}
+            if model.metadata.get("kind") == "latent"
+            else {}
+        ),
     }
 
 
@@ -323,7 +329,7 @@ def _ensemble_uncertainty(model, args: argparse.Namespace) -> dict:
 
 
 def _evaluate_checkpoints(args: argparse.Namespace) -> None:
-    from gridplan.models.learned import load_world_model
+    from gridplan.evaluation.latent_eval import load_run_model
     from gridplan.training.module import log_report
 
     paths = expand_checkpoints(args.ckpt)
@@ -344,7 +350,7 @@ def _evaluate_checkpoints(args: argparse.Namespace) -> None:
     for out in outs:
         ladder.check_outputs(out, args.card, args.force)
     # Every file is loaded (and validated) before the first, possibly long, evaluation.
-    models = [load_world_model(p, args.device) for p in paths]
+    models = [load_run_model(p, args.device) for p in paths]
     for path, model, out in zip(paths, models, outs, strict=True):
         run_dir = path.parent.parent if path.parent.name == "checkpoints" else path.parent
         log_dir = Path(args.tensorboard) if args.tensorboard else run_dir

@@ -52,6 +52,7 @@ def format_table(report: dict) -> str:
             f"door MSE {_fmt(audit.get('door_mse'))} (n={audit.get('n_door')})",
         )
     )
+    rows += latent_rows(report)
     width = max(len(k) for k, _ in rows)
     lines = [f"{k:<{width}}  {v}" for k, v in rows]
     task = report_task(report)
@@ -63,3 +64,34 @@ def format_table(report: dict) -> str:
         name = names[d]
         lines.append(f"  {name:<10} w={weights[d]:.3f}  err={report['profile'][name]:.5f}")
     return "\n".join(lines)
+
+
+def latent_rows(report: dict) -> list[tuple[str, str]]:
+    """A latent model's frozen-decoder protocol rows (``gridplan.metrics.frozen_decoder``),
+    or none."""
+    latent = report.get("latent")
+    if not latent:
+        return []
+    rows = []
+    for which in ("frozen", "own"):
+        f = latent.get(which)
+        if f is None:
+            continue
+        rows.append(
+            (
+                f"latent ({which} decoder)",
+                f"E_repr {f['E_repr']:.4f}, E_pred {f['E_pred']:.4f}, E_excess "
+                f"{f['E_excess']:+.4f}; decoded DRPE {f['DRPE_pred']:.5f} (excess "
+                f"{f['DRPE_excess']:+.5f}); persistence E {f['E_persistence']:.4f}",
+            )
+        )
+    probe = latent["action_consistency"]
+    consistency = _fmt(probe["consistency"], 3)
+    rows.append(
+        (
+            "action consistency",
+            f"{consistency} (accuracy real {probe['accuracy_real']:.3f}, predicted "
+            f"{probe['accuracy_pred']:.3f})",
+        )
+    )
+    return rows

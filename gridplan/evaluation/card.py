@@ -490,6 +490,40 @@ def _profile_table(report: dict) -> list[str]:
     return lines
 
 
+def _latent_table(report: dict) -> list[str]:
+    """A latent model's frozen-decoder protocol (``gridplan.metrics.frozen_decoder``): one row per
+    decoder, then the action-consistency probe; nothing for a state model."""
+    latent = report.get("latent")
+    if not latent:
+        return []
+    lines = [
+        "",
+        "## Latent model: frozen-decoder protocol",
+        "",
+        f"Observations {latent['obs_kind']}, Z = {latent['latent_dim']}. E_* in "
+        "variance-normalized units d (E_excess = E_pred - E_repr, never clipped); DRPE in "
+        "normalized state units, graded weights, one step on isolated test episodes.",
+        "",
+        "| decoder | E_repr | E_pred | E_excess | decoded DRPE | DRPE excess | persistence E |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for which in ("frozen", "own"):
+        f = latent.get(which)
+        if f is not None:
+            lines.append(
+                f"| {which} | {f['E_repr']:.4f} | {f['E_pred']:.4f} | {f['E_excess']:+.4f} | "
+                f"{f['DRPE_pred']:.5f} | {f['DRPE_excess']:+.5f} | {f['E_persistence']:.4f} |"
+            )
+    probe = latent["action_consistency"]
+    shown = "n/a" if probe["consistency"] is None else f"{probe['consistency']:.3f}"
+    lines += [
+        "",
+        f"Action consistency {shown} (probe accuracy on real transitions "
+        f"{probe['accuracy_real']:.3f}, on predicted ones {probe['accuracy_pred']:.3f}).",
+    ]
+    return lines
+
+
 def _markdown(card: dict, report: dict) -> str:
     c = card["contract"]
     t = c["task"]
@@ -555,6 +589,7 @@ def _markdown(card: dict, report: dict) -> str:
                 f"{floor['DRPE']['graded']:.4f} |"
             )
         lines += _profile_table(report)
+    lines += _latent_table(report)
     lines += ["", "## What to fix", ""] + [f"- {item}" for item in card["what_to_fix"]]
     lines += ["", "## Figures", ""]
     for name, path in card["figures"].items():

@@ -38,11 +38,13 @@ from gridplan.core.protocols import CONTROLLED, Protocol
 from gridplan.core.tasks import TASK_A, Task
 from gridplan.evaluation.common import has_reward
 from gridplan.evaluation.ladder_protocol import LadderProtocol, get_protocol
+from gridplan.evaluation.latent_eval import planning_note, prepare_latent
 from gridplan.evaluation.levels import PAPER_LEVELS, LevelContext, measure
 from gridplan.evaluation.planner_choice import PlannerChoice
 from gridplan.evaluation.schema import LEVELS, Report
 from gridplan.evaluation.uncertainty import uncertainty_source
 from gridplan.models.contract import check_model_world
+from gridplan.models.latent_contract import is_latent_model
 from gridplan.models.plugins import check_contract, checked
 from gridplan.planning.planner import Planner, resolve_ties
 from gridplan.util.progress import Progress, as_progress
@@ -95,6 +97,12 @@ def _measure(
     ties = resolve_ties(model, ties)
     name = (model_info or {}).get("name", type(model).__name__)
     check_model_world(model, task.world)
+    latent = None
+    if is_latent_model(model) and not callable(getattr(model, "predict", None)):
+        # A latent model: measured with the frozen-decoder protocol, then every level runs
+        # on its decoded states (gridplan.evaluation.latent_eval).
+        measured = prepare_latent(model, task, device)
+        model, latent = measured.model, measured.report
     model = checked(model, name)
     check_contract(model, task, device, name)
     # Building a planner checks the depth against its memory budget before any level runs.
@@ -111,7 +119,10 @@ def _measure(
         world=task.world.spec(),
         ties=ties,
         planner=None if planner is None else planner.to_dict(),
+        latent=latent,
     )
+    if latent is not None:
+        report.notes.append(planning_note(latent))
     if has_reward(model):
         report.notes.append(
             "the model predicts its own reward: the planner, the probe and the ladder's "

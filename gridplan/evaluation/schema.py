@@ -23,6 +23,9 @@ the keys of the paper's measurements that scripts already read (``success {mean,
 - ``ties``: the planner's tie rule (``"first"`` or ``"random"``,
   ``gridplan.planning.planner.TIES``), also in the paper's report; a report without it was
   measured under ``"random"``, the rule before it was recorded.
+- ``E_repr``, ``E_pred``, ``E_excess`` (a latent model only: the frozen-decoder protocol's
+  numbers, ``gridplan.metrics.frozen_decoder``) and ``latent``: the protocol's full result
+  (``gridplan.evaluation.latent_eval.prepare_latent``), in both layouts.
 
 Schema history: 1 (no ``schema_version`` key, ``Report.paper_dict``) holds only the paper's
 measurements; 2 adds the keys above.
@@ -107,6 +110,8 @@ class Report:
         planner: the planner measured (``PlannerChoice.to_dict``: ``name``, ``settings``,
             ``learned_value``), or None for the paper's full-width search with exact V*
             when no planner was chosen.
+        latent: a latent model's frozen-decoder protocol result
+            (``gridplan.evaluation.latent_eval.LatentMeasurement.report``), or None.
     """
 
     model: dict
@@ -127,6 +132,15 @@ class Report:
     world: dict | None = None
     ties: str | None = None
     planner: dict | None = None
+    latent: dict | None = None
+
+    def latent_dict(self) -> dict:
+        """``E_repr``, ``E_pred``, ``E_excess`` (frozen decoder) and ``latent``, or ``{}``."""
+        if self.latent is None:
+            return {}
+        frozen = self.latent["frozen"]
+        headline = {k: frozen[k] for k in ("E_repr", "E_pred", "E_excess")}
+        return {**headline, "latent": self.latent}
 
     def to_dict(self) -> dict:
         """The JSON form (module docstring)."""
@@ -146,6 +160,7 @@ class Report:
             out.update(self.closed_loop)
         if self.prediction is not None:
             out.update(self.prediction)
+        out.update(self.latent_dict())
         out["ladder"] = self.ladder
         if self.clamped is not None:
             out["clamped"] = self.clamped
@@ -177,6 +192,7 @@ class Report:
             "device": self.device,
             **{k: v for k, v in self.prediction.items() if k not in LADDER_ONLY_L1},
             **({} if self.ties is None else {"ties": self.ties}),
+            **to_jsonable(self.latent_dict()),
         }
 
 

@@ -9,8 +9,7 @@ worlds) and their registry.
 - ``measure``, ``pools``, ``learned_runs``: shared computation (windows and closed-loop
   summaries; the controlled grid and sweep; training the learned models);
 - ``report`` (``table.md``: tables and verdicts) and ``figures`` (every figure);
-- ``e1`` ... ``e8``, ``e10``: one group each, compute -> records -> files, tables, figures,
-  verdicts;
+- ``e1`` ... ``e10``: one group each, compute -> records -> files, tables, figures, verdicts;
 - ``paper``: the paper's numbers printed beside ours.
 
 To add a group: write a module with ``run(ctx) -> GroupReport``, its config per profile in
@@ -21,7 +20,7 @@ results it reuses (they then run first; it reads their result files, never their
 from __future__ import annotations
 
 from gridplan.core.protocols import PROFILES
-from gridplan.experiments import e1, e2, e3, e4, e5, e6, e7, e8, e10, settings
+from gridplan.experiments import e1, e2, e3, e4, e5, e6, e7, e8, e9, e10, settings
 from gridplan.experiments.runner import Group, run_groups, select_groups
 
 GROUPS: dict[str, Group] = {
@@ -50,6 +49,13 @@ GROUPS: dict[str, Group] = {
     ),
     "e8": Group(
         "e8", "Scale: DRPE vs E_tot as the state widens and the grid grows", e8.run, settings.E8
+    ),
+    "e9": Group(
+        "e9",
+        "Latent zoo: which metric ranks latent world models",
+        e9.run,
+        settings.E9,
+        reading_free=True,
     ),
     "e10": Group(
         "e10", "Beyond the exact-V* planner: CEM, MPPI, learned value", e10.run, settings.E10

@@ -22,6 +22,7 @@ record keeps the form of earlier runs and their finished groups are still reused
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import typing
 from collections.abc import Sequence
@@ -569,6 +570,56 @@ class E10Config(GroupConfig):
                 raise ValueError(f"E10Config.{key} must be >= 1, got {getattr(self, key)}")
 
 
+# --------------------------------------------------------------------------- E9
+
+
+@dataclass(frozen=True, kw_only=True)
+class E9Config(GroupConfig):
+    """E9 settings: a zoo of latent world models and the metrics that may rank them.
+
+    The zoo is the product ``families x observations x budgets x seeds``: one configuration
+    per ``(family, observation, budget)``, trained once per seed with ``python -m train``'s
+    config (``model=<family> obs=<observation> data.budget=<budget> seed=<seed>``).
+
+    Attributes:
+        families: latent families (``configs/train/model``: ``latent_recon``, ``jepa``).
+        observations: observation kinds (``configs/train/obs``: ``state``, ``grid``, ``pixels``).
+        budgets: logged-transition budgets (``"1k"``, ``"4k"``, ...).
+        train_seeds: training seeds of every configuration.
+        train_overrides: extra overrides of every training run (epochs).
+        protocol: planner depth, closed-loop seeds x episodes and the held-out windows of the
+            decoded E_tot and DRPE.
+        branch_states: start states of the decision-regret measurement.
+        n_resamples: bootstrap resamples of every Spearman CI.
+
+    Raises:
+        ValueError: if an axis is empty or the zoo has fewer than 3 models.
+    """
+
+    families: tuple[str, ...]
+    observations: tuple[str, ...]
+    budgets: tuple[str, ...]
+    train_seeds: tuple[int, ...]
+    train_overrides: tuple[str, ...] = ()
+    protocol: Protocol
+    branch_states: int
+    n_resamples: int
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for axis in ("families", "observations", "budgets", "train_seeds"):
+            if not getattr(self, axis):
+                raise ValueError(f"E9Config.{axis} is empty")
+        if self.n_models < 3:
+            raise ValueError(f"E9Config's zoo has {self.n_models} models; ranking needs >= 3")
+
+    @property
+    def n_models(self) -> int:
+        """Models in the zoo."""
+        axes = (self.families, self.observations, self.budgets, self.train_seeds)
+        return math.prod(len(a) for a in axes)
+
+
 #: The settings' config folder: ``settings.yaml``, one group per experiment group.
 SETTINGS_DIR = CONFIGS_ROOT / "experiments"
 
@@ -587,6 +638,7 @@ class Settings:
     e6: E6Config
     e7: E7Config
     e8: E8Config
+    e9: E9Config
     e10: E10Config
 
 
@@ -650,6 +702,7 @@ E5: dict[str, E5Config] = {name: s.e5 for name, s in _SETTINGS.items()}
 E6: dict[str, E6Config] = {name: s.e6 for name, s in _SETTINGS.items()}
 E7: dict[str, E7Config] = {name: s.e7 for name, s in _SETTINGS.items()}
 E8: dict[str, E8Config] = {name: s.e8 for name, s in _SETTINGS.items()}
+E9: dict[str, E9Config] = {name: s.e9 for name, s in _SETTINGS.items()}
 E10: dict[str, E10Config] = {name: s.e10 for name, s in _SETTINGS.items()}
 #: The paper's Table 3 rows and its random-data one (the full profile's).
 ROWS, RANDOM_ROW = E3["full"].rows, E3["full"].random_row

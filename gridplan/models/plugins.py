@@ -16,6 +16,12 @@ A plug-in is a factory, named ``pkg.module:factory`` (importable) or ``path/to/f
 - ``uncertainty(state, action) -> (N,)`` or ``predict_members(state, action) -> (K, N, 12)``
   (optional): see ``gridplan.evaluation.uncertainty``.
 
+A factory may instead return a latent model (``gridplan.models.latent_contract``: ``encode(obs)``,
+``predict_latent(z, action, generator)``, optional ``decode``, ``reward``, ``value``). It is held
+to the latent contract (``check_latent_model``: attributes, shapes, dtypes, finite values,
+declared determinism) and evaluated through its decoder, or the frozen protocol decoder
+(``gridplan.evaluation.latent_eval``).
+
 If the factory has parameters named ``task`` or ``device`` that the arguments leave unset, it
 receives the evaluation's ``Task`` and device.
 
@@ -50,11 +56,12 @@ from gridplan.core.constants import N_ACTIONS
 from gridplan.core.env import reset
 from gridplan.core.tasks import Task
 from gridplan.models.contract import WorldModel
+from gridplan.models.latent_contract import LatentThroughDecoder, is_latent_model
 from gridplan.models.learned import LearnedWorldModel
 from gridplan.models.noise import AR1NoiseModel, NoiseModel, OracleModel
 
 #: Model types evaluated as they are (already validated, and eligible for the fused rollout).
-TRUSTED = (NoiseModel, OracleModel, AR1NoiseModel, LearnedWorldModel)
+TRUSTED = (NoiseModel, OracleModel, AR1NoiseModel, LearnedWorldModel, LatentThroughDecoder)
 #: Rows of the contract check's probe batch.
 CHECK_ROWS = 8
 
@@ -237,10 +244,11 @@ def build(target: str, args: dict, task: Task, device: torch.device | str) -> ob
         raise PluginError(f"factory {target!r} rejected its arguments {args}: {err}") from err
     except Exception as err:
         raise PluginError(f"factory {target!r} raised {_raised(err)}: {err}") from err
-    if not callable(getattr(model, "predict", None)):
+    if not callable(getattr(model, "predict", None)) and not is_latent_model(model):
         raise PluginError(
             f"factory {target!r} returned a {type(model).__name__} without a callable "
-            "predict(state, action, generator)"
+            "predict(state, action, generator), nor a latent model's encode(obs) and "
+            "predict_latent(z, action, generator)"
         )
     return model
 

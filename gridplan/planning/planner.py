@@ -39,8 +39,9 @@ from gridplan.core.readings import CHOICES, PROJECT, Reading
 from gridplan.core.tasks import TASK_A, Task, check
 from gridplan.models.contract import check_model_world
 
-# Imported for its side effect: it registers the noise family's fused scorer.
-from gridplan.planning import fused  # noqa: F401
+# Imported for their side effects: they register the noise family's fused scorer and the
+# latent models' scorer.
+from gridplan.planning import fused, latent_scorer  # noqa: F401
 from gridplan.planning.registry import TREES, ScorerFactory, leaf_scorer, resolve_tree
 from gridplan.planning.scorers import DEFAULT_MAX_MEMORY, LeafScorer, action_sequences
 

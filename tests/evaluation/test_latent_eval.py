@@ -1,0 +1,89 @@
+"""Latent models through ``python -m eval``: a latent plug-in's report carries E_repr, E_pred
+and E_excess beside success (schema-valid, with its card); broken latent plug-ins end in a
+clear error and nothing is written."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from helpers_schema import validate_file
+
+from eval.cli import main
+
+TINY = [
+    "--ladder-sizes", "tiny", "--depth", "2", "--seeds", "1", "--episodes", "4",
+    "--eval-windows", "16", "--horizon", "4", "--no-progress",
+]  # fmt: skip
+
+PLUGINS = """
+import torch
+from gridplan.models.latent_reference import PersistenceLatentModel, StateLatentModel
+
+
+def state(task):
+    return StateLatentModel(task.world)
+
+
+class NaNLatent(PersistenceLatentModel):
+    def predict_latent(self, z, action, generator):
+        return torch.full_like(z, float("nan"))
+
+
+def nan(task):
+    return NaNLatent(task.world)
+
+
+class WideLatent(PersistenceLatentModel):
+    def encode(self, obs):
+        return torch.zeros(obs.shape[0], 3)
+
+
+def wide(task):
+    return WideLatent(task.world)
+"""
+
+
+@pytest.fixture
+def plugins(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "latent_plugins.py"
+    path.write_text(PLUGINS)
+    return path
+
+
+@pytest.mark.slow
+def test_a_latent_plugin_report_carries_the_protocol_beside_success(plugins, capsys):
+    out = plugins.parent / "state.json"
+    assert main(["--model", f"{plugins}:state", "--json", str(out), "--card", *TINY]) == 0
+    printed = capsys.readouterr().out
+    assert "latent (own decoder)" in printed and "action consistency" in printed
+    report = json.loads(out.read_text())
+    assert validate_file(out) == "eval.schema.json"
+    assert report["success"]["mean"] == 1.0
+    assert report["E_excess"] == report["E_pred"] - report["E_repr"]
+    own = report["latent"]["own"]
+    assert own["E_repr"] == 0.0 and own["DRPE_excess"] == 0.0
+    assert report["latent"]["planning"]["leaf_score"] == "decoder"
+    assert report["ladder"]["L4"]["decision_agreement"]["mean"] == 1.0
+    card = (plugins.parent / "state.card.md").read_text()
+    assert "## Latent model: frozen-decoder protocol" in card
+
+
+@pytest.mark.parametrize(
+    ("factory", "message"),
+    [
+        ("nan", "NaNLatent.predict_latent holds non-finite values"),
+        ("wide", r"WideLatent.encode must have shape \(8, 12\), got \(8, 3\)"),
+    ],
+)
+def test_a_broken_latent_plugin_is_a_clear_error_and_nothing_is_written(
+    plugins, capsys, factory, message
+):
+    out = plugins.parent / "broken.json"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--model", f"{plugins}:{factory}", "--json", str(out), *TINY])
+    assert exit_info.value.code == 2
+    assert re.search(message, capsys.readouterr().err)
+    assert not out.exists()
