@@ -71,8 +71,8 @@ def test_cli_planner_errors(capsys):
     base = ["--model", "oracle", "--depth", "2", "--seeds", "1", "--episodes", "2"]
     base += ["--eval-windows", "8", "--horizon", "3", "--no-progress"]
     with pytest.raises(SystemExit):
-        main([*base, "--planner", "mcts"])
-    assert "invalid choice: 'mcts'" in capsys.readouterr().err
+        main([*base, "--planner", "alphazero"])
+    assert "invalid choice: 'alphazero'" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main([*base, "--planner-setting", "candidates=8"])
     assert "--planner-setting needs --planner NAME" in capsys.readouterr().err
