@@ -17,7 +17,6 @@ from gridplan.planning.planners import PLANNERS, make_planner, planner_settings
 from gridplan.planning.sequences import sequence_returns
 from gridplan.planning.value_search import ValueSearchPlanner, full_width_plan
 
-
 #: Small settings for the tests: MCTS at 16 simulations per decision.
 SMALL = {"mcts": {"budget": 16}}
 
