@@ -16,8 +16,9 @@ decisions per second of every planner at matched compute (docs/PERFORMANCE.md, "
 2. **Throughput at matched compute.** Decisions per second on ``B`` roots for every planner
    of ``gridplan.planning.planners`` and TorchRL's two, each at 1,024 model predictions per
    decision (the depth-4 search's ``4^4`` leaves x 4 steps; CEM/MPPI 4 rounds x 64
-   candidates x 4 steps), with the ratio to ``search (generic)``: the paper's search through
-   ``predict`` on independent leaves, the matched-compute baseline. ``search`` is the same
+   candidates x 4 steps; MCTS 256 simulations x 4 children), with the ratio to
+   ``search (generic)``: the paper's search through ``predict`` on independent leaves, the
+   matched-compute baseline. ``search`` is the same
    search with its own fast scorer (the noise family's fused scorer: fewer, cheaper
    predictions for the same decisions), shown for reference.
 
@@ -236,6 +237,7 @@ def throughput(model, label: str, roots: torch.Tensor, repeats: int) -> list[dic
         "search-no-heuristic": (make_planner("search-no-heuristic", model, TASK_A, 4), 1024),
         "cem": (make_planner("cem", model, TASK_A, 4, SETTINGS["cem"]), 1024),
         "mppi": (make_planner("mppi", model, TASK_A, 4, SETTINGS["mppi"]), 1024),
+        "mcts": (make_planner("mcts", model, TASK_A, 4), 1024),
     }
     rows = []
     for name, (planner, preds) in planners.items():

@@ -173,6 +173,7 @@ def policy_class(report: dict) -> str:
         "value (depth-limited return)",
         "cem": "cross-entropy method over action sequences",
         "mppi": "MPPI over action sequences",
+        "mcts": "batched PUCT tree search with a uniform prior",
     }[planner["name"]]
     return (
         f"{what} ({settings or 'default settings'}), sparse reward on predicted states, "

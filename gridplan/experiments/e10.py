@@ -33,6 +33,7 @@ from gridplan.core.values import relevance_weights, value_table
 from gridplan.evaluation.planner_choice import PlannerChoice, fit_learned_value
 from gridplan.evaluation.planner_relevance import planner_weights, saliency_states, value_kind
 from gridplan.experiments import paper
+from gridplan.experiments.figures import planners_figure
 from gridplan.experiments.learned_runs import (
     RUNS,
     DeterministicStack,
@@ -286,38 +287,6 @@ def verdicts(report: GroupReport, grid, learned, planners, state: bool) -> None:
         report.verdict(claim, bool(ok) if ok is not None else None, detail)
 
 
-def figure(grid: list[dict], learned: list[dict], planners):
-    """ρ with success per planner and metric, grid and learned set side by side."""
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4), sharey=True)
-    width = 0.8 / len(METRICS)
-    for ax, table, title in ((axes[0], grid, "controlled grid"), (axes[1], learned, "learned set")):
-        for k, metric in enumerate(METRICS):
-            xs, ys, err = [], [], [[], []]
-            for i, p in enumerate(planners):
-                if not table:
-                    continue
-                r = _get(table, p, metric)
-                rho = np.nan if r["rho"] is None else r["rho"]
-                xs.append(i + (k - 1.5) * width)
-                ys.append(rho)
-                low = rho if r["low"] is None or np.isnan(r["low"]) else r["low"]
-                high = rho if r["high"] is None or np.isnan(r["high"]) else r["high"]
-                # A percentile interval need not hold the point estimate: clip at 0.
-                err[0].append(float(np.nan_to_num(max(rho - low, 0.0))))
-                err[1].append(float(np.nan_to_num(max(high - rho, 0.0))))
-            ax.bar(xs, ys, width, yerr=err if xs else None, capsize=2, label=metric)
-        ax.axhline(paper.TABLE_1["grid"]["DRPE"].value, ls=":", c="k", lw=1)
-        ax.set_xticks(range(len(planners)), planners, rotation=20)
-        ax.set_title(title)
-        ax.axhline(0, c="k", lw=0.5)
-    axes[0].set_ylabel("Spearman ρ with the planner's success")
-    axes[0].legend(fontsize=8)
-    fig.tight_layout()
-    return fig
-
-
 def _table(report: GroupReport, title: str, table: list[dict], planners) -> None:
     rows = []
     for p in planners:
@@ -389,7 +358,9 @@ def run(ctx: GroupContext) -> GroupReport:
         "rho.csv",
         [dict(r, pool="grid") for r in grid_rho] + [dict(r, pool="learned") for r in learned_rho],
     )
-    ctx.save_figure(figure(grid_rho, learned_rho, list(planners)), "fig_planners.png")
+    ctx.save_figure(
+        planners_figure(grid_rho, learned_rho, list(planners), METRICS), "fig_planners.png"
+    )
 
     state = ctx.profile == "full"
     title = (

@@ -552,3 +552,32 @@ def scale_figure(rows: Sequence, width_axis: Sequence[str], length_axis: Sequenc
     panels[0].legend(loc="upper right", fontsize=8)
     fig.suptitle("Which error ranks the controlled grid as worlds grow (stars: paper, 12 dims)")
     return fig
+
+
+def planners_figure(grid: Sequence[Mapping], learned: Sequence[Mapping], planners, metrics):
+    """E10: Spearman ρ of each metric with each planner's success (bars, bootstrap 95% CIs),
+    the controlled grid and the learned set side by side; dotted: the paper's DRPE ρ on the
+    grid. ``grid`` and ``learned`` hold one row per planner and metric (``planner``,
+    ``metric``, ``rho``, ``low``, ``high``; None for undefined)."""
+    fig = new_figure(12, 4)
+    axes = fig.subplots(1, 2, sharey=True)
+    width = 0.8 / len(metrics)
+    for ax, table, title in ((axes[0], grid, "controlled grid"), (axes[1], learned, "learned set")):
+        rows = {(r["planner"], r["metric"]): r for r in table}
+        for k, metric in enumerate(metrics):
+            if not rows:
+                continue
+            xs = [i + (k - (len(metrics) - 1) / 2) * width for i in range(len(planners))]
+            rho = np.array([rows[p, metric]["rho"] for p in planners], dtype=float)
+            low = np.array([rows[p, metric]["low"] for p in planners], dtype=float)
+            high = np.array([rows[p, metric]["high"] for p in planners], dtype=float)
+            # A percentile interval need not hold the point estimate: clip at 0.
+            err = np.nan_to_num(np.clip([rho - low, high - rho], 0, None))
+            ax.bar(xs, rho, width, yerr=err, capsize=2, label=metric)
+        ax.axhline(paper.TABLE_1["grid"]["DRPE"].value, ls=":", c="k", lw=1)
+        ax.axhline(0, c="k", lw=0.5)
+        ax.set_xticks(range(len(planners)), planners, rotation=20)
+        ax.set_title(title)
+    axes[0].set_ylabel("Spearman ρ with the planner's success")
+    axes[0].legend(fontsize=8)
+    return fig

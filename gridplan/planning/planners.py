@@ -11,9 +11,9 @@ differently" from other planners).
 * ``"search-no-heuristic"``: the same search with no terminal value (depth-limited return);
 * ``"cem"``, ``"mppi"``: sampling MPC over action sequences (``gridplan.planning.cem``,
   ``gridplan.planning.mppi``), with terminal value ``value`` = ``"exact"`` (V*),
-  ``"learned"`` or ``"none"``.
-
-A batched tree search (MCTS) is not built.
+  ``"learned"`` or ``"none"``;
+* ``"mcts"``: a batched PUCT tree search with a uniform prior (``gridplan.planning.mcts``),
+  ``budget`` simulations per decision, the same terminal values.
 
 Every planner offers ``act(root, generator) -> (B,)``, ``plan(root, generator) -> Plan``
 (except ``"search"``, whose decisions the ladder measures through
@@ -22,9 +22,10 @@ Every planner offers ``act(root, generator) -> (B,)``, ``plan(root, generator) -
 
 Settings (``planner_settings``; ``SETTINGS`` holds the defaults): ``horizon`` (default: the
 depth ``D``), ``candidates``, ``elites``, ``iterations``, ``value`` for CEM and MPPI, and
-``temperature`` for MPPI. The defaults match the search's compute at ``D = 4``: 4 rounds x 64
-candidates x 4 steps = 1,024 predictions per decision, the ``4^4 * 4`` of its independent
-leaves.
+``temperature`` for MPPI; ``budget``, ``exploration`` and ``value`` for MCTS. The defaults
+match the search's compute at ``D = 4``: 4 rounds x 64 candidates x 4 steps = 1,024
+predictions per decision, the ``4^4 * 4`` of its independent leaves (MCTS: 256 simulations
+x 4 children).
 """
 
 from __future__ import annotations
@@ -36,12 +37,20 @@ import torch
 from gridplan.core.tasks import Task
 from gridplan.planning.cem import CrossEntropyPlanner
 from gridplan.planning.learned_value import VALUE_KINDS, ZeroValue, terminal_value
+from gridplan.planning.mcts import TreeSearchPlanner
 from gridplan.planning.mppi import PathIntegralPlanner
 from gridplan.planning.planner import Planner
 from gridplan.planning.value_search import ValueSearchPlanner
 
 #: Planner names accepted by ``make_planner`` and ``python -m eval --planner``.
-PLANNERS: tuple[str, ...] = ("search", "search-learned-v", "search-no-heuristic", "cem", "mppi")
+PLANNERS: tuple[str, ...] = (
+    "search",
+    "search-learned-v",
+    "search-no-heuristic",
+    "cem",
+    "mppi",
+    "mcts",
+)
 
 _SAMPLING = {"horizon": None, "candidates": 64, "elites": 8, "iterations": 4, "value": "exact"}
 
@@ -52,9 +61,10 @@ SETTINGS: dict[str, dict[str, object]] = {
     "search-no-heuristic": {},
     "cem": dict(_SAMPLING),
     "mppi": {**_SAMPLING, "temperature": 10.0},
+    "mcts": {"budget": 256, "exploration": 1.0, "value": "exact"},
 }
 
-_INTS = ("horizon", "candidates", "elites", "iterations")
+_INTS = ("horizon", "candidates", "elites", "iterations", "budget")
 
 
 def check_planner(name: str) -> str:
@@ -78,11 +88,11 @@ def _convert(name: str, key: str, raw):
         if isinstance(raw, bool) or not isinstance(raw, int):
             raise ValueError(f"planner {name}: {key} must be an integer, got {raw!r}")
         return raw
-    if key == "temperature":
+    if key in ("temperature", "exploration"):
         try:
             return float(raw)
         except (TypeError, ValueError):
-            raise ValueError(f"planner {name}: temperature must be a number, got {raw!r}") from None
+            raise ValueError(f"planner {name}: {key} must be a number, got {raw!r}") from None
     if raw not in VALUE_KINDS:
         raise ValueError(
             f"planner {name}: value must be one of {', '.join(VALUE_KINDS)}, got {raw!r}"
@@ -97,7 +107,8 @@ def planner_settings(name: str, depth: int, settings: Mapping[str, object] | Non
     Raises:
         ValueError: on an unknown planner, an unknown setting, or a value of the wrong type
             or out of range (``horizon``, ``iterations`` >= 1; ``candidates`` >= 2;
-            ``2 <= elites <= candidates``; ``temperature`` finite and > 0; ``value`` one of
+            ``2 <= elites <= candidates``; ``budget`` >= 1; ``temperature`` and
+            ``exploration`` finite and > 0; ``value`` one of
             ``VALUE_KINDS``).
     """
     check_planner(name)
@@ -115,7 +126,13 @@ def planner_settings(name: str, depth: int, settings: Mapping[str, object] | Non
     }
     if "horizon" in out and out["horizon"] is None:
         out["horizon"] = depth
-    for key, low in (("horizon", 1), ("iterations", 1), ("candidates", 2), ("elites", 2)):
+    for key, low in (
+        ("horizon", 1),
+        ("iterations", 1),
+        ("candidates", 2),
+        ("elites", 2),
+        ("budget", 1),
+    ):
         if key in out and out[key] < low:
             raise ValueError(f"planner {name}: {key} must be >= {low}, got {out[key]}")
     if "elites" in out and out["elites"] > out["candidates"]:
@@ -123,10 +140,9 @@ def planner_settings(name: str, depth: int, settings: Mapping[str, object] | Non
             f"planner {name}: elites ({out['elites']}) must not exceed candidates "
             f"({out['candidates']})"
         )
-    if "temperature" in out and not (0 < out["temperature"] < float("inf")):
-        raise ValueError(
-            f"planner {name}: temperature must be finite and > 0, got {out['temperature']}"
-        )
+    for key in ("temperature", "exploration"):
+        if key in out and not (0 < out[key] < float("inf")):
+            raise ValueError(f"planner {name}: {key} must be finite and > 0, got {out[key]}")
     return out
 
 
@@ -177,5 +193,7 @@ def make_planner(
             model, depth, task, ZeroValue(task, device), device=device, name=name, ties=ties
         )
     value = terminal_value(full.pop("value"), task, device, learned)
+    if name == "mcts":
+        return TreeSearchPlanner(model, task, value, full["budget"], full["exploration"])
     cls = CrossEntropyPlanner if name == "cem" else PathIntegralPlanner
     return cls(model, task, value, **full)

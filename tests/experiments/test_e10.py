@@ -20,8 +20,8 @@ def test_every_profile_loads_and_bad_planners_are_refused():
     full = settings.E10["full"]
     assert len(full.sigma_r) * len(full.sigma_i) == 48  # E1's whole grid
     base = {f: getattr(full, f) for f in full.__dataclass_fields__}
-    with pytest.raises(ValueError, match="unknown planner 'mcts'"):
-        E10Config(**{**base, "planners": ("search", "mcts")})
+    with pytest.raises(ValueError, match="unknown planner 'alphazero'"):
+        E10Config(**{**base, "planners": ("search", "alphazero")})
     with pytest.raises(ValueError, match="must start with 'search'"):
         E10Config(**{**base, "planners": ("cem", "search")})
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 
+import jsonschema
 import pytest
 import torch
+from helpers_schema import validate
 
 from eval.cli import main
 from gridplan.core.tasks import TASK_A
@@ -65,14 +67,18 @@ def test_evaluate_records_the_planner_and_measures_with_it():
     assert cem["ladder"]["L7"]["success"]["mean"] == 1.0
     # The branch set is the search's: the same states, so the same number of them.
     assert cem["ladder"]["L4"]["n_states"] == plain["ladder"]["L4"]["n_states"]
+    assert validate(cem) == "eval.schema.json"
+    bad = dict(cem, planner={"name": "alphazero", "settings": {}})
+    with pytest.raises(jsonschema.ValidationError, match="alphazero"):
+        validate(bad)
 
 
 def test_cli_planner_errors(capsys):
     base = ["--model", "oracle", "--depth", "2", "--seeds", "1", "--episodes", "2"]
     base += ["--eval-windows", "8", "--horizon", "3", "--no-progress"]
     with pytest.raises(SystemExit):
-        main([*base, "--planner", "mcts"])
-    assert "invalid choice: 'mcts'" in capsys.readouterr().err
+        main([*base, "--planner", "alphazero"])
+    assert "invalid choice: 'alphazero'" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main([*base, "--planner-setting", "candidates=8"])
     assert "--planner-setting needs --planner NAME" in capsys.readouterr().err
@@ -88,6 +94,7 @@ def test_cli_writes_the_planner_into_the_report(tmp_path):
     args += ["--planner-setting", "candidates=16", "--planner-setting", "temperature=5"]
     assert main([*args, "--json", str(out)]) == 0
     report = json.loads(out.read_text())
+    assert validate(report) == "eval.schema.json"
     assert report["planner"]["name"] == "mppi"
     assert report["planner"]["settings"]["candidates"] == 16
     assert report["planner"]["settings"]["temperature"] == 5.0
