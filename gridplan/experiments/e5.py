@@ -9,6 +9,11 @@ and scored with E_tot and the task-weighted DRPE (Task B binary weights, ``c1`` 
 held-out windows of each task. Task B's outcomes are also split by the true goal cell (the
 start state's ``c1``): the nearer goal (7, 5) or the farther (7, 2).
 
+Investigated (measurements only, no verdicts): which model is the more accurate, over
+``NOISE_SEEDS`` seeds of the models' noise on fixed windows (``noise_seeds.csv``); the episode
+lengths by outcome, which say whether an episode can time out (``lengths.csv``); and the task
+DRPE decomposed into c1's error (Task B's binary weights put 1/7 on each relevant dim).
+
 Writes ``models.csv`` (per model and task: success, outcome counts, E_tot, DRPE weightings),
 ``by_goal.csv`` (Task B per model and true goal cell), ``results.json``, ``fig3_success.png``
 (success by task) and ``fig5_trajectories.png`` (both models from one Task B start state; the
@@ -19,8 +24,10 @@ episode).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from gridplan.core.constants import C1
@@ -46,6 +53,11 @@ TASKS = (TASK_A, TASK_B)
 Z = 2.0
 #: The total errors count as the paper's when each is within this fraction of it.
 SCALE_TOLERANCE = 0.25
+#: Seeds of the models' noise over which the two total errors are compared
+#: (``noise_seed_rows``; seed 0 is the draw of the success table).
+NOISE_SEEDS = 16
+#: An episode "nears the horizon" when it ends within this many steps of it.
+NEAR_HORIZON = 10
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,15 +88,18 @@ def bit_noise_model(sigma: float, reading: Reading = PROJECT) -> NoiseModel:
     return NoiseModel(s, reading=reading)
 
 
-def measure(ctx: GroupContext, cfg: E5Config) -> tuple[dict, EpisodeResults]:
-    """``(model, task) -> BitNoiseRow`` for both models under both tasks, and the recorded
-    Task B closed loop."""
+def measure(
+    ctx: GroupContext, cfg: E5Config
+) -> tuple[dict, EpisodeResults, dict[str, EpisodeResults]]:
+    """``(model, task) -> BitNoiseRow`` for both models under both tasks, the recorded
+    Task B closed loop, and every task's closed loop by task name."""
     model = bit_noise_model(cfg.sigma, ctx.reading)
-    rows, recorded = {}, None
+    rows, recorded, loops = {}, None, {}
     for task in ctx.bar(TASKS, "tasks"):
         windows = standard_windows(ctx, cfg.protocol, task)
         metrics = prediction_metrics(model, windows, task)
         loop, res = closed_loop(ctx, model, task, cfg.protocol, record=task is TASK_B)
+        loops[task.name] = res
         if task is TASK_B:
             recorded = res
         for name, pm, summary in zip(MODELS, metrics, loop, strict=True):
@@ -100,7 +115,7 @@ def measure(ctx: GroupContext, cfg: E5Config) -> tuple[dict, EpisodeResults]:
                 DRPE=dict(pm.DRPE),
                 per_seed=summary.per_seed,
             )
-    return rows, recorded
+    return rows, recorded, loops
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -286,6 +301,230 @@ def by_goal_table(report: GroupReport, goal_rows: list[GoalRow], reading: Readin
     )
 
 
+# --------------------------------------------------------------------------- investigation
+
+
+@dataclass(frozen=True, kw_only=True)
+class NoiseSeedRow(Record):
+    """E_tot and c1's / c2's own error of both models on Task B windows under one seed of the
+    models' noise (``noise_seeds.csv``); seed 0 is the draw the success table reports."""
+
+    seed: int
+    E_tot_c1: float
+    E_tot_c2: float
+    err_c1: float
+    err_c2: float
+
+
+def noise_seed_rows(
+    ctx: GroupContext, cfg: E5Config, seeds: int = NOISE_SEEDS
+) -> list[NoiseSeedRow]:
+    """Both models' Task B total error under ``seeds`` seeds of their noise (the generator of
+    ``prediction_metrics``; the windows are fixed), with each model's error on its noisy bit."""
+    model = bit_noise_model(cfg.sigma, ctx.reading)
+    windows = standard_windows(ctx, cfg.protocol, TASK_B)
+    c2 = PAPER_WORLD.c2_dims[0]
+    rows = []
+    for seed in range(seeds):
+        gen = torch.Generator(device=ctx.device).manual_seed(seed)
+        m1, m2 = prediction_metrics(model, windows, TASK_B, generator=gen)
+        rows.append(
+            NoiseSeedRow(
+                seed=seed,
+                E_tot_c1=m1.E_tot,
+                E_tot_c2=m2.E_tot,
+                err_c1=float(m1.profile[C1]),
+                err_c2=float(m2.profile[c2]),
+            )
+        )
+    return rows
+
+
+@dataclass(frozen=True, kw_only=True)
+class LengthRow(Record):
+    """Episode lengths of one model, task and outcome (``lengths.csv``)."""
+
+    model: str
+    task: str
+    outcome: str
+    episodes: int
+    steps_min: int | None
+    steps_median: float | None
+    steps_max: int | None
+    near_horizon: int
+
+
+def length_rows(results: dict[str, EpisodeResults], horizon: int) -> list[LengthRow]:
+    """Per model, task and outcome: how many episodes, their lengths in steps, and how many
+    ended within ``NEAR_HORIZON`` steps of the ``horizon`` (a timeout takes all of it)."""
+    rows = []
+    for task_name, res in results.items():
+        n = res.outcome.shape[0] // len(MODELS)
+        for k, name in enumerate(MODELS):
+            outcome = res.outcome[k * n : (k + 1) * n].cpu()
+            steps = res.steps[k * n : (k + 1) * n].cpu()
+            for label, code in OUTCOME_CODES.items():
+                s = steps[outcome == code]
+                rows.append(
+                    LengthRow(
+                        model=f"{name}-noise",
+                        task=task_name,
+                        outcome=label,
+                        episodes=int(s.numel()),
+                        steps_min=int(s.min()) if s.numel() else None,
+                        steps_median=float(s.double().quantile(0.5)) if s.numel() else None,
+                        steps_max=int(s.max()) if s.numel() else None,
+                        near_horizon=int((s >= horizon - NEAR_HORIZON).sum()),
+                    )
+                )
+    return rows
+
+
+def _mean_sd(values: list[float]) -> tuple[float, float]:
+    arr = np.asarray(values, dtype=float)
+    return float(arr.mean()), float(arr.std(ddof=1)) if arr.size > 1 else float("nan")
+
+
+def accuracy_table(report: GroupReport, seeds: list[NoiseSeedRow], cfg: E5Config) -> dict:
+    """Which model is the more accurate: both E_tot over the noise seeds, and their difference
+    beside the paper's; returns the numbers for ``results.json``."""
+    diff = [r.E_tot_c1 - r.E_tot_c2 for r in seeds]
+    d_mean, d_sd = _mean_sd(diff)
+    d_se = d_sd / math.sqrt(len(diff))
+    e_ref = {m: paper.E5["E_tot"][m].value for m in MODELS}
+    cells = []
+    for name, key, err in (("c1", "E_tot_c1", "err_c1"), ("c2", "E_tot_c2", "err_c2")):
+        values = [getattr(r, key) for r in seeds]
+        m, sd = _mean_sd(values)
+        cells.append(
+            [
+                f"{name}-noise",
+                fmt(values[0]),
+                f"{fmt(m)} ± {fmt(sd)}",
+                f"{fmt(min(values))}–{fmt(max(values))}",
+                fmt(float(np.mean([getattr(r, err) for r in seeds]))),
+                paper.E5["E_tot"][name].cell(),
+            ]
+        )
+    fewer = sum(d < 0 for d in diff)
+    cells.append(
+        [
+            "c1 − c2",
+            fmt(diff[0]),
+            f"{fmt(d_mean)} (SE {fmt(d_se)})",
+            f"{fmt(min(diff))}–{fmt(max(diff))}",
+            f"c1 below c2 in {fewer} of {len(diff)} seeds",
+            fmt(e_ref["c1"] - e_ref["c2"]),
+        ]
+    )
+    report.table(
+        f"E5 investigated: which model is the more accurate? E_tot over {len(seeds)} noise seeds",
+        [
+            "model",
+            "E_tot, seed 0 (the table's)",
+            "mean ± SD over seeds",
+            "range",
+            "error on its noisy bit (mean)",
+            "E_tot (paper)",
+        ],
+        cells,
+        f"Task B's {cfg.protocol.n_windows} held-out windows (H = {cfg.protocol.horizon}), fixed; "
+        "only the seed of the models' noise (the generator of `prediction_metrics`) changes. "
+        "Both bits get the same σ and neither is read by the transition's relevant part. "
+        f"Measured: the mean difference c1 − c2 is {fmt(d_mean)} (SE {fmt(d_se)}), "
+        + ("beyond" if abs(d_mean) > Z * d_se else "within")
+        + f" {Z:g} SE of zero, and its range over the seeds "
+        + ("holds" if min(diff) <= e_ref["c1"] - e_ref["c2"] <= max(diff) else "misses")
+        + f" the paper's {fmt(e_ref['c1'] - e_ref['c2'])}: which of the two models is the "
+        "more accurate is "
+        + ("a property of the models." if abs(d_mean) > Z * d_se else "decided by the draw."),
+    )
+    return {
+        "difference_mean": d_mean,
+        "difference_se": d_se,
+        "c1_below_c2": fewer,
+        "seeds": len(diff),
+        "paper_difference": e_ref["c1"] - e_ref["c2"],
+    }
+
+
+def lengths_table(report: GroupReport, rows: list[LengthRow], horizon: int) -> None:
+    """Episode lengths per outcome: can an episode run out of time?"""
+    ref = paper.E5["outcomes_B_c1"]
+    ended = [r.steps_max for r in rows if r.episodes and r.outcome != "timeout"]
+    longest = max(ended) if ended else "no"
+    timeouts = sum(r.episodes for r in rows if r.outcome == "timeout")
+    report.table(
+        "E5 investigated: episode lengths by outcome (the missing timeouts)",
+        [
+            "model",
+            "task",
+            "outcome",
+            "episodes",
+            "steps min / median / max",
+            f"ended within {NEAR_HORIZON} steps of the horizon",
+        ],
+        [
+            [
+                r.model,
+                r.task,
+                r.outcome,
+                r.episodes,
+                "—"
+                if not r.episodes
+                else f"{r.steps_min} / {fmt(r.steps_median, 1)} / {r.steps_max}",
+                r.near_horizon,
+            ]
+            for r in rows
+            if r.episodes
+        ],
+        f"Horizon {horizon} steps; a timeout takes all of them. The paper's c1-noise model "
+        f"under Task B times out in {ref['timeout'].text} of {ref['episodes'].text} episodes "
+        "(appendix H). Outcomes with no episode are left out. Measured: the longest episode "
+        f"that did not time out took {longest} steps, and {timeouts} episode(s) timed out.",
+    )
+
+
+def drpe_table(report: GroupReport, rows: dict, seeds: list[NoiseSeedRow]) -> dict:
+    """Task DRPE of the c1-noise model decomposed: Task B's binary weights put 1/7 on each of
+    its 7 relevant dims, and c1 is the only one with noise."""
+    b = rows[("c1", "B")]
+    n_rel = len(TASK_B.relevant_dims)
+    err_c1 = seeds[0].err_c1
+    ref_drpe = paper.E5["DRPE_task"]["c1"].value
+    ref_e = paper.E5["E_tot"]["c1"].value
+    floor = paper.TABLE_2["oracle"]["E_tot"].value
+    implied_by_e = (ref_e - floor) * PAPER_WORLD.state_dim
+    cells = [
+        ["task DRPE of the c1-noise model (Task B windows)", fmt(b.DRPE["task"]), fmt(ref_drpe)],
+        [f"its c1 error / {n_rel} (c1 alone)", fmt(err_c1 / n_rel), "—"],
+        [
+            "c1 error",
+            fmt(err_c1),
+            f"{fmt(ref_drpe * n_rel)} from DRPE × {n_rel}; "
+            f"{fmt(implied_by_e)} from (E_tot − {fmt(floor)}) × {PAPER_WORLD.state_dim}",
+        ],
+    ]
+    report.table(
+        "E5 investigated: the task-DRPE scale",
+        ["quantity", "ours", "paper"],
+        cells,
+        f"Task B's task DRPE is the mean error over its {n_rel} relevant dims (binary weights, "
+        f"1/{n_rel} each, c1 included; the other six carry no noise), so it is c1's error / "
+        f"{n_rel}. Read the same way, the paper's two numbers for the one model disagree: its "
+        "DRPE implies a c1 error of "
+        f"{fmt(ref_drpe * n_rel)}, its E_tot over the oracle's floor ({fmt(floor)}, Table 2) "
+        f"one of {fmt(implied_by_e)}.",
+    )
+    return {
+        "task_DRPE": b.DRPE["task"],
+        "err_c1": err_c1,
+        "err_c1_over_relevant": err_c1 / n_rel,
+        "paper_err_c1_from_DRPE": ref_drpe * n_rel,
+        "paper_err_c1_from_E_tot": implied_by_e,
+    }
+
+
 # --------------------------------------------------------------------------- verdicts
 
 
@@ -342,13 +581,17 @@ def verdicts(report: GroupReport, rows: dict) -> None:
 def run(ctx: GroupContext) -> GroupReport:
     """E5 (see the module docstring)."""
     cfg: E5Config = ctx.config
-    rows, recorded = measure(ctx, cfg)
+    rows, recorded, loops = measure(ctx, cfg)
+    seeds = noise_seed_rows(ctx, cfg)
+    lengths = length_rows(loops, TASK_B.horizon)
     n = cfg.protocol.n_episodes
     episode, why = pick_episode(recorded.outcome.cpu(), n)
 
     goal_rows = by_goal(recorded, n)
     ctx.write_csv("models.csv", list(rows.values()))
     ctx.write_csv("by_goal.csv", goal_rows)
+    ctx.write_csv("noise_seeds.csv", seeds)
+    ctx.write_csv("lengths.csv", lengths)
     ctx.save_figure(bit_success_figure(rows, MODELS), "fig3_success.png")
     names = [f"{m}-noise model" for m in MODELS]
     ctx.save_figure(trajectory_figure(recorded, episode, n, names, why), "fig5_trajectories.png")
@@ -359,6 +602,9 @@ def run(ctx: GroupContext) -> GroupReport:
     success_table(report, rows, cfg, ctx.reading)
     outcomes_table(report, rows, n)
     by_goal_table(report, goal_rows, ctx.reading)
+    accuracy = accuracy_table(report, seeds, cfg)
+    lengths_table(report, lengths, TASK_B.horizon)
+    scale = drpe_table(report, rows, seeds)
     report.figure("fig3_success.png", "Success by task and noisy bit (Fig. 3)")
     report.figure(
         "fig5_trajectories.png", f"Task B trajectories from one start state: {why} (Fig. 5)"
@@ -371,6 +617,12 @@ def run(ctx: GroupContext) -> GroupReport:
             "models": list(rows.values()),
             "by_goal": goal_rows,
             "trajectory_episode": {"index": episode, "why": why},
+            "investigation": {
+                "noise_seeds": seeds,
+                "accuracy": accuracy,
+                "lengths": lengths,
+                "drpe_scale": scale,
+            },
             "paper": paper.E5,
         },
     )

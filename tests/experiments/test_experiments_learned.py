@@ -111,6 +111,25 @@ def test_e3_table_prints_the_paper_numbers_beside_ours(root):
         assert (root / "e3" / png).stat().st_size > 0
 
 
+def test_e3_reports_both_tie_rules_the_cycling_and_the_noise_twins(root):
+    text = (root / "e3" / "table.md").read_text()
+    for rule in ("first", "random"):
+        assert f"### Table 3 — learned world models (ties={rule})" in text
+        assert f"broken by `{rule}`" in text
+    assert "### Table 3's ordering under each tie rule" in text
+    assert "### Does the deterministic closed-loop policy cycle? (§5.4 (ii))" in text
+    assert "### Bias vs noise at equal E_tot" in text
+    results = json.loads((root / "e3" / "results.json").read_text())
+    assert results["ties"] == "first" and set(results["by_ties"]) == {"first", "random"}
+    # The same models: prediction metrics agree under both rules, only success may differ.
+    first, random = (results["by_ties"][r]["models"] for r in ("first", "random"))
+    assert [m["E_tot"] for m in first] == [m["E_tot"] for m in random]
+    assert [m["E_tot"] for m in first] == [m["E_tot"] for m in results["models"]]
+    assert len(results["noise_twins"]) == len(first) + 1
+    t3 = read_csv(root / "e3" / "table3_ties-random.csv")
+    assert {r["ties"] for r in t3} == {"random"}
+
+
 def test_e4_reuses_the_grid_the_sweep_and_the_learned_model_and_collects_no_data(root):
     results = json.loads((root / "e4" / "results.json").read_text())
     assert results["grid_source"] == "e1" and results["sweep_source"] == "e2"
