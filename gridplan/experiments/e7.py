@@ -19,14 +19,36 @@ target of better metrics. E7 measures which metric ranks a harder learned pool:
   (``gridplan.evaluate`` at depth 2: IPE, action-effect consistency, decision agreement and
   regret, the WorldModelGym probe's regret and reward error, reward and value error, success
   calibration (Brier), policy ranking ρ / PRA / MMRV, the exploitability gap, and for
-  ensembles the uncertainty's Spearman and AURC). Closed-loop success at depth 2 (the
-  paper's learned protocol; the ladder's L7) and depth 4 (one batched closed loop).
-- **The meta-evaluation** (``meta_table``): Spearman ρ of each metric with depth-2 success
-  over the zoo's models, with two seeded bootstrap 95% CIs (``rank_metric``: resampling
-  models; resampling training seeds within each configuration), the replication zoo's ρ, the
-  zoo's ρ with depth-4 success, and, for the metrics E1 records, ρ over E1's controlled grid
-  (read from e1's result files, or computed when e1 has not finished) and over the pool of
-  grid and zoo, both with depth-4 success (the grid's planner).
+  ensembles the uncertainty's Spearman and AURC). The ladder's own closed-loop success at
+  depth 2 (the paper's learned protocol; L7) and depth 4 (one batched closed loop), on the
+  zoo's evaluation seeds.
+- **The held-out success** (``heldout_starts``, ``heldout_success``; ``docs/PREREGISTERED.md``
+  Rule 4): every model of both zoos plays the same ``heldout_episodes`` (at least 100 in the
+  full profile) start states at depth 2, in one batched closed loop. They are the first start
+  states of a seed of their own that equal no state a decision metric uses (the branch set,
+  the oracle's decision states, the anchor starts, every model's own ladder episodes, which
+  hold its XGap states: ``state_keys``, compared exactly) and whose *start configuration* --
+  agent cell, key cell and colour bits ``c1``, ``c2``, everything a start state holds but the
+  distractors (``configuration_dims``) -- is that of no episode in any dataset a model of
+  either zoo trained on (``training_configurations``). Every (agent, key) pair of the
+  paper's world occurs in the zoos' training data, so the colour bits are what keeps the
+  held-out configurations apart.
+- **Non-circular variants** (``noncircular``, ``VARIANTS``): decision regret, decision
+  agreement and the probe's regret with the branch set from the held-out behaviour states
+  only, at the success target's depth and at ``variant_depth`` (3); XGap is measured at the
+  model's own ladder episodes, which are no longer the scored ones.
+- **The meta-evaluation** (``meta_table``): Spearman ρ of each metric with the held-out
+  success over the zoo's models, with three seeded bootstrap 95% CIs (``rank_metric``: the
+  two-stage cluster bootstrap, configurations then training seeds within them, which every
+  ranking verdict reads; and beside it the old ones, resampling models, and resampling
+  training seeds within each configuration), the ρ with the ladder's own success (the
+  circular target), the replication zoo's ρ, the zoo's ρ with depth-4 success, and, for the
+  metrics E1 records, ρ over E1's controlled grid (read from e1's result files, or computed
+  when e1 has not finished) and over the pool of grid and zoo, both with depth-4 success
+  (the grid's planner).
+- **Verdicts** (``verdicts``, Rule 4): a metric ranks the zoo only if its clustered CI
+  excludes 0 on its side (``SIDE``: below 0 for an error); the non-circular variants get
+  the same rule (``NONCIRCULAR_CLAIMS``). The quick and tiny profiles state none (Rule 5).
 
 Nothing is tuned toward a target ρ: the zoo is fixed in its config files, the table is what
 it gives. Writes ``zoo.csv`` (every model of both zoos, every metric), ``configurations.csv``

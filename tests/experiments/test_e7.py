@@ -368,3 +368,17 @@ def test_a_tiny_zoo_runs_end_to_end(tmp_path):
     # Finished: skipped unless forced.
     again = run_groups(GROUPS, ["e7"], tmp_path, "tiny", progress=False)
     assert again == {"e7": "skipped"}
+
+
+def test_seeded_compose_equals_a_fresh_compose_for_every_seed():
+    from gridplan.experiments.learned_runs import seeded_compose
+
+    model = next(m for m in load_zoo("default").models if m.key == "random_4k")
+    overrides = [*model.overrides(), "trainer.metrics_every_n_epochs=0"]
+    for seed in (3, 11):
+        fresh = compose([*overrides, f"seed={seed}"])
+        cached = seeded_compose(overrides, seed)
+        assert OmegaConf.to_yaml(cached) == OmegaConf.to_yaml(fresh)
+        assert int(cached.data.seed) == seed and cached.data.policy == "random"
+    with pytest.raises(ValueError, match="sets the seed itself"):
+        seeded_compose([*overrides, "seed=1"], 2)
