@@ -91,7 +91,7 @@ from gridplan.experiments.learned_runs import (
     quiet_lightning,
     run_config,
 )
-from gridplan.experiments.measure import closed_loop, standard_windows
+from gridplan.experiments.measure import standard_windows
 from gridplan.experiments.pools import controlled_grid
 from gridplan.experiments.records import Record
 from gridplan.experiments.runner import GroupContext
@@ -117,6 +117,9 @@ MAX_RANKING_RHO = -0.5
 #: A metric defined on fewer models (the uncertainty scores: ensembles only) is listed but
 #: not ranked: a Spearman ρ over a handful of points says nothing.
 MIN_MODELS = 10
+#: The closed loops of many models run as this many fixed shards of models, one worker job
+#: each: the numbers do not depend on the machine's core count.
+LOOP_SHARDS = 2
 #: Candidate start states drawn for the held-out success (``heldout_starts``).
 HELDOUT_CANDIDATES = 20_000
 #: The paper's learned-pool ρ, printed beside ours (§5.2).
@@ -324,17 +327,69 @@ def _stacks(models: list) -> list[tuple[list[int], WorldModel]]:
     return out
 
 
-def _deep_success(ctx: GroupContext, cfg: E7Config, zoo: Zoo, models: list) -> list:
-    """Closed-loop summaries at the second depth (``cfg.depths[1]``, ``cfg.deep_episodes``
-    per evaluation seed), deterministic models in one shared-prefix batch and the others in
-    one independent-leaf batch."""
-    protocol = cfg.closed_loop(zoo, cfg.depths[1]).replace(episodes=cfg.deep_episodes)
+def _shards(n: int) -> list[range]:
+    """``range(n)`` in ``LOOP_SHARDS`` contiguous parts (fewer if ``n`` is smaller)."""
+    size = -(-n // LOOP_SHARDS)
+    return [range(k, min(n, k + size)) for k in range(0, n, size)]
+
+
+def _loop_job(job: tuple) -> list[tuple[float, float, int]]:
+    """``(success, SE, episodes)`` of every model of one shard (``_stacks``: one batched
+    closed loop per stack): from the evaluation ``seeds`` x ``episodes`` (``run_episodes``)
+    when ``start`` is None, else from every ``start`` state with a generator seeded by
+    ``gen_seed``."""
+    models, depth, device, seeds, episodes, start, gen_seed = job
+    torch.set_num_threads(1)
     out: list = [None] * len(models)
     for idx, stack in _stacks(models):
-        summaries, _ = closed_loop(ctx, stack, TASK_A, protocol)
+        if start is None:
+            results = run_episodes(stack, TASK_A, depth, list(seeds), episodes, device)
+            summaries = summarize_episodes(results, len(idx), len(seeds))
+        else:
+            planner = Planner(stack, depth, TASK_A, device=device)
+            gen = torch.Generator(device=device).manual_seed(gen_seed)
+            results = run_closed_loop(planner, start.to(device).repeat(len(idx), 1), gen)
+            summaries = summarize_episodes(results, len(idx))
         for k, summary in zip(idx, summaries, strict=True):
-            out[k] = summary
+            out[k] = (summary.success, summary.success_se, summary.n_episodes)
     return out
+
+
+def _job(job: tuple) -> Any:
+    kind, payload = job
+    return _ladder_report(payload) if kind == "ladder" else _loop_job(payload)
+
+
+def _run_jobs(ctx: GroupContext, jobs: list, desc: str) -> list:
+    """``_job`` of every job, in order. On CPU the jobs are dealt to one worker process per
+    core (one thread each); every job draws from its own seeded generators, so the results
+    equal those of one process."""
+    workers = min(available_cpus(), len(jobs)) if ctx.device.type == "cpu" else 1
+    if workers <= 1:
+        return [_job(job) for job in ctx.bar(jobs, desc)]
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method)) as pool:
+        return list(ctx.bar(pool.map(_job, jobs), desc, total=len(jobs)))
+
+
+def _deep_jobs(cfg: E7Config, zoo: Zoo, models: list, device: torch.device) -> list:
+    """The second depth's closed loops (``cfg.depths[1]``, ``cfg.deep_episodes`` per
+    evaluation seed) as ``LOOP_SHARDS`` jobs."""
+    return [
+        (
+            "loop",
+            (
+                [models[k] for k in part],
+                cfg.depths[1],
+                device,
+                zoo.eval_seeds,
+                cfg.deep_episodes,
+                None,
+                None,
+            ),
+        )
+        for part in _shards(len(models))
+    ]
 
 
 def state_keys(states: torch.Tensor, world: World) -> set[tuple[int, ...]]:
@@ -439,22 +494,26 @@ def heldout_success(
     ctx: GroupContext, cfg: E7Config, models: list, start: torch.Tensor
 ) -> list[tuple[float, float, int]]:
     """``(success, SE, episodes)`` of every model from the held-out ``start`` states at the
-    first depth: one batched closed loop per stack (``_stacks``), every model playing every
-    start state; the environment and planning stream is seeded by ``cfg.heldout_seed``."""
-    out: list = [None] * len(models)
-    for idx, stack in _stacks(models):
-        planner = Planner(stack, cfg.depths[0], TASK_A, device=ctx.device)
-        gen = torch.Generator(device=ctx.device).manual_seed(cfg.heldout_seed)
-        results = run_closed_loop(
-            planner,
-            start.to(ctx.device).repeat(len(idx), 1),
-            gen,
-            progress=ctx.progress,
-            what="closed loop (held-out starts)",
+    first depth, every model playing every start state: ``LOOP_SHARDS`` contiguous shards of
+    ``models``, each one batched closed loop per stack (``_stacks``) whose environment and
+    planning stream is seeded by ``cfg.heldout_seed`` plus the shard's index."""
+    jobs = [
+        (
+            "loop",
+            (
+                [models[k] for k in part],
+                cfg.depths[0],
+                ctx.device,
+                None,
+                None,
+                start,
+                cfg.heldout_seed + i,
+            ),
         )
-        for k, summary in zip(idx, summarize_episodes(results, len(idx)), strict=True):
-            out[k] = (summary.success, summary.success_se, summary.n_episodes)
-    return out
+        for i, part in enumerate(_shards(len(models)))
+    ]
+    with cpu_threads(ctx):
+        return [r for shard in _run_jobs(ctx, jobs, "held-out success") for r in shard]
 
 
 def noncircular(
@@ -501,28 +560,11 @@ def _ladder_report(job: tuple) -> tuple[Any, dict, set]:
     return report, variants, used
 
 
-def _ladder_reports(
-    ctx: GroupContext, cfg: E7Config, zoo: Zoo, models: list, behaviour: torch.Tensor
-) -> list:
-    """``_ladder_report`` of every model, in ``models`` order. On CPU the models are dealt to
-    one worker process per core (one thread each); every metric draws from its own seeded
-    generator, so the reports equal those of one process."""
-    ladder = cfg.ladder(zoo)
-    jobs = [(m, cfg.depths[0], ladder, ctx.device, behaviour, cfg.variant_depth) for m in models]
-    workers = min(available_cpus(), len(models)) if ctx.device.type == "cpu" else 1
-    desc = f"ladder ({zoo.name})"
-    if workers <= 1:
-        return [_ladder_report(job) for job in ctx.bar(jobs, desc)]
-    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method)) as pool:
-        return list(ctx.bar(pool.map(_ladder_report, jobs), desc, total=len(jobs)))
-
-
 @dataclass
 class ZooEvaluation:
     """Everything measured on one zoo before its held-out success: its models, their
-    prediction metrics, ladder reports with variants, depth-two summaries, and the keys of
-    every state its decision metrics used."""
+    prediction metrics, ladder reports with variants, second-depth ``(success, SE,
+    episodes)``, and the keys of every state its decision metrics used."""
 
     zoo: Zoo
     models: list
@@ -543,11 +585,19 @@ def evaluate_zoo(ctx: GroupContext, cfg: E7Config, zoo: Zoo, trained: dict) -> Z
     behaviour = eval_windows(
         ladder.n_windows, ladder.horizon, task=TASK_A, device=ctx.device
     ).start[: ladder.branch_states]
+    depth, variant = cfg.depths[0], cfg.variant_depth
+    # The long closed loops first: the workers deal out the ladder's jobs behind them.
+    jobs = [
+        *_deep_jobs(cfg, zoo, models, ctx.device),
+        *(("ladder", (m, depth, ladder, ctx.device, behaviour, variant)) for m in models),
+    ]
     with cpu_threads(ctx):
         metrics = prediction_metrics(ModelStack(models), windows, TASK_A)
-        deep = _deep_success(ctx, cfg, zoo, models)
-        reports = _ladder_reports(ctx, cfg, zoo, models, behaviour)
+        done = _run_jobs(ctx, jobs, f"ladder and depth-{cfg.depths[1]} loops ({zoo.name})")
         used = state_keys(decision_roots(cfg, zoo, ctx.device), TASK_A.world)
+    n_deep = len(jobs) - len(models)
+    deep = [r for shard in done[:n_deep] for r in shard]
+    reports = done[n_deep:]
     for _, _, keys in reports:
         used |= keys
     return ZooEvaluation(zoo, models, trained, metrics, deep, reports, used)
@@ -557,7 +607,7 @@ def zoo_records(ev: ZooEvaluation, heldout: list) -> list[ZooRecord]:
     """The records of one evaluated zoo with its models' held-out success."""
     records = []
     rows = zip(ev.zoo.jobs(), ev.metrics, ev.deep, ev.reports, heldout, strict=True)
-    for (model, seed), pm, summary, (report, variants, _), (succ, se, n) in rows:
+    for (model, seed), pm, (deep, deep_se, _), (report, variants, _), (succ, se, n) in rows:
         pm_dict, loop = pm.to_dict(), report.closed_loop
         numbers = {**report.ladder, NONCIRCULAR: variants}
         records.append(
@@ -572,8 +622,8 @@ def zoo_records(ev: ZooEvaluation, heldout: list) -> list[ZooRecord]:
                 success_ladder=loop["success"]["mean"],
                 success_ladder_se=loop["success"]["se"],
                 n_episodes_ladder=loop["success"]["n"],
-                success_deep=summary.success,
-                success_deep_se=summary.success_se,
+                success_deep=deep,
+                success_deep_se=deep_se,
                 epochs=int(ev.trained[(model.key, seed)][0]["epochs"]),
                 checkpoint=ev.trained[(model.key, seed)][1],
                 metrics={key: _finite(read(pm_dict, numbers)) for key, _, read in METRICS},
