@@ -19,7 +19,8 @@ margin ``|ρ_DRPE| - |ρ_E_tot|`` with a paired bootstrap CI (the same resampled
 both ρ), and along each axis a linear fit of the margin with a bootstrap CI of its slope.
 
 The verdicts (``CLAIMS``) were written before the first full run and are checked only by the
-``full`` profile; ``quick`` and ``tiny`` print the same tables and state no verdict. Writes
+``full`` profile; ``quick`` and ``tiny`` print the same tables and state no verdict
+(``GroupReport.apply_profile``, ``docs/PREREGISTERED.md`` Rule 5). Writes
 ``models.csv`` / ``models.json`` (every model of every world), ``worlds.csv`` (one row per
 world), ``axes.csv`` (the margin slopes), ``results.json`` and ``fig_scale.png``.
 """
@@ -450,10 +451,8 @@ def verdicts(
     cfg: E8Config,
     rows: dict[str, WorldRow],
     fits: dict[str, AxisFit],
-    state: bool,
 ) -> None:
-    """Every claim of ``CLAIMS``; ``state`` False (reduced profiles) records each as not
-    checked, its numbers still in the detail."""
+    """Every claim of ``CLAIMS`` (a smoke run's report states none: ``GroupReport``)."""
     width = [rows[n] for n in cfg.width_axis]
     length = [rows[n] for n in cfg.length_axis]
     learned = [rows[n] for n in cfg.learned_worlds]
@@ -469,9 +468,6 @@ def verdicts(
     }
     for key, claim in CLAIMS.items():
         ok, detail = results[key]
-        if not state:
-            detail = f"smoke profile, no verdict stated (would read: {ok}); {detail}"
-            ok = None
         report.verdict(claim, ok, detail)
 
 
@@ -671,12 +667,10 @@ def run(ctx: GroupContext) -> GroupReport:
         scale_figure(ordered, cfg.width_axis, cfg.length_axis, PAPER_GRID), "fig_scale.png"
     )
 
-    state = ctx.profile == "full"
-    title = "E8 — DRPE and total error as worlds grow (§5.1 design, §7 limitation)"
-    if not state:
-        title += f" — profile `{ctx.profile}`: smoke run, numbers only, no verdict stated"
-    report = GroupReport(title)
-    verdicts(report, cfg, rows, fits, state)
+    report = GroupReport(
+        "E8 — DRPE and total error as worlds grow (§5.1 design, §7 limitation)", ctx.profile
+    )
+    verdicts(report, cfg, rows, fits)
     sanity(report, ordered)
     worlds_table(report, ordered, cfg)
     axes_table(report, fits)
@@ -695,7 +689,7 @@ def run(ctx: GroupContext) -> GroupReport:
             "axes": fits,
             "models": records,
             "claims": CLAIMS,
-            "verdicts_stated": state,
+            "verdicts_stated": not report.smoke,
             "train_wall_seconds": train_wall,
             "paper": {"grid": PAPER_GRID},
         },

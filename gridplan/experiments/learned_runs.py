@@ -16,6 +16,7 @@ models that plan deterministically, so the planner shares the tree's prefixes (e
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import logging
 import time
@@ -24,6 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
+from omegaconf import DictConfig
 
 from gridplan.core import tasks
 from gridplan.data.datasets import parse_budget
@@ -34,7 +36,7 @@ from gridplan.metrics.relevance_estimation import intra_op_threads
 from gridplan.models.contract import WorldModel
 from gridplan.models.learned import load_world_model
 from gridplan.planning.scorers import is_deterministic
-from gridplan.training.config import compose
+from gridplan.training.config import compose, validate
 from gridplan.util.threads import available_cpus
 
 #: Shared dataset cache under the results root.
@@ -143,23 +145,47 @@ def cpu_threads(ctx: GroupContext):
     return intra_op_threads(1) if ctx.device.type == "cpu" else contextlib.nullcontext()
 
 
+#: Composed configs of ``seeded_compose``, keyed by their overrides besides the seed.
+_COMPOSED: dict[tuple[str, ...], DictConfig] = {}
+
+
+def seeded_compose(overrides: Sequence[str], seed: int) -> DictConfig:
+    """``compose([*overrides, f"seed={seed}"])``, composed by Hydra once per ``overrides``
+    (cached per process, a second of Hydra's work each on 2 cores) and given each seed by
+    setting ``seed``, which the config's other seeds interpolate (``data.seed``); validated
+    again (``gridplan.training.config.validate``). Equal to a fresh ``compose`` of the same
+    overrides (``tests/experiments/test_e7.py``).
+
+    Raises:
+        ValueError: if ``overrides`` set the seed themselves, or as ``compose``.
+    """
+    overrides = tuple(str(o) for o in overrides)
+    if any(o.split("=", 1)[0].strip().lstrip("+~") == "seed" for o in overrides):
+        raise ValueError("seeded_compose sets the seed itself; drop seed= from the overrides")
+    if overrides not in _COMPOSED:
+        _COMPOSED[overrides] = compose([*overrides, "seed=0"])
+    cfg = copy.deepcopy(_COMPOSED[overrides])
+    cfg.seed = int(seed)
+    return validate(cfg)
+
+
 def run_config(
     ctx: GroupContext, cfg: E3Config, row: LearnedRow, seed: int, out_dir: Path, *extra: str
 ):
-    """The composed training config of one row and seed (``gridplan.training.config.compose``), plus
-    ``extra`` overrides."""
+    """The composed training config of one row and seed (``seeded_compose``), plus ``extra``
+    overrides."""
     accelerator = "cpu" if ctx.device.type == "cpu" else "gpu"
-    return compose(
+    return seeded_compose(
         [
             *row.overrides(),
             *cfg.train_overrides,
-            f"seed={seed}",
             f"out_dir={out_dir}",
             f"data.cache_dir={ctx.root / DATA_CACHE}",
             "trainer.progress_bar=false",
             f"trainer.accelerator={accelerator}",
             *extra,
-        ]
+        ],
+        seed,
     )
 
 
@@ -231,8 +257,13 @@ def train_runs(
     members, configs = [], []
     for row, seed in jobs:
         run_cfg = run_config(
-            ctx, cfg, row, seed, out_dir,
-            "trainer.figures_every_n_epochs=0", "trainer.metrics_every_n_epochs=0",
+            ctx,
+            cfg,
+            row,
+            seed,
+            out_dir,
+            "trainer.figures_every_n_epochs=0",
+            "trainer.metrics_every_n_epochs=0",
         )
         members.append(Member(run_cfg, runs.new_run_dir(out_dir, run_name(run_cfg))[0]))
         configs.append(run_cfg)

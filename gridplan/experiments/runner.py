@@ -356,6 +356,7 @@ def run_group(
     t0 = time.perf_counter()
     try:
         report = group.run(ctx)
+        report.apply_profile(profile)  # docs/PREREGISTERED.md, Rule 5
         wall = time.perf_counter() - t0
         shown = "" if reading.name == PROJECT.name or group.reading_free else (
             f"reading `{reading.name}`, "

@@ -430,6 +430,14 @@ class E7Config(GroupConfig):
         ladder_sizes: the ladder's own sizes (``LadderProtocol`` fields).
         n_resamples: bootstrap resamples of every meta-evaluation CI.
         train_overrides: extra overrides of every training run (``learned_runs.run_config``).
+        heldout_episodes: episodes of the held-out success every ranking verdict uses
+            (``docs/PREREGISTERED.md``, Rule 4: at least 100 in the full profile), from start
+            states disjoint from the decision metrics' states and the training data's start
+            configurations (``gridplan.experiments.e7.heldout_starts``).
+        heldout_seed: closed-loop seed of the held-out success's candidate start states
+            (apart from every evaluation, anchor and window seed).
+        variant_depth: planner depth of the non-circular decision-metric variants (not the
+            success target's, ``depths[0]``).
     """
 
     recorded: ClassVar[tuple[str, ...]] = ()
@@ -445,6 +453,9 @@ class E7Config(GroupConfig):
     ladder_sizes: tuple[Any, ...]
     n_resamples: int
     train_overrides: tuple[str, ...] = ()
+    heldout_episodes: int = 120
+    heldout_seed: int = 30_000
+    variant_depth: int = 3
 
     def closed_loop(self, zoo: Zoo, depth: int) -> Protocol:
         """The closed loop of ``zoo``'s models at ``depth``."""

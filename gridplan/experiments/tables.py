@@ -5,7 +5,12 @@ tables, text and figures; and the cell formats its tables share (paper style:
 A verdict scores an effect the paper states, which our laboratory could fail to show. A
 claim that holds by construction here (irrelevant noise never reaches a leaf score, so its
 DRPE is 0, its imagined agent never moves, and a row of fixed σR plans alike; a table has
-all its rows) is a *sanity check*: listed, never counted as a reproduced effect."""
+all its rows) is a *sanity check*: listed, never counted as a reproduced effect.
+
+Only the ``full`` profile states verdicts (``VERDICT_PROFILES``; ``docs/PREREGISTERED.md``,
+Rule 5): under ``quick`` and ``tiny`` a report is a smoke run (``GroupReport.apply_profile``,
+which the runner calls on every group's report), its verdicts keep their numbers and criteria
+but state nothing and count toward nothing."""
 
 from __future__ import annotations
 
@@ -16,6 +21,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from gridplan.metrics.stats import SpearmanResult
+
+#: The profiles whose reports state verdicts (``docs/PREREGISTERED.md``, Rule 5); a report of
+#: any other profile is a smoke run.
+VERDICT_PROFILES = frozenset({"full"})
+#: The label of a verdict a smoke run does not state.
+SMOKE_LABEL = "smoke run: no verdict"
 
 
 def fmt(x, digits: int = 3) -> str:
@@ -75,17 +86,23 @@ class Verdict:
 
     Attributes:
         claim: the paper's effect in words, with its source.
-        reproduced: True/False, or None when it could not be checked (an input is missing).
+        reproduced: True/False, or None when it could not be checked (an input is missing)
+            or is not stated.
         detail: our numbers beside the paper's, and the criterion used.
+        stated: False in a smoke run (``VERDICT_PROFILES``): the numbers are printed, no
+            verdict is stated (``reproduced`` is then None).
     """
 
     claim: str
     reproduced: bool | None
     detail: str
+    stated: bool = True
 
     @property
     def label(self) -> str:
-        """``reproduces``, ``does not reproduce`` or ``not checked``."""
+        """``reproduces``, ``does not reproduce``, ``not checked`` or ``SMOKE_LABEL``."""
+        if not self.stated:
+            return SMOKE_LABEL
         return {True: "reproduces", False: "does not reproduce", None: "not checked"}[
             self.reproduced
         ]
@@ -122,17 +139,46 @@ class GroupReport:
 
     Args:
         title: heading, e.g. ``"E1 — controlled 8×6 grid (paper §5.1, Fig. 2, Table 2)"``.
+        profile: the reproduction profile (``apply_profile``); None until it is known.
     """
 
-    def __init__(self, title: str) -> None:
+    def __init__(self, title: str, profile: str | None = None) -> None:
         self.title = title
         self.verdicts: list[Verdict] = []
         self.sanity_checks: list[SanityCheck] = []
         self.blocks: list[str] = []
+        self.profile: str | None = None
+        if profile is not None:
+            self.apply_profile(profile)
+
+    @property
+    def smoke(self) -> bool:
+        """Whether this is a smoke run: a known profile outside ``VERDICT_PROFILES``."""
+        return self.profile is not None and self.profile not in VERDICT_PROFILES
+
+    def apply_profile(self, profile: str) -> None:
+        """Record the run's profile; in a smoke run every verdict, added before or after,
+        is not stated (``Verdict.stated`` False, ``reproduced`` None; its detail, the
+        numbers and the criterion, is kept).
+
+        Raises:
+            ValueError: if ``profile`` is empty or differs from one recorded before.
+        """
+        if not profile:
+            raise ValueError("profile must be a non-empty profile name")
+        if self.profile is not None and self.profile != profile:
+            raise ValueError(f"report already has profile {self.profile!r}, not {profile!r}")
+        self.profile = profile
+        if self.smoke:
+            for v in self.verdicts:
+                v.reproduced, v.stated = None, False
 
     def verdict(self, claim: str, reproduced: bool | None, detail: str) -> Verdict:
-        """Add a verdict; ``reproduced`` None means it could not be checked."""
+        """Add a verdict; ``reproduced`` None means it could not be checked. In a smoke run
+        (``apply_profile``) it is recorded as not stated."""
         v = Verdict(claim, None if reproduced is None else bool(reproduced), detail)
+        if self.smoke:
+            v.reproduced, v.stated = None, False
         self.verdicts.append(v)
         return v
 
@@ -158,7 +204,13 @@ class GroupReport:
         self.blocks.append(f"![{caption}]({filename})\n\n*{caption}*")
 
     def overall(self) -> str:
-        """The one-line verdict over all checked effects."""
+        """The one-line verdict over all checked effects; a smoke run's says that none is
+        stated."""
+        if self.smoke:
+            return (
+                f"**Verdict: none stated (smoke run)** (profile `{self.profile}`: "
+                f"numbers only; {len(self.verdicts)} effect(s) measured, no verdict stated)."
+            )
         checked = [v for v in self.verdicts if v.reproduced is not None]
         ok = sum(v.reproduced for v in checked)
         if not checked:
@@ -175,7 +227,10 @@ class GroupReport:
 
     def markdown(self, footer: str = "") -> str:
         """The full ``table.md`` text."""
-        parts = [f"# {self.title}", self.overall()]
+        title = self.title
+        if self.smoke:
+            title += f" — profile `{self.profile}`: smoke run, numbers only, no verdict stated"
+        parts = [f"# {title}", self.overall()]
         if self.verdicts:
             parts.append("\n".join(v.line() for v in self.verdicts))
         if self.sanity_checks:

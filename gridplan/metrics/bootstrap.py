@@ -13,6 +13,9 @@
 - ``resample_spearman``: bootstrap replicates of Spearman's rho of paired samples, each the
   exact rho of its resample (average ranks for ties), computed from the resample's
   multinomial counts without sorting each resample (``O(R n)`` after one sort).
+- ``cluster_counts``: multinomial unit counts of a two-stage cluster bootstrap (clusters drawn
+  with replacement, then the units of every drawn cluster with replacement inside it), for
+  statistics of units nested in clusters (models = configurations x training seeds).
 - ``percentile_interval``: the percentile interval of bootstrap replicates.
 
 All resampling draws from ``numpy.random.default_rng(seed)``: a seed gives the same interval.
@@ -280,3 +283,45 @@ def resample_spearman(x, y, n_resamples: int = 2000, seed: int = 0) -> np.ndarra
     draws += n * np.arange(n_resamples)[:, None]
     counts = np.bincount(draws.ravel(), minlength=n_resamples * n).reshape(n_resamples, n)
     return spearman_of_counts(xa, ya, counts)
+
+
+def cluster_counts(clusters: Sequence, n_resamples: int, seed: int = 0) -> np.ndarray:
+    """``(R, n)`` copies of each unit in ``R`` two-stage cluster bootstrap resamples.
+
+    Stage one draws ``C`` clusters (``C`` = the number of distinct labels) with replacement;
+    stage two draws, independently for every drawn cluster, as many of its units as it has
+    with replacement. A cluster drawn twice contributes two independent within-cluster draws.
+    Units nested in clusters (training seeds within configurations) are then not counted as
+    independent: the spread between clusters enters every interval (the two-stage bootstrap
+    of hierarchical data, Davison & Hinkley 1997, *Bootstrap Methods and their Application*,
+    §3.8). Every draw comes from ``numpy.random.default_rng(seed)``: the cluster draws first,
+    ``(R, C)``, then, slot by slot and cluster by cluster, the units of the resamples that
+    drew that cluster in that slot.
+
+    Args:
+        clusters: ``(n,)`` a cluster label per unit (compared as strings).
+        n_resamples: ``R >= 1``.
+        seed: resampling seed.
+
+    Returns:
+        ``(R, n)`` float64 counts; row ``r`` sums to the sizes of the clusters drawn in it.
+
+    Raises:
+        ValueError: on no units or bad ``n_resamples``.
+    """
+    _check_bootstrap_args(n_resamples, 0.5)
+    labels = np.asarray([str(c) for c in clusters])
+    if labels.size == 0:
+        raise ValueError("cluster_counts needs at least one unit")
+    rng = np.random.default_rng(seed)
+    members = [np.flatnonzero(labels == c) for c in dict.fromkeys(labels.tolist())]
+    drawn = rng.integers(0, len(members), size=(n_resamples, len(members)))
+    counts = np.zeros((n_resamples, labels.size))
+    rows = np.arange(n_resamples)[:, None]
+    for slot in range(len(members)):
+        for c, idx in enumerate(members):
+            picked = rows[drawn[:, slot] == c, 0]
+            if picked.size:
+                units = idx[rng.integers(0, idx.size, size=(picked.size, idx.size))]
+                np.add.at(counts, (picked[:, None], units), 1.0)
+    return counts

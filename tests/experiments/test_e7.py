@@ -9,23 +9,36 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from omegaconf import OmegaConf
 from scipy.stats import spearmanr
 
+from gridplan.core.tasks import TASK_A
 from gridplan.experiments import GROUPS, settings
 from gridplan.experiments.e7 import (
+    HELDOUT_CANDIDATES,
     METRICS,
+    SIDE,
+    VARIANTS,
     DeterministicStack,
     ZooRecord,
+    _ranks,
+    configuration_dims,
+    heldout_starts,
     meta_table,
     rank_metric,
+    start_configurations,
+    state_keys,
     within_group_counts,
 )
+from gridplan.experiments.learned_runs import DATA_CACHE
 from gridplan.experiments.runner import read_done, run_groups
 from gridplan.experiments.settings import load_zoo
-from gridplan.metrics.bootstrap import spearman_of_counts
+from gridplan.metrics.bootstrap import cluster_counts, percentile_interval, spearman_of_counts
 from gridplan.models.noise import NoiseModel
+from gridplan.planning.closed_loop import start_states
 from gridplan.training.config import compose
+from gridplan.training.module import cached_dataset
 
 
 def _policy(model) -> str:
@@ -160,6 +173,31 @@ def test_rank_metric_point_value_is_scipys_and_the_seed_ci_is_the_stratified_rep
     assert rank.models.low <= rank.models.rho <= rank.models.high
     # Resampling seeds keeps each configuration: a narrower spread than resampling models.
     assert rank.seed_high - rank.seed_low < rank.models.high - rank.models.low
+    # The clustered CI: configurations, then seeds within them (cluster_counts).
+    cluster = percentile_interval(
+        spearman_of_counts(values, success, cluster_counts(groups, 1000, 7))
+    )
+    assert (rank.cluster_low, rank.cluster_high) == pytest.approx(cluster)
+    assert rank.cluster_high - rank.cluster_low > rank.seed_high - rank.seed_low
+
+
+def test_a_ranking_verdict_reads_the_clustered_ci_on_the_metrics_side():
+    """Rule 4: an error ranks when its clustered CI lies below 0, an agreement when above;
+    the old model-level CI does not count, nor a pool under MIN_MODELS models."""
+    below = {
+        "rho": -0.8,
+        "low": -0.9,
+        "high": -0.7,
+        "cluster_low": -0.9,
+        "cluster_high": -0.1,
+        "n": 20,
+    }
+    assert SIDE["decision_regret"] == -1 and SIDE["decision_agreement_behaviour"] == 1
+    assert _ranks(below, "decision_regret") and not _ranks(below, "decision_agreement")
+    wide = dict(below, cluster_high=0.05)  # the model-level CI still excludes 0
+    assert not _ranks(wide, "decision_regret")
+    assert not _ranks(dict(below, n=9), "decision_regret")
+    assert all(key in SIDE and today in SIDE for key, today in VARIANTS)
 
 
 def test_rank_metric_skips_undefined_values_and_needs_three_models():
@@ -168,7 +206,7 @@ def test_rank_metric_skips_undefined_values_and_needs_three_models():
     assert rank.models.n == 3 and rank.models.rho == pytest.approx(-1.0)
 
 
-def _record(zoo, key, seed, success, deep, **metrics) -> ZooRecord:
+def _record(zoo, key, seed, success, deep, ladder=None, **metrics) -> ZooRecord:
     full = {k: None for k, _, _ in METRICS}
     full.update(metrics)
     return ZooRecord(
@@ -178,9 +216,12 @@ def _record(zoo, key, seed, success, deep, **metrics) -> ZooRecord:
         seed=seed,
         success=success,
         success_se=0.0,
+        n_episodes=100,
+        success_ladder=success if ladder is None else ladder,
+        success_ladder_se=0.0,
+        n_episodes_ladder=10,
         success_deep=deep,
         success_deep_se=0.0,
-        n_episodes=10,
         epochs=1,
         checkpoint="",
         metrics=full,
@@ -197,6 +238,7 @@ def test_meta_table_sorts_by_abs_rho_and_pools_the_grid_at_its_depth():
             f"c{k // 2}",
             k % 2,
             s,
+            1 - s,
             1 - s,
             E_tot=s,
             decision_regret=1 - s,
@@ -228,7 +270,46 @@ def test_meta_table_sorts_by_abs_rho_and_pools_the_grid_at_its_depth():
     assert by["E_tot"].zoo_deep["rho"] == pytest.approx(-1.0)
     assert by["decision_regret"].grid is None and by["decision_regret"].pooled is None
     assert by["E_tot"].replication["rho"] == pytest.approx(1.0)
+    # The ladder's own success (here 1 - held-out) is ranked beside it.
+    assert by["E_tot"].zoo_ladder["rho"] == pytest.approx(-1.0)
     assert rows[-1].zoo is None
+
+
+# --------------------------------------------------------------------------- held-out starts
+
+
+def test_a_start_configuration_is_agent_key_and_colour_bits():
+    world = TASK_A.world
+    assert [world.dim_names[k] for k in configuration_dims(world)] == [
+        "agent_x",
+        "agent_y",
+        "key_x",
+        "key_y",
+        "c1",
+        "c2",
+    ]
+    s = start_states([0], 2, TASK_A)
+    moved = s.clone()
+    moved[:, 8:] = 1.0 - moved[:, 8:]  # other distractor cells: the same configuration
+    assert start_configurations(s, world) == start_configurations(moved, world)
+    assert state_keys(s, world).isdisjoint(state_keys(moved, world))
+
+
+def test_heldout_starts_skip_used_states_and_training_configurations():
+    """The first candidates of the held-out seed made 'used' (as states) or 'trained on' (as
+    configurations) are skipped; the rest come in order."""
+    cfg = settings.E7["tiny"]
+    world = TASK_A.world
+    candidates = start_states([cfg.heldout_seed], HELDOUT_CANDIDATES, TASK_A)
+    used = state_keys(candidates[:3], world)
+    training = start_configurations(candidates[3:6], world)
+    start = heldout_starts(cfg, used, training)
+    assert start.shape == (cfg.heldout_episodes, world.state_dim)
+    assert state_keys(start, world).isdisjoint(used)
+    assert start_configurations(start, world).isdisjoint(training)
+    everything = start_configurations(candidates, world)
+    with pytest.raises(ValueError, match="only 0 of .* candidate start states"):
+        heldout_starts(cfg, set(), everything)
 
 
 # --------------------------------------------------------------------------- end to end
@@ -260,10 +341,44 @@ def test_a_tiny_zoo_runs_end_to_end(tmp_path):
     assert {m["metric"] for m in meta} == {k for k, _, _ in METRICS}
     results = json.loads((folder / "results.json").read_text())
     assert results["grid_source"] == "e1"
+    # The held-out starts share no start configuration with any training episode of either
+    # zoo (every dataset a model trained on, from the shared cache).
+    start = torch.tensor(results["heldout"]["starts"])
+    assert start.shape[0] == cfg.heldout_episodes
+    trained = set()
+    for zoo in (cfg.zoo, cfg.replication):
+        for model, seed in zoo.jobs():
+            data = compose([*model.overrides(), *cfg.train_overrides, f"seed={seed}"]).data
+            budget = int(str(data.budget).rstrip("k")) * (
+                1000 if str(data.budget).endswith("k") else 1
+            )
+            dataset = cached_dataset(data.policy, budget, seed, TASK_A, tmp_path / DATA_CACHE)
+            trained |= start_configurations(dataset.states[dataset.t == 0], TASK_A.world)
+    assert trained and start_configurations(start, TASK_A.world).isdisjoint(trained)
+    assert results["heldout"]["training_configurations"] == len(trained)
+    for r in rows:
+        assert int(r["n_episodes"]) == cfg.heldout_episodes
+        assert r["decision_regret_behaviour_depth"] != ""
     table = (folder / "table.md").read_text()
     assert "| +0.43 |" in table
+    assert "smoke run, numbers only, no verdict stated" in table.splitlines()[0]
+    assert all(v["reproduced"] is None for v in done["verdicts"])
     for png in ("fig_zoo_scatter.png", "fig_pool_scatter.png"):
         assert (folder / png).stat().st_size > 0
     # Finished: skipped unless forced.
     again = run_groups(GROUPS, ["e7"], tmp_path, "tiny", progress=False)
     assert again == {"e7": "skipped"}
+
+
+def test_seeded_compose_equals_a_fresh_compose_for_every_seed():
+    from gridplan.experiments.learned_runs import seeded_compose
+
+    model = next(m for m in load_zoo("default").models if m.key == "random_4k")
+    overrides = [*model.overrides(), "trainer.metrics_every_n_epochs=0"]
+    for seed in (3, 11):
+        fresh = compose([*overrides, f"seed={seed}"])
+        cached = seeded_compose(overrides, seed)
+        assert OmegaConf.to_yaml(cached) == OmegaConf.to_yaml(fresh)
+        assert int(cached.data.seed) == seed and cached.data.policy == "random"
+    with pytest.raises(ValueError, match="sets the seed itself"):
+        seeded_compose([*overrides, "seed=1"], 2)

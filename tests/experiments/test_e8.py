@@ -91,8 +91,8 @@ def test_verdicts_fail_when_total_error_leads_and_are_unstated_on_a_smoke_profil
         axis: axis_fit(axis, getattr(cfg, f"{axis}_axis"), bad, reps, 50)
         for axis in ("width", "length")
     }
-    report = GroupReport("E8")
-    verdicts(report, cfg, bad, fits, state=True)
+    report = GroupReport("E8", "full")
+    verdicts(report, cfg, bad, fits)
     got = {key: v.reproduced for key, v in zip(CLAIMS, report.verdicts, strict=True)}
     assert got["lead_width"] is False and got["strong_width"] is False
     assert got["margin_width"] is False  # the margin falls from 0.65 to -0.3
@@ -100,11 +100,11 @@ def test_verdicts_fail_when_total_error_leads_and_are_unstated_on_a_smoke_profil
     assert got["etot_width"] is False  # |-0.9| is not below |-0.3|
     assert got["lead_learned"] is None  # no pooled rho in hand-built rows
     assert "g8-k64: |-0.60| vs |-0.90|" in report.verdicts[0].detail
-    smoke = GroupReport("E8")
-    verdicts(smoke, cfg, bad, fits, state=False)
+    smoke = GroupReport("E8", "quick")
+    verdicts(smoke, cfg, bad, fits)
     assert [v.reproduced for v in smoke.verdicts] == [None] * len(CLAIMS)
-    smoke_text = "smoke profile, no verdict stated (would read: False)"
-    assert smoke.verdicts[0].detail.startswith(smoke_text)
+    assert [v.label for v in smoke.verdicts] == ["smoke run: no verdict"] * len(CLAIMS)
+    assert smoke.verdicts[0].detail == report.verdicts[0].detail
 
 
 def test_the_settings_start_both_axes_at_the_papers_world_and_train_only_measured_worlds():
