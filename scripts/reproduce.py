@@ -8,6 +8,7 @@ Examples::
     python scripts/reproduce.py --only e2 --force  # recompute a finished group
     python scripts/reproduce.py --only e1,e2,e5,e6 --reading paper   # -> results/paper/...
     python scripts/reproduce.py --launcher joblib --jobs 2   # e3's trainings as 2 Hydra jobs
+    python scripts/reproduce.py --only e3,e4 --preset paper-error-scale  # results/paper-error-scale
     python scripts/reproduce.py --only e3 --launcher slurm --jobs 8 \
         --launcher-override hydra.launcher.partition=gpu --device cuda
 
@@ -16,6 +17,9 @@ values beside ours and a verdict, PNG figures, ``done.json`` last). Finished gro
 unless ``--force``. ``--reading NAME`` runs the controlled models and the planner under another
 reading of the paper's ambiguous choices (``gridplan/core/readings.py``) into ``<out>/<NAME>/``,
 never over the default's results; the learned models of e3 are shared by every reading.
+``--preset NAME`` trains the learned groups' models (e3, e4, e7) under a training preset
+(``gridplan/experiments/presets.py``; ``paper-error-scale``: docs/PREREGISTERED.md Rule 2) into
+``<out>/<NAME>/<group>``, never over the default's results.
 ``--launcher NAME`` sends e3's training groups (one vectorized group per job, ``--jobs`` of
 them) through the Hydra launcher ``python -m train`` uses (``hydra/launcher=NAME``: joblib,
 submitit_local, the SLURM preset ``slurm`` of ``configs/train/hydra/launcher/``, ...;
@@ -38,7 +42,7 @@ from gridplan.util.threads import set_wait_policy  # noqa: E402
 set_wait_policy()  # before torch is imported: OpenMP reads it once (gridplan.util.threads)
 
 from gridplan.core import readings  # noqa: E402
-from gridplan.experiments import GROUPS, PROFILES, run_groups  # noqa: E402
+from gridplan.experiments import GROUPS, PROFILES, presets, run_groups  # noqa: E402
 from gridplan.training.dispatch import Launcher  # noqa: E402
 from gridplan.util.threads import configure_threads, describe  # noqa: E402
 
@@ -83,6 +87,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=readings.PROJECT.name,
         help="reading of the paper's ambiguous choices (gridplan.core.readings); any but the "
         "default writes under <out>/<reading>/",
+    )
+    p.add_argument(
+        "--preset",
+        choices=tuple(presets.PRESETS),
+        help="train the learned groups (e3, e4, e7) under this training preset "
+        "(gridplan.experiments.presets) into <out>/<preset>/<group>",
     )
     p.add_argument(
         "--launcher",
@@ -146,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
             threads=threads,
             reading=readings.get(args.reading),
             launcher=launcher,
+            preset=presets.get(args.preset) if args.preset else None,
         )
     except ValueError as err:
         parser.exit(2, f"error: {err}\n")

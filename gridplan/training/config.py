@@ -203,8 +203,8 @@ class TrainerConfig:
 
     Raises:
         ValueError: on an unknown monitor or accelerator, a GPU accelerator without a CUDA
-            GPU, a count out of range (``max_steps`` below 1), or a monitor other than ``val/loss`` with the window
-            metrics less often than every epoch.
+            GPU, a count out of range (``max_steps`` below 1), or a monitor other than
+            ``val/loss`` with the window metrics less often than every epoch.
     """
 
     #: The ``configs/train/trainer`` choice (each choice's file sets it).

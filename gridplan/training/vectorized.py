@@ -256,9 +256,7 @@ class _Run:
     def cohort_key(self) -> tuple:
         m, t = self.config["model"], self.config["trainer"]
         cap = -math.inf if self.max_steps is None else -self.max_steps
-        return (
-            -self.steps, float(m["lr"]), float(m["weight_decay"]), int(t["max_epochs"]), cap
-        )
+        return (-self.steps, float(m["lr"]), float(m["weight_decay"]), int(t["max_epochs"]), cap)
 
 
 def _data_key(data_cfg: dict) -> str:

@@ -45,8 +45,8 @@ def test_max_steps_must_be_a_positive_count(tmp_path):
 def test_members_with_step_caps_end_as_their_runs_alone(tmp_path):
     """A group of a 3-step member (inside epoch 1), a 12-step member (9 + 3: inside epoch 2,
     where it takes fewer steps than the 5-step member of a smaller dataset, so the cohorts
-    are re-ranked) and two uncapped members (3 epochs): each ends with its run alone's steps, epochs,
-    weights and metrics."""
+    are re-ranked) and two uncapped members (3 epochs): each ends with its run alone's steps,
+    epochs, weights and metrics."""
     base = [*debug_overrides(tmp_path), *FULL_EPOCHS, "trainer.max_epochs=3"]
     small = [o for o in base if not o.startswith("data.budget=")] + ["data.budget=300"]
     cfgs = [
