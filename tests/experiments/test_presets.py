@@ -103,3 +103,21 @@ def test_the_preset_trains_the_learned_groups_into_their_own_folders(tmp_path):
     assert folders["e1"] == default["e1"] == tmp_path / "e1"
     with pytest.raises(ValueError, match="unknown preset 'bogus'; valid presets: paper-error"):
         presets.get("bogus")
+
+
+@pytest.mark.slow
+def test_reproduce_under_the_preset_writes_its_own_folders_and_e4_reuses_its_e3(tmp_path):
+    reproduce = importlib.util.spec_from_file_location(
+        "reproduce", REPO / "scripts" / "reproduce.py"
+    )
+    module = importlib.util.module_from_spec(reproduce)
+    reproduce.loader.exec_module(module)
+    out = tmp_path / "results"
+    args = ["--only", "e3,e4", "--profile", "tiny", "--out", str(out), "--no-progress"]
+    assert module.main([*args, "--preset", "paper-error-scale"]) == 0
+    assert not (out / "e3").exists() and not (out / "e4").exists()
+    done = json.loads((out / "paper-error-scale" / "e3" / "done.json").read_text())
+    assert done["config"]["train_overrides"][-1] == "trainer.max_steps=20"
+    e4 = json.loads((out / "paper-error-scale" / "e4" / "results.json").read_text())
+    assert {e["source"] for e in e4["estimates"]} == {"e3"}
+    assert e4["config"]["train_overrides"] == ["trainer.max_steps=20"]
