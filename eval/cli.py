@@ -5,6 +5,7 @@ Examples::
     python -m eval --model oracle
     python -m eval --model noise --sigma-r 0.35 --sigma-i 0.1 --json results/noise.json
     python -m eval --model noise --sigma-r 0.35 --sigma-i 0.1 --reading paper
+    python -m eval --model noise --sigma-r 0.35 --ties random   # random tie-breaks
     python -m eval --model oracle --task B --depth 2 --seeds 5 --episodes 40
     python -m eval --ckpt runs/uniform-balanced-20k-seed0/version_0/checkpoints/best.ckpt
     python -m eval --ckpt 'runs/*/version_*/checkpoints/best.ckpt'    # several, one by one
@@ -53,6 +54,7 @@ from gridplan.core.protocols import CONTROLLED, LEARNED, Protocol
 from gridplan.evaluation.ladder import paper_report
 from gridplan.evaluation.schema import write_report
 from gridplan.models.plugins import PluginError, is_plugin_target
+from gridplan.planning.planner import TIES
 from gridplan.util.threads import configure_threads, describe
 
 #: Options that set a ``gridplan.core.protocols.Protocol`` field of the same name; unset ones
@@ -125,6 +127,14 @@ def build_parser() -> argparse.ArgumentParser:
         choices=readings.names(),
         default=readings.PROJECT.name,
         help="how the built-in models read the paper's ambiguous choices (gridplan.core.readings)",
+    )
+    p.add_argument(
+        "--ties",
+        choices=TIES,
+        default=None,
+        help="the planner's rule among tied best first actions: first (lowest action index) "
+        "or random (uniform); default: the model's reading's (project: first; "
+        "docs/PREREGISTERED.md, Rule 1). Every report records it as ties",
     )
     p.add_argument("--task", choices=tasks.names(), default="A")
     p.add_argument(
@@ -205,13 +215,17 @@ def fill_defaults(args: argparse.Namespace) -> None:
     args.protocol = (LEARNED if args.ckpt else CONTROLLED).replace(**given)
 
 
-def checkpoint_json_path(ckpt: Path, task: str = "A", protocol: Protocol = LEARNED) -> Path:
+def checkpoint_json_path(
+    ckpt: Path, task: str = "A", protocol: Protocol = LEARNED, ties: str | None = None
+) -> Path:
     """Where a checkpoint's report goes by default: ``best.ckpt`` -> ``best.eval.json`` for
-    Task A under the learned protocol (paper §5.4), and a name holding every field that
-    differs otherwise, so a smoke or other-task evaluation never takes the protocol's file:
-    ``best.eval.B-d4.json`` (task B, depth 4), ``best.eval.A-d2-s1x5.json`` (1 seed x 5
-    episodes), ``-w100`` (held-out windows), ``-h5`` (rollout horizon)."""
-    if (task, protocol) == ("A", LEARNED):
+    Task A under the learned protocol (paper §5.4) and the default tie rule, and a name holding
+    every field that differs otherwise, so a smoke or other-task evaluation never takes the
+    protocol's file: ``best.eval.B-d4.json`` (task B, depth 4), ``best.eval.A-d2-s1x5.json`` (1
+    seed x 5 episodes), ``-w100`` (held-out windows), ``-h5`` (rollout horizon),
+    ``-ties-random`` (a tie rule other than the default reading's)."""
+    other_ties = ties is not None and ties != readings.PROJECT.ties
+    if (task, protocol) == ("A", LEARNED) and not other_ties:
         return ckpt.with_suffix(".eval.json")
     name = f"{task}-d{protocol.depth}"
     if (protocol.seeds, protocol.episodes) != (LEARNED.seeds, LEARNED.episodes):
@@ -222,6 +236,8 @@ def checkpoint_json_path(ckpt: Path, task: str = "A", protocol: Protocol = LEARN
         name += f"-w{protocol.n_windows}"
     if protocol.horizon != LEARNED.horizon:
         name += f"-h{protocol.horizon}"
+    if other_ties:
+        name += f"-ties-{ties}"
     return ckpt.with_suffix(f".eval.{name}.json")
 
 
@@ -262,6 +278,7 @@ def _report(model, info: dict, args: argparse.Namespace) -> dict:
         protocol=args.protocol,
         device=args.device,
         progress=not args.no_progress,
+        ties=args.ties,
     )
 
 
@@ -299,7 +316,9 @@ def _evaluate_checkpoints(args: argparse.Namespace) -> None:
             "each report goes beside its checkpoint"
         )
     outs = [
-        Path(args.json) if args.json else checkpoint_json_path(p, args.task, args.protocol)
+        Path(args.json)
+        if args.json
+        else checkpoint_json_path(p, args.task, args.protocol, args.ties)
         for p in paths
     ]
     for out in outs:
@@ -333,10 +352,12 @@ def _log_hparams(path: Path, model, report: dict, args, log_dir: Path | None, st
 
     if log_dir is None or not eval_metrics(report):
         return
-    if path.name != "best.ckpt" or (args.task, args.protocol) != ("A", LEARNED):
+    other_ties = report.get("ties", readings.PROJECT.ties) != readings.PROJECT.ties
+    if path.name != "best.ckpt" or (args.task, args.protocol) != ("A", LEARNED) or other_ties:
         print(
             "hparams: unchanged (they hold the Task A learned-protocol evaluation of "
-            "best.ckpt; this one is another checkpoint, task or protocol)",
+            "best.ckpt under the default tie rule; this one is another checkpoint, task, "
+            "protocol or tie rule)",
             flush=True,
         )
         return

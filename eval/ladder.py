@@ -186,6 +186,7 @@ def run_one(model, info: dict, args, out: Path | None, log_dir: Path | None, ste
         device=args.device,
         model_info=info,
         progress=not args.no_progress,
+        ties=args.ties,
     ).to_dict()
     print_report(report)
     if out is not None:
@@ -275,6 +276,7 @@ def run_compare(args: argparse.Namespace) -> None:
         device=args.device,
         progress=not args.no_progress,
         protocol_rule=args.protocol_rule,
+        ties=args.ties,
     )
     for line in result.lines():
         print(line)

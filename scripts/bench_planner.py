@@ -363,7 +363,7 @@ def run_reference(planner: Planner, root: torch.Tensor, episodes: int) -> dict:
     value_table_list(planner.task)  # built once, outside the timing
     start = time.perf_counter()
     actions = [
-        ref_plan(root_i, planner.depth, planner.task, fn, tie)
+        ref_plan(root_i, planner.depth, planner.task, fn, tie, ties=planner.ties)
         for root_i, fn, tie in zip(roots, predict_fns, ties, strict=True)
     ]
     seconds = (time.perf_counter() - start) / episodes
@@ -527,7 +527,7 @@ def torchrl_decider(model, task: Task, depth: int, root: torch.Tensor):
         from torchrl.envs.model_based import ModelBasedEnvBase
     except ImportError:
         return None
-    from gridplan.planning.planner import TIE_TOLERANCE
+    from gridplan.planning.planner import break_ties, default_ties
 
     device, episodes, leaves = root.device, root.shape[0], 4**depth
     rows = episodes * leaves
@@ -594,8 +594,7 @@ def torchrl_decider(model, task: Task, depth: int, root: torch.Tensor):
             alive &= ~arrived[:, t]
         score += discounts[depth] * values.lookup(td["next", "observation"][:, -1]) * alive
         q = score.view(episodes, N_ACTIONS, leaves // N_ACTIONS).amax(dim=2)
-        best = q >= q.amax(dim=1, keepdim=True) - TIE_TOLERANCE
-        return (tie * best).argmax(dim=1)
+        return break_ties(q, tie, default_ties(model))
 
     return decide
 

@@ -5,6 +5,7 @@ Examples::
     python scripts/readings.py                          # every registered reading, full protocol
     python scripts/readings.py --readings project,paper --profile quick --out results
     python scripts/readings.py --no-run                 # the tables from finished runs only
+    python scripts/readings.py --readings project,paper --ties random   # under random ties
 
 For each reading (``gridplan/core/readings.py``) the groups e1, e2, e5 and e6 of
 ``scripts/reproduce.py`` run into the reading's folder (``<out>`` for ``project``,
@@ -14,6 +15,9 @@ reading, the row factor, Table 1's ρ, E5's Task B success and outcomes, E6's de
 AR(1) dose response, and which reading reproduces which of the paper's effects (the groups'
 verdicts; sanity checks are not counted). ``<out>/readings.json`` holds the same numbers.
 ``scripts/results_doc.py`` copies ``readings.md`` into ``docs/RESULTS.md``.
+``--ties first|random`` runs every reading under that tie rule of the planner: a reading whose
+own rule differs runs as ``<reading>-ties-<rule>`` (``gridplan.core.readings.with_ties``) into
+its own folder.
 """
 
 from __future__ import annotations
@@ -70,6 +74,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--readings",
         default=",".join(readings.names()),
         help="comma-separated reading names (gridplan.core.readings)",
+    )
+    p.add_argument(
+        "--ties",
+        choices=readings.CHOICES["ties"],
+        default=None,
+        help="the planner's tie rule for every reading (default: each reading's own)",
     )
     p.add_argument("--profile", choices=PROFILES, default="full")
     p.add_argument("--out", default="results", help="results root folder (as reproduce.py)")
@@ -562,9 +572,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.readings.split(",") if n.strip()]
     try:
-        chosen = [readings.get(n) for n in names]
+        # A reading under another tie rule is registered, so the tables resolve its name.
+        chosen = [readings.register(readings.with_ties(readings.get(n), args.ties)) for n in names]
     except ValueError as err:
         parser.exit(2, f"error: {err}\n")
+    names = [r.name for r in chosen]
     out = Path(args.out)
     threads = configure_threads(args.threads or None)
     print(describe(threads), flush=True)

@@ -7,6 +7,7 @@ Examples::
     python scripts/reproduce.py --only e1,e5 --out results/ --device cuda
     python scripts/reproduce.py --only e2 --force  # recompute a finished group
     python scripts/reproduce.py --only e1,e2,e5,e6 --reading paper   # -> results/paper/...
+    python scripts/reproduce.py --only e1,e5 --ties random   # -> results/project-ties-random/...
     python scripts/reproduce.py --launcher joblib --jobs 2   # e3's trainings as 2 Hydra jobs
     python scripts/reproduce.py --only e3,e4 --preset paper-error-scale  # results/paper-error-scale
     python scripts/reproduce.py --only e3 --launcher slurm --jobs 8 \
@@ -17,6 +18,9 @@ values beside ours and a verdict, PNG figures, ``done.json`` last). Finished gro
 unless ``--force``. ``--reading NAME`` runs the controlled models and the planner under another
 reading of the paper's ambiguous choices (``gridplan/core/readings.py``) into ``<out>/<NAME>/``,
 never over the default's results; the learned models of e3 are shared by every reading.
+``--ties first|random`` sets the planner's tie rule of that reading
+(``gridplan.core.readings.with_ties``): a rule other than the reading's own runs as the reading
+``<NAME>-ties-<rule>`` into its own folder (e3 evaluates its models under both rules anyway).
 ``--preset NAME`` trains the learned groups' models (e3, e4, e7) under a training preset
 (``gridplan/experiments/presets.py``; ``paper-error-scale``: docs/PREREGISTERED.md Rule 2) into
 ``<out>/<NAME>/<group>``, never over the default's results.
@@ -89,6 +93,14 @@ def build_parser() -> argparse.ArgumentParser:
         "default writes under <out>/<reading>/",
     )
     p.add_argument(
+        "--ties",
+        choices=readings.CHOICES["ties"],
+        default=None,
+        help="the planner's rule among tied best first actions (default: the reading's; "
+        "project and paper: first, docs/PREREGISTERED.md Rule 1); another rule than the "
+        "reading's writes under <out>/<reading>-ties-<rule>/",
+    )
+    p.add_argument(
         "--preset",
         choices=tuple(presets.PRESETS),
         help="train the learned groups (e3, e4, e7) under this training preset "
@@ -154,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
             force=args.force,
             progress=not args.no_progress,
             threads=threads,
-            reading=readings.get(args.reading),
+            reading=readings.with_ties(readings.get(args.reading), args.ties),
             launcher=launcher,
             preset=presets.get(args.preset) if args.preset else None,
         )

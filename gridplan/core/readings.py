@@ -5,7 +5,8 @@ The paper (§3 "Planner", §4.2, appendix D) describes the oracle, the family
 Each place where the text leaves a choice open is one switch of a ``Reading``; a reading is
 one value for every switch. The world models (``gridplan.models.noise``), the fused leaf scorer
 (``gridplan.planning.fused``) and the experiments take a reading; ``project`` (the default) is the
-implementation this repository started from, ``paper`` the combination whose measurements
+implementation this repository started from (with the tie rule of ``docs/PREREGISTERED.md``,
+Rule 1), ``paper`` the combination whose measurements
 come closest to the paper's Tables 1-2 and §5.3 (``docs/RESULTS.md`` argues the choice).
 
 The switches (first value: ``project``):
@@ -35,6 +36,15 @@ The switches (first value: ``project``):
   path (``4 + 16 + ... + 4^D`` draws per dim and decision). It is only the default of the
   planner's one tree knob: ``Planner(tree=None)`` reads it from the model's reading, an
   explicit ``Planner(tree=...)`` wins over it (``gridplan.planning.registry``).
+* ``ties`` -- ``"first"``: among first actions tied for the best value the planner takes the
+  lowest index in ``gridplan.core.constants``' action order; ``"random"``: it takes one
+  uniformly at random (the implementation's earlier default). §3 "Planner" executes "the first
+  action of the best plan" and §5.4 (ii) speaks of "the closed-loop deterministic policy", so
+  ``project`` and ``paper`` take ``"first"`` (``docs/PREREGISTERED.md``, Rule 1). The tie-break
+  uniforms are drawn under both rules, so the model's noise stream is the same and only exact
+  ties decide differently. Like ``tree`` it is the default of a planner knob:
+  ``Planner(ties=None)`` reads it from the model's reading (a model without one gets
+  ``project``'s), an explicit ``Planner(ties=...)`` wins (``gridplan.planning.planner``).
 
 Presets are registered by name (``get``, ``names``, ``register``); a results folder of a
 reading other than ``project`` is named after it.
@@ -53,6 +63,7 @@ Flags = Literal["thresholded", "carried"]
 FlagNoise = Literal["sigma_r/7", "sigma_r"]
 Distractors = Literal["sampled", "expected"]
 Tree = Literal["independent", "shared-prefix"]
+Ties = Literal["first", "random"]
 
 #: Allowed values of every switch, first value the ``project`` one.
 CHOICES: dict[str, tuple] = {
@@ -63,6 +74,7 @@ CHOICES: dict[str, tuple] = {
     "flag_noise": ("sigma_r/7", "sigma_r"),
     "distractors": ("sampled", "expected"),
     "tree": ("independent", "shared-prefix"),
+    "ties": ("first", "random"),
 }
 #: A reading's name becomes a folder name: lower-case letters, digits and dashes.
 NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9-]*")
@@ -81,6 +93,7 @@ class Reading:
         flag_noise: ``"sigma_r/7"`` or ``"sigma_r"`` (carrying and door flags).
         distractors: ``"sampled"`` or ``"expected"``.
         tree: ``"independent"`` or ``"shared-prefix"``.
+        ties: ``"first"`` or ``"random"`` (the planner's tie rule among best first actions).
 
     Raises:
         ValueError: on a malformed name or a value outside ``CHOICES``.
@@ -94,6 +107,7 @@ class Reading:
     flag_noise: FlagNoise = "sigma_r/7"
     distractors: Distractors = "sampled"
     tree: Tree = "independent"
+    ties: Ties = "first"
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not NAME_PATTERN.fullmatch(self.name):
@@ -126,6 +140,22 @@ class Reading:
         if unknown:
             raise ValueError(f"unknown reading switches {sorted(unknown)}; valid: {list(CHOICES)}")
         return dataclasses.replace(self, name=name, **switches)
+
+
+def with_ties(reading: Reading, ties: str | None) -> Reading:
+    """``reading`` under the tie rule ``ties``: ``reading`` itself when ``ties`` is None or its
+    own value, else a reading named ``<name>-ties-<ties>`` that differs only in ``ties`` (so its
+    results get a folder of their own, ``gridplan.experiments.runner.reading_root``).
+
+    Raises:
+        ValueError: if ``ties`` is not one of ``CHOICES["ties"]``.
+    """
+    check(reading)
+    if ties is not None and ties not in CHOICES["ties"]:
+        raise ValueError(f"ties must be one of {CHOICES['ties']}, got {ties!r}")
+    if ties is None or ties == reading.ties:
+        return reading
+    return reading.replace(f"{reading.name}-ties-{ties}", ties=ties)
 
 
 def check(reading: Reading) -> Reading:

@@ -155,7 +155,8 @@ def _value(report: dict, level: str, key: str) -> float | None:
 
 
 def contract(report: dict) -> dict:
-    """The decision contract: task, policy class, action interface, horizons, use."""
+    """The decision contract: task, policy class, action interface, horizons, use, and the
+    planner's tie rule ``ties`` when the report records it."""
     task = report_task(report)
     relevant = [task.world.dim_names[d] for d in task.relevant_dims]
     depth = report["depth"]
@@ -172,6 +173,7 @@ def contract(report: dict) -> dict:
             f"full-width tree search at depth {depth} over the model (all 4^{depth} action "
             "sequences), leaves scored by the sparse reward on predicted states plus "
             f"gamma^{depth} V* (exact), first action of the best leaf, replanned every step"
+            + (f"; tied best first actions: {report['ties']}" if "ties" in report else "")
         ),
         "action_interface": "controlled: 4 discrete moves executed directly (never inferred)",
         "horizon": {
@@ -180,6 +182,7 @@ def contract(report: dict) -> dict:
             "open_loop": report.get("protocol", {}).get("horizon"),
         },
         "decision_use": "planning (model-predictive control with this planner)",
+        **({"ties": report["ties"]} if "ties" in report else {}),
     }
 
 

@@ -168,6 +168,7 @@ class ModelComparison:
         (name -> mean over the arm's models), ``intervals`` (name -> the arm's own 95%
         interval, or None), ``differences`` (name -> ``{difference, low, high, warning}``
         against the baseline, every arm but the baseline).
+    ties: the tie rule every report was measured under (None if they differ).
     """
 
     names: tuple[str, ...]
@@ -179,6 +180,7 @@ class ModelComparison:
     levels: tuple[str, ...]
     protocol_rule: str = ""
     rows: list[dict] = field(default_factory=list)
+    ties: str | None = None
 
     @property
     def baseline(self) -> str:
@@ -212,6 +214,7 @@ class ModelComparison:
                 ],
                 "task": self.task,
                 "depth": self.depth,
+                **({} if self.ties is None else {"ties": self.ties}),
                 "protocol": self.protocol,
                 "protocol_rule": self.protocol_rule,
                 "levels": list(self.levels),
@@ -417,6 +420,7 @@ def compare_models(
     progress: bool = False,
     protocol_rule: str = "",
     seed: int = 0,
+    ties: str | None = None,
 ) -> ModelComparison:
     """Evaluate every arm under one protocol and compare each with the first (the baseline).
 
@@ -431,6 +435,9 @@ def compare_models(
         progress: show each model's levels and closed loops, prefixed ``[i/n name]``.
         protocol_rule: how the protocol was chosen, recorded with the table.
         seed: bootstrap seed.
+        ties: the planners' tie rule for every arm (``"first"``, ``"random"``); None: each
+            model's reading's (``gridplan.planning.planner.resolve_ties``). Each report
+            records its rule; the comparison records the rule its reports share.
 
     Returns:
         ModelComparison.
@@ -478,6 +485,7 @@ def compare_models(
                     device=device,
                     model_info=model_info,
                     progress=shown,
+                    ties=ties,
                 )
             )
         reports.append(arm)
@@ -492,4 +500,11 @@ def compare_models(
         levels=measured,
         protocol_rule=protocol_rule,
         rows=rows,
+        ties=_shared_ties(reports),
     )
+
+
+def _shared_ties(reports: Sequence[Sequence[Report]]) -> str | None:
+    """The tie rule every report was measured under, or None if they differ."""
+    rules = {r.ties for arm in reports for r in arm}
+    return rules.pop() if len(rules) == 1 else None

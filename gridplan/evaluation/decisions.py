@@ -4,8 +4,8 @@ decision regret (L4), and the exploitability gap XGap (L7).
 From each true root state ``s`` the depth-``D`` planner scores every leaf (action sequence)
 with the model (``leaf_scores``, through the leaf scorer the planner picks, ``Planner.scorer``),
 takes the best leaf under each first action as that action's value, and picks the best first
-action, ties at random from tie-break uniforms drawn before any model noise (as
-``Planner.act``). The same leaves scored
+action by the planner's tie rule (``ties``: ``"first"`` or ``"random"``, from tie-break
+uniforms drawn before any model noise under both rules; as ``Planner.act``). The same leaves scored
 with the oracle give each sequence's *true* return: true rewards along the true path plus
 ``gamma^D V*`` at its end (the relevant dynamics are deterministic, so the oracle's score is
 the return of executing the sequence), and their best under each first action is exactly
@@ -33,7 +33,7 @@ from gridplan.core.env import check_state
 from gridplan.core.tasks import Task
 from gridplan.evaluation.common import NON_NEGATIVE, RATE, Estimate
 from gridplan.models.noise import OracleModel
-from gridplan.planning.planner import TIE_TOLERANCE, Planner
+from gridplan.planning.planner import TIE_TOLERANCE, Planner, break_ties, resolve_ties
 
 #: A decision whose exploitability gap exceeds this (return units) counts as exploited.
 XGAP_THRESHOLD = 0.1
@@ -133,15 +133,19 @@ def decide(
         depth: planner depth ``D``.
         generator: tie-breaks first, then the model's noise.
         keep_scores: keep every leaf's model and true score (``(B, 4^D)`` each).
-        **planner_kwargs: passed to both ``Planner``s (``max_memory``, ``tree``, ...).
+        **planner_kwargs: passed to both ``Planner``s (``max_memory``, ``tree``, ...);
+            ``ties`` (``"first"``, ``"random"``, or None: the model's reading's,
+            ``gridplan.planning.planner.resolve_ties``) picks among tied first actions as the
+            planner does.
 
     Returns:
         Decisions.
 
     Raises:
-        ValueError: on a malformed root batch, a model with several settings, or a model
-            output the planner rejects.
+        ValueError: on a malformed root batch, a model with several settings, a bad ``ties``,
+            or a model output the planner rejects.
     """
+    ties = resolve_ties(model, planner_kwargs.pop("ties", None))
     device = roots.device
     b = roots.shape[0]
     tie = torch.rand(b, N_ACTIONS, generator=generator, device=device)
@@ -151,8 +155,7 @@ def decide(
     per_action = scores.shape[1] // N_ACTIONS
     q_model = scores.view(b, N_ACTIONS, per_action).amax(dim=2)
     q_true = true_scores.view(b, N_ACTIONS, per_action).amax(dim=2)
-    best = q_model >= q_model.amax(dim=1, keepdim=True) - TIE_TOLERANCE
-    action = (tie * best).argmax(dim=1)
+    action = break_ties(q_model, tie, ties)
     block = scores.view(b, N_ACTIONS, per_action)[torch.arange(b, device=device), action]
     leaf = action * per_action + block.argmax(dim=1)
     rows = torch.arange(b, device=device)

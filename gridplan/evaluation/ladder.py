@@ -43,7 +43,7 @@ from gridplan.evaluation.schema import LEVELS, Report
 from gridplan.evaluation.uncertainty import uncertainty_source
 from gridplan.models.contract import check_model_world
 from gridplan.models.plugins import check_contract, checked
-from gridplan.planning.planner import Planner
+from gridplan.planning.planner import Planner, resolve_ties
 from gridplan.util.progress import Progress, as_progress
 
 
@@ -81,19 +81,22 @@ def _measure(
     device: torch.device,
     model_info: dict | None,
     progress: bool | Progress,
+    ties: str | None = None,
 ) -> Report:
     """The report of ``levels`` of the checked model (``gridplan.evaluation.levels.measure``),
-    with the notes on the model's own reward and on clamped predictions."""
+    with the notes on the model's own reward and on clamped predictions; ``ties`` is resolved
+    against the model's reading before the model is wrapped."""
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
         raise ValueError(f"depth must be an integer >= 1, got {depth!r}")
     if getattr(model, "n_settings", 1) != 1:
         raise ValueError("evaluate takes a single-setting model (n_settings == 1)")
+    ties = resolve_ties(model, ties)
     name = (model_info or {}).get("name", type(model).__name__)
     check_model_world(model, task.world)
     model = checked(model, name)
     check_contract(model, task, device, name)
     # Building a planner checks the depth against its memory budget before any level runs.
-    Planner(model, depth, task, device=device)
+    Planner(model, depth, task, device=device, ties=ties)
     report = Report(
         model=dict(model_info or {"name": name}),
         task=task.name,
@@ -102,6 +105,7 @@ def _measure(
         levels=levels,
         protocol=protocol.to_dict(),
         world=task.world.spec(),
+        ties=ties,
     )
     if has_reward(model):
         report.notes.append(
@@ -111,7 +115,9 @@ def _measure(
         )
     clamped_before = getattr(model, "clamped", 0)
     predicted_before = getattr(model, "predicted", 0)
-    ctx = LevelContext(model, task, depth, protocol, device, levels, report, as_progress(progress))
+    ctx = LevelContext(
+        model, task, depth, protocol, device, levels, report, as_progress(progress), ties
+    )
     measure(ctx)
     clamped = getattr(model, "clamped", 0) - clamped_before
     predicted = getattr(model, "predicted", 0) - predicted_before
@@ -135,6 +141,7 @@ def evaluate(
     device: torch.device | str = "cpu",
     model_info: dict | None = None,
     progress: bool | Progress = False,
+    ties: str | None = None,
 ) -> Report:
     """Evaluate one world model for decisions.
 
@@ -154,12 +161,14 @@ def evaluate(
         progress: True shows each level's stage and closed loops (labelled bars in a
             terminal, lines when piped; ``gridplan.util.progress.Progress``), or a
             ``Progress`` to report into (e.g. one with a model prefix).
+        ties: the planner's tie rule, ``"first"`` or ``"random"``; None: the model's
+            reading's (``gridplan.planning.planner.resolve_ties``). The report records it.
 
     Returns:
         Report.
 
     Raises:
-        ValueError: on an unknown task, level or protocol, ``depth < 1``, a multi-setting
+        ValueError: on an unknown task, level, protocol or tie rule, ``depth < 1``, a multi-setting
             model, a depth whose search does not fit the planner's memory budget, or a model
             that breaks its contract (``gridplan.models.plugins.PluginError``, naming the
             method, step and rows).
@@ -176,6 +185,7 @@ def evaluate(
         torch.device(device),
         model_info,
         progress,
+        ties,
     )
 
 
@@ -186,6 +196,7 @@ def paper_report(
     protocol: Protocol = CONTROLLED,
     device: str | torch.device = "cpu",
     progress: bool | Progress = True,
+    ties: str | None = None,
 ) -> dict:
     """Prediction-error metrics (paper §4) and closed-loop success (paper §3) of one model:
     the levels ``L1`` and ``success`` under ``protocol``'s depth, closed loop and windows.
@@ -198,6 +209,7 @@ def paper_report(
             (``gridplan.core.protocols``).
         device: torch device for everything.
         progress: as for ``evaluate``.
+        ties: as for ``evaluate`` (recorded as the report's ``ties``).
 
     Returns:
         ``Report.paper_dict()`` (JSON-serializable).
@@ -214,5 +226,6 @@ def paper_report(
         torch.device(device),
         model_info,
         progress,
+        ties,
     )
     return report.paper_dict()

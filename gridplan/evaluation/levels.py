@@ -81,6 +81,9 @@ class LevelContext:
         levels: the levels requested (decides what the shared rollouts and decisions keep).
         report: the report being filled (levels keep their per-unit arrays in it).
         progress: where the levels' stages and closed loops report their progress.
+        ties: the tie rule of every planner of the evaluation (the model's and the oracle's
+            closed loops, the decisions at ``Q`` and at XGap's states;
+            ``gridplan.planning.planner.TIES``).
     """
 
     model: object
@@ -91,6 +94,7 @@ class LevelContext:
     levels: tuple[str, ...]
     report: Report
     progress: Progress = field(default_factory=lambda: Progress(enabled=False))
+    ties: str = "first"
     _clock: float = field(default_factory=time.perf_counter, repr=False)
 
     def stream(self, name: str) -> torch.Generator:
@@ -118,6 +122,7 @@ class LevelContext:
             record=True,
             progress=self.progress,
             what=what,
+            ties=self.ties,
         )
 
     def success_matrix(self, results: EpisodeResults) -> np.ndarray:
@@ -153,7 +158,9 @@ class LevelContext:
         """The model's decisions at ``Q``, with every leaf score if the probe is measured."""
         keep = "probe" in self.levels
         q = self.branch_set
-        return decide(self.model, q.states, self.task, self.depth, self.stream("decide"), keep)
+        return decide(
+            self.model, q.states, self.task, self.depth, self.stream("decide"), keep, ties=self.ties
+        )
 
     @cached_property
     def rollouts(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
@@ -322,7 +329,7 @@ def planning_utility(ctx: LevelContext) -> dict:
     oracle = ctx.success_matrix(ctx.oracle_loop)
     random = _random_success(ctx)
     deployed = sample_rows(decision_states(ctx.model_loop), p.xgap_states, ctx.stream("xgap"))
-    decisions = decide(ctx.model, deployed, ctx.task, ctx.depth, ctx.stream("xgap"))
+    decisions = decide(ctx.model, deployed, ctx.task, ctx.depth, ctx.stream("xgap"), ties=ctx.ties)
     return {
         "success": Estimate.of(success, RATE).to_dict(),
         "success_oracle": Estimate.of(oracle, RATE).to_dict(),

@@ -19,7 +19,10 @@ the keys of the paper's measurements that scripts already read (``success {mean,
 - ``clamped``: ``{"values", "of", "fraction"}`` of a plug-in's predictions clamped into
   ``[0, 1]`` (only when some were);
 - ``notes``: plain-language caveats (e.g. the model's own reward was used);
-- ``timing``: seconds per level.
+- ``timing``: seconds per level;
+- ``ties``: the planner's tie rule (``"first"`` or ``"random"``,
+  ``gridplan.planning.planner.TIES``), also in the paper's report; a report without it was
+  measured under ``"random"``, the rule before it was recorded.
 
 Schema history: 1 (no ``schema_version`` key, ``Report.paper_dict``) holds only the paper's
 measurements; 2 adds the keys above.
@@ -99,6 +102,8 @@ class Report:
             out of all predicted values, or None if nothing was clamped.
         world: the task's world (``gridplan.core.world.World.spec``); a report without one
             (written before worlds) is the default world's.
+        ties: the tie rule of the evaluation's planners (``"first"``, ``"random"``), or None
+            where not known.
     """
 
     model: dict
@@ -117,6 +122,7 @@ class Report:
     per_window: dict[str, np.ndarray] = field(default_factory=dict)
     clamped: dict | None = None
     world: dict | None = None
+    ties: str | None = None
 
     def to_dict(self) -> dict:
         """The JSON form (module docstring)."""
@@ -129,6 +135,7 @@ class Report:
             "device": self.device,
             "levels": list(self.levels),
             "protocol": self.protocol,
+            **({} if self.ties is None else {"ties": self.ties}),
         }
         if self.closed_loop is not None:
             out.update(self.closed_loop)
@@ -145,7 +152,7 @@ class Report:
         """The paper's report (schema 1, no ``schema_version``): ``model``, ``task``,
         ``depth``, ``seeds``, ``episodes``, ``success {mean, se, n}``, ``outcomes``,
         ``mean_steps``, ``device``, then the L1 metrics (``E_tot``, ``DRPE``, ``profile``,
-        ``step_profile``, ``event_audit``, ``VPE``, ``horizon``, ``n_windows``).
+        ``step_profile``, ``event_audit``, ``VPE``, ``horizon``, ``n_windows``), then ``ties``.
 
         Raises:
             ValueError: if the L1 metrics or the closed-loop success were not measured.
@@ -163,6 +170,7 @@ class Report:
             **self.closed_loop,
             "device": self.device,
             **{k: v for k, v in self.prediction.items() if k not in LADDER_ONLY_L1},
+            **({} if self.ties is None else {"ties": self.ties}),
         }
 
 

@@ -29,10 +29,17 @@ def standard_windows(ctx: GroupContext, protocol: Protocol, task: Task = TASK_A)
 
 
 def closed_loop(
-    ctx: GroupContext, model, task: Task, protocol: Protocol, record: bool = False
+    ctx: GroupContext,
+    model,
+    task: Task,
+    protocol: Protocol,
+    record: bool = False,
+    ties: str | None = None,
 ) -> tuple[list[EpisodeSummary], EpisodeResults]:
     """Closed-loop success of every setting of ``model`` under ``protocol`` (one batched
-    ``run_episodes`` call).
+    ``run_episodes`` call). The planner breaks ties by ``ties`` (``"first"``, ``"random"``),
+    by default the run's reading's rule (``ctx.reading.ties``), for a learned model as for
+    the controlled family.
 
     Returns:
         ``(summaries, results)``: one ``EpisodeSummary`` per setting and the raw setting-major
@@ -47,6 +54,7 @@ def closed_loop(
         device=ctx.device,
         record=record,
         progress=ctx.progress,
+        ties=ctx.reading.ties if ties is None else ties,
     )
     settings = getattr(model, "n_settings", 1)
     return summarize_episodes(results, settings, len(protocol.seeds)), results

@@ -3,9 +3,10 @@
 For every episode all ``L = 4^D`` action sequences are expanded; each leaf gets a score, the
 discounted true reward of its imagined states plus ``gamma^D V*`` of the last one
 (``gridplan.planning.scorers`` defines it exactly). The value of a first action is its best leaf;
-the chosen action is the best first action, ties broken uniformly at random from the explicit
-generator. The search is the same for every model; the ``LeafScorer`` that rolls its leaves
-is chosen by ``gridplan.planning.registry.leaf_scorer`` (the noise family's fused scorer,
+the chosen action is the best first action, ties broken by the planner's tie rule
+(``Planner(ties=...)``, ``TIES``: the lowest action index, or uniformly at random from the
+explicit generator). The search is the same for every model; the ``LeafScorer`` that rolls its
+leaves is chosen by ``gridplan.planning.registry.leaf_scorer`` (the noise family's fused scorer,
 ``GenericScorer`` through ``model.predict``, ...), and the scorer decides chunking, memory and
 noise draws.
 
@@ -16,8 +17,16 @@ leaves under a node sharing its path. ``tree=None`` takes the model's default
 model declared ``deterministic``, for which both trees give bit-identical scores); an
 explicit tree always wins over it.
 
+The tie rule (``Planner(ties=...)``, ``TIES``, paper §3 "Planner", §5.4 (ii)): ``"first"``,
+the lowest-index action among the tied best (in ``gridplan.core.constants``' action order), or
+``"random"``, one of them uniformly at random. ``ties=None`` takes the model's reading's rule
+(``gridplan.core.readings``; a model without a reading gets ``PROJECT``'s, ``"first"``); an
+explicit rule always wins. Actions tie when their values lie within ``TIE_TOLERANCE``.
+
 Random draws of ``act``: first the ``(B, 4)`` tie-break uniforms, then the model's noise
-(through the scorer), so the tie-breaks never depend on chunking or on the model.
+(through the scorer), so the tie-breaks never depend on chunking or on the model. The uniforms
+are drawn under both tie rules, so the model's noise stream, and every decision that is not an
+exact tie, is the same under ``"first"`` and ``"random"``.
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ import torch
 
 from gridplan.core.constants import N_ACTIONS
 from gridplan.core.env import check_state
+from gridplan.core.readings import CHOICES, PROJECT, Reading
 from gridplan.core.tasks import TASK_A, Task, check
 from gridplan.models.contract import check_model_world
 
@@ -34,11 +44,63 @@ from gridplan.planning import fused  # noqa: F401
 from gridplan.planning.registry import TREES, ScorerFactory, leaf_scorer, resolve_tree
 from gridplan.planning.scorers import DEFAULT_MAX_MEMORY, LeafScorer, action_sequences
 
-__all__ = ["DEFAULT_MAX_MEMORY", "TIE_TOLERANCE", "TREES", "Planner", "action_sequences"]
+__all__ = [
+    "DEFAULT_MAX_MEMORY",
+    "TIES",
+    "TIE_TOLERANCE",
+    "TREES",
+    "Planner",
+    "action_sequences",
+    "break_ties",
+    "default_ties",
+    "resolve_ties",
+]
 
 #: Tie tolerance between first-action values: equal paths give bit-identical scores, so this
 #: only absorbs float32 rounding of different paths with the same true value.
 TIE_TOLERANCE = 1e-6
+#: The planner's tie rules: the lowest-index tied action, or a uniform one among them.
+TIES: tuple[str, ...] = CHOICES["ties"]
+
+
+def default_ties(model) -> str:
+    """The tie rule a planner uses for ``model`` when it is given none: its reading's, else
+    the default reading's (``gridplan.core.readings.PROJECT``)."""
+    reading = getattr(model, "reading", None)
+    return reading.ties if isinstance(reading, Reading) else PROJECT.ties
+
+
+def resolve_ties(model, ties: str | None) -> str:
+    """``ties``, or ``default_ties(model)`` for None.
+
+    Raises:
+        ValueError: if ``ties`` is neither None nor one of ``TIES``.
+    """
+    if ties is None:
+        return default_ties(model)
+    if ties not in TIES:
+        raise ValueError(f"ties must be one of {', '.join(TIES)} or None, got {ties!r}")
+    return ties
+
+
+def break_ties(q: torch.Tensor, tie: torch.Tensor, ties: str) -> torch.Tensor:
+    """The chosen first actions ``(B,)`` long of first-action values ``q`` ``(B, 4)``.
+
+    Actions within ``TIE_TOLERANCE`` of the row's best are tied; ``"first"`` takes the
+    lowest-index one, ``"random"`` the one with the largest uniform of ``tie`` ``(B, 4)``
+    (uniform among the tied, since the draws are i.i.d.). ``tie`` is read only by ``"random"``
+    but is drawn by the caller under both rules (module docstring).
+
+    Raises:
+        ValueError: if ``ties`` is not one of ``TIES``.
+    """
+    best = q >= q.amax(dim=1, keepdim=True) - TIE_TOLERANCE
+    if ties == "first":
+        # argmax returns the first of equal maxima.
+        return best.to(torch.uint8).argmax(dim=1)
+    if ties == "random":
+        return (tie * best).argmax(dim=1)
+    raise ValueError(f"ties must be one of {', '.join(TIES)}, got {ties!r}")
 
 
 class Planner:
@@ -54,6 +116,8 @@ class Planner:
         device: where the V* table lives (move it with the states).
         tree: ``"independent"``, ``"shared-prefix"`` or ``None`` (the model's default; module
             docstring).
+        ties: ``"first"``, ``"random"`` or ``None`` (the model's reading's rule; module
+            docstring).
         factory: optional ``gridplan.planning.registry.ScorerFactory`` that replaces the
             registered one, e.g. ``through_predict`` to roll a model with a fast scorer
             through its ``predict`` (for comparisons and benchmarks).
@@ -61,12 +125,14 @@ class Planner:
     Attributes:
         scorer: the ``LeafScorer`` in use.
         tree: the tree its draws follow.
+        ties: the tie rule of ``act``.
 
     Raises:
         ValueError: if ``depth < 1``, the budgets are not positive, ``tree`` is not one of
-            ``TREES``, the shared-prefix tree is asked of a model with memory across
-            imagined steps through its ``predict``, or the model declares another world than
-            the task's (``gridplan.models.contract.check_model_world``).
+            ``TREES``, ``ties`` is not one of ``TIES``, the shared-prefix tree is asked of a
+            model with memory across imagined steps through its ``predict``, or the model
+            declares another world than the task's
+            (``gridplan.models.contract.check_model_world``).
         TypeError: if ``task`` is not a ``Task``.
     """
 
@@ -80,6 +146,7 @@ class Planner:
         device: torch.device | str = "cpu",
         tree: str | None = None,
         factory: ScorerFactory | None = None,
+        ties: str | None = None,
     ) -> None:
         if not isinstance(depth, int) or depth < 1:
             raise ValueError(f"depth must be an integer >= 1, got {depth!r}")
@@ -92,6 +159,7 @@ class Planner:
         self.task = task
         self.n_leaves = N_ACTIONS**depth
         self.tree = resolve_tree(model, tree)
+        self.ties = resolve_ties(model, ties)
         self.scorer: LeafScorer = leaf_scorer(
             model, task, depth, device, max_memory, max_rows, self.tree, factory
         )
@@ -121,10 +189,10 @@ class Planner:
         return q
 
     def act(self, root: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        """Chosen first actions ``(B,)`` long; ties broken uniformly at random.
+        """Chosen first actions ``(B,)`` long; ties broken by ``self.ties`` (``break_ties``).
 
-        The tie-break draws come from ``generator`` before any model noise, so they do not
-        depend on chunking.
+        The tie-break draws come from ``generator`` before any model noise, under both tie
+        rules, so they do not depend on chunking and the noise stream not on the rule.
 
         Raises:
             ValueError: as ``action_values``; the root is checked before any draw.
@@ -132,5 +200,4 @@ class Planner:
         check_state(root, "root state", self.task.world)
         tie = torch.rand(root.shape[0], N_ACTIONS, generator=generator, device=root.device)
         q = self.action_values(root, generator)
-        best = q >= q.amax(dim=1, keepdim=True) - TIE_TOLERANCE
-        return (tie * best).argmax(dim=1)
+        return break_ties(q, tie, self.ties)

@@ -16,7 +16,8 @@ every world.
 Conventions shared with the batched code (they are the specification, not code reuse):
 state layout and normalization (position = cell / (N - 1)), action order up/down/left/right, the
 d1 walk's five moves (the four actions, then stay), the V* table's flat index order, and the
-planner's tie rule (``TIE_TOLERANCE``, uniform tie draws). To match ``gridplan.core.env.to_cell``
+planner's tie rules (``TIE_TOLERANCE``; ``"first"``: the lowest tied index, ``"random"``: the
+largest of four uniform tie draws). To match ``gridplan.core.env.to_cell``
 bit for bit on noisy predictions, ``ref_decode`` rounds ``value * (N - 1)`` in float32
 arithmetic (half to even), as torch does.
 """
@@ -304,25 +305,35 @@ def ref_plan(
     predict_fn: PredictFn,
     tie_draws: Sequence[float],
     table: Sequence[float] | None = None,
+    ties: str = "first",
 ) -> int:
     """The planner's first action for one episode (paper §3 "Planner"; ``Planner.act``).
 
-    Among first actions whose value is within ``TIE_TOLERANCE`` of the best, the one with the
-    largest tie draw wins (the first such action if draws are equal).
+    Among first actions whose value is within ``TIE_TOLERANCE`` of the best: under
+    ``ties="first"`` the lowest-index one wins; under ``ties="random"`` the one with the largest
+    tie draw (the first such action if draws are equal). The draws are taken by the caller
+    under both rules, as the batched planner draws them.
 
     Args:
         state, depth, task, predict_fn, table: as in ``ref_action_values``.
         tie_draws: four uniform ``[0, 1)`` draws, one per action.
+        ties: ``"first"`` (the default reading's rule) or ``"random"``.
 
     Returns:
         The chosen action ``0..3``.
 
     Raises:
-        ValueError: as ``ref_action_values``, or if ``tie_draws`` does not hold 4 values.
+        ValueError: as ``ref_action_values``, if ``tie_draws`` does not hold 4 values, or if
+            ``ties`` is neither ``"first"`` nor ``"random"``.
     """
     if len(tie_draws) != len(REF_MOVES):
         raise ValueError(f"tie_draws must hold {len(REF_MOVES)} values, got {len(tie_draws)}")
+    if ties not in ("first", "random"):
+        raise ValueError(f"ties must be 'first' or 'random', got {ties!r}")
     values = ref_action_values(state, depth, task, predict_fn, table)
     top = max(values)
-    keys = [d if v >= top - TIE_TOLERANCE else 0.0 for v, d in zip(values, tie_draws, strict=True)]
+    tied = [v >= top - TIE_TOLERANCE for v in values]
+    if ties == "first":
+        return tied.index(True)
+    keys = [d if t else 0.0 for t, d in zip(tied, tie_draws, strict=True)]
     return keys.index(max(keys))

@@ -137,13 +137,16 @@ def replayed_ties(generator: torch.Generator, batch: int) -> list[list[float]]:
     return torch.rand(batch, 4, generator=copy).tolist()
 
 
+@pytest.mark.parametrize("rule", ["first", "random"])
 @pytest.mark.parametrize(("depth", "batch"), [(1, 32), (2, 32), (3, 8), (4, 3)])
 @TASKS
-def test_batched_oracle_planner_matches_the_reference_planner(random_states, depth, batch, task):
+def test_batched_oracle_planner_matches_the_reference_planner(
+    random_states, depth, batch, task, rule
+):
     gen = torch.Generator().manual_seed(100 * depth + ord(task.name))
     state = reset(batch // 2, gen, task)
     state = torch.cat([state, random_states(batch - batch // 2, gen)])
-    planner = Planner(OracleModel(), depth, task)
+    planner = Planner(OracleModel(), depth, task, ties=rule)
     values = planner.action_values(state, torch.Generator())
     ties = replayed_ties(gen, batch)
     actions = planner.act(state, gen)
@@ -151,7 +154,7 @@ def test_batched_oracle_planner_matches_the_reference_planner(random_states, dep
         want = ref_action_values(state[i].tolist(), depth, task, ref_oracle_predict)
         assert values[i].tolist() == pytest.approx(want, abs=1e-5), i
         assert actions[i].item() == ref_plan(
-            state[i].tolist(), depth, task, ref_oracle_predict, ties[i]
+            state[i].tolist(), depth, task, ref_oracle_predict, ties[i], ties=rule
         )
 
 
@@ -194,8 +197,13 @@ def test_ref_plan_breaks_ties_by_the_largest_draw_among_the_best_actions():
     state = RefState(0, 0, 0, 0, True, True, False, False, 3, 3, 3, 3)
     values = ref_action_values(state, 2, TASK_A, ref_oracle_predict)
     assert values == pytest.approx([GAMMA**10, GAMMA**11, GAMMA**11, GAMMA**10])
-    assert ref_plan(state, 2, TASK_A, ref_oracle_predict, [0.2, 0.9, 0.9, 0.1]) == UP
-    assert ref_plan(state, 2, TASK_A, ref_oracle_predict, [0.2, 0.9, 0.9, 0.3]) == RIGHT
+    draws = ([0.2, 0.9, 0.9, 0.1], [0.2, 0.9, 0.9, 0.3])
+    assert ref_plan(state, 2, TASK_A, ref_oracle_predict, draws[0], ties="random") == UP
+    assert ref_plan(state, 2, TASK_A, ref_oracle_predict, draws[1], ties="random") == RIGHT
+    # The first tie rule takes the lowest tied index whatever the draws.
+    assert [ref_plan(state, 2, TASK_A, ref_oracle_predict, d) for d in draws] == [UP, UP]
+    with pytest.raises(ValueError, match="ties must be 'first' or 'random', got 'up'"):
+        ref_plan(state, 2, TASK_A, ref_oracle_predict, draws[0], ties="up")
 
 
 def legal_d1_move(before: tuple[int, int], after: tuple[int, int]) -> int:

@@ -45,8 +45,9 @@ def test_a_noise_model_is_reported_as_json_with_its_protocol(tmp_path, capsys):
         *("model", "task", "world", "depth", "seeds", "episodes", "success", "outcomes"),
         "mean_steps",
         *("device", "E_tot", "DRPE", "profile", "step_profile", "event_audit", "VPE"),
-        *("horizon", "n_windows"),
+        *("horizon", "n_windows", "ties"),
     ]
+    assert report["ties"] == "first"  # the default reading's rule (docs/PREREGISTERED.md)
     assert (report["task"], report["depth"], report["seeds"], report["episodes"]) == (
         "A",
         1,
@@ -124,3 +125,19 @@ def test_eval_cli_rejects_a_too_deep_search_up_front_naming_depth_and_budget(cap
     err = capsys.readouterr().err
     assert "depth 20 needs" in err and "max_memory = 2.00 GiB" in err
     assert "largest depth that fits is 11" in err
+
+
+def test_ties_random_is_recorded_and_names_a_checkpoint_report_of_its_own(tmp_path, capsys):
+    out = tmp_path / "oracle.json"
+    args = ["--model", "oracle", "--depth", "1", "--seeds", "1", "--episodes", "2"]
+    args += ["--eval-windows", "4", "--horizon", "2", "--no-progress", "--ties", "random"]
+    assert main([*args, "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["ties"] == "random"
+    ckpt = Path("runs/x/version_0/checkpoints/best.ckpt")
+    assert checkpoint_json_path(ckpt, "A", LEARNED, "first").name == "best.eval.json"
+    assert checkpoint_json_path(ckpt, "A", LEARNED, "random").name == (
+        "best.eval.A-d2-ties-random.json"
+    )
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--ties", "lowest"])
+    assert "invalid choice: 'lowest'" in capsys.readouterr().err

@@ -6,7 +6,7 @@ import pytest
 import torch
 from paper_layout import STATE_DIM
 
-from gridplan.core import tasks
+from gridplan.core import readings, tasks
 from gridplan.core.constants import DOWN, LEFT, RIGHT, UP
 from gridplan.core.env import reset
 from gridplan.core.tasks import TASK_A, TASK_B
@@ -14,7 +14,7 @@ from gridplan.core.values import value_table
 from gridplan.models.contract import WorldModel
 from gridplan.models.noise import NoiseModel, OracleModel
 from gridplan.planning import closed_loop
-from gridplan.planning.planner import Planner, action_sequences
+from gridplan.planning.planner import Planner, action_sequences, break_ties, resolve_ties
 from gridplan.planning.registry import register_scorer, through_predict
 from gridplan.planning.scorers import (
     GenericScorer,
@@ -67,11 +67,82 @@ def test_oracle_action_values_equal_exact_q_star_at_every_depth(
 def test_ties_between_optimal_actions_are_broken_at_random_and_reproducibly(make_state):
     # From (0, 0) carrying with the door open, up and right are both shortest.
     state = make_state(agent=(0, 0), carrying=True, door_open=True, rows=400)
-    planner = Planner(OracleModel(), 2)
+    planner = Planner(OracleModel(), 2, ties="random")
     chosen = planner.act(state, torch.Generator().manual_seed(0))
     assert set(chosen.tolist()) == {UP, RIGHT}
     assert (chosen == UP).float().mean().item() == pytest.approx(0.5, abs=0.08)
     assert torch.equal(chosen, planner.act(state, torch.Generator().manual_seed(0)))
+
+
+def test_the_first_tie_rule_takes_the_lowest_index_among_the_tied_best(make_state):
+    # Up (0) and right (3) tie; the default reading's rule takes up in every row.
+    state = make_state(agent=(0, 0), carrying=True, door_open=True, rows=400)
+    planner = Planner(OracleModel(), 2)
+    assert planner.ties == "first"
+    assert planner.act(state, torch.Generator().manual_seed(0)).tolist() == [UP] * 400
+
+
+def test_break_ties_on_hand_built_values():
+    q = torch.tensor(
+        [
+            [0.5, 0.5, 0.1, 0.5],
+            [0.0, 0.2, 0.2, 0.2],
+            [0.3, 0.1, 0.1, 0.3 - 1e-7],
+            [0.0, 0.0, 0.9, 0.0],
+        ]
+    )
+    tie = torch.tensor(
+        [[0.1, 0.2, 0.9, 0.3], [0.9, 0.1, 0.3, 0.2], [0.1, 0.1, 0.1, 0.5], [0.9] * 4]
+    )
+    # Within TIE_TOLERANCE (1e-6) is a tie; "random" takes the largest draw among the tied.
+    assert break_ties(q, tie, "first").tolist() == [0, 1, 0, 2]
+    assert break_ties(q, tie, "random").tolist() == [3, 2, 3, 2]
+    with pytest.raises(ValueError, match="ties must be one of first, random, got 'lowest'"):
+        break_ties(q, tie, "lowest")
+
+
+def test_random_ties_are_uniform_over_the_tied_actions():
+    # Three tied actions (0, 1, 3): seeded frequencies of 30,000 rows, each 1/3 within 0.01
+    # (about 4 standard errors); action 2 is never taken.
+    q = torch.tensor([[1.0, 1.0, 0.0, 1.0]]).expand(30_000, 4)
+    tie = torch.rand(30_000, 4, generator=torch.Generator().manual_seed(3))
+    counts = torch.bincount(break_ties(q, tie, "random"), minlength=4).double() / 30_000
+    assert counts[2].item() == 0.0
+    for a in (0, 1, 3):
+        assert counts[a].item() == pytest.approx(1 / 3, abs=0.01)
+
+
+def test_both_tie_rules_draw_the_same_stream_so_only_exact_ties_decide_differently():
+    model = NoiseModel.controlled(0.35, 0.1)
+    state = reset(64, torch.Generator().manual_seed(4))
+    first, random = Planner(model, 2, ties="first"), Planner(model, 2, ties="random")
+    gen_a, gen_b = torch.Generator().manual_seed(9), torch.Generator().manual_seed(9)
+    chosen_first, chosen_random = first.act(state, gen_a), random.act(state, gen_b)
+    # The generators end in the same state: the same draws were taken under both rules.
+    assert torch.equal(gen_a.get_state(), gen_b.get_state())
+    # The values are the same, so every row without a tie chooses the same action.
+    gen_a, gen_b = torch.Generator().manual_seed(9), torch.Generator().manual_seed(9)
+    torch.rand(64, 4, generator=gen_a)
+    torch.rand(64, 4, generator=gen_b)
+    q = first.action_values(state, gen_a)
+    torch.testing.assert_close(q, random.action_values(state, gen_b), atol=0, rtol=0)
+    tied = (q >= q.amax(dim=1, keepdim=True) - 1e-6).sum(dim=1) > 1
+    assert torch.equal(chosen_first[~tied], chosen_random[~tied])
+
+
+class _Read:
+    """A model stand-in that carries only a reading (the planner reads its tie rule)."""
+
+
+def test_the_tie_rule_comes_from_the_model_reading_unless_given():
+    random_reading = readings.PROJECT.replace("ties-test", ties="random")
+    noisy = NoiseModel.controlled(0.35, 0.1, reading=random_reading)
+    assert Planner(noisy, 1).ties == "random"
+    assert Planner(noisy, 1, ties="first").ties == "first"
+    assert Planner(NoiseModel.controlled(0.35, 0.1), 1).ties == "first"
+    assert resolve_ties(_Read(), None) == readings.PROJECT.ties == readings.PAPER.ties == "first"
+    with pytest.raises(ValueError, match="ties must be one of first, random or None, got 'any'"):
+        Planner(OracleModel(), 1, ties="any")
 
 
 @pytest.mark.parametrize("max_rows", [1, 16, 50, 999])
