@@ -15,17 +15,28 @@ training seed (``gridplan.experiments.learned_runs``; the full profile trains wi
   event audit are means over the seeds' models, each scored by
   ``gridplan.metrics.prediction.prediction_metrics`` on the held-out windows shared with E1 (so e2
   can pool these models with the controlled grid).
+- Every model plays its episodes twice, under both tie rules of the planner
+  (``gridplan.planning.planner.TIES``: ``first``, the default reading's, ``docs/PREREGISTERED.md``
+  Rule 1, and ``random``), on the same start states and noise streams; Table 3, the ranking,
+  the random-data table and the verdicts are reported under each, beside the paper's, with the
+  Spearman ρ of our success against the paper's over the rows. ``models.json`` (which e2 pools)
+  and the figures hold the ``first`` rule's.
+- §5.4 (ii) tested (``gridplan.experiments.bias_noise``): how often the episodes cycle, and each
+  learned model beside a noise model of the controlled family at the same E_tot (its "noise
+  twin"); the claims (``CLAIMS``) were written before any run.
 
 Writes ``models.json``/``models.csv`` (the 7 Table 3 models, family ``"learned"``, which e2
 pools; the random-data model, family ``"learned_extra"``), ``runs.csv`` (every training run:
 epochs, seconds, best validation metrics, checkpoint relative to the group folder),
-``table3.csv``, ``results.json``, ``fig_table3_success.png`` and
+``table3.csv`` (``table3_ties-random.csv`` under the other rule), ``results.json`` (every rule's
+records under ``by_ties``, the twins under ``noise_twins``), ``fig_table3_success.png`` and
 ``fig8_random_data_failure.png`` (the random-data model's closed-loop path beside the
 uniform-20k model's from one start state, and the predicted ``carrying`` at pickup).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass
@@ -35,8 +46,10 @@ import torch
 
 from gridplan.core.constants import CARRYING, DOOR_OPEN
 from gridplan.core.protocols import LEARNED
+from gridplan.core.readings import PROJECT
 from gridplan.core.tasks import TASK_A
-from gridplan.experiments import paper
+from gridplan.experiments import bias_noise, paper
+from gridplan.experiments.bias_noise import Cycling, add_cycling, setting_cycling
 from gridplan.experiments.figures import failure_figure, learned_success_figure
 from gridplan.experiments.learned_runs import ModelStack, cpu_threads, train_runs
 from gridplan.experiments.measure import closed_loop, standard_windows
@@ -48,6 +61,7 @@ from gridplan.metrics.prediction import PredictionMetrics, prediction_metrics
 from gridplan.metrics.stats import SpearmanResult, mean_se, spearman_ci
 from gridplan.models.learned import load_world_model
 from gridplan.planning.closed_loop import GOAL, OUTCOMES, EpisodeResults
+from gridplan.planning.planner import TIES
 
 #: The random-data model "never reaches the goal" when it succeeds at most this often (paper 0%;
 #: its event failure is judged separately: predicted ``carrying`` at pickup below 0.5).
@@ -57,6 +71,27 @@ MAX_RANDOM_SUCCESS = 0.10
 MAX_RANKING_RHO = -0.5
 #: Event-audit fields averaged over the seeds' models.
 AUDIT_KEYS = ("carrying_at_pickup", "pickup_mse", "door_open_at_opening", "door_mse")
+#: The tie rule of E3's main records (``models.json``, which e2 pools), figures and first
+#: verdicts: the default reading's (``docs/PREREGISTERED.md``, Rule 1). Every model is also
+#: played under the other rule (``RULES``), on the same start states, and reported beside it.
+MAIN_TIES = PROJECT.ties
+RULES = (MAIN_TIES, *(r for r in TIES if r != MAIN_TIES))
+#: The claims of §5.4 (i)-(ii) tested by ``gridplan.experiments.bias_noise``, written before
+#: any run; each verdict's criterion is in ``section54_verdicts``.
+CLAIMS = {
+    "cycles": "Without noise injection the deterministic closed-loop policy cycles: under "
+    "ties=first most failed episodes of the Table 3 models revisit a (relevant state, action) "
+    "pair (§5.4 (ii))",
+    "loops": "The random-data model's planner loops (§5.4 (i)): under ties=first most of its "
+    "failed episodes revisit a (relevant state, action) pair",
+    "ties_cycle": "Deterministic ties make the random-data model cycle: it cycles in more "
+    "episodes under ties=first than under ties=random",
+    "bias_random": "Learned models fail where noise models succeed at equal MSE: the "
+    "random-data model's noise twin at equal E_tot succeeds more often than the model "
+    "(§5.4 (i), (ii))",
+    "bias_rows": "Systematic bias is worse than noise: at equal E_tot most Table 3 models plan "
+    "worse than their noise twins (§5.4 (ii))",
+}
 
 
 @dataclass(frozen=True)
@@ -74,7 +109,8 @@ class SeedResult:
 
 @dataclass(frozen=True, kw_only=True)
 class Table3Row(Record):
-    """One row of Table 3 (``table3.csv``)."""
+    """One row of Table 3 under the tie rule ``ties`` (``table3.csv``: ``MAIN_TIES``;
+    ``table3_ties-<rule>.csv``: the other rule)."""
 
     row: str
     name: str
@@ -89,11 +125,13 @@ class Table3Row(Record):
     carrying_at_pickup: float
     n_seeds: int
     n_episodes: int
+    ties: str
 
     @classmethod
-    def of(cls, rec: LearnedRecord) -> Table3Row:
+    def of(cls, rec: LearnedRecord, ties: str = MAIN_TIES) -> Table3Row:
         ref = paper.TABLE_3.get(rec.key, {})
         return cls(
+            ties=ties,
             row=rec.key,
             name=rec.name,
             success=rec.success,
@@ -140,26 +178,30 @@ def milestones(trajectory: torch.Tensor, settings: int) -> list[tuple[float, flo
 
 def evaluate_seed(
     ctx: GroupContext, cfg: E3Config, runs: dict, seed: int
-) -> tuple[list[SeedResult], EpisodeResults]:
+) -> dict[str, tuple[list[SeedResult], EpisodeResults]]:
     """Prediction metrics and closed-loop success of every row's model of one seed
-    (``cfg.settings`` order), and the raw setting-major ``EpisodeResults`` with
-    trajectories."""
+    (``cfg.settings`` order) under each tie rule of ``RULES`` (the metrics are measured once;
+    the closed loops play the same start states), with the raw setting-major
+    ``EpisodeResults`` and their trajectories; rule -> ``(results per row, EpisodeResults)``."""
     models = [
         load_world_model(ctx.out / runs[(r.key, seed)].checkpoint, ctx.device) for r in cfg.settings
     ]
     stack = ModelStack(models)
     windows = standard_windows(ctx, cfg.protocol)
+    out = {}
     with cpu_threads(ctx):
         metrics = prediction_metrics(stack, windows, TASK_A)
-        loop, results = closed_loop(
-            ctx, stack, TASK_A, cfg.protocol.replace(seeds=(seed,)), record=True
-        )
-    marks = milestones(results.trajectory, len(models))
-    out = [
-        SeedResult(pm, summary.success, summary.outcomes, *mark)
-        for pm, summary, mark in zip(metrics, loop, marks, strict=True)
-    ]
-    return out, results
+        for rule in RULES:
+            loop, results = closed_loop(
+                ctx, stack, TASK_A, cfg.protocol.replace(seeds=(seed,)), record=True, ties=rule
+            )
+            marks = milestones(results.trajectory, len(models))
+            rows = [
+                SeedResult(pm, summary.success, summary.outcomes, *mark)
+                for pm, summary, mark in zip(metrics, loop, marks, strict=True)
+            ]
+            out[rule] = (rows, results)
+    return out
 
 
 def _avg(values) -> float:
@@ -215,26 +257,53 @@ def aggregate(
     )
 
 
-def learned_records(
-    ctx: GroupContext, cfg: E3Config, runs: dict
-) -> tuple[list[LearnedRecord], LearnedRecord, EpisodeResults]:
-    """The Table 3 records, the random-data record, and the first seed's recorded closed
-    loop (for Fig. 8)."""
-    per_row: dict[str, list[SeedResult]] = {r.key: [] for r in cfg.settings}
-    recorded = None
+@dataclass(frozen=True)
+class RuleResults:
+    """E3's learned models under one tie rule.
+
+    Attributes:
+        records: the Table 3 records.
+        random: the random-data record.
+        recorded: the first seed's recorded closed loop (Fig. 8).
+        cycling: row key -> ``Cycling`` of its episodes over every seed
+            (``gridplan.experiments.bias_noise``).
+    """
+
+    records: list[LearnedRecord]
+    random: LearnedRecord
+    recorded: EpisodeResults
+    cycling: dict[str, Cycling]
+
+
+def learned_records(ctx: GroupContext, cfg: E3Config, runs: dict) -> dict[str, RuleResults]:
+    """Per tie rule of ``RULES``: the Table 3 records, the random-data record, the first
+    seed's recorded closed loop (for Fig. 8) and each row's cycling."""
+    per_row = {rule: {r.key: [] for r in cfg.settings} for rule in RULES}
+    recorded: dict[str, EpisodeResults] = {}
+    cycling: dict[str, dict[str, Cycling | None]] = {
+        rule: dict.fromkeys((r.key for r in cfg.settings), None) for rule in RULES
+    }
     for seed in ctx.bar(cfg.protocol.seeds, "evaluate"):
-        out, results = evaluate_seed(ctx, cfg, runs, seed)
-        if recorded is None:
-            recorded = results
-        for row, res in zip(cfg.settings, out, strict=True):
-            per_row[row.key].append(res)
+        for rule, (out, results) in evaluate_seed(ctx, cfg, runs, seed).items():
+            recorded.setdefault(rule, results)
+            parts = setting_cycling(results, len(cfg.settings), TASK_A)
+            for row, res, part in zip(cfg.settings, out, parts, strict=True):
+                per_row[rule][row.key].append(res)
+                cycling[rule][row.key] = add_cycling(cycling[rule][row.key], part)
 
-    def record(row: LearnedRow, family: str) -> LearnedRecord:
+    def record(rule: str, row: LearnedRow, family: str) -> LearnedRecord:
         checkpoints = [runs[(row.key, s)].checkpoint for s in cfg.protocol.seeds]
-        return aggregate(row, family, per_row[row.key], cfg.protocol.episodes, checkpoints)
+        return aggregate(row, family, per_row[rule][row.key], cfg.protocol.episodes, checkpoints)
 
-    records = [record(r, "learned") for r in cfg.rows]
-    return records, record(cfg.random_row, "learned_extra"), recorded
+    return {
+        rule: RuleResults(
+            records=[record(rule, r, "learned") for r in cfg.rows],
+            random=record(rule, cfg.random_row, "learned_extra"),
+            recorded=recorded[rule],
+            cycling=cycling[rule],
+        )
+        for rule in RULES
+    }
 
 
 def learned_spearman(records: list[LearnedRecord], n_resamples: int) -> dict[str, SpearmanResult]:
@@ -246,6 +315,65 @@ def learned_spearman(records: list[LearnedRecord], n_resamples: int) -> dict[str
         key: spearman_ci([getattr(r, col) for r in records], s, n_resamples)
         for key, col in [("E_tot", "E_tot"), ("DRPE", "DRPE_graded")]
     }
+
+
+def paper_ordering(records: list[LearnedRecord], n_resamples: int) -> SpearmanResult | None:
+    """Spearman ρ of our success against the paper's Table 3 success over the rows that have a
+    paper value (None below 3 rows), with its bootstrap CI over the rows."""
+    pairs = [
+        (r.success, paper.TABLE_3[r.key]["success"].value)
+        for r in records
+        if r.key in paper.TABLE_3
+    ]
+    if len(pairs) < 3:
+        return None
+    return spearman_ci([a for a, _ in pairs], [b for _, b in pairs], n_resamples)
+
+
+@dataclass(frozen=True)
+class TwinResults:
+    """The learned models' noise twins at equal E_tot (``gridplan.experiments.bias_noise``),
+    in the order Table 3 rows, then the random-data model.
+
+    Attributes:
+        twins: the calibrated twins (each with its E_tot on the windows, single-setting).
+        E_tot: each twin's E_tot as the multi-setting model of every twin measures it on the
+            same windows (other noise draws: the check of the match).
+        success: rule -> each twin's success (mean over the seeds' success rates).
+        success_se: rule -> its SE over the seeds.
+        cycling: rule -> each twin's ``Cycling``.
+    """
+
+    twins: list[bias_noise.Twin]
+    E_tot: list[float]
+    success: dict[str, list[float]]
+    success_se: dict[str, list[float]]
+    cycling: dict[str, list[Cycling]]
+
+
+def noise_twin_results(
+    ctx: GroupContext, cfg: E3Config, learned: list[LearnedRecord]
+) -> TwinResults:
+    """Calibrate a noise twin for each learned record (its mean profile and E_tot over the
+    seeds' models) and play the twins under E3's protocol, on every seed's start states,
+    under each tie rule of ``RULES``."""
+    windows = standard_windows(ctx, cfg.protocol)
+    with cpu_threads(ctx):
+        twins = bias_noise.noise_twins(
+            [r.name for r in learned],
+            [torch.tensor(r.profile, dtype=torch.float64) for r in learned],
+            [r.E_tot for r in learned],
+            windows,
+            TASK_A,
+        )
+        model = bias_noise.twin_model(twins, TASK_A)
+        e_tot = [pm.E_tot for pm in prediction_metrics(model, windows, TASK_A)]
+        success, se, cycling = {}, {}, {}
+        for rule in RULES:
+            means, ses, results = bias_noise.twin_success(ctx, model, cfg.protocol, rule, TASK_A)
+            success[rule], se[rule] = means, ses
+            cycling[rule] = setting_cycling(results, len(twins), TASK_A)
+    return TwinResults(twins, e_tot, success, se, cycling)
 
 
 def balanced_index(records: list[LearnedRecord]) -> int:
@@ -273,9 +401,16 @@ def pick_episode(outcome: torch.Tensor, n: int, random_idx: int, ref_idx: int) -
 
 
 def table3(
-    report: GroupReport, cfg: E3Config, rows: list[Table3Row], runs: list, wall: float
+    report: GroupReport,
+    cfg: E3Config,
+    rows: list[Table3Row],
+    runs: list,
+    wall: float,
+    ties: str = MAIN_TIES,
+    ordering: SpearmanResult | None = None,
 ) -> None:
-    """Table 3 — ours beside the paper's, with the training protocol in the note."""
+    """Table 3 under tie rule ``ties`` — ours beside the paper's, with the training protocol
+    and the Spearman ρ of our success against the paper's over the rows in the note."""
     cells = []
     for t in rows:
         ref = paper.TABLE_3.get(t.row, {})
@@ -301,7 +436,7 @@ def table3(
     epochs = sorted({r.epochs for r in runs})
     first = runs[0]
     report.table(
-        "Table 3 — learned world models: does total error or DRPE rank them?",
+        f"Table 3 — learned world models (ties={ties}): does total error or DRPE rank them?",
         [
             "variant",
             "success",
@@ -315,7 +450,9 @@ def table3(
         ],
         cells,
         f"Success: mean over {len(p.seeds)} training seeds x {p.episodes} episodes, depth-"
-        f"{p.depth} planner; {se_note}. E_tot and DRPE: means over the seeds' models on "
+        f"{p.depth} planner, tied best first actions broken by `{ties}`; {se_note}. "
+        f"Spearman ρ of our success against the paper's over these {len(rows)} rows: "
+        f"{fmt_rho(ordering)}. E_tot and DRPE: means over the seeds' models on "
         f"{p.n_windows} held-out H = {p.horizon} windows (the windows E1 uses). Training: "
         "`python -m train` defaults"
         + (f" with {', '.join(cfg.train_overrides)}" if cfg.train_overrides else "")
@@ -328,11 +465,13 @@ def table3(
     )
 
 
-def ranking_table(report: GroupReport, records: list, corr: dict, n_resamples: int) -> None:
+def ranking_table(
+    report: GroupReport, records: list, corr: dict, n_resamples: int, ties: str = MAIN_TIES
+) -> None:
     """The learned pool (§5.2): do E_tot or DRPE rank the seven variants?"""
     ref = paper.TABLE_1["learned"]
     report.table(
-        "Learned pool: Spearman ρ with success (§5.2)",
+        f"Learned pool: Spearman ρ with success (§5.2, ties={ties})",
         ["metric", "n", "ρ [95% CI]", "ρ (paper)"],
         [[k, len(records), fmt_rho(corr.get(k)), ref[k].cell()] for k in ("E_tot", "DRPE")],
         f"Bootstrap CIs over the {len(records)} models ({n_resamples} resamples); DRPE "
@@ -345,7 +484,12 @@ def _mean_pickups(runs: dict, key: str, seeds) -> float:
 
 
 def random_data_table(
-    report: GroupReport, rnd: LearnedRecord, balanced: LearnedRecord, runs: dict, seeds
+    report: GroupReport,
+    rnd: LearnedRecord,
+    balanced: LearnedRecord,
+    runs: dict,
+    seeds,
+    ties: str = MAIN_TIES,
 ) -> None:
     """The random-data 12k model beside the balanced one (§5.4 (i), appendix E, G)."""
     ref = paper.RANDOM_DATA_12K
@@ -382,12 +526,136 @@ def random_data_table(
         "rare",
     ]
     report.table(
-        "The random-data 12k model fails at the pickup event (§5.4 (i), appendix E, G)",
+        f"The random-data 12k model fails at the pickup event (§5.4 (i), appendix E, G; "
+        f"ties={ties})",
         ["quantity", "random-data 12k", "paper", f"balanced {balanced.name}"],
         [[row[0], row[1], p, row[2]] for row, p in zip(rows, papers, strict=True)],
         "Event audit: one step from the true pre-pickup state of every pickup in the held-out "
         "windows, teacher-forced (truth: carrying = 1). The door opens only if the predicted "
         "carrying exceeds 0.5 when the planner reads it.",
+    )
+
+
+# --------------------------------------------------------------------------- §5.4 (ii)
+
+
+def ordering_table(report: GroupReport, by_rule: dict[str, RuleResults], ordering: dict) -> None:
+    """Table 3's success ordering, ours against the paper's, and the random-data row, under
+    each tie rule."""
+    ref = paper.RANDOM_DATA_12K
+    rows = []
+    for rule in RULES:
+        r = by_rule[rule]
+        u = next((x for x in r.records if x.key == UNIFORM_20K), None)
+        rows.append(
+            [
+                f"`{rule}`",
+                len(r.records),
+                fmt_rho(ordering[rule]),
+                "—" if u is None else fmt_se(u.success, u.success_se),
+                fmt_se(r.random.success, r.random.success_se),
+                ref["success"].text,
+            ]
+        )
+    report.table(
+        "Table 3's ordering under each tie rule: Spearman ρ of our success against the paper's",
+        [
+            "ties",
+            "rows",
+            "ρ(ours, paper) [95% CI]",
+            "uniform-20k success (paper 0.75)",
+            "random-data 12k success",
+            "random-data (paper)",
+        ],
+        rows,
+        "ρ over the Table 3 rows of this profile (bootstrap CI over the rows). The same trained "
+        "models play the same start states under both rules; only exact ties between first "
+        "actions decide differently (`gridplan.planning.planner`).",
+    )
+
+
+def _cycle_cells(c: Cycling) -> list[str]:
+    failed = f"{c.failed_cycling} / {c.failed}"
+    if c.failed:
+        failed += f" ({fmt(c.failed_cycling_rate, 2)})"
+    return [failed, str(c.failed_short), fmt(c.cycling_rate, 2), str(c.timeouts)]
+
+
+def cycling_table(
+    report: GroupReport, by_rule: dict[str, RuleResults], cfg: E3Config, twins: TwinResults
+) -> None:
+    """Cycling of every learned model and of its noise twin under each tie rule (§5.4 (ii))."""
+    rows = []
+    for i, row in enumerate(cfg.settings):
+        for rule in RULES:
+            r = by_rule[rule]
+            rec = [*r.records, r.random][i]
+            rows.append(
+                [
+                    rec.name,
+                    f"`{rule}`",
+                    fmt_se(rec.success, rec.success_se),
+                    *_cycle_cells(r.cycling[row.key]),
+                    fmt(twins.success[rule][i], 2),
+                    _cycle_cells(twins.cycling[rule][i])[0],
+                ]
+            )
+    report.table(
+        "Does the deterministic closed-loop policy cycle? (§5.4 (ii))",
+        [
+            "model",
+            "ties",
+            "success",
+            "failed episodes that cycle",
+            f"of them period ≤ {bias_noise.SHORT_PERIOD}",
+            "all episodes: cycling rate",
+            "timeouts",
+            "noise twin success",
+            "twin: failed that cycle",
+        ],
+        rows,
+        "An episode cycles when its true trajectory takes the same action twice in the same "
+        "task-relevant discrete state (agent cell, key cell, carrying, door); the period is the "
+        "fewest steps between two such visits (`gridplan.experiments.bias_noise`). Counts over "
+        f"{len(cfg.protocol.seeds)} training seeds x {cfg.protocol.episodes} episodes. The "
+        "noise twin: the controlled family's model at the learned model's E_tot (next table).",
+    )
+
+
+def bias_table(report: GroupReport, by_rule: dict[str, RuleResults], twins: TwinResults) -> None:
+    """Bias vs noise at equal error: each learned model beside its noise twin (§5.4 (ii))."""
+    learned = {rule: [*by_rule[rule].records, by_rule[rule].random] for rule in RULES}
+    rows = []
+    for i, rec in enumerate(learned[MAIN_TIES]):
+        t = twins.twins[i]
+        cells = [
+            rec.name,
+            fmt(rec.E_tot),
+            f"{fmt(t.E_tot)} ({fmt(twins.E_tot[i])})",
+            fmt(t.scale, 3),
+            "yes" if t.matched else "no",
+        ]
+        for rule in RULES:
+            ours = learned[rule][i]
+            cells.append(f"{fmt(ours.success, 2)} / {fmt(twins.success[rule][i], 2)}")
+        rows.append(cells)
+    report.table(
+        "Bias vs noise at equal E_tot: learned models beside their noise twins (§5.4 (ii))",
+        [
+            "model",
+            "E_tot",
+            "twin E_tot (redrawn)",
+            "twin scale c",
+            "matched",
+            *[f"success ties={rule}: learned / twin" for rule in RULES],
+        ],
+        rows,
+        "Twin: per-dimension noise std c·sqrt(excess), excess the learned model's per-dimension "
+        "error above the expected-distractor oracle's, c found by bisection so that the twin's "
+        "E_tot equals the learned model's (in brackets: remeasured with other noise draws; "
+        "`gridplan.experiments.bias_noise`); the "
+        "project reading otherwise, independent leaves. Twins play every training seed's "
+        "start states, the learned models' episodes.",
     )
 
 
@@ -480,12 +748,115 @@ def _reweighting_verdicts(report: GroupReport, records: list) -> None:
     )
 
 
-def verdicts(report: GroupReport, cfg: E3Config, records: list, rnd: LearnedRecord, corr) -> None:
-    """The six effects of Table 3, §5.2 and §5.4."""
-    _protocol_verdict(report, cfg, records)
-    _random_data_verdicts(report, rnd)
-    _ranking_verdict(report, records, corr)
-    _reweighting_verdicts(report, records)
+class _RuleReport:
+    """A ``GroupReport`` view whose verdicts name the tie rule they were measured under."""
+
+    def __init__(self, report: GroupReport, ties: str) -> None:
+        self.report, self.suffix = report, f" [ties={ties}]"
+
+    def verdict(self, claim: str, reproduced: bool | None, detail: str):
+        return self.report.verdict(claim + self.suffix, reproduced, detail)
+
+
+def verdicts(
+    report: GroupReport,
+    cfg: E3Config,
+    records: list,
+    rnd: LearnedRecord,
+    corr,
+    ties: str = MAIN_TIES,
+) -> None:
+    """The six effects of Table 3, §5.2 and §5.4 under tie rule ``ties`` (the protocol check
+    once, under ``MAIN_TIES``; the other rule's claims carry ``[ties=<rule>]``)."""
+    if ties == MAIN_TIES:
+        _protocol_verdict(report, cfg, records)
+        target = report
+    else:
+        target = _RuleReport(report, ties)
+    _random_data_verdicts(target, rnd)
+    _ranking_verdict(target, records, corr)
+    _reweighting_verdicts(target, records)
+
+
+def _se_diff(p: float, q: float, n: int, m: int) -> float:
+    """SE of the difference of two independent proportions ``p`` of ``n`` and ``q`` of ``m``."""
+    return math.sqrt(p * (1 - p) / n + q * (1 - q) / m)
+
+
+def section54_verdicts(
+    report: GroupReport, by_rule: dict[str, RuleResults], cfg: E3Config, twins: TwinResults
+) -> None:
+    """The claims ``CLAIMS`` of §5.4 (i)-(ii), each with the criterion stated in its detail."""
+    main = by_rule[MAIN_TIES]
+    pooled = None
+    for row in cfg.rows:
+        pooled = add_cycling(pooled, main.cycling[row.key])
+    report.verdict(
+        CLAIMS["cycles"],
+        None if pooled is None or not pooled.failed else pooled.failed_cycling_rate > 0.5,
+        "pooled over the Table 3 models: "
+        + (
+            "no model"
+            if pooled is None
+            else f"{pooled.failed_cycling} of {pooled.failed} "
+            f"failed episodes cycle ({fmt(pooled.failed_cycling_rate, 2)})"
+        )
+        + "; criterion more than half",
+    )
+    rc = {rule: by_rule[rule].cycling[cfg.random_row.key] for rule in RULES}
+    first = rc[MAIN_TIES]
+    report.verdict(
+        CLAIMS["loops"],
+        None if not first.failed else first.failed_cycling_rate > 0.5,
+        f"{first.failed_cycling} of {first.failed} failed episodes cycle "
+        f"({fmt(first.failed_cycling_rate, 2)}), {first.failed_short} with period ≤ "
+        f"{bias_noise.SHORT_PERIOD}; criterion more than half",
+    )
+    other = next(r for r in RULES if r != MAIN_TIES)
+    p, q = rc[MAIN_TIES].cycling_rate, rc[other].cycling_rate
+    se = _se_diff(p, q, rc[MAIN_TIES].episodes, rc[other].episodes)
+    report.verdict(
+        CLAIMS["ties_cycle"],
+        p - q > 2 * se if se > 0 else p > q,
+        f"episodes that cycle: {fmt(p, 2)} under ties={MAIN_TIES}, {fmt(q, 2)} under "
+        f"ties={other} (difference {fmt(p - q, 2)}, SE {fmt(se, 2)}); criterion difference "
+        "beyond 2 SE",
+    )
+    k = len(cfg.rows)
+    for rule in RULES:
+        r = by_rule[rule]
+        twin, t = twins.twins[k], twins.success[rule][k]
+        d = t - r.random.success
+        se = math.hypot(
+            *(0.0 if math.isnan(x) else x for x in (r.random.success_se, twins.success_se[rule][k]))
+        )
+        report.verdict(
+            f"{CLAIMS['bias_random']} [ties={rule}]",
+            (d > 2 * se if se > 0 else d > 0) if twin.matched else None,
+            f"random-data model {fmt(r.random.success, 2)}, its twin {fmt(t, 2)} at E_tot "
+            f"{fmt(twin.E_tot)} (model {fmt(r.random.E_tot)}"
+            + ("" if twin.matched else "; NOT matched: outside the twin grid")
+            + f"); difference {fmt(d, 2)}, SE {fmt(se, 2)}; criterion beyond 2 SE",
+        )
+        matched = [i for i in range(k) if twins.twins[i].matched]
+        worse = [i for i in matched if r.records[i].success < twins.success[rule][i]]
+        report.verdict(
+            f"{CLAIMS['bias_rows']} [ties={rule}]",
+            len(worse) > len(matched) / 2 if matched else None,
+            f"{len(worse)} of {len(matched)} matched Table 3 models plan worse than their twins"
+            + (
+                " ("
+                + ", ".join(
+                    f"{r.records[i].name} {fmt(r.records[i].success, 2)} vs "
+                    f"{fmt(twins.success[rule][i], 2)}"
+                    for i in matched
+                )
+                + ")"
+                if matched
+                else ""
+            )
+            + "; criterion more than half",
+        )
 
 
 # --------------------------------------------------------------------------- run
@@ -514,36 +885,75 @@ def run(ctx: GroupContext) -> GroupReport:
     """E3 (see the module docstring)."""
     cfg: E3Config = ctx.config
     runs, train_wall = train_all(ctx, cfg)
-    records, rnd, recorded = learned_records(ctx, cfg, runs)
-    corr = learned_spearman(records, cfg.n_resamples)
-    t3 = [Table3Row.of(r) for r in records]
+    by_rule = learned_records(ctx, cfg, runs)
+    main = by_rule[MAIN_TIES]
+    records, rnd, recorded = main.records, main.random, main.recorded
+    corr = {rule: learned_spearman(by_rule[rule].records, cfg.n_resamples) for rule in RULES}
+    ordering = {rule: paper_ordering(by_rule[rule].records, cfg.n_resamples) for rule in RULES}
+    twins = noise_twin_results(ctx, cfg, [*records, rnd])
+    t3 = {rule: [Table3Row.of(r, rule) for r in by_rule[rule].records] for rule in RULES}
     ref_idx = balanced_index(records)
 
     write_models(ctx, [*records, rnd])
     ctx.write_csv("runs.csv", list(runs.values()))
-    ctx.write_csv("table3.csv", t3)
+    ctx.write_csv("table3.csv", t3[MAIN_TIES])
+    for rule in RULES[1:]:
+        ctx.write_csv(f"table3_ties-{rule}.csv", t3[rule])
     episode, why = save_figures(ctx, cfg, records, rnd, recorded)
 
     report = GroupReport("E3 — learned world models (§5.4, Table 3, appendix E)")
-    table3(report, cfg, t3, list(runs.values()), train_wall)
-    ranking_table(report, records, corr, cfg.n_resamples)
-    random_data_table(report, rnd, records[ref_idx], runs, cfg.protocol.seeds)
+    for rule in RULES:
+        table3(report, cfg, t3[rule], list(runs.values()), train_wall, rule, ordering[rule])
+    ordering_table(report, by_rule, ordering)
+    for rule in RULES:
+        ranking_table(report, by_rule[rule].records, corr[rule], cfg.n_resamples, rule)
+    for rule in RULES:
+        r = by_rule[rule]
+        random_data_table(report, r.random, r.records[ref_idx], runs, cfg.protocol.seeds, rule)
+    cycling_table(report, by_rule, cfg, twins)
+    bias_table(report, by_rule, twins)
     report.figure(
         "fig8_random_data_failure.png",
         "The random-data model's closed-loop path beside the balanced model's, and the "
-        "predicted carrying at pickup of every model (Fig. 8)",
+        f"predicted carrying at pickup of every model (Fig. 8; ties={MAIN_TIES})",
     )
-    report.figure("fig_table3_success.png", "Success of the learned models beside the paper's")
-    verdicts(report, cfg, records, rnd, corr)
+    report.figure(
+        "fig_table3_success.png",
+        f"Success of the learned models beside the paper's (ties={MAIN_TIES})",
+    )
+    for rule in RULES:
+        r = by_rule[rule]
+        verdicts(report, cfg, r.records, r.random, corr[rule], rule)
+    section54_verdicts(report, by_rule, cfg, twins)
     ctx.write_json(
         "results.json",
         {
             "config": cfg,
+            "ties": MAIN_TIES,
             "models": records,
             "random_data": rnd,
             "runs": list(runs.values()),
             "train_wall_seconds": train_wall,
-            "spearman": corr,
+            "spearman": corr[MAIN_TIES],
+            "spearman_vs_paper": ordering[MAIN_TIES],
+            "by_ties": {
+                rule: {
+                    "models": by_rule[rule].records,
+                    "random_data": by_rule[rule].random,
+                    "spearman": corr[rule],
+                    "spearman_vs_paper": ordering[rule],
+                    "cycling": {k: c.to_dict() for k, c in by_rule[rule].cycling.items()},
+                    "twin_success": twins.success[rule],
+                    "twin_success_se": twins.success_se[rule],
+                    "twin_cycling": [c.to_dict() for c in twins.cycling[rule]],
+                }
+                for rule in RULES
+            },
+            "noise_twins": [
+                {**dataclasses.asdict(t), "E_tot_all_twins": e}
+                for t, e in zip(twins.twins, twins.E_tot, strict=True)
+            ],
+            "claims": CLAIMS,
             "figure8_episode": {
                 "index": episode,
                 "why": why,
