@@ -9,6 +9,7 @@ Examples::
     python scripts/reproduce.py --only e1,e2,e5,e6 --reading paper   # -> results/paper/...
     python scripts/reproduce.py --only e1,e5 --ties random   # -> results/project-ties-random/...
     python scripts/reproduce.py --launcher joblib --jobs 2   # e3's trainings as 2 Hydra jobs
+    python scripts/reproduce.py --only e3,e4 --preset paper-error-scale  # results/paper-error-scale
     python scripts/reproduce.py --only e3 --launcher slurm --jobs 8 \
         --launcher-override hydra.launcher.partition=gpu --device cuda
 
@@ -20,6 +21,9 @@ never over the default's results; the learned models of e3 are shared by every r
 ``--ties first|random`` sets the planner's tie rule of that reading
 (``gridplan.core.readings.with_ties``): a rule other than the reading's own runs as the reading
 ``<NAME>-ties-<rule>`` into its own folder (e3 evaluates its models under both rules anyway).
+``--preset NAME`` trains the learned groups' models (e3, e4, e7) under a training preset
+(``gridplan/experiments/presets.py``; ``paper-error-scale``: docs/PREREGISTERED.md Rule 2) into
+``<out>/<NAME>/<group>``, never over the default's results.
 ``--launcher NAME`` sends e3's training groups (one vectorized group per job, ``--jobs`` of
 them) through the Hydra launcher ``python -m train`` uses (``hydra/launcher=NAME``: joblib,
 submitit_local, the SLURM preset ``slurm`` of ``configs/train/hydra/launcher/``, ...;
@@ -42,7 +46,7 @@ from gridplan.util.threads import set_wait_policy  # noqa: E402
 set_wait_policy()  # before torch is imported: OpenMP reads it once (gridplan.util.threads)
 
 from gridplan.core import readings  # noqa: E402
-from gridplan.experiments import GROUPS, PROFILES, run_groups  # noqa: E402
+from gridplan.experiments import GROUPS, PROFILES, presets, run_groups  # noqa: E402
 from gridplan.training.dispatch import Launcher  # noqa: E402
 from gridplan.util.threads import configure_threads, describe  # noqa: E402
 
@@ -95,6 +99,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="the planner's rule among tied best first actions (default: the reading's; "
         "project and paper: first, docs/PREREGISTERED.md Rule 1); another rule than the "
         "reading's writes under <out>/<reading>-ties-<rule>/",
+    )
+    p.add_argument(
+        "--preset",
+        choices=tuple(presets.PRESETS),
+        help="train the learned groups (e3, e4, e7) under this training preset "
+        "(gridplan.experiments.presets) into <out>/<preset>/<group>",
     )
     p.add_argument(
         "--launcher",
@@ -158,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
             threads=threads,
             reading=readings.with_ties(readings.get(args.reading), args.ties),
             launcher=launcher,
+            preset=presets.get(args.preset) if args.preset else None,
         )
     except ValueError as err:
         parser.exit(2, f"error: {err}\n")

@@ -27,7 +27,10 @@ Writes ``weights.csv`` (every weighting, per dim), ``table4.csv``, ``results.jso
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -42,7 +45,7 @@ from gridplan.experiments.learned_runs import logged_states, train_run, training
 from gridplan.experiments.measure import standard_windows
 from gridplan.experiments.pools import controlled_grid, relevance_sweep
 from gridplan.experiments.records import Record, columns, model_name
-from gridplan.experiments.runner import GroupContext
+from gridplan.experiments.runner import RESULTS_FILE, GroupContext, read_done
 from gridplan.experiments.settings import UNIFORM_20K, E4Config
 from gridplan.experiments.tables import GroupReport, fmt, fmt_rho
 from gridplan.metrics.prediction import check_weights, prediction_metrics
@@ -201,6 +204,16 @@ def sweep_pool(ctx: GroupContext) -> tuple[ProfilePool, str, float | None]:
     return ProfilePool(np.array(profiles), np.array(success)), source, diff
 
 
+def e3_config(ctx: GroupContext) -> settings.E3Config:
+    """E3's config of the profile with e4's ``train_overrides`` (a training preset) after
+    its own: the config of the uniform-20k models e4 estimates relevance on."""
+    e3cfg = settings.E3[ctx.profile]
+    extra = ctx.config.train_overrides
+    if not extra:
+        return e3cfg
+    return dataclasses.replace(e3cfg, train_overrides=(*e3cfg.train_overrides, *extra))
+
+
 def fvi_model(ctx: GroupContext, seed: int):
     """The learned uniform-20k model of training ``seed`` (from a finished e3 of the same
     profile and config, else trained here into ``<group>/runs``) and its row.
@@ -208,7 +221,7 @@ def fvi_model(ctx: GroupContext, seed: int):
     Returns:
         ``(model, source, row)``; source ``"e3"`` or ``"trained here"``.
     """
-    e3cfg = settings.E3[ctx.profile]
+    e3cfg = e3_config(ctx)
     row = next(r for r in e3cfg.rows if r.key == UNIFORM_20K)
     folder = ctx.finished_group("e3", e3cfg)
     ckpt = training_checkpoint(folder, row.key, seed) if folder is not None else None
@@ -222,7 +235,7 @@ def fvi_model(ctx: GroupContext, seed: int):
 def estimates(ctx: GroupContext, cfg: E4Config) -> list[SeededEstimate]:
     """One relevance estimate per uniform-20k model of ``cfg.model_seeds``."""
     out = []
-    e3cfg = settings.E3[ctx.profile]
+    e3cfg = e3_config(ctx)
     for seed in ctx.bar(cfg.model_seeds, "relevance estimation"):
         model, source, row = fvi_model(ctx, seed)
         fit, probe = logged_states(ctx, e3cfg, row, seed, cfg.fvi_states, cfg.saliency_states)
@@ -386,6 +399,83 @@ def fitted_values_table(report: GroupReport, ests: list[SeededEstimate]) -> None
     )
 
 
+def _num(value) -> float:
+    """A JSON number (None: NaN) as a float."""
+    return float("nan") if value is None else float(value)
+
+
+def estimate_summary(estimates: list[dict], spearman: dict) -> dict[str, list[float]]:
+    """Per estimate, from ``results.json``'s ``estimates`` and ``spearman`` entries (their
+    JSON form, so a finished run's file gives the same): mass on irrelevant dims, grid ρ of
+    DRPE under it, Spearman(V_fit, V*) and mean abs(V_fit − V*); and the exact mask's grid ρ."""
+    return {
+        "irrelevant_mass": [_num(e["irrelevant_mass"]) for e in estimates],
+        "rho_grid": [
+            _num(spearman[f"estimated (seed {e['seed']})"]["grid"]["rho"]) for e in estimates
+        ],
+        "value_spearman": [_num(e["value_spearman"]) for e in estimates],
+        "value_mae": [_num(e["value_mae"]) for e in estimates],
+        "exact_rho_grid": [_num(spearman["binary"]["grid"]["rho"])],
+    }
+
+
+def _spread(values: list[float], digits: int = 2) -> str:
+    """``mean (min to max)`` of ``values``; one value alone."""
+    if len(values) == 1:
+        return fmt(values[0], digits)
+    return (
+        f"{fmt(np.mean(values), digits)} ({fmt(min(values), digits)} to {fmt(max(values), digits)})"
+    )
+
+
+def baseline_summary(ctx: GroupContext) -> tuple[dict | None, str]:
+    """The default's ``estimate_summary`` (a run under a training preset: ``ctx.baseline``),
+    and where it was read from, or None and why not."""
+    folder = ctx.baseline.get("e4")
+    if folder is None:
+        return None, "not a run under a training preset"
+    done = read_done(folder)
+    if done is None or done.get("profile") != ctx.profile:
+        return None, f"no finished e4 of profile {ctx.profile} in {folder}"
+    results = json.loads((Path(folder) / RESULTS_FILE).read_text())
+    return estimate_summary(results["estimates"], results["spearman"]), str(folder)
+
+
+def preset_table(report: GroupReport, ctx: GroupContext, summary: dict) -> None:
+    """Under a training preset: the estimator's numbers beside the default's and the paper's
+    (appendix A, Table 4)."""
+    base, source = baseline_summary(ctx)
+    t4 = paper.TABLE_4
+    rows = [
+        (
+            "mass of the estimated weights on irrelevant dims",
+            "irrelevant_mass",
+            f"{t4['estimated_irrelevant_mass_low'].text}–{t4['estimated_irrelevant_mass_high'].text}",
+        ),
+        ("grid ρ of DRPE with the estimated weights", "rho_grid", t4["estimated_rho"].text),
+        ("Spearman(V_fit, V*)", "value_spearman", "—"),
+        ("mean abs(V_fit − V*)", "value_mae", "—"),
+        ("grid ρ of DRPE with the exact mask", "exact_rho_grid", t4["exact_mask_rho"].text),
+    ]
+    digits = {"value_mae": 3}
+    report.table(
+        "E4 under the training preset beside the default and the paper (appendix A)",
+        ["quantity", "this run (preset)", "default", "paper"],
+        [
+            [
+                label,
+                _spread(summary[key], digits.get(key, 2)),
+                _spread(base[key], digits.get(key, 2)) if base else "n/a",
+                ref,
+            ]
+            for label, key, ref in rows
+        ],
+        "Mean (min to max) over the estimates, one per uniform-20k model. This run's models "
+        f"are trained with {', '.join(ctx.config.train_overrides)}; the default's are read from "
+        + (f"{source}." if base else f"nowhere ({source}): run the default e4 first."),
+    )
+
+
 # --------------------------------------------------------------------------- verdicts
 
 
@@ -495,6 +585,12 @@ def run(ctx: GroupContext) -> GroupReport:
     table4(report, scored, sizes, _table4_note(sizes, sources, check, cfg.n_resamples))
     estimates_table(report, cfg, ests, weights)
     fitted_values_table(report, ests)
+    summary = estimate_summary(
+        [e.to_dict() for e in ests],
+        {s.weighting: {"grid": s.res["grid"].to_dict()} for s in scored},
+    )
+    if ctx.baseline:
+        preset_table(report, ctx, summary)
     report.figure("fig_table4.png", "Weights per dimension and ρ per weighting (Table 4)")
     verdicts(report, scored, ests)
     ctx.write_json(
@@ -508,6 +604,7 @@ def run(ctx: GroupContext) -> GroupReport:
             "weights": raw,
             "spearman": {s.weighting: {"kind": s.kind, **s.res} for s in scored},
             "estimates": ests,
+            "estimate_summary": summary,
             "paper": {"table4": paper.TABLE_4},
         },
     )

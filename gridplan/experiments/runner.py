@@ -22,11 +22,18 @@ Readings (``gridplan.core.readings``): a run under a reading other than ``projec
 groups under ``<out>/<reading>/`` so they never replace the default's; a group that no
 reading switch can change (``Group.reading_free``: the learned models of e3) keeps one folder,
 ``<out>/<group>``, shared by every reading.
+
+Training presets (``gridplan.experiments.presets``): a run under a preset trains the learned
+groups' models with the preset's overrides and writes those groups under
+``<reading root>/<preset>/<group>`` (``preset_folders``; e3's under ``<out>/<preset>/e3``),
+never over the default's; the other groups keep their folders, so e4 under a preset reads
+the default's e1 and e2 and the preset's e3.
 """
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 import os
@@ -55,6 +62,7 @@ from gridplan.util.progress import bar
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+    from gridplan.experiments.presets import Preset
     from gridplan.experiments.tables import GroupReport
     from gridplan.training.dispatch import Launcher
 
@@ -101,6 +109,8 @@ class GroupContext:
             ``root / name``); a reading-free group's folder is shared by every reading.
         launcher: the Hydra launcher the group's trainings go through (None: this machine,
             ``gridplan.training.runs.train_groups``).
+        baseline: under a training preset, group name -> the folder of the group's results
+            without it (the default's), for tables that show both; empty otherwise.
     """
 
     name: str
@@ -115,6 +125,7 @@ class GroupContext:
     reading: Reading = PROJECT
     folders: Mapping[str, Path] = field(default_factory=dict)
     launcher: Launcher | None = None
+    baseline: Mapping[str, Path] = field(default_factory=dict)
 
     def log(self, message: str) -> None:
         """Show a message without breaking progress bars, and keep it for ``done.json``."""
@@ -229,6 +240,33 @@ def group_folders(
     return {n: (Path(out) if g.reading_free else root) / n for n, g in registry.items()}
 
 
+def preset_registry(registry: Mapping[str, Group], preset: Preset) -> dict[str, Group]:
+    """``registry`` with every group the preset applies to configured under it
+    (``Preset.apply`` on each profile's config)."""
+    out = dict(registry)
+    for name in preset.groups:
+        if name in out:
+            g = out[name]
+            configs = {p: preset.apply(name, c) for p, c in g.configs.items()}
+            out[name] = dataclasses.replace(g, configs=configs)
+    return out
+
+
+def preset_folders(
+    registry: Mapping[str, Group],
+    out: str | os.PathLike,
+    reading: Reading,
+    preset: Preset,
+) -> dict[str, Path]:
+    """``group_folders`` with the preset's groups under ``<root>/<preset name>/<group>``
+    (root: ``out`` for a reading-free group, else ``reading_root``)."""
+    folders = group_folders(registry, out, reading)
+    for name in preset.groups:
+        if name in folders:
+            folders[name] = folders[name].parent / preset.name / name
+    return folders
+
+
 def select_groups(registry: Mapping[str, Group], names: Sequence[str] | None) -> list[str]:
     """Validate ``names`` (None or empty: all) and order them so each group runs after the
     selected groups it reads; otherwise registry order.
@@ -336,6 +374,7 @@ def run_group(
     reading: Reading = PROJECT,
     folders: Mapping[str, Path] | None = None,
     launcher: Launcher | None = None,
+    baseline: Mapping[str, Path] | None = None,
 ) -> dict:
     """Run one group into a temp folder and move it into ``out / group.name`` when complete.
 
@@ -350,7 +389,7 @@ def run_group(
     config = group.configs[profile]
     ctx = GroupContext(
         group.name, profile, config, tmp, out, device, progress, reading=reading,
-        folders=dict(folders or {}), launcher=launcher,
+        folders=dict(folders or {}), launcher=launcher, baseline=dict(baseline or {}),
     )
     started = datetime.now(timezone.utc)
     t0 = time.perf_counter()
@@ -387,6 +426,7 @@ def run_groups(
     threads: int | None = None,
     reading: Reading = PROJECT,
     launcher: Launcher | None = None,
+    preset: Preset | None = None,
 ) -> dict[str, str]:
     """Run the selected groups of ``registry`` into ``out``.
 
@@ -407,6 +447,8 @@ def run_groups(
         launcher: send the training groups to this Hydra launcher
             (``gridplan.training.dispatch``; None: this machine). The models are
             the same either way, so a finished group is reused whatever launched it.
+        preset: train the learned groups' models under this training preset
+            (``gridplan.experiments.presets``) into its folders (``preset_folders``).
 
     Returns:
         name -> ``"ran"``, ``"skipped"`` (finished earlier) or ``"failed"`` (the error and
@@ -436,6 +478,11 @@ def run_groups(
     except (RuntimeError, AssertionError) as err:
         raise ValueError(f"device {str(device)!r} is not usable: {err}") from err
     folders = group_folders(registry, out, reading)
+    baseline: dict[str, Path] = {}
+    if preset is not None:
+        registry = preset_registry(registry, preset)
+        baseline = {n: folders[n] for n in preset.groups if n in folders}
+        folders = preset_folders(registry, out, reading, preset)
     for name in order:
         folders[name].parent.mkdir(parents=True, exist_ok=True)
     previous_threads = torch.get_num_threads()
@@ -443,7 +490,8 @@ def run_groups(
         torch.set_num_threads(int(threads))
     try:
         return _run_all(
-            registry, order, folders, profile, device, force, progress, reading, launcher
+            registry, order, folders, profile, device, force, progress, reading, launcher,
+            baseline,
         )
     finally:
         torch.set_num_threads(previous_threads)
@@ -459,6 +507,7 @@ def _run_all(
     progress: bool,
     reading: Reading,
     launcher: Launcher | None,
+    baseline: Mapping[str, Path] | None = None,
 ) -> dict[str, str]:
     status: dict[str, str] = {}
     for name in bar(order, "groups", enabled=progress):
@@ -480,7 +529,9 @@ def _run_all(
             )
             continue
         try:
-            done = run_group(group, out, profile, device, progress, reading, folders, launcher)
+            done = run_group(
+                group, out, profile, device, progress, reading, folders, launcher, baseline
+            )
         except Exception:
             status[name] = "failed"
             tqdm.write(f"[{name}] failed:\n{traceback.format_exc()}", file=sys.stderr)

@@ -201,6 +201,9 @@ class E4Config(GroupConfig):
         model_seeds: training seeds of the uniform-20k models the estimator is run on, one
             estimate each (e3's seeds, so their models are reused).
         n_resamples: bootstrap resamples of the Spearman CIs.
+        train_overrides: extra overrides after e3's of the uniform-20k models (a training
+            preset, ``gridplan.experiments.presets``; e3's models are reused only when e3
+            trained with the same).
     """
 
     fvi: FVIConfig
@@ -208,6 +211,7 @@ class E4Config(GroupConfig):
     saliency_states: int
     model_seeds: tuple[int, ...]
     n_resamples: int
+    train_overrides: tuple[str, ...] = ()
 
 
 # --------------------------------------------------------------------------- E5

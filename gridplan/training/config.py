@@ -272,14 +272,21 @@ class TrainerConfig:
 
     Raises:
         ValueError: on an unknown monitor or accelerator, a GPU accelerator without a CUDA
-            GPU, a count out of range, or a monitor other than ``val/loss`` with the window
-            metrics less often than every epoch.
+            GPU, a count out of range (``max_steps`` below 1), or a monitor other than
+            ``val/loss`` with the window metrics less often than every epoch.
     """
 
     #: The ``configs/train/trainer`` choice (each choice's file sets it).
     name: str = MISSING
     max_epochs: int = 100
     min_epochs: int = 1
+    #: Cap on optimizer steps (Lightning's ``max_steps``; None: no cap). A run that reaches it
+    #: stops there, even inside an epoch and before ``min_epochs``, and is validated at that
+    #: step, so its best checkpoint and held-out metrics exist even when it stops before its
+    #: first epoch ends (``gridplan.training.runs.StopAtMaxSteps``; a vectorized group's
+    #: member stops the same way, ``gridplan.training.vectorized``). The learning-rate
+    #: schedule still runs over ``max_epochs``.
+    max_steps: int | None = None
     #: Lightning accelerator: ``auto`` uses a GPU when present.
     accelerator: str = "auto"
     #: Best checkpoint and early stopping follow this metric (one of ``MONITORS``).
@@ -309,6 +316,7 @@ class TrainerConfig:
         )
         for key in ("max_epochs", "min_epochs", "patience"):
             _at_least(f"trainer.{key}", getattr(self, key), 1)
+        _at_least("trainer.max_steps", self.max_steps, 1, optional=True)
         _at_least("trainer.limit_train_batches", self.limit_train_batches, 1, optional=True)
         _one_of("trainer.accelerator", self.accelerator, ACCELERATORS)
         _require(

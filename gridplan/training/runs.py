@@ -139,15 +139,42 @@ class RNGState(Callback):
             torch.cuda.set_rng_state_all(state_dict["cuda"])
 
 
+class StopAtMaxSteps(Callback):
+    """Validate a run at the optimizer step where it reaches ``trainer.max_steps``.
+
+    Lightning ends a run at ``max_steps`` wherever that falls, but validates only at the end
+    of an epoch: a run that stops inside one would keep the checkpoint of its last full
+    epoch, or none at all when it stops inside the first. At the step that reaches the cap
+    this callback signals the stop (``trainer.should_stop``) and lifts ``min_epochs``, which
+    ``max_steps`` overrides anyway (Lightning's fit loop checks it first): Lightning then runs
+    the validation it runs for any early stop, the checkpoint callbacks see that step's
+    ``val/loss``, and the run ends there.
+
+    Args:
+        max_steps: the cap, >= 1.
+    """
+
+    def __init__(self, max_steps: int) -> None:
+        self.max_steps = int(max_steps)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if trainer.global_step >= self.max_steps:
+            trainer.fit_loop.min_epochs = 0
+            trainer.should_stop = True
+
+
 def _trainer(t: dict, run_dir: Path, logger, best: ModelCheckpoint) -> pl.Trainer:
     """The Lightning trainer of the ``trainer`` config section, early stopping on
-    ``t["monitor"]``."""
+    ``t["monitor"]`` and stopping (validated) at ``t["max_steps"]`` when set."""
     stop = EarlyStopping(monitor=t["monitor"], mode="min", patience=t["patience"])
     bar, progress_lines = trainer_progress(t["progress_bar"])
+    max_steps = t.get("max_steps")
+    at_max = [] if max_steps is None else [StopAtMaxSteps(max_steps)]
     return pl.Trainer(
         accelerator=t["accelerator"],
         devices=1,
         max_epochs=t["max_epochs"],
+        max_steps=-1 if max_steps is None else int(max_steps),
         min_epochs=t["min_epochs"],
         limit_train_batches=t["limit_train_batches"],
         deterministic=t["deterministic"],
@@ -156,7 +183,7 @@ def _trainer(t: dict, run_dir: Path, logger, best: ModelCheckpoint) -> pl.Traine
         log_every_n_steps=t["log_every_n_steps"],
         num_sanity_val_steps=0,
         logger=logger,
-        callbacks=[best, stop, RNGState(), *progress_lines],
+        callbacks=[best, stop, RNGState(), *at_max, *progress_lines],
         default_root_dir=run_dir,
     )
 

@@ -31,9 +31,16 @@ steps of that epoch. Members with the same steps per epoch and learning-rate sch
 that sits out a step gets no gradient and AdamW leaves its weights, moments and step count
 untouched (each member takes exactly its single run's optimizer steps).
 
-**Members that stop** (early stopping or their ``max_epochs``) are written out and cut from
-their cohort's tensors and AdamW state, so the stack shrinks and later steps cost only the
-members still training. The group ends when none is left.
+**Members that stop** (early stopping, their ``max_epochs`` or their ``trainer.max_steps``)
+are written out and cut from their cohort's tensors and AdamW state, so the stack shrinks and
+later steps cost only the members still training. The group ends when none is left.
+
+**A step cap** (``trainer.max_steps``) ends a member's last epoch at the step that reaches
+it, as Lightning ends its run alone there (``gridplan.training.runs.StopAtMaxSteps``); the
+member is validated at that epoch's end, which is that step, as its run alone is. Members of
+a cohort also share their cap, so they take the same steps in every epoch; at each epoch's
+start the cohorts are ranked by the steps they take in it, most first (``MemberStack.rank``),
+so the members training at a step are still a prefix of the stack.
 
 Letter legend: ``K`` members still training, ``B`` batch rows, ``S`` steps of an epoch.
 """
@@ -206,6 +213,10 @@ class _Run:
     batch: int
     windows_key: str
     init: MLPDynamics
+    #: ``trainer.max_steps`` (None: no cap).
+    max_steps: int | None = None
+    #: Optimizer steps the member takes in the current epoch (``steps`` or fewer at its cap).
+    epoch_steps: int = 0
     logger: Logger | None = None
     #: ``SummaryWriter``-shaped writer of ``logger`` (``gridplan.training.loggers.metric_writer``).
     writer: Any = None
@@ -234,10 +245,18 @@ class _Run:
         """``H`` of the member's loss (``variant.rollout_horizon``)."""
         return int(self.config["variant"].get("rollout_horizon", 1))
 
+    def steps_now(self) -> int:
+        """Optimizer steps of the member's next epoch: ``steps``, or fewer where its
+        ``max_steps`` falls inside it."""
+        if self.max_steps is None:
+            return self.steps
+        return max(0, min(self.steps, self.max_steps - self.global_step))
+
     @property
     def cohort_key(self) -> tuple:
         m, t = self.config["model"], self.config["trainer"]
-        return (-self.steps, float(m["lr"]), float(m["weight_decay"]), int(t["max_epochs"]))
+        cap = -math.inf if self.max_steps is None else -self.max_steps
+        return (-self.steps, float(m["lr"]), float(m["weight_decay"]), int(t["max_epochs"]), cap)
 
 
 def _data_key(data_cfg: dict) -> str:
@@ -313,6 +332,7 @@ def _prepare(members: Sequence[Member]) -> tuple[list[_Run], dict[str, torch.Ten
         if limit is not None:
             steps = min(steps, int(limit))
         net, stream = member_init(cfg)
+        max_steps = cfg["trainer"].get("max_steps")
         runs.append(
             _Run(
                 index=i,
@@ -328,6 +348,7 @@ def _prepare(members: Sequence[Member]) -> tuple[list[_Run], dict[str, torch.Ten
                 batch=batch,
                 windows_key=_windows_key(cfg["data"]),
                 init=net,
+                max_steps=None if max_steps is None else int(max_steps),
             )
         )
     if not runs:
@@ -381,7 +402,6 @@ class MemberStack(pl.LightningModule):
         self.state_dim = runs[0].task.world.state_dim
         self.cohorts = nn.ModuleList()
         self.cohort_members: list[list[int]] = []
-        self.cohort_steps: list[int] = []
         self.cohort_hparams: list[tuple[float, float, int]] = []
         for key, group in cohorts.items():
             net = MLPDynamics(
@@ -393,8 +413,9 @@ class MemberStack(pl.LightningModule):
                     p.copy_(torch.cat(init))
             self.cohorts.append(net)
             self.cohort_members.append([r.index for r in group])
-            self.cohort_steps.append(-key[0])
-            self.cohort_hparams.append(key[1:])
+            self.cohort_hparams.append(key[1:4])
+        #: Cohort indices in stack order (``rank_cohorts``); the key order at first.
+        self.rank: list[int] = list(range(len(self.cohorts)))
         self._refresh_weights()
         # The step drives AdamW itself (the same updates): Lightning's automatic-optimization
         # closure wraps every step in work that a stack of small matmuls notices.
@@ -407,8 +428,20 @@ class MemberStack(pl.LightningModule):
 
     @property
     def order(self) -> list[int]:
-        """Member indices in stack order (cohort by cohort)."""
-        return [i for members in self.cohort_members for i in members]
+        """Member indices in stack order (cohort by cohort, in ``rank``)."""
+        return [i for c in self.rank for i in self.cohort_members[c]]
+
+    def cohort_steps_now(self, c: int) -> int:
+        """Optimizer steps cohort ``c``'s members take in the next epoch (they share epoch
+        length, cap and steps so far); 0 for an empty cohort."""
+        members = self.cohort_members[c]
+        return self.runs[members[0]].steps_now() if members else 0
+
+    def rank_cohorts(self) -> None:
+        """Order the cohorts by the steps they take in the next epoch, most first (ties keep
+        the key order), so the members training at each step are a prefix of the stack."""
+        self.rank = sorted(range(len(self.cohorts)), key=lambda c: -self.cohort_steps_now(c))
+        self._refresh_weights()
 
     def _refresh_weights(self) -> None:
         """Per-position loss weights of the members in stack order."""
@@ -433,7 +466,7 @@ class MemberStack(pl.LightningModule):
 
     def _params(self, cohorts: int | None = None) -> dict[str, torch.Tensor]:
         """The stacked parameters of the first ``cohorts`` non-empty cohorts, by name."""
-        nets = [c for c, members in zip(self.cohorts, self.cohort_members, strict=True) if members]
+        nets = [self.cohorts[c] for c in self.rank if self.cohort_members[c]]
         nets = nets[:cohorts] if cohorts is not None else nets
         if len(nets) == 1:
             return dict(nets[0].named_parameters())
@@ -516,11 +549,14 @@ class MemberStack(pl.LightningModule):
     def train_dataloader(self):
         """This epoch's steps: ``rows (K_t, B)`` into the training buffer, ``weight (K_t, B)``
         (0 on padding), ``denom (K_t,)`` (S x real rows) and the active cohort count."""
+        self.rank_cohorts()
         order = [self.runs[i] for i in self.order]
         if not order:
             return _Steps([])
+        for run in order:
+            run.epoch_steps = run.steps_now()
         b = max(r.batch for r in order)
-        s = max(r.steps for r in order)
+        s = max(r.epoch_steps for r in order)
         rows = torch.zeros(s, len(order), b, dtype=torch.long)
         weight = torch.zeros(s, len(order), b)
         for j, run in enumerate(order):
@@ -529,14 +565,16 @@ class MemberStack(pl.LightningModule):
             mask = torch.zeros(run.steps * run.batch)
             flat[: len(picked)] = picked
             mask[: len(picked)] = 1.0
-            rows[: run.steps, j, : run.batch] = flat.view(run.steps, run.batch)
-            weight[: run.steps, j, : run.batch] = mask.view(run.steps, run.batch)
-        steps = torch.tensor([r.steps for r in order])
-        live = [c for c, members in enumerate(self.cohort_members) if members]
+            n = run.epoch_steps
+            rows[:n, j, : run.batch] = flat.view(run.steps, run.batch)[:n]
+            weight[:n, j, : run.batch] = mask.view(run.steps, run.batch)[:n]
+        steps = torch.tensor([r.epoch_steps for r in order])
+        live = [c for c in self.rank if self.cohort_members[c]]
+        now = {c: self.cohort_steps_now(c) for c in live}
         batches = []
         for t in range(s):
             k = int((steps > t).sum())
-            cohorts = sum(1 for c in live if self.cohort_steps[c] > t)
+            cohorts = sum(1 for c in live if now[c] > t)
             w = weight[t, :k]
             batches.append(
                 {
@@ -717,7 +755,8 @@ class MemberRuns(pl.Callback):
     figures every ``trainer.figures_every_n_epochs``), update ``ModelCheckpoint``'s best
     (strict improvement of ``trainer.monitor``; the first epoch is always kept) and
     ``EarlyStopping``'s wait count (patience; a non-finite value stops at once). A member
-    whose stop was signaled and has run ``min_epochs``, or that reached ``max_epochs``, is
+    whose stop was signaled and has run ``min_epochs``, or that reached ``max_epochs`` or
+    ``max_steps`` (which ends its last epoch early, ``MemberStack.train_dataloader``), is
     finished: its checkpoints, scores and ``metrics.json`` are written and it leaves the
     stack. When no member is left the trainer stops.
     """
@@ -743,7 +782,7 @@ class MemberRuns(pl.Callback):
                 step = run.global_step + b + 1
                 if pos < len(values) and step % every == 0:
                     run.train_steps.append((step, values[pos]))
-            run.global_step += run.steps
+            run.global_step += run.epoch_steps
             run.epochs += 1
             metrics = module.epoch_metrics[i]
             score = float(metrics[run.trainer_cfg["monitor"]])
@@ -754,6 +793,8 @@ class MemberRuns(pl.Callback):
             t = run.trainer_cfg
             if run.epochs >= int(t["max_epochs"]):
                 run.reason = run.reason or f"max_epochs={t['max_epochs']} reached"
+            elif run.max_steps is not None and run.global_step >= run.max_steps:
+                run.reason = run.reason or f"max_steps={run.max_steps} reached"
             elif not (run.stop_signaled and run.epochs >= int(t["min_epochs"])):
                 continue
             run.last = module.snapshot(i, optimizer, score)
