@@ -237,7 +237,8 @@ def _abs(r: dict) -> float:
     return float("nan") if r["rho"] is None or np.isnan(r["rho"]) else abs(r["rho"])
 
 
-def verdicts(report: GroupReport, grid, learned, planners, state: bool) -> None:
+def verdicts(report: GroupReport, grid, learned, planners) -> None:
+    """Every claim of ``CLAIMS`` (a smoke run's report states none: ``GroupReport``)."""
     sampling = [p for p in ("cem", "mppi") if p in planners]
     rhos = {p: _get(grid, p, "DRPE")["rho"] for p in sampling}
     results = {
@@ -281,10 +282,7 @@ def verdicts(report: GroupReport, grid, learned, planners, state: bool) -> None:
     )
     for key, claim in CLAIMS.items():
         ok, detail = results[key]
-        if not state:
-            detail = f"smoke profile, no verdict stated (would read: {bool(ok)}); {detail}"
-            ok = None
-        report.verdict(claim, bool(ok) if ok is not None else None, detail)
+        report.verdict(claim, bool(ok), detail)
 
 
 def _table(report: GroupReport, title: str, table: list[dict], planners) -> None:
@@ -362,14 +360,11 @@ def run(ctx: GroupContext) -> GroupReport:
         planners_figure(grid_rho, learned_rho, list(planners), METRICS), "fig_planners.png"
     )
 
-    state = ctx.profile == "full"
-    title = (
-        "E10 — DRPE beyond the exact-V* planner: CEM, MPPI, learned value, no heuristic (§3, §7)"
+    report = GroupReport(
+        "E10 — DRPE beyond the exact-V* planner: CEM, MPPI, learned value, no heuristic (§3, §7)",
+        ctx.profile,
     )
-    if not state:
-        title += f" — profile `{ctx.profile}`: smoke run, numbers only, no verdict stated"
-    report = GroupReport(title)
-    verdicts(report, grid_rho, learned_rho, list(planners), state)
+    verdicts(report, grid_rho, learned_rho, list(planners))
     _table(
         report,
         f"Controlled grid ({len(grid_rows)} models): Spearman ρ with each planner's success "
@@ -431,7 +426,7 @@ def run(ctx: GroupContext) -> GroupReport:
             "rho_grid": grid_rho,
             "rho_learned": learned_rho,
             "claims": CLAIMS,
-            "verdicts_stated": state,
+            "verdicts_stated": not report.smoke,
             "wall_seconds": {
                 "total": total,
                 "grid": grid_wall,

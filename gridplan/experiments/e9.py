@@ -359,10 +359,8 @@ def _abs(row: LatentMetaRow | None) -> float | None:
     return None if row is None or row.rho is None else abs(row.rho)
 
 
-def verdicts(
-    report: GroupReport, rows: list[LatentMetaRow], configs: list[dict], state: bool
-) -> None:
-    """Every claim of ``CLAIMS``; ``state`` False records each as not checked."""
+def verdicts(report: GroupReport, rows: list[LatentMetaRow], configs: list[dict]) -> None:
+    """Every claim of ``CLAIMS`` (a smoke run's report states none: ``GroupReport``)."""
     by = {r.metric: r for r in rows}
     succ = [c["success"] for c in configs]
     results: dict[str, tuple[bool | None, str]] = {
@@ -394,9 +392,6 @@ def verdicts(
     results["regret_strong"] = ci("decision_regret", -1, STRONG_RHO)
     for key, claim in CLAIMS.items():
         ok, detail = results[key]
-        if not state:
-            detail = f"smoke profile, no verdict stated (would read: {ok}); {detail}"
-            ok = None
         report.verdict(claim, ok, detail)
 
 
@@ -526,12 +521,10 @@ def run(ctx: GroupContext) -> GroupReport:
     rows = meta_table(records, cfg.n_resamples)
     configs = config_means(records)
 
-    state = ctx.profile == "full"
-    title = "E9 — which metric ranks latent world models (§7 limitation, seed 004)"
-    if not state:
-        title += f" — profile `{ctx.profile}`: smoke run, numbers only, no verdict stated"
-    report = GroupReport(title)
-    verdicts(report, rows, configs, state)
+    report = GroupReport(
+        "E9 — which metric ranks latent world models (§7 limitation, seed 004)", ctx.profile
+    )
+    verdicts(report, rows, configs)
     with cpu_threads(ctx):
         references = reference_sanity(ctx, cfg, report)
     meta_report(report, rows, cfg, len(records))
@@ -558,7 +551,7 @@ def run(ctx: GroupContext) -> GroupReport:
             "meta": rows,
             "references": references,
             "claims": CLAIMS,
-            "verdicts_stated": state,
+            "verdicts_stated": not report.smoke,
             "train_wall_seconds": train_wall,
             "eval_wall_seconds": eval_wall,
         },

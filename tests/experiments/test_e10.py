@@ -56,8 +56,8 @@ def test_the_claims_can_fail():
     # DRPE that ranks nothing and E_tot that ranks perfectly: the DRPE claims read False.
     rows = _rows([0.2, 0.0, 0.3, 0.1], [0.0, 0.1, 0.2, 0.3], [1.0, 0.8, 0.5, 0.1])
     table = e10.rho_table(rows, ["search", "cem"], 200, 0)
-    report = GroupReport("t")
-    e10.verdicts(report, table, [], ["search", "cem"], True)
+    report = GroupReport("t", "full")
+    e10.verdicts(report, table, [], ["search", "cem"])
     by_claim = {v.claim: v.reproduced for v in report.verdicts}
     assert by_claim[e10.CLAIMS["drpe_beats_etot"]] is False
     assert by_claim[e10.CLAIMS["drpe_strong_sampling"]] is False

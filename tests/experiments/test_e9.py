@@ -100,13 +100,13 @@ def test_verdicts_can_fail_and_reduced_profiles_state_none():
         latent_pred_loss=DOWN, DRPE=FLAT, E_tot=DOWN, E_excess=UP,
         action_consistency=DOWN, decision_regret=UP,
     )  # fmt: skip
-    report = GroupReport("t")
-    verdicts(report, rows, configs, state=True)
+    report = GroupReport("t", "full")
+    verdicts(report, rows, configs)
     assert len(report.verdicts) == len(CLAIMS)
     assert [v.reproduced for v in report.verdicts] == [True, False, False, False, False, False]
-    quiet = GroupReport("t")
-    verdicts(quiet, rows, configs, state=False)
-    assert all(v.reproduced is None for v in quiet.verdicts)
+    quiet = GroupReport("t", "quick")
+    verdicts(quiet, rows, configs)
+    assert all(v.reproduced is None and not v.stated for v in quiet.verdicts)
 
 
 def test_verdicts_hold_when_the_numbers_say_so():
@@ -114,8 +114,8 @@ def test_verdicts_hold_when_the_numbers_say_so():
         latent_pred_loss=FLAT, DRPE=DOWN, E_tot=FLAT, E_excess=DOWN,
         action_consistency=UP, decision_regret=DOWN,
     )  # fmt: skip
-    report = GroupReport("t")
-    verdicts(report, rows, configs, state=True)
+    report = GroupReport("t", "full")
+    verdicts(report, rows, configs)
     assert all(v.reproduced for v in report.verdicts[1:])
 
 
@@ -133,7 +133,7 @@ def test_the_full_zoo_holds_at_least_24_latent_models_and_bad_settings_are_refus
 
 @pytest.mark.slow
 def test_the_tiny_profile_runs_end_to_end_and_states_no_verdict(tmp_path):
-    run_groups(["e9"], tmp_path, profile="tiny", progress=False)
+    run_groups(GROUPS, ["e9"], tmp_path, "tiny", progress=False)
     folder = tmp_path / "e9"
     assert read_done(folder)["profile"] == "tiny"
     results = json.loads((folder / "results.json").read_text())
