@@ -144,13 +144,17 @@ class LatentDynamics(nn.Module):
     def forward(
         self, z: torch.Tensor, action: torch.Tensor, noise: torch.Tensor | None = None
     ) -> torch.Tensor:
-        """The next latent: the mean, or ``mean + std * noise`` (``noise (B, Z)`` standard
-        normal; None draws it from torch's global generator, as training does)."""
+        """The next latent: the mean, or for a stochastic transition ``mean + std * noise``
+        (``noise (B, Z)`` standard normal, drawn by the caller from its generator).
+
+        Raises:
+            ValueError: if a stochastic transition gets no noise.
+        """
         mean, std = self.distribution(z, action)
         if std is None:
             return mean
         if noise is None:
-            noise = torch.randn_like(mean)
+            raise ValueError("a stochastic latent transition needs its standard-normal noise")
         return mean + std * noise
 
 
