@@ -42,6 +42,7 @@ def test_max_steps_must_be_a_positive_count(tmp_path):
         compose([*debug_overrides(tmp_path), "trainer.max_steps=many"])
 
 
+@pytest.mark.slow
 def test_members_with_step_caps_end_as_their_runs_alone(tmp_path):
     """A group of a 3-step member (inside epoch 1), a 12-step member (9 + 3: inside epoch 2,
     where it takes fewer steps than the 5-step member of a smaller dataset, so the cohorts
