@@ -27,6 +27,12 @@ data loading or validation around it. ``--world`` trains in another world
 (``gridplan.core.world``); the MLP's input and output layers then have its width
 (``widths_of``), and so do the floor's shapes.
 
+Then one row per latent family and observation kind (``model=latent_recon|jepa
+obs=grid|pixels``, ``gridplan.training.latent_module``): one run of the same budget and epochs
+trained alone in a fresh process (``--repeats`` times: the median), its wall time and
+training transitions per second (observations drawn from the logged states in every step, as
+training does; ``--latent-obs`` picks the kinds, empty for none).
+
 Usage::
 
     python scripts/bench_training.py                  # K = 1, 5, 10, 20, 5 epochs
@@ -36,6 +42,7 @@ Usage::
     python scripts/bench_training.py --workers 1        # the vectorized side as one stack
     python scripts/bench_training.py --quick --world g8-k64  # in a world of width S = 136
     python scripts/bench_training.py --device cuda
+    python scripts/bench_training.py --quick --ks 1 --latent-obs pixels   # latent rows: pixels
 """
 
 from __future__ import annotations
@@ -66,6 +73,8 @@ set_wait_policy()  # as ``python -m train`` does, before torch is imported (grid
 #: MLP widths of the default model: (input, hidden..., output).
 WIDTHS = (16, 256, 256, 12)
 BATCH = 256
+#: Latent families with a row each (``configs/train/model/``).
+LATENT_FAMILIES = ("latent_recon", "jepa")
 
 
 def widths_of(state_dim: int) -> tuple[int, ...]:
@@ -73,9 +82,15 @@ def widths_of(state_dim: int) -> tuple[int, ...]:
     return (state_dim + WIDTHS[0] - WIDTHS[-1], *WIDTHS[1:-1], state_dim)
 
 
-def overrides(seed: int, args, out: Path, vectorize: bool) -> list[str]:
+def overrides(seed: int, args, out: Path, vectorize: bool, latent: str | None = None) -> list[str]:
+    """A run's overrides; ``latent`` ``"<family>:<obs>"`` makes it a latent family's run."""
     accelerator = "gpu" if args.device.startswith("cuda") else "cpu"
+    family = []
+    if latent:
+        model, obs = latent.split(":")
+        family = [f"model={model}", f"obs={obs}"]
     return [
+        *family,
         f"seed={seed}",
         f"data.budget={args.budget}",
         f"trainer.max_epochs={args.epochs}",
@@ -110,7 +125,8 @@ def worker(args) -> dict:
     configure_threads(training_threads(args.threads or None))
     out = Path(args.out)
     vectorize = args.worker == "vectorized"
-    cfgs = [compose(overrides(s, args, out, vectorize)) for s in range(args.k)]
+    latent = args.worker.split("latent:", 1)[1] if args.worker.startswith("latent:") else None
+    cfgs = [compose(overrides(s, args, out, vectorize, latent)) for s in range(args.k)]
     processes = auto_workers(cfgs[0], args.k) if vectorize else 1
     base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     cuda = args.device.startswith("cuda")
@@ -161,6 +177,7 @@ def measure(mode: str, k: int, args, out: Path) -> dict:
     cmd += ["--epochs", str(args.epochs), "--budget", args.budget, "--device", args.device]
     cmd += ["--world", args.world]
     cmd += ["--threads", str(args.threads), "--workers", str(args.workers)]
+    cmd += ["--latent-obs", args.latent_obs]
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
     if done.returncode:
         raise SystemExit(f"{mode} K={k} failed:\n{done.stderr[-3000:]}")
@@ -281,6 +298,11 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--repeats", type=int, default=1, help="runs per side and K, interleaved; the median"
     )
+    parser.add_argument(
+        "--latent-obs",
+        default="grid,pixels",
+        help="observation kinds of the latent families' rows (comma-separated; empty: none)",
+    )
     parser.add_argument("--json", default=None, help="write the rows and speedups here")
     parser.add_argument("--out", default=None, help="scratch folder (default: a temp dir)")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
@@ -369,6 +391,27 @@ def main(argv=None) -> int:
             f"{per_step * 1e3:.2f} | {floor['distance']:.1f}x |",
             flush=True,
         )
+    latent_rows = []
+    kinds = [k for k in args.latent_obs.split(",") if k]
+    if kinds:
+        print(
+            f"\nlatent families: one run each, {args.budget} transitions, {args.epochs} epochs, "
+            "trained alone (observations drawn from the logged states every step)"
+        )
+        print("| family | obs | wall s | transitions/s | epochs | peak MB |")
+        print("| --- | --- | ---: | ---: | ---: | ---: |")
+    for family in LATENT_FAMILIES if kinds else ():
+        for kind in kinds:
+            mode = f"latent:{family}:{kind}"
+            measured = [measure(mode, 1, args, out) for _ in range(args.repeats)]
+            row = dict(sorted(measured, key=lambda r: r["wall_s"])[len(measured) // 2])
+            row.update(family=family, obs=kind, walls_s=[r["wall_s"] for r in measured])
+            latent_rows.append(row)
+            print(
+                f"| {family} | {kind} | {row['wall_s']:.1f} | {row['transitions_per_s']:,} | "
+                f"{row['epochs']} | {row['peak_MB']:.0f} |",
+                flush=True,
+            )
     print(f"load average {load:.2f} at the start, {end_load:.2f} at the end")
     if args.json:
         Path(args.json).write_text(
@@ -385,6 +428,7 @@ def main(argv=None) -> int:
                     "load_end": end_load,
                     "step_MFLOP": flops / 1e6,
                     "floor": floors,
+                    "latent": latent_rows,
                 },
                 indent=2,
             )

@@ -144,13 +144,17 @@ class LatentDynamics(nn.Module):
     def forward(
         self, z: torch.Tensor, action: torch.Tensor, noise: torch.Tensor | None = None
     ) -> torch.Tensor:
-        """The next latent: the mean, or ``mean + std * noise`` (``noise (B, Z)`` standard
-        normal; None draws it from torch's global generator, as training does)."""
+        """The next latent: the mean, or for a stochastic transition ``mean + std * noise``
+        (``noise (B, Z)`` standard normal, drawn by the caller from its generator).
+
+        Raises:
+            ValueError: if a stochastic transition gets no noise.
+        """
         mean, std = self.distribution(z, action)
         if std is None:
             return mean
         if noise is None:
-            noise = torch.randn_like(mean)
+            raise ValueError("a stochastic latent transition needs its standard-normal noise")
         return mean + std * noise
 
 
@@ -222,6 +226,14 @@ class LatentNetwork(nn.Module):
             self.target_encoder = ObservationEncoder(*args)
             self.target_encoder.load_state_dict(self.encoder.state_dict())
             self.target_encoder.requires_grad_(False)
+
+    def encode(self, obs: torch.Tensor) -> torch.Tensor:
+        """The latent a trained model reads: the encoder's, or for a ``jepa`` the target
+        encoder's (the space its predictor is trained to predict into, so that imagined
+        latents fed back stay in one space; I-JEPA evaluates its target encoder too)."""
+        if self.family == "jepa":
+            return self.target_encoder(obs)
+        return self.encoder(obs)
 
     def architecture(self) -> dict[str, Any]:
         """The constructor's arguments (stored in checkpoints)."""
@@ -365,13 +377,13 @@ class LearnedLatentModel:
     @torch.no_grad()
     def encode(self, obs: torch.Tensor) -> torch.Tensor:
         """``(B, *obs_shape)`` observations (``observe``; uint8 pixels, float32 otherwise)
-        -> ``(B, Z)`` float32 latents.
+        -> ``(B, Z)`` float32 latents (``LatentNetwork.encode``: a JEPA's target encoder).
 
         Raises:
             ValueError: on a wrong shape, dtype or a non-finite observation.
         """
         self._check_obs(obs)
-        return self.net.encoder(obs.to(self.device)).float()
+        return self.net.encode(obs.to(self.device)).float()
 
     @torch.no_grad()
     def predict_latent(

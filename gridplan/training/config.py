@@ -204,7 +204,7 @@ class ModelConfig:
     #: ``latent_recon``: weight of the latent prediction loss beside the reconstructions.
     latent_weight: float = 1.0
     #: ``jepa``: decay of the target encoder's exponential moving average per step.
-    ema_decay: float = 0.99
+    ema_decay: float = 0.95
     #: ``jepa``: weights of the VICReg variance and covariance terms (anti-collapse).
     var_weight: float = 1.0
     cov_weight: float = 0.04

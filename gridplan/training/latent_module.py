@@ -224,11 +224,44 @@ class LatentWorldModelModule(pl.LightningModule):
         checkpoint[CHECKPOINT_KEY] = self.metadata()
 
 
+def run_data(metadata: dict) -> tuple[TransitionDataset, TransitionDataset]:
+    """The ``(train, val)`` transitions a checkpoint was trained and validated on, from its
+    ``metadata`` (a loaded model's ``metadata``: the run's ``data`` config), collected again
+    or read from the run's cache exactly as training split them (by episode, no episode in
+    both), so a probe fitted on a run's training observations can keep apart the episodes
+    the run never saw.
+
+    Raises:
+        ValueError: if the metadata lack the run config, or the data made again do not have
+            the fingerprint the checkpoint recorded (another gridplan, another dataset).
+    """
+    from gridplan.core import tasks
+    from gridplan.data.datasets import parse_budget
+    from gridplan.training.module import cached_dataset
+
+    config = metadata.get("config") if isinstance(metadata, dict) else None
+    if not isinstance(config, dict) or "data" not in config:
+        raise ValueError("the checkpoint's metadata lack the run config (config.data)")
+    d = config["data"]
+    task = tasks.get(d["task"], world=config.get("world", "default"))
+    data = cached_dataset(
+        d["policy"], parse_budget(d["budget"]), int(d["seed"]), task, d["cache_dir"]
+    )
+    want = (metadata.get("dataset") or {}).get("fingerprint")
+    if want is not None and data.fingerprint() != want:
+        raise ValueError(
+            f"the run's data made again have fingerprint {data.fingerprint()}, the checkpoint "
+            f"recorded {want}"
+        )
+    return data.split_by_episode(float(d["val_fraction"]), int(d["seed"]))
+
+
 @torch.no_grad()
 def latent_scores(path, data: TransitionDataset, rows: int = 2048) -> dict[str, float]:
     """One-step scores of a latent checkpoint on (the first ``rows`` of) ``data``:
     ``best/latent_mse`` (predicted latent against the encoding of the next observation,
-    mean over rows and dims; the mean of a stochastic transition's sample), and for a
+    both through ``LearnedLatentModel.encode``, mean over rows and dims; a stochastic
+    transition's sample drawn from a generator seeded 0), and for a
     decoding model ``best/recon_mse`` (decoded encoding against the state) and
     ``best/pred_mse`` (decoded prediction against the next state), means over rows and the
     ``S`` dims."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gridplan.core import env, render, world
+from gridplan.core import env, render, tasks, world
 from gridplan.core.tasks import TASK_A
 from gridplan.data.datasets import collect
 
@@ -13,8 +13,9 @@ W = world.DEFAULT  # 8x8, wall column 5, door at row 4; P = 4 pixels per cell
 RED = torch.tensor(render.COLOURS["agent"], dtype=torch.uint8)
 
 
-def state(agent=(1, 2), key=(3, 0), carrying=False, door=False, c1=1, c2=0, d1=(6, 6),
-          d2=(7, 1), w=W):
+def state(
+    agent=(1, 2), key=(3, 0), carrying=False, door=False, c1=1, c2=0, d1=(6, 6), d2=(7, 1), w=W
+):
     """One ``(1, S)`` state from cells and flags (``gridplan.core.env.encode``)."""
     b = torch.tensor
 
@@ -22,8 +23,15 @@ def state(agent=(1, 2), key=(3, 0), carrying=False, door=False, c1=1, c2=0, d1=(
         return b([c]).view(1, -1, 2)
 
     return env.encode(
-        b([agent]), b([key]), b([carrying]), b([door]), b([[c1]]).bool(), b([[c2]]).bool(),
-        cells(d1), cells(d2), w,
+        b([agent]),
+        b([key]),
+        b([carrying]),
+        b([door]),
+        b([[c1]]).bool(),
+        b([[c2]]).bool(),
+        cells(d1),
+        cells(d2),
+        w,
     )
 
 
@@ -50,7 +58,15 @@ def test_the_default_world_draws_32x32_pixels_and_nine_grid_channels():
     assert render.obs_shape(W, "grid") == (9, 8, 8)
     assert render.obs_shape(W, "state") == (12,)
     assert render.grid_channels(W) == (
-        "agent", "key", "carrying", "wall", "door_closed", "d1", "d2", "c1_0", "c2_0"
+        "agent",
+        "key",
+        "carrying",
+        "wall",
+        "door_closed",
+        "d1",
+        "d2",
+        "c1_0",
+        "c2_0",
     )
 
 
@@ -91,8 +107,17 @@ def test_colour_bits_paint_the_top_wall_cells_and_flags_their_colours():
 def test_grid_channels_hold_each_object_on_its_cell_and_count_distractors():
     two = world.grid(8, 4)  # d1 = 2, d2 = 2
     b = torch.tensor
-    s = env.encode(b([[1, 2]]), b([[3, 0]]), b([True]), b([False]), b([[True]]), b([[False]]),
-                   b([[[6, 6], [6, 6]]]), b([[[0, 7], [7, 1]]]), two)
+    s = env.encode(
+        b([[1, 2]]),
+        b([[3, 0]]),
+        b([True]),
+        b([False]),
+        b([[True]]),
+        b([[False]]),
+        b([[[6, 6], [6, 6]]]),
+        b([[[0, 7], [7, 1]]]),
+        two,
+    )
     g = render.observe(s, two, "grid")
     assert g.shape == (1, 9, 8, 8) and g.dtype == torch.float32
     names = render.grid_channels(two)
@@ -155,3 +180,14 @@ def test_bad_kinds_tiles_and_worlds_with_too_many_bits_are_refused():
     with pytest.raises(ValueError, match="5 colour bits but 4 wall cells"):
         render.obs_shape(crowded, "pixels")
     assert render.obs_shape(crowded, "grid") == (12, 5, 5)
+
+
+def test_a_larger_world_scales_the_image_and_keeps_the_quadrant_rule():
+    big = world.get("g16-k8")  # wall column 10, door row 8, 5 d1 + 4 d2 distractors
+    s = env.reset(3, torch.Generator().manual_seed(0), tasks.get("A", world=big))
+    s[0, :2] = torch.tensor([2.0, 13.0]) / 15  # the agent on cell (2, 13)
+    img = render.observe(s, big, "pixels")
+    assert img.shape == (3, 3, 64, 64)
+    r, c = 4 * (15 - 13), 4 * 2
+    assert (img[0, :, r : r + 2, c : c + 2] == RED.view(3, 1, 1)).all()
+    assert render.observe(s, big, "grid")[0, 0].nonzero().tolist() == [[15 - 13, 2]]

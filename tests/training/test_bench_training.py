@@ -102,3 +102,38 @@ def test_device_cuda_measures_both_sides_on_the_gpu(tmp_path):
     result = json.loads(out.read_text())
     assert result["device"] == "cuda"
     assert all(r["peak_MB"] > 0 for r in result["rows"])
+
+
+def test_a_latent_row_trains_its_family_on_its_observation():
+    ns = type(
+        "Args", (), {"device": "cpu", "budget": "4k", "epochs": 1, "workers": 0, "world": "default"}
+    )()
+    plain = bench_training.overrides(0, ns, Path("/tmp/x"), False)
+    latent = bench_training.overrides(0, ns, Path("/tmp/x"), False, "jepa:pixels")
+    assert latent == ["model=jepa", "obs=pixels", *plain]
+
+
+@pytest.mark.slow
+def test_the_latent_rows_report_the_throughput_of_each_family(tmp_path):
+    out = tmp_path / "bench.json"
+    done = _bench(
+        tmp_path,
+        "--ks",
+        "1",
+        "--epochs",
+        "1",
+        "--budget",
+        "600",
+        "--latent-obs",
+        "pixels",
+        "--json",
+        str(out),
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = json.loads(out.read_text())["latent"]
+    assert [(r["family"], r["obs"]) for r in rows] == [
+        ("latent_recon", "pixels"),
+        ("jepa", "pixels"),
+    ]
+    assert all(r["epochs"] == 1 and r["transitions_per_s"] > 0 for r in rows)
+    assert "| jepa | pixels |" in done.stdout

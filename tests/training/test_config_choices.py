@@ -19,7 +19,7 @@ VARIANTS = "anti_weighted, event_weighted, rel_heavy, rel_only, rollout, uniform
         (["variant.name=rel_only"], "chosen variant 'uniform'"),
         (["variant=rel_only", "variant.name=uniform"], "chosen variant 'rel_only'"),
         (["data.name=4k"], "data.name='4k' does not match the chosen data '20k'.*12k, 20k, 4k"),
-        (["model.name=ensemble5"], "chosen model 'mlp'.*ensemble5, mlp"),
+        (["model.name=ensemble5"], "chosen model 'mlp'.*ensemble5, jepa, latent_recon, mlp"),
         (["trainer.name=debug"], "chosen trainer 'default'.*debug, default"),
     ],
 )

@@ -69,7 +69,7 @@ def test_experiment_preset_sets_groups_and_values_and_the_command_line_wins():
         # ... with the valid keys added where Hydra names the unknown key only ...
         (
             "epochs=3",
-            "Key 'epochs' not in 'Config'; valid keys of the config: variant, data, model, "
+            "Key 'epochs' not in 'Config'; valid keys of the config: variant, data, model, obs, "
             "trainer, train, logger, experiment, world, seed, out_dir, name, threads",
         ),
         ("trainer.epochs=3", "not in 'TrainerConfig'; valid keys of trainer: name, max_epochs,"),
