@@ -1035,11 +1035,16 @@ def verdicts(report: GroupReport, cfg: E7Config, rows: list[MetaRow], zoo_rows, 
         f"{fmt(max(r['success'] for r in rep_rows), 2)}",
     )
     re, rd = _rho(by.get("E_tot")), _rho(by.get("DRPE_graded"))
+    old_reading = re > MAX_RANKING_RHO and rd > MAX_RANKING_RHO
     report.verdict(
         "Within the learned pool neither E_tot nor DRPE ranks the models (§5.2: +0.43 for both)",
-        None if math.isnan(re) or math.isnan(rd) else re > MAX_RANKING_RHO and rd > MAX_RANKING_RHO,
+        None
+        if math.isnan(re) or math.isnan(rd)
+        else not (_ranks(by["E_tot"].zoo, "E_tot") or _ranks(by["DRPE_graded"].zoo, "DRPE_graded")),
         f"held-out success: E_tot {_rank_detail(by['E_tot'])}; DRPE graded "
-        f"{_rank_detail(by['DRPE_graded'])} (criterion both zoo ρ > {MAX_RANKING_RHO})",
+        f"{_rank_detail(by['DRPE_graded'])} (Rule 4: a metric ranks when its clustered CI "
+        f"excludes 0 on its side; the criterion before Rule 4, both zoo ρ > {MAX_RANKING_RHO}, "
+        f"reads {'holds' if old_reading else 'fails'})",
     )
     ranking = [r for r in rows if _ranks(r.zoo, r.metric)]
     replicated = [r for r in ranking if _ranks(r.replication, r.metric)]
