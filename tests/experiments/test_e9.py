@@ -133,7 +133,7 @@ def test_the_full_zoo_holds_at_least_24_latent_models_and_bad_settings_are_refus
 
 @pytest.mark.slow
 def test_the_tiny_profile_runs_end_to_end_and_states_no_verdict(tmp_path):
-    run_groups(["e9"], tmp_path, profile="tiny", progress=False)
+    assert run_groups(GROUPS, ["e9"], tmp_path, "tiny", progress=False) == {"e9": "ran"}
     folder = tmp_path / "e9"
     assert read_done(folder)["profile"] == "tiny"
     results = json.loads((folder / "results.json").read_text())
