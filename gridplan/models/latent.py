@@ -38,12 +38,7 @@ from torch import nn
 from gridplan.core.constants import N_ACTIONS, STATE_LAYOUT_VERSION
 from gridplan.core.render import OBS_KINDS, PIXELS_PER_CELL, check_kind, obs_shape, observe
 from gridplan.core.world import World
-from gridplan.models.learned import (
-    CHECKPOINT_KEY,
-    STATE_DICT_PREFIX,
-    _read_checkpoint,
-    _weight_mismatches,
-)
+from gridplan.models.learned import CHECKPOINT_KEY, _read_checkpoint, load_weights
 
 #: Latent model families (``model.family`` of a training config).
 LATENT_FAMILIES = ("latent_recon", "jepa")
@@ -485,18 +480,7 @@ def load_latent_model(path: str | os.PathLike, device: torch.device | str = "cpu
             f"{path!r}: the network ({net.obs_kind}, {net.state_dim} state dims) does not fit "
             f"its world {world.name!r} ({world.state_dim} dims) and observation {obs['kind']!r}"
         )
-    weights = {
-        k[len(STATE_DICT_PREFIX) :]: v
-        for k, v in ckpt["state_dict"].items()
-        if k.startswith(STATE_DICT_PREFIX)
-    }
-    problems = _weight_mismatches(net, weights)
-    if problems:
-        raise ValueError(
-            f"{path!r}: weights do not fit the stored architecture {meta['model']}: "
-            + "; ".join(problems)
-        )
-    net.load_state_dict(weights)
+    load_weights(net, ckpt, path, meta["model"])
     cls = DecodingLatentModel if net.family == "latent_recon" else LearnedLatentModel
     model = cls(
         net, {**meta, "path": path}, world, int(obs.get("pixels_per_cell", PIXELS_PER_CELL))

@@ -463,6 +463,27 @@ def _read_checkpoint(path: str) -> dict:
     return ckpt
 
 
+def load_weights(net: nn.Module, ckpt: dict, path: str, architecture: dict) -> None:
+    """Load the ``net.``-prefixed weights of Lightning checkpoint ``ckpt`` into ``net``.
+
+    Raises:
+        ValueError: naming ``path``, the stored ``architecture`` and every missing, unexpected
+            or mis-shaped parameter, if the weights do not fit ``net``.
+    """
+    weights = {
+        k[len(STATE_DICT_PREFIX) :]: v
+        for k, v in ckpt["state_dict"].items()
+        if k.startswith(STATE_DICT_PREFIX)
+    }
+    problems = _weight_mismatches(net, weights)
+    if problems:
+        raise ValueError(
+            f"{path!r}: weights do not fit the stored architecture {architecture}: "
+            + "; ".join(problems)
+        )
+    net.load_state_dict(weights)
+
+
 def _weight_mismatches(net: nn.Module, weights: dict[str, torch.Tensor]) -> list[str]:
     """Every way ``weights`` fails to fit ``net``: missing or unexpected parameters and each
     shape mismatch with both shapes."""
@@ -536,18 +557,7 @@ def load_world_model(path: str | os.PathLike, device: torch.device | str = "cpu"
             f"{path!r}: the network predicts {net.state_dim} dims, its world "
             f"{world.name!r} has {world.state_dim}"
         )
-    weights = {
-        k[len(STATE_DICT_PREFIX) :]: v
-        for k, v in ckpt["state_dict"].items()
-        if k.startswith(STATE_DICT_PREFIX)
-    }
-    problems = _weight_mismatches(net, weights)
-    if problems:
-        raise ValueError(
-            f"{path!r}: weights do not fit the stored architecture {meta['model']}: "
-            + "; ".join(problems)
-        )
-    net.load_state_dict(weights)
+    load_weights(net, ckpt, path, meta["model"])
     meta = {**meta, "path": path}
     if net.members > 1:
         # An ensemble plans as its run was configured (members' mean or trajectory sampling)
