@@ -62,7 +62,7 @@ def test_experiment_preset_sets_groups_and_values_and_the_command_line_wins():
             "\tanti_weighted\n\tevent_weighted\n\trel_heavy\n\trel_only\n\trollout\n\tuniform",
         ),
         ("data=8k", "Available options in 'data':\n\t12k\n\t20k\n\t4k"),
-        ("experiment=nope", "Available options in 'experiment':\n\trandom_12k"),
+        ("experiment=nope", "Available options in 'experiment':\n\tpaper_error_scale\n\trandom_12k"),
         ("trainer.max_epochs=many", "'many' of type 'str' could not be converted to Integer"),
         ("seed", "Error parsing override 'seed'"),
         ("seed=0,1", "To sweep over it, add --multirun"),
@@ -217,7 +217,7 @@ def test_cli_help_lists_the_groups_their_choices_and_the_keys(capsys):
     out = capsys.readouterr().out
     assert "python -m train variant=event_weighted data=12k" in out
     assert "variant: anti_weighted, event_weighted, rel_heavy, rel_only, rollout, uniform" in out
-    assert "experiment: random_12k" in out
+    assert "experiment: paper_error_scale, random_12k" in out
     assert "max_epochs: 100" in out and "budget: 20k" in out
 
 
