@@ -35,6 +35,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gridplan.experiments import GROUPS, PROFILES  # noqa: E402
+from gridplan.experiments.presets import PRESETS  # noqa: E402
+from gridplan.experiments.runner import TABLE_FILE  # noqa: E402
 from gridplan.util.fragments import read_fragments  # noqa: E402
 
 VERDICT = re.compile(r"\*\*Verdict: (.+?)\*\*")
@@ -170,6 +172,44 @@ def preregistered_section(source: Path = PREREGISTERED) -> list[str]:
     return [f"{PREREGISTERED_HEADING} (`docs/PREREGISTERED.md`)", *body]
 
 
+def demoted(text: str) -> list[str]:
+    """``text``'s lines with every markdown heading one level down and figure lines left out
+    (a preset's figures stay in its results folder)."""
+    out = []
+    for line in text.rstrip().splitlines():
+        if FIGURE.search(line):
+            continue
+        out.append(f"#{line}" if line.startswith("#") else line)
+    return out
+
+
+def preset_sections(results: Path, profile: str, repo: Path = PREREGISTERED.parents[1]) -> str:
+    """One section per training preset (``gridplan.experiments.presets``) with finished groups
+    under ``results/<preset>/``: the rule that chose it, its selection table and each group's
+    ``table.md`` (verdicts included), headings one level down; empty if none ran."""
+    parts = []
+    for name, preset in PRESETS.items():
+        folders = [results / name / g for g in preset.groups]
+        done = [f for f in folders if (f / "done.json").exists()]
+        done = [
+            f for f in done if json.loads((f / "done.json").read_text()).get("profile") == profile
+        ]
+        if not done:
+            continue
+        lines = [
+            f"## Under the training preset `{name}` ({preset.rule})",
+            "",
+            TEXT["preset"].substitute(name=name, groups=", ".join(f.name for f in done)),
+        ]
+        if preset.selection is not None:
+            selection = (repo / preset.selection).read_text().splitlines()
+            lines += ["", *demoted("\n".join(selection[1:]))]
+        for folder in done:
+            lines += ["", *demoted((folder / TABLE_FILE).read_text())]
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts) + ("\n" if parts else "")
+
+
 def place_preregistered(lines: list[str], section: list[str]) -> list[str]:
     """``lines`` with the pre-registered section replaced, or inserted before the first
     level-2 heading after the summary table."""
@@ -296,6 +336,7 @@ def main(argv: list[str] | None = None) -> int:
         + "\n\n"
         + readings_text
         + "\n".join(sections)
+        + ("\n" + presets if (presets := preset_sections(results, args.allow_profile)) else "")
     )
     print(f"wrote {doc} and {figures}/")
     return 0

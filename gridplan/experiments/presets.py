@@ -48,12 +48,15 @@ class Preset:
             ``"paper-error-scale"``.
         experiment: the ``configs/train/experiment`` file holding its values.
         rule: where the rule that chose its values is written.
+        selection: the repository file holding the table of the procedure that chose them,
+            or None.
         groups: the groups it applies to.
     """
 
     name: str
     experiment: str
     rule: str
+    selection: str | None = None
     groups: tuple[str, ...] = LEARNED_GROUPS
 
     def overrides(self) -> tuple[str, ...]:
@@ -87,6 +90,7 @@ PAPER_ERROR_SCALE = Preset(
     "paper-error-scale",
     "paper_error_scale",
     "docs/PREREGISTERED.md, Rule 2 (pre-registered): the learned-error-scale preset",
+    "docs/error_scale_selection.md",
 )
 PRESETS: dict[str, Preset] = {p.name: p for p in (PAPER_ERROR_SCALE,)}
 

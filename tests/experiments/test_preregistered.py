@@ -32,3 +32,16 @@ def test_the_committed_rules_are_in_the_results_page():
     doc = (REPO / "docs" / "RESULTS.md").read_text()
     section = "\n".join(RESULTS_DOC.preregistered_section())
     assert section in doc
+
+
+def test_a_preset_with_finished_groups_gets_its_own_section(tmp_path):
+    folder = tmp_path / "paper-error-scale" / "e3"
+    folder.mkdir(parents=True)
+    (folder / "done.json").write_text('{"profile": "full"}')
+    (folder / "table.md").write_text("## E3 — learned\n\n![fig](fig_a.png)\n\n### Table 3\n\nrow\n")
+    text = RESULTS_DOC.preset_sections(tmp_path, "full")
+    assert text.startswith("## Under the training preset `paper-error-scale` (docs/PREREGISTERED")
+    assert "### E3 — learned" in text and "#### Table 3" in text and "fig_a.png" not in text
+    assert "### The learned-error-scale preset: selection by Rule 2" not in text
+    assert "| 20 | 0.066 |" in text
+    assert RESULTS_DOC.preset_sections(tmp_path, "quick") == ""
