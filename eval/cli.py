@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -235,16 +236,24 @@ def fill_defaults(args: argparse.Namespace) -> None:
 
 
 def checkpoint_json_path(
-    ckpt: Path, task: str = "A", protocol: Protocol = LEARNED, ties: str | None = None
+    ckpt: Path,
+    task: str = "A",
+    protocol: Protocol = LEARNED,
+    ties: str | None = None,
+    planner: str | None = None,
+    planner_settings: Sequence[str] = (),
 ) -> Path:
     """Where a checkpoint's report goes by default: ``best.ckpt`` -> ``best.eval.json`` for
-    Task A under the learned protocol (paper §5.4) and the default tie rule, and a name holding
-    every field that differs otherwise, so a smoke or other-task evaluation never takes the
-    protocol's file: ``best.eval.B-d4.json`` (task B, depth 4), ``best.eval.A-d2-s1x5.json`` (1
-    seed x 5 episodes), ``-w100`` (held-out windows), ``-h5`` (rollout horizon),
-    ``-ties-random`` (a tie rule other than the default reading's)."""
+    Task A under the learned protocol (paper §5.4), the default tie rule and the paper's
+    search, and a name holding every field that differs otherwise, so a smoke, other-task or
+    other-planner evaluation never takes the protocol's file: ``best.eval.B-d4.json`` (task B,
+    depth 4), ``best.eval.A-d2-s1x5.json`` (1 seed x 5 episodes), ``-w100`` (held-out
+    windows), ``-h5`` (rollout horizon), ``-ties-random`` (a tie rule other than the default
+    reading's), ``-cem`` or ``-cem-candidates=32`` (a planner other than ``search`` and the
+    ``--planner-setting`` items given, in order)."""
     other_ties = ties is not None and ties != readings.PROJECT.ties
-    if (task, protocol) == ("A", LEARNED) and not other_ties:
+    other_planner = planner not in (None, "search") or bool(planner_settings)
+    if (task, protocol) == ("A", LEARNED) and not other_ties and not other_planner:
         return ckpt.with_suffix(".eval.json")
     name = f"{task}-d{protocol.depth}"
     if (protocol.seeds, protocol.episodes) != (LEARNED.seeds, LEARNED.episodes):
@@ -257,6 +266,8 @@ def checkpoint_json_path(
         name += f"-h{protocol.horizon}"
     if other_ties:
         name += f"-ties-{ties}"
+    if other_planner:
+        name += "".join(f"-{part}" for part in (planner or "search", *planner_settings))
     return ckpt.with_suffix(f".eval.{name}.json")
 
 
@@ -345,7 +356,9 @@ def _evaluate_checkpoints(args: argparse.Namespace) -> None:
     outs = [
         Path(args.json)
         if args.json
-        else checkpoint_json_path(p, args.task, args.protocol, args.ties)
+        else checkpoint_json_path(
+            p, args.task, args.protocol, args.ties, args.planner, args.planner_setting
+        )
         for p in paths
     ]
     for out in outs:
@@ -379,12 +392,20 @@ def _log_hparams(path: Path, model, report: dict, args, log_dir: Path | None, st
 
     if log_dir is None or not eval_metrics(report):
         return
-    other_ties = report.get("ties", readings.PROJECT.ties) != readings.PROJECT.ties
-    if path.name != "best.ckpt" or (args.task, args.protocol) != ("A", LEARNED) or other_ties:
+    differs = {
+        "checkpoint": path.name != "best.ckpt",
+        "task": args.task != "A",
+        "protocol": args.protocol != LEARNED,
+        "tie rule": report.get("ties", readings.PROJECT.ties) != readings.PROJECT.ties,
+        "planner": report.get("planner", {"name": "search"})["name"] != "search"
+        or bool(args.planner_setting),
+    }
+    if any(differs.values()):
         print(
             "hparams: unchanged (they hold the Task A learned-protocol evaluation of "
-            "best.ckpt under the default tie rule; this one is another checkpoint, task, "
-            "protocol or tie rule)",
+            "best.ckpt under the default tie rule and the paper's search; this one has another "
+            + ", ".join(k for k, v in differs.items() if v)
+            + ")",
             flush=True,
         )
         return

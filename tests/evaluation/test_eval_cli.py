@@ -141,3 +141,11 @@ def test_ties_random_is_recorded_and_names_a_checkpoint_report_of_its_own(tmp_pa
     with pytest.raises(SystemExit):
         build_parser().parse_args(["--ties", "lowest"])
     assert "invalid choice: 'lowest'" in capsys.readouterr().err
+
+
+def test_another_planner_takes_its_own_checkpoint_file(tmp_path):
+    ckpt = tmp_path / "best.ckpt"
+    assert checkpoint_json_path(ckpt, "A", LEARNED, None, "search").name == "best.eval.json"
+    assert checkpoint_json_path(ckpt, "A", LEARNED, None, "cem").name == "best.eval.A-d2-cem.json"
+    named = checkpoint_json_path(ckpt, "A", LEARNED, "random", "mppi", ["candidates=32"])
+    assert named.name == "best.eval.A-d2-ties-random-mppi-candidates=32.json"
