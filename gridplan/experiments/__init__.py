@@ -55,7 +55,6 @@ GROUPS: dict[str, Group] = {
         "Latent zoo: which metric ranks latent world models",
         e9.run,
         settings.E9,
-        reading_free=True,
     ),
     "e10": Group(
         "e10", "Beyond the exact-V* planner: CEM, MPPI, learned value", e10.run, settings.E10

@@ -228,7 +228,7 @@ def measure_latent(ctx: GroupContext, cfg: E9Config, latent) -> dict:
     summaries, _ = closed_loop(ctx, model, task, cfg.protocol)
     roots = start_states((BRANCH_SEED,), cfg.branch_states, task, ctx.device)
     quality = decision_quality(
-        decide(model, roots, task, cfg.protocol.depth, ctx.generator(1))
+        decide(model, roots, task, cfg.protocol.depth, ctx.generator(1), ties=ctx.reading.ties)
     ).to_dict()
     return {
         "summary": summaries[0],

@@ -423,8 +423,8 @@ class Config:
         self._check_family()
 
     def _check_family(self) -> None:
-        """A latent family trains one network on observations and selects by ``val/loss``;
-        the state MLP reads states."""
+        """A latent family trains one network on observations and selects by ``val/loss``; a
+        jepa has no state loss for a dimension weighting; the state MLP reads states."""
         family, obs = self.model.family, self.obs.name
         if family == "mlp":
             _require(
@@ -441,6 +441,13 @@ class Config:
             self.trainer.monitor == "val/loss",
             f"model.family {family} selects its best checkpoint by val/loss (no state "
             f"windows to score), got trainer.monitor={self.trainer.monitor}",
+        )
+        _require(
+            family != "jepa"
+            or (self.variant.relevant_weight, self.variant.irrelevant_weight) == (1.0, 1.0),
+            f"variant={self.variant.name} weights state dimensions, and model.family jepa has "
+            "no state loss to weight (it predicts in latent space): use model=latent_recon, "
+            "or a variant that weights events or rollouts",
         )
         obs_shape(worlds.get(self.world), obs, self.obs.pixels_per_cell)
 

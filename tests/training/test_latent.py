@@ -225,6 +225,8 @@ def test_a_checkpoint_with_missing_or_wrong_contents_is_refused(runs, tmp_path):
         (["model=jepa", "obs=grid", "model.members=2"], "trains one network: model.members=1"),
         (["model=latent_recon", "trainer.monitor=val/E_tot"], "selects its best checkpoint by"),
         (["model=latent_recon", "obs=pixels", "obs.pixels_per_cell=3"], "even int >= 2"),
+        (["model=jepa", "obs=grid", "variant=rel_only"], "variant=rel_only weights state dim"),
+        (["model=jepa", "obs=grid", "variant=anti_weighted"], "jepa has no state loss"),
     ],
 )
 def test_configs_a_latent_family_cannot_train_are_refused(overrides, message):

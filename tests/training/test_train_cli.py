@@ -62,7 +62,10 @@ def test_experiment_preset_sets_groups_and_values_and_the_command_line_wins():
             "\tanti_weighted\n\tevent_weighted\n\trel_heavy\n\trel_only\n\trollout\n\tuniform",
         ),
         ("data=8k", "Available options in 'data':\n\t12k\n\t20k\n\t4k"),
-        ("experiment=nope", "Available options in 'experiment':\n\tpaper_error_scale\n\trandom_12k"),
+        (
+            "experiment=nope",
+            "Available options in 'experiment':\n\tpaper_error_scale\n\trandom_12k",
+        ),
         ("trainer.max_epochs=many", "'many' of type 'str' could not be converted to Integer"),
         ("seed", "Error parsing override 'seed'"),
         ("seed=0,1", "To sweep over it, add --multirun"),
