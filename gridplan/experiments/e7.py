@@ -337,16 +337,16 @@ def _loop_job(job: tuple) -> list[tuple[float, float, int]]:
     """``(success, SE, episodes)`` of every model of one shard (``_stacks``: one batched
     closed loop per stack): from the evaluation ``seeds`` x ``episodes`` (``run_episodes``)
     when ``start`` is None, else from every ``start`` state with a generator seeded by
-    ``gen_seed``."""
-    models, depth, device, seeds, episodes, start, gen_seed = job
+    ``gen_seed``; ties broken by ``ties``."""
+    models, depth, device, seeds, episodes, start, gen_seed, ties = job
     torch.set_num_threads(1)
     out: list = [None] * len(models)
     for idx, stack in _stacks(models):
         if start is None:
-            results = run_episodes(stack, TASK_A, depth, list(seeds), episodes, device)
+            results = run_episodes(stack, TASK_A, depth, list(seeds), episodes, device, ties=ties)
             summaries = summarize_episodes(results, len(idx), len(seeds))
         else:
-            planner = Planner(stack, depth, TASK_A, device=device)
+            planner = Planner(stack, depth, TASK_A, device=device, ties=ties)
             gen = torch.Generator(device=device).manual_seed(gen_seed)
             results = run_closed_loop(planner, start.to(device).repeat(len(idx), 1), gen)
             summaries = summarize_episodes(results, len(idx))
@@ -372,7 +372,7 @@ def _run_jobs(ctx: GroupContext, jobs: list, desc: str) -> list:
         return list(ctx.bar(pool.map(_job, jobs), desc, total=len(jobs)))
 
 
-def _deep_jobs(cfg: E7Config, zoo: Zoo, models: list, device: torch.device) -> list:
+def _deep_jobs(cfg: E7Config, zoo: Zoo, models: list, device: torch.device, ties: str) -> list:
     """The second depth's closed loops (``cfg.depths[1]``, ``cfg.deep_episodes`` per
     evaluation seed) as ``LOOP_SHARDS`` jobs."""
     return [
@@ -386,6 +386,7 @@ def _deep_jobs(cfg: E7Config, zoo: Zoo, models: list, device: torch.device) -> l
                 cfg.deep_episodes,
                 None,
                 None,
+                ties,
             ),
         )
         for part in _shards(len(models))
@@ -439,7 +440,7 @@ def training_configurations(ctx: GroupContext, datasets: set) -> set:
     return out
 
 
-def decision_roots(cfg: E7Config, zoo: Zoo, device: torch.device) -> torch.Tensor:
+def decision_roots(cfg: E7Config, zoo: Zoo, device: torch.device, ties: str) -> torch.Tensor:
     """Every state a decision metric of ``zoo``'s ladder starts from that no model chooses:
     the branch set's behaviour part (the held-out windows' starts), every state at which the
     oracle planner decided in the ladder's closed loop (a superset of the branch set's
@@ -455,6 +456,7 @@ def decision_roots(cfg: E7Config, zoo: Zoo, device: torch.device) -> torch.Tenso
         ladder.episodes,
         device,
         record=True,
+        ties=ties,
     )
     anchors = start_states([ladder.anchor_seed], ladder.anchor_starts, TASK_A, device)
     return torch.cat([windows.start[: ladder.branch_states], decision_states(oracle), anchors])
@@ -508,6 +510,7 @@ def heldout_success(
                 None,
                 start,
                 cfg.heldout_seed + i,
+                ctx.reading.ties,
             ),
         )
         for i, part in enumerate(_shards(len(models)))
@@ -517,7 +520,7 @@ def heldout_success(
 
 
 def noncircular(
-    model, behaviour: torch.Tensor, depths: Sequence[int], seed: int
+    model, behaviour: torch.Tensor, depths: Sequence[int], seed: int, ties: str
 ) -> dict[str, float | None]:
     """The non-circular variants of decision regret, decision agreement and the probe's
     regret: the model's decisions at the held-out behaviour states only (the branch set
@@ -527,7 +530,7 @@ def noncircular(
     out: dict[str, float | None] = {}
     for depth, suffix in zip(depths, suffixes, strict=True):
         gen = torch.Generator(device=behaviour.device).manual_seed(seed)
-        decisions = decide(model, behaviour, TASK_A, depth, gen, keep_scores=True)
+        decisions = decide(model, behaviour, TASK_A, depth, gen, keep_scores=True, ties=ties)
         quality = decision_quality(decisions)
         questions = build_questions(decisions.true_scores, depth, gen)
         probe = answer(questions, decisions.model_scores)
@@ -540,15 +543,15 @@ def noncircular(
 def _ladder_report(job: tuple) -> tuple[Any, dict, set]:
     """One model's ladder report, its non-circular variants and the keys of the start-like
     states of its own ladder episodes (a superset of its XGap states)."""
-    model, depth, ladder, device, behaviour, variant_depth = job
+    model, depth, ladder, device, behaviour, variant_depth, ties = job
     torch.set_num_threads(1)
     levels = [lv for lv in check_levels(None, model) if lv != "L1"]
-    report = ladder_evaluate(model, TASK_A, depth, ladder, levels, device)
-    variants = noncircular(model, behaviour, (depth, variant_depth), ladder.seed)
+    report = ladder_evaluate(model, TASK_A, depth, ladder, levels, device, ties=ties)
+    variants = noncircular(model, behaviour, (depth, variant_depth), ladder.seed, ties)
     # The ladder's closed loop again (run_episodes is seeded by its arguments): the states
     # XGap sampled from are among its decision states.
     loop = run_episodes(
-        model, TASK_A, depth, list(ladder.seeds), ladder.episodes, device, record=True
+        model, TASK_A, depth, list(ladder.seeds), ladder.episodes, device, record=True, ties=ties
     )
     again = summarize_episodes(loop, n_seeds=len(ladder.seeds))[0].success
     if again != report.closed_loop["success"]["mean"]:
@@ -585,16 +588,16 @@ def evaluate_zoo(ctx: GroupContext, cfg: E7Config, zoo: Zoo, trained: dict) -> Z
     behaviour = eval_windows(
         ladder.n_windows, ladder.horizon, task=TASK_A, device=ctx.device
     ).start[: ladder.branch_states]
-    depth, variant = cfg.depths[0], cfg.variant_depth
+    depth, variant, ties = cfg.depths[0], cfg.variant_depth, ctx.reading.ties
     # The long closed loops first: the workers deal out the ladder's jobs behind them.
     jobs = [
-        *_deep_jobs(cfg, zoo, models, ctx.device),
-        *(("ladder", (m, depth, ladder, ctx.device, behaviour, variant)) for m in models),
+        *_deep_jobs(cfg, zoo, models, ctx.device, ties),
+        *(("ladder", (m, depth, ladder, ctx.device, behaviour, variant, ties)) for m in models),
     ]
     with cpu_threads(ctx):
         metrics = prediction_metrics(ModelStack(models), windows, TASK_A)
         done = _run_jobs(ctx, jobs, f"ladder and depth-{cfg.depths[1]} loops ({zoo.name})")
-        used = state_keys(decision_roots(cfg, zoo, ctx.device), TASK_A.world)
+        used = state_keys(decision_roots(cfg, zoo, ctx.device, ties), TASK_A.world)
     n_deep = len(jobs) - len(models)
     deep = [r for shard in done[:n_deep] for r in shard]
     reports = done[n_deep:]
