@@ -55,6 +55,7 @@ def _budget(model) -> int:
 # --------------------------------------------------------------------------- the zoo
 
 
+@pytest.mark.slow
 def test_the_default_zoo_spans_the_failure_modes_it_is_meant_to():
     zoo = load_zoo("default")
     assert len(zoo.models) >= 16 and len(zoo.seeds) == 3
@@ -72,6 +73,7 @@ def test_the_default_zoo_spans_the_failure_modes_it_is_meant_to():
     assert "trainer.max_epochs=2" in epochs and "trainer.max_epochs=30" in epochs
 
 
+@pytest.mark.slow
 def test_a_models_override_replaces_the_common_one_and_every_model_composes():
     zoo = load_zoo("default")
     small = next(m for m in zoo.models if m.key == "small_20k")
@@ -91,6 +93,7 @@ def test_the_replication_zoo_has_the_same_models_and_other_seeds():
     assert not set(rep.eval_seeds) & set(zoo.eval_seeds)
 
 
+@pytest.mark.slow
 def test_reduced_zoos_cap_training_and_keep_shorter_runs_short():
     zoo = load_zoo("default").reduced(seeds=1, eval_seeds=1, max_epochs=5)
     assert zoo.seeds == (0,) and zoo.eval_seeds == (0,)
