@@ -67,6 +67,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="comma-separated groups whose sections replace theirs in the existing --doc "
         "(needs --force); the other groups' sections stay as they are",
     )
+    p.add_argument(
+        "--wall-note",
+        default="",
+        metavar="TEXT",
+        help="a sentence on the machine the run shared, appended to the wall-time paragraph "
+        "(e.g. how loaded it was)",
+    )
     return p
 
 
@@ -172,14 +179,14 @@ def preregistered_section(source: Path = PREREGISTERED) -> list[str]:
     return [f"{PREREGISTERED_HEADING} (`docs/PREREGISTERED.md`)", *body]
 
 
-def demoted(text: str) -> list[str]:
-    """``text``'s lines with every markdown heading one level down and figure lines left out
-    (a preset's figures stay in its results folder)."""
+def demoted(text: str, levels: int = 1) -> list[str]:
+    """``text``'s lines with every markdown heading ``levels`` levels down and figure lines
+    left out (a preset's figures stay in its results folder)."""
     out = []
     for line in text.rstrip().splitlines():
         if FIGURE.search(line):
             continue
-        out.append(f"#{line}" if line.startswith("#") else line)
+        out.append("#" * levels + line if line.startswith("#") else line)
     return out
 
 
@@ -205,7 +212,8 @@ def preset_sections(results: Path, profile: str, repo: Path = PREREGISTERED.pare
             selection = (repo / preset.selection).read_text().splitlines()
             lines += ["", *demoted("\n".join(selection[1:]))]
         for folder in done:
-            lines += ["", *demoted((folder / TABLE_FILE).read_text())]
+            # A group's table starts at level 1; under the preset's section it is level 3.
+            lines += ["", *demoted((folder / TABLE_FILE).read_text(), 2)]
         parts.append("\n".join(lines))
     return "\n\n".join(parts) + ("\n" if parts else "")
 
@@ -331,7 +339,9 @@ def main(argv: list[str] | None = None) -> int:
         header
         + "\n".join(summary)
         + "\n\n"
-        + wall_time_note(results, finished)
+        + wall_time_note(results, finished).rstrip()
+        + (f" {args.wall_note.strip()}" if args.wall_note.strip() else "")
+        + "\n\n"
         + "\n".join(preregistered_section())
         + "\n\n"
         + readings_text

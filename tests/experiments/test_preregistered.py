@@ -38,7 +38,7 @@ def test_a_preset_with_finished_groups_gets_its_own_section(tmp_path):
     folder = tmp_path / "paper-error-scale" / "e3"
     folder.mkdir(parents=True)
     (folder / "done.json").write_text('{"profile": "full"}')
-    (folder / "table.md").write_text("## E3 — learned\n\n![fig](fig_a.png)\n\n### Table 3\n\nrow\n")
+    (folder / "table.md").write_text("# E3 — learned\n\n![fig](fig_a.png)\n\n## Table 3\n\nrow\n")
     text = RESULTS_DOC.preset_sections(tmp_path, "full")
     assert text.startswith("## Under the training preset `paper-error-scale` (docs/PREREGISTERED")
     assert "### E3 — learned" in text and "#### Table 3" in text and "fig_a.png" not in text
