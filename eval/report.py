@@ -36,6 +36,11 @@ def format_table(report: dict) -> str:
         ("task / depth", f"{report['task']} / {report['depth']}"),
         ("world", report_task(report).world.describe()),
         *_planner_row(report),
+        *(
+            [("ties", f"{report['ties']} (rule among tied best first actions)")]
+            if "ties" in report
+            else []
+        ),
         ("success rate", f"{s['mean']:.3f} ± {_fmt(s['se'], 3)} (SE, n={s['n']})"),
         ("outcomes", f"goal {o['goal']}, hazard {o['hazard']}, timeout {o['timeout']}"),
         ("mean steps", f"{report['mean_steps']:.1f}"),

@@ -91,6 +91,8 @@ def test_a_single_episode_report_is_strict_json_with_a_null_se_printed_as_na(tmp
     printed = capsys.readouterr().out
     assert "(SE, n=1)" in printed and "± n/a" in printed
     assert "± n/a" in format_table(report)  # the saved report prints the same
+    assert "ties          first (rule among tied best first actions)" in printed
+    assert "random (rule" in format_table({**report, "ties": "random"})
 
 
 def test_a_non_default_protocol_names_its_report_file():
