@@ -56,7 +56,14 @@ from gridplan.experiments.measure import closed_loop, standard_windows
 from gridplan.experiments.records import LearnedRecord, Record, TrainingRun, write_models
 from gridplan.experiments.runner import GroupContext
 from gridplan.experiments.settings import ROWS, UNIFORM_20K, E3Config, LearnedRow
-from gridplan.experiments.tables import GroupReport, fmt, fmt_rho, fmt_se, paper_cell
+from gridplan.experiments.tables import (
+    GroupReport,
+    RuleReport,
+    fmt,
+    fmt_rho,
+    fmt_se,
+    paper_cell,
+)
 from gridplan.metrics.prediction import PredictionMetrics, prediction_metrics
 from gridplan.metrics.stats import SpearmanResult, mean_se, spearman_ci
 from gridplan.models.learned import load_world_model
@@ -748,16 +755,6 @@ def _reweighting_verdicts(report: GroupReport, records: list) -> None:
     )
 
 
-class _RuleReport:
-    """A ``GroupReport`` view whose verdicts name the tie rule they were measured under."""
-
-    def __init__(self, report: GroupReport, ties: str) -> None:
-        self.report, self.suffix = report, f" [ties={ties}]"
-
-    def verdict(self, claim: str, reproduced: bool | None, detail: str):
-        return self.report.verdict(claim + self.suffix, reproduced, detail)
-
-
 def verdicts(
     report: GroupReport,
     cfg: E3Config,
@@ -772,7 +769,7 @@ def verdicts(
         _protocol_verdict(report, cfg, records)
         target = report
     else:
-        target = _RuleReport(report, ties)
+        target = RuleReport(report, ties)
     _random_data_verdicts(target, rnd)
     _ranking_verdict(target, records, corr)
     _reweighting_verdicts(target, records)

@@ -8,7 +8,8 @@ a zoo of them and asks which cheap number orders them as the planner does:
   ``gridplan.models.latent`` (``latent_recon``: a reconstruction model; ``jepa``: a JEPA
   predictor without reconstruction) x observation kinds (``grid``, ``pixels``,
   ``gridplan.core.render``) x data budgets x training seeds, each trained with ``python -m
-  train``'s config.
+  train``'s config with nothing overridden in the full profile (``docs/PREREGISTERED.md``,
+  Rule 6: each family's own trainer settings).
 - **Every model's numbers**: its training losses (``best/recon_mse``, the reconstruction loss,
   ``latent_recon`` only; ``best/latent_mse``, the latent prediction loss, each family in its
   own latent space); the frozen-decoder protocol (``gridplan.evaluation.latent_eval.
@@ -19,22 +20,26 @@ a zoo of them and asks which cheap number orders them as the planner does:
   decision regret at start states (``gridplan.evaluation.decisions``); closed-loop success
   of the depth-``D`` planner, which plans in latent space through the model's own decoder
   (``latent_recon``) or the frozen protocol decoder (``jepa``), leaves scored with the true
-  reward of the decoded states and exact V* (``gridplan.planning.latent_scorer``).
+  reward of the decoded states and exact V* (``gridplan.planning.latent_scorer``). Success,
+  decision regret and agreement are measured under both tie rules on the same start states
+  (``gridplan.planning.planner.TIES``; Rule 1), the run's reading's rule first.
 - **The meta-evaluation**: Spearman ρ of each metric with success over the zoo, sorted by
   ``|ρ|``, with two bootstrap 95% CIs: resampling configurations, then the training seeds
   within each drawn configuration (``config_seed_counts``; the interval the claims use), and
   resampling models (``spearman_ci``).
 
 The verdicts (``CLAIMS``) were written before the first full run; they are checked only by
-the ``full`` profile (``quick`` and ``tiny`` print the same tables and state none). Sanity
-checks on the reference latent models (``gridplan.models.latent_reference``) hold by
-construction. Writes ``models.csv`` (every model, every metric), ``meta.csv`` (the sorted
-table), ``results.json`` and ``fig_latent_zoo.png``.
+the ``full`` profile (``quick`` and ``tiny`` print the same tables and state none), once per tie
+rule (the other rule's carry ``[ties=<rule>]``). Sanity checks on the reference latent models
+(``gridplan.models.latent_reference``) hold by construction. Writes ``models.csv`` (every
+model, every metric), ``meta.csv`` (the sorted table) and ``fig_latent_zoo.png`` under the
+run's rule, the same files suffixed ``_ties-<rule>`` under the other, and ``results.json``.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -56,13 +61,14 @@ from gridplan.experiments.measure import closed_loop, standard_windows
 from gridplan.experiments.records import Record
 from gridplan.experiments.runner import GroupContext
 from gridplan.experiments.settings import E9Config
-from gridplan.experiments.tables import GroupReport, fmt, fmt_rho, fmt_se
+from gridplan.experiments.tables import GroupReport, RuleReport, fmt, fmt_rho, fmt_se
 from gridplan.metrics.bootstrap import percentile_interval, spearman_of_counts
 from gridplan.metrics.prediction import prediction_metrics
 from gridplan.metrics.stats import spearman_ci
 from gridplan.models.latent import load_latent_model
 from gridplan.models.latent_reference import PersistenceLatentModel, StateLatentModel
 from gridplan.planning.closed_loop import start_states
+from gridplan.planning.planner import TIES
 
 #: Seed of the start states of the decision-regret measurement (apart from the closed loop's).
 BRANCH_SEED = 7001
@@ -117,13 +123,16 @@ CLAIMS = {
 @dataclass(frozen=True, kw_only=True)
 class LatentZooRecord(Record):
     """One latent model of the zoo (a row of ``models.csv``); metric values are None where a
-    model does not define them (``recon_loss`` of a JEPA model)."""
+    model does not define them (``recon_loss`` of a JEPA model). ``success``,
+    ``decision_agreement`` and ``metrics["decision_regret"]`` are those under tie rule
+    ``ties``."""
 
     key: str
     family: str
     obs: str
     budget: str
     seed: int
+    ties: str
     checkpoint: str
     epochs: int
     train_seconds: float
@@ -216,24 +225,38 @@ def train_zoo(ctx: GroupContext, cfg: E9Config) -> list[dict]:
 # --------------------------------------------------------------------------- measurement
 
 
+def tie_rules(ctx: GroupContext) -> tuple[str, ...]:
+    """The tie rules every model is played under: the run's reading's first, then the
+    others (``docs/PREREGISTERED.md``, Rule 1)."""
+    main = ctx.reading.ties
+    return (main, *(r for r in TIES if r != main))
+
+
 def measure_latent(ctx: GroupContext, cfg: E9Config, latent) -> dict:
     """Every number of one latent model (module docstring); ``model`` is the wrapper the
-    planner used, ``protocol`` the frozen-decoder result."""
+    planner used, ``protocol`` the frozen-decoder result, ``by_ties`` the closed-loop
+    ``summary``, ``decision_regret`` and ``decision_agreement`` under each of
+    ``tie_rules`` (the same start states, roots and generator seeds under every rule)."""
     task = TASK_A
     measured = prepare_latent(latent, task, ctx.device)
     model, latent_report = measured.model, measured.report
     frozen = latent_report["frozen"]
     windows = standard_windows(ctx, cfg.protocol, task)
     pm = prediction_metrics(model, windows, generator=ctx.generator(0))[0]
-    summaries, _ = closed_loop(ctx, model, task, cfg.protocol)
     roots = start_states((BRANCH_SEED,), cfg.branch_states, task, ctx.device)
-    quality = decision_quality(
-        decide(model, roots, task, cfg.protocol.depth, ctx.generator(1), ties=ctx.reading.ties)
-    ).to_dict()
+    by_ties = {}
+    for rule in tie_rules(ctx):
+        summaries, _ = closed_loop(ctx, model, task, cfg.protocol, ties=rule)
+        quality = decision_quality(
+            decide(model, roots, task, cfg.protocol.depth, ctx.generator(1), ties=rule)
+        ).to_dict()
+        by_ties[rule] = {
+            "summary": summaries[0],
+            "decision_regret": quality["decision_regret"]["mean"],
+            "decision_agreement": quality["decision_agreement"]["mean"],
+        }
     return {
-        "summary": summaries[0],
-        "decision_regret": quality["decision_regret"]["mean"],
-        "decision_agreement": quality["decision_agreement"]["mean"],
+        "by_ties": by_ties,
         "E_repr": frozen["E_repr"],
         "E_pred": frozen["E_pred"],
         "E_excess": frozen["E_excess"],
@@ -246,38 +269,44 @@ def measure_latent(ctx: GroupContext, cfg: E9Config, latent) -> dict:
     }
 
 
-def evaluate_zoo(ctx: GroupContext, cfg: E9Config, trained: list[dict]) -> list[LatentZooRecord]:
-    """Measure every trained model (``measure_latent``)."""
-    records = []
+def evaluate_zoo(
+    ctx: GroupContext, cfg: E9Config, trained: list[dict]
+) -> dict[str, list[LatentZooRecord]]:
+    """Measure every trained model (``measure_latent``): tie rule -> one record per model."""
+    records: dict[str, list[LatentZooRecord]] = {rule: [] for rule in tie_rules(ctx)}
     for run in ctx.bar(trained, "measuring the latent zoo"):
         t0 = time.perf_counter()
         latent = load_latent_model(ctx.out / run["checkpoint"], ctx.device)
         with cpu_threads(ctx):
             m = measure_latent(ctx, cfg, latent)
-        s = m["summary"]
         tm = run["metrics"]
         metrics = {k: _num(m[k]) for k in METRICS if k in m}
         metrics["recon_loss"] = _num(tm.get("best/recon_mse"))
         metrics["latent_pred_loss"] = _num(tm.get("best/latent_mse"))
-        records.append(
-            LatentZooRecord(
-                key=_key(run["family"], run["obs"], run["budget"]),
-                family=run["family"],
-                obs=run["obs"],
-                budget=run["budget"],
-                seed=run["seed"],
-                checkpoint=run["checkpoint"],
-                epochs=int(tm.get("epochs", 0)),
-                train_seconds=round(run["wall"], 2),
-                eval_seconds=round(time.perf_counter() - t0, 2),
-                success=float(s.success),
-                success_se=float(s.success_se),
-                n_episodes=int(s.n_episodes),
-                decision_agreement=float(m["decision_agreement"]),
-                decoder=m["decoder"],
-                metrics={k: metrics.get(k) for k in METRICS},
+        eval_seconds = round(time.perf_counter() - t0, 2)
+        for rule, played in m["by_ties"].items():
+            s = played["summary"]
+            metrics["decision_regret"] = _num(played["decision_regret"])
+            records[rule].append(
+                LatentZooRecord(
+                    key=_key(run["family"], run["obs"], run["budget"]),
+                    family=run["family"],
+                    obs=run["obs"],
+                    budget=run["budget"],
+                    seed=run["seed"],
+                    ties=rule,
+                    checkpoint=run["checkpoint"],
+                    epochs=int(tm.get("epochs", 0)),
+                    train_seconds=round(run["wall"], 2),
+                    eval_seconds=eval_seconds,
+                    success=float(s.success),
+                    success_se=float(s.success_se),
+                    n_episodes=int(s.n_episodes),
+                    decision_agreement=float(played["decision_agreement"]),
+                    decoder=m["decoder"],
+                    metrics={k: metrics.get(k) for k in METRICS},
+                )
             )
-        )
     return records
 
 
@@ -359,8 +388,11 @@ def _abs(row: LatentMetaRow | None) -> float | None:
     return None if row is None or row.rho is None else abs(row.rho)
 
 
-def verdicts(report: GroupReport, rows: list[LatentMetaRow], configs: list[dict]) -> None:
-    """Every claim of ``CLAIMS`` (a smoke run's report states none: ``GroupReport``)."""
+def verdicts(
+    report: GroupReport | RuleReport, rows: list[LatentMetaRow], configs: list[dict]
+) -> None:
+    """Every claim of ``CLAIMS`` on one tie rule's table (a smoke run's report states none:
+    ``GroupReport``; the other rule's through a ``RuleReport``)."""
     by = {r.metric: r for r in rows}
     succ = [c["success"] for c in configs]
     results: dict[str, tuple[bool | None, str]] = {
@@ -396,16 +428,19 @@ def verdicts(report: GroupReport, rows: list[LatentMetaRow], configs: list[dict]
 
 
 def reference_sanity(ctx: GroupContext, cfg: E9Config, report: GroupReport) -> dict:
-    """The reference latent models' known answers (``gridplan.models.latent_reference``)."""
+    """The reference latent models' known answers (``gridplan.models.latent_reference``),
+    played under the run's tie rule."""
+    main = tie_rules(ctx)[0]
     state = measure_latent(ctx, cfg, StateLatentModel())
+    played = state["by_ties"][main]
     own = state["protocol"]["own"]
     report.sanity(
         "The state latent model (encoder = true state, dynamics = oracle) has no relevant "
         "excess error, agrees with every optimal decision and plans to the goal",
-        own["DRPE_excess"] == 0.0 and state["decision_agreement"] == 1.0,
+        own["DRPE_excess"] == 0.0 and played["decision_agreement"] == 1.0,
         "its decoder is the identity and the oracle's relevant dims are exact",
         f"DRPE excess (own decoder) {own['DRPE_excess']:.4f}, decision agreement "
-        f"{state['decision_agreement']:.3f}, success {state['summary'].success:.2f}",
+        f"{played['decision_agreement']:.3f}, success {played['summary'].success:.2f}",
     )
     still = measure_latent(ctx, cfg, PersistenceLatentModel())
     p = still["protocol"]["own"]
@@ -414,27 +449,37 @@ def reference_sanity(ctx: GroupContext, cfg: E9Config, report: GroupReport) -> d
         p["E_pred"] == p["E_persistence"] and p["DRPE_pred"] == p["DRPE_persistence"],
         "its decoded prediction is the current state",
         f"E_pred {p['E_pred']:.4f} = persistence {p['E_persistence']:.4f}; success "
-        f"{still['summary'].success:.2f}",
+        f"{still['by_ties'][main]['summary'].success:.2f}",
     )
-    return {
-        "state_latent": {k: v for k, v in state.items() if k not in ("summary", "protocol")},
-        "state_latent_success": state["summary"].success,
-        "persistence": {k: v for k, v in still.items() if k not in ("summary", "protocol")},
-        "persistence_success": still["summary"].success,
-    }
+
+    def plain(m: dict) -> dict:
+        out = {k: v for k, v in m.items() if k not in ("by_ties", "protocol")}
+        out["by_ties"] = {
+            rule: {
+                "success": played["summary"].success,
+                "decision_regret": played["decision_regret"],
+                "decision_agreement": played["decision_agreement"],
+            }
+            for rule, played in m["by_ties"].items()
+        }
+        return out
+
+    return {"state_latent": plain(state), "persistence": plain(still)}
 
 
 # --------------------------------------------------------------------------- tables, figure
 
 
-def meta_report(report: GroupReport, rows: list[LatentMetaRow], cfg: E9Config, n: int) -> None:
-    """The sorted table of ρ with success."""
+def meta_report(
+    report: GroupReport, rows: list[LatentMetaRow], cfg: E9Config, n: int, ties: str
+) -> None:
+    """The sorted table of ρ with success under tie rule ``ties``."""
 
     def cell(lo, hi) -> str:
         return "—" if lo is None else f"[{lo:+.2f}, {hi:+.2f}]"
 
     report.table(
-        "Which metric ranks latent models by closed-loop success (sorted by |ρ|)",
+        f"Which metric ranks latent models by closed-loop success (ties={ties}, sorted by |ρ|)",
         ["metric", "models", "ρ with success", "95% CI: configurations → seeds", "95% CI: models"],
         [
             [
@@ -448,7 +493,8 @@ def meta_report(report: GroupReport, rows: list[LatentMetaRow], cfg: E9Config, n
         ],
         f"Spearman ρ over the {n} latent models ({len(configurations(cfg))} configurations x "
         f"{len(cfg.train_seeds)} seeds), success at depth {cfg.protocol.depth} over "
-        f"{len(cfg.protocol.seeds)} seeds × {cfg.protocol.episodes} episodes each. CIs: "
+        f"{len(cfg.protocol.seeds)} seeds × {cfg.protocol.episodes} episodes each, tied best "
+        f"first actions broken by `{ties}`. CIs: "
         f"{cfg.n_resamples} bootstrap resamples, first resampling configurations then the "
         "training seeds inside each drawn one, then resampling models. The paper has no "
         "latent models (its §7 names them as untested); its reference for the state models "
@@ -458,11 +504,11 @@ def meta_report(report: GroupReport, rows: list[LatentMetaRow], cfg: E9Config, n
     )
 
 
-def configs_report(report: GroupReport, configs: list[dict]) -> None:
-    """Per-configuration means."""
+def configs_report(report: GroupReport, configs: list[dict], ties: str) -> None:
+    """Per-configuration means under tie rule ``ties``."""
     keys = ["E_repr", "E_excess", "DRPE", "action_consistency", "decision_regret"]
     report.table(
-        "Latent configurations (means over seeds)",
+        f"Latent configurations (means over seeds, ties={ties})",
         ["configuration", "seeds", "success", *[METRICS[k].split(" (")[0] for k in keys]],
         [
             [
@@ -511,6 +557,7 @@ def zoo_figure(records, rows: list[LatentMetaRow]) -> Figure:
 def run(ctx: GroupContext) -> GroupReport:
     """E9 (see the module docstring)."""
     cfg: E9Config = ctx.config
+    rules = tie_rules(ctx)
     t0 = time.perf_counter()
     trained = train_zoo(ctx, cfg)
     train_wall = time.perf_counter() - t0
@@ -518,37 +565,48 @@ def run(ctx: GroupContext) -> GroupReport:
     t0 = time.perf_counter()
     records = evaluate_zoo(ctx, cfg, trained)
     eval_wall = time.perf_counter() - t0
-    rows = meta_table(records, cfg.n_resamples)
-    configs = config_means(records)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
 
     report = GroupReport(
         "E9 — which metric ranks latent world models (§7 limitation, seed 004)", ctx.profile
     )
-    verdicts(report, rows, configs)
+    by_rule = {}
+    for rule in rules:
+        rows = meta_table(records[rule], cfg.n_resamples)
+        configs = config_means(records[rule])
+        by_rule[rule] = {"meta": rows, "configurations": configs}
+        verdicts(report if rule == rules[0] else RuleReport(report, rule), rows, configs)
     with cpu_threads(ctx):
         references = reference_sanity(ctx, cfg, report)
-    meta_report(report, rows, cfg, len(records))
-    configs_report(report, configs)
-    ctx.write_csv("models.csv", records)
-    ctx.write_csv("meta.csv", rows)
-    ctx.save_figure(zoo_figure(records, rows), "fig_latent_zoo.png")
-    report.figure(
-        "fig_latent_zoo.png",
-        "Each metric against closed-loop success, one point per latent model (blue: "
-        "latent_recon, orange: jepa; squares: grid, circles: pixels)",
-    )
+    for rule in rules:
+        rows, configs = by_rule[rule]["meta"], by_rule[rule]["configurations"]
+        suffix = "" if rule == rules[0] else f"_ties-{rule}"
+        meta_report(report, rows, cfg, len(records[rule]), rule)
+        configs_report(report, configs, rule)
+        ctx.write_csv(f"models{suffix}.csv", records[rule])
+        ctx.write_csv(f"meta{suffix}.csv", rows)
+        ctx.save_figure(zoo_figure(records[rule], rows), f"fig_latent_zoo{suffix}.png")
+        report.figure(
+            f"fig_latent_zoo{suffix}.png",
+            f"Each metric against closed-loop success under ties={rule}, one point per latent "
+            "model (blue: latent_recon, orange: jepa; squares: grid, circles: pixels)",
+        )
+    load_text = "" if load is None else f" (1-minute load average at the end: {load:.1f})"
     report.text(
         f"Wall time: training {len(trained)} latent models took {train_wall:.0f} s, measuring "
-        f"them (frozen-decoder protocol, probe, decoded rollouts, decision regret, closed "
-        f"loop) {eval_wall:.0f} s; the machine's 2 CPU cores were shared with other work."
+        f"them (frozen-decoder protocol, probe, decoded rollouts, and decision regret and the "
+        f"closed loop under {len(rules)} tie rules) {eval_wall:.0f} s on {ctx.device.type}"
+        f"{load_text}."
     )
     ctx.write_json(
         "results.json",
         {
             "config": cfg,
-            "models": records,
-            "configurations": configs,
-            "meta": rows,
+            "ties": list(rules),
+            "models": records[rules[0]],
+            "configurations": by_rule[rules[0]]["configurations"],
+            "meta": by_rule[rules[0]]["meta"],
+            "by_ties": {rule: {"models": records[rule], **by_rule[rule]} for rule in rules},
             "references": references,
             "claims": CLAIMS,
             "verdicts_stated": not report.smoke,

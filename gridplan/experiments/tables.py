@@ -240,3 +240,21 @@ class GroupReport:
         if footer:
             parts.append(footer)
         return "\n\n".join(parts) + "\n"
+
+
+class RuleReport:
+    """A ``GroupReport`` view whose verdicts name the tie rule they were measured under: the
+    claims checked again under the other tie rule (``docs/PREREGISTERED.md``, Rule 1) carry
+    ``" [ties=<rule>]"``.
+
+    Args:
+        report: the group's report.
+        ties: the tie rule of the verdicts added through this view.
+    """
+
+    def __init__(self, report: GroupReport, ties: str) -> None:
+        self.report, self.suffix = report, f" [ties={ties}]"
+
+    def verdict(self, claim: str, reproduced: bool | None, detail: str) -> Verdict:
+        """``GroupReport.verdict`` of the claim with the rule's suffix."""
+        return self.report.verdict(claim + self.suffix, reproduced, detail)

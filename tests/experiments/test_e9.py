@@ -10,6 +10,7 @@ import json
 import numpy as np
 import pytest
 
+from gridplan.core.protocols import LEARNED
 from gridplan.experiments import GROUPS, settings
 from gridplan.experiments.e9 import (
     CLAIMS,
@@ -22,12 +23,13 @@ from gridplan.experiments.e9 import (
     verdicts,
 )
 from gridplan.experiments.runner import read_done, run_groups
-from gridplan.experiments.tables import GroupReport
+from gridplan.experiments.tables import GroupReport, RuleReport
 
 
 def record(key: str, seed: int, success: float, **metrics) -> LatentZooRecord:
     return LatentZooRecord(
-        key=key, family="jepa", obs="grid", budget="1k", seed=seed, checkpoint="c", epochs=1,
+        key=key, family="jepa", obs="grid", budget="1k", seed=seed, ties="first", checkpoint="c",
+        epochs=1,
         train_seconds=0.0, eval_seconds=0.0, success=success, success_se=0.0, n_episodes=10,
         decision_agreement=1.0, decoder="frozen",
         metrics={k: metrics.get(k) for k in METRICS},
@@ -104,6 +106,10 @@ def test_verdicts_can_fail_and_reduced_profiles_state_none():
     verdicts(report, rows, configs)
     assert len(report.verdicts) == len(CLAIMS)
     assert [v.reproduced for v in report.verdicts] == [True, False, False, False, False, False]
+    other = GroupReport("t", "full")
+    verdicts(RuleReport(other, "random"), rows, configs)
+    assert [v.claim for v in other.verdicts] == [f"{c} [ties=random]" for c in CLAIMS.values()]
+    assert [v.reproduced for v in other.verdicts] == [v.reproduced for v in report.verdicts]
     quiet = GroupReport("t", "quick")
     verdicts(quiet, rows, configs)
     assert all(v.reproduced is None and not v.stated for v in quiet.verdicts)
@@ -123,6 +129,10 @@ def test_the_full_zoo_holds_at_least_24_latent_models_and_bad_settings_are_refus
     full = settings.E9["full"]
     assert full.n_models >= 24
     assert set(full.families) == {"latent_recon", "jepa"}
+    # docs/PREREGISTERED.md, Rule 6: trained as `python -m train` trains, measured with the
+    # learned protocol of `python -m eval --ckpt`.
+    assert full.train_overrides == () and full.budgets == ("4k", "20k")
+    assert full.protocol == LEARNED
     assert GROUPS["e9"].configs is settings.E9
     with pytest.raises(ValueError, match="E9Config.budgets is empty"):
         dataclasses.replace(full, budgets=())
@@ -138,6 +148,12 @@ def test_the_tiny_profile_runs_end_to_end_and_states_no_verdict(tmp_path):
     assert read_done(folder)["profile"] == "tiny"
     results = json.loads((folder / "results.json").read_text())
     assert len(results["models"]) == settings.E9["tiny"].n_models
+    assert results["ties"] == ["first", "random"]
+    for rule in ("first", "random"):
+        models = results["by_ties"][rule]["models"]
+        assert [m["ties"] for m in models] == [rule] * settings.E9["tiny"].n_models
+    assert (folder / "models_ties-random.csv").exists()
+    assert (folder / "fig_latent_zoo_ties-random.png").exists()
     assert results["verdicts_stated"] is False
     table = (folder / "table.md").read_text()
     assert "no verdict stated" in table and "Which metric ranks latent models" in table
