@@ -1,4 +1,5 @@
-"""Latent world models through the ladder and the card (seed 004; DESIGN §8b).
+"""Latent world models through the ladder and the card (seed 004; ``docs/DESIGN.md``,
+"Latent world models").
 
 ``evaluate`` and ``paper_report`` (``gridplan.evaluation.ladder``) accept a latent model
 (``gridplan.models.latent_contract``) as they accept a state model: ``prepare_latent`` first

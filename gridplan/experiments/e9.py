@@ -1,5 +1,6 @@
 """E9: which metric ranks latent world models by closed-loop success? (paper §7 limitation
-"transfer to pixel-scale models is untested"; seed 004; DESIGN §8b.)
+"transfer to pixel-scale models is untested"; seed 004; ``docs/DESIGN.md``, "Latent world
+models".)
 
 The world models researchers build today encode an observation and predict a latent. E9 trains
 a zoo of them and asks which cheap number orders them as the planner does:

@@ -1,5 +1,5 @@
 """The action-consistency probe: is the action identifiable from a latent transition?
-(DESIGN §8b: a seconds-cheap screening score for latent models.)
+(``docs/DESIGN.md``, "Latent world models": a seconds-cheap screening score for latent models.)
 
 Definition. A probe classifier ``q(a | z, z')`` — a two-layer ReLU MLP on
 ``[z, z' - z]`` (``2Z -> hidden -> 4``), standardized by the fit latents — is fitted by Adam

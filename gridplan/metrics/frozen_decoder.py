@@ -1,4 +1,5 @@
-"""The frozen-decoder protocol for latent world models (seed 004 §3-4; DESIGN §8b).
+"""The frozen-decoder protocol for latent world models (seed 004 §3-4; ``docs/DESIGN.md``,
+"Latent world models").
 
 A latent model predicts an opaque ``z``; to read its predictions in the state's units, fit
 one decoder on encodings of actual observations only, freeze it, and decode both the actual

@@ -1,5 +1,6 @@
 """The latent world-model contract: what the planner and the latent metrics may ask of a model
-that encodes an observation and predicts a latent (seed 004 §3; DESIGN §8b).
+that encodes an observation and predicts a latent (seed 004 §3; ``docs/DESIGN.md``, "Latent
+world models").
 
 Dreamer-style latent dynamics, TD-MPC2 and JEPA-style predictors do not predict the
 ``(B, S)`` state of ``gridplan.models.contract``: they read an observation of it and roll a

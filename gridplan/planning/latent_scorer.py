@@ -1,4 +1,5 @@
-"""The leaf scorer of latent world models (paper §3 "Planner"; seed 004 §3; DESIGN §8b).
+"""The leaf scorer of latent world models (paper §3 "Planner"; seed 004 §3; ``docs/DESIGN.md``,
+"Latent world models").
 
 A latent model (``gridplan.models.latent_contract``) is planned with behind
 ``LatentThroughDecoder``, and its leaves are rolled in latent space: the root's true state is
