@@ -153,7 +153,10 @@ class LatentZooRecord(Record):
 
 @dataclass(frozen=True, kw_only=True)
 class LatentMetaRow(Record):
-    """One metric's ρ with success over the zoo (a row of ``meta.csv``)."""
+    """One metric's ρ with success over the zoo (a row of ``meta.csv``). ``undefined`` says
+    why ``rho`` is None; ``defined`` is the fraction of configuration-then-seed resamples
+    whose ρ is defined (a resample with constant success or metric has none), the share the
+    CI is read from."""
 
     metric: str
     label: str
@@ -163,6 +166,8 @@ class LatentMetaRow(Record):
     high: float | None
     model_low: float | None
     model_high: float | None
+    defined: float | None = None
+    undefined: str | None = None
 
     @property
     def sort_key(self) -> tuple[int, float]:
@@ -333,17 +338,27 @@ def config_seed_counts(groups, n_resamples: int, seed: int = 0) -> np.ndarray:
 
 def rank_metric(records, key: str, n_resamples: int, seed: int = 0) -> LatentMetaRow:
     """ρ of metric ``key`` with success over the models that define it, with the
-    configuration-then-seed CI and the model CI (None below 3 models or a constant side)."""
+    configuration-then-seed CI and the model CI (None below 3 models or a constant side,
+    with the reason in ``undefined``)."""
     keep = [r for r in records if r.metrics.get(key) is not None]
-    empty = dict(rho=None, low=None, high=None, model_low=None, model_high=None)
+
+    def undefined(why: str) -> LatentMetaRow:
+        return LatentMetaRow(
+            metric=key, label=METRICS[key], n=len(keep), rho=None, low=None, high=None,
+            model_low=None, model_high=None, undefined=why,
+        )  # fmt: skip
+
     if len(keep) < 3:
-        return LatentMetaRow(metric=key, label=METRICS[key], n=len(keep), **empty)
+        return undefined(f"{len(keep)} models define it (needs 3)")
     x = np.asarray([r.metrics[key] for r in keep], dtype=np.float64)
     y = np.asarray([r.success for r in keep], dtype=np.float64)
+    if np.all(y == y[0]):
+        return undefined(f"success is {y[0]:.2f} for every model")
+    if np.all(x == x[0]):
+        return undefined(f"the metric is {x[0]:.4g} for every model")
     models = spearman_ci(x, y, n_resamples, seed)
-    if math.isnan(models.rho):
-        return LatentMetaRow(metric=key, label=METRICS[key], n=len(keep), **empty)
     rep = spearman_of_counts(x, y, config_seed_counts([r.key for r in keep], n_resamples, seed))
+    defined = float(np.isfinite(rep).mean())
     rep = rep[np.isfinite(rep)]
     low, high = percentile_interval(rep) if rep.size else (None, None)
     return LatentMetaRow(
@@ -355,6 +370,7 @@ def rank_metric(records, key: str, n_resamples: int, seed: int = 0) -> LatentMet
         high=_num(high),
         model_low=_num(models.low),
         model_high=_num(models.high),
+        defined=defined,
     )
 
 
@@ -479,15 +495,26 @@ def meta_report(
     def cell(lo, hi) -> str:
         return "—" if lo is None else f"[{lo:+.2f}, {hi:+.2f}]"
 
+    def share(r: LatentMetaRow) -> str:
+        return "—" if r.defined is None else f"{r.defined:.0%}"
+
     report.table(
         f"Which metric ranks latent models by closed-loop success (ties={ties}, sorted by |ρ|)",
-        ["metric", "models", "ρ with success", "95% CI: configurations → seeds", "95% CI: models"],
+        [
+            "metric",
+            "models",
+            "ρ with success",
+            "95% CI: configurations → seeds",
+            "resamples with ρ defined",
+            "95% CI: models",
+        ],
         [
             [
                 r.label,
                 r.n,
-                "n/a" if r.rho is None else f"{r.rho:+.2f}",
+                f"n/a ({r.undefined})" if r.rho is None else f"{r.rho:+.2f}",
                 cell(r.low, r.high),
+                share(r),
                 cell(r.model_low, r.model_high),
             ]
             for r in rows
@@ -497,7 +524,9 @@ def meta_report(
         f"{len(cfg.protocol.seeds)} seeds × {cfg.protocol.episodes} episodes each, tied best "
         f"first actions broken by `{ties}`. CIs: "
         f"{cfg.n_resamples} bootstrap resamples, first resampling configurations then the "
-        "training seeds inside each drawn one, then resampling models. The paper has no "
+        "training seeds inside each drawn one (a resample whose success or metric is "
+        "constant has no ρ and is left out; the column beside says how many were kept), "
+        "then resampling models. The paper has no "
         "latent models (its §7 names them as untested); its reference for the state models "
         "is Table 1 (grid of 48: ρ E_tot −.32, DRPE −.98) and §5.2 (7 learned models: both "
         "+.43). The latent prediction loss lives in each family's own latent space, so it "

@@ -67,6 +67,22 @@ def test_a_metric_defined_on_fewer_than_three_models_has_no_rho():
     records = zoo("recon_loss", [0.1, 0.2, None, None], [0.9, 0.1, 0.5, 0.4])
     row = rank_metric(records, "recon_loss", n_resamples=100)
     assert row.rho is None and row.n == 2
+    assert row.undefined == "2 models define it (needs 3)"
+
+
+def test_an_undefined_rho_says_which_side_is_constant():
+    flat = rank_metric(zoo("DRPE", [0.1, 0.2, 0.3, 0.4], [0.0] * 4), "DRPE", n_resamples=50)
+    assert flat.rho is None and flat.undefined == "success is 0.00 for every model"
+    same = rank_metric(zoo("DRPE", [0.5] * 4, [0.1, 0.2, 0.3, 0.4]), "DRPE", n_resamples=50)
+    assert same.rho is None and same.undefined == "the metric is 0.5 for every model"
+
+
+def test_resamples_with_constant_success_are_counted_not_hidden():
+    # Only configuration c1 succeeds: a resample drawing c0 twice (1/4) has no rho, nor one
+    # drawing c1 twice with a single model copied four times (1/4 * 2/16): 72% are defined.
+    row = rank_metric(zoo("DRPE", [0.4, 0.3, 0.2, 0.1], [0.0, 0.0, 0.5, 0.7]), "DRPE", 2000)
+    assert row.rho == pytest.approx(-4.5 / np.sqrt(22.5))
+    assert row.defined == pytest.approx(0.71875, abs=0.03)
 
 
 def test_the_table_is_sorted_by_absolute_rho_and_means_are_per_configuration():
