@@ -14,7 +14,12 @@ measured on:
 - L4 decision agreement and regret: training seed -> branch state;
 - every other ladder number (L4-L7, probe, uncertainty; ``HEADLINE``) and VPE, the event
   error: side by side, the difference without an interval (the level reports no per-unit
-  values to pair).
+  values to pair);
+- a latent model's frozen-decoder numbers ``E_repr``, ``E_pred``, ``E_excess`` (level
+  ``latent``, ``gridplan.metrics.frozen_decoder``): side by side in the same way, the rows
+  present when at least one arm is latent (a state model's cell reads n/a). Every latent
+  model of a world is measured on the same protocol data (``gridplan.evaluation.latent_eval``),
+  so the difference compares like with like.
 
 An arm of one model paired with arms of ``T`` models counts as the same model at every
 training seed (a built-in or plug-in has no training seed); arms of different ``T > 1`` are an
@@ -51,7 +56,7 @@ class Metric:
     """One row of the comparison.
 
     Attributes:
-        level: ``"L1"``, ``"L4"``, ..., or ``"closed loop"``.
+        level: ``"L1"``, ``"L4"``, ..., ``"latent"`` (frozen-decoder numbers) or ``"closed loop"``.
         key: the metric's name in the table.
         label: what it is, in words.
         units: where the per-unit values live on a ``Report`` (``"episode_success"``,
@@ -91,6 +96,12 @@ PAIRED = (
 )
 #: Higher-is-better ladder numbers among ``HEADLINE`` (the rest are errors or regrets).
 _HIGHER = {"decision_agreement", "spearman", "pra", "success", "policy_gain"}
+#: A latent report's frozen-decoder numbers (``Report.latent_dict``), all errors.
+_LATENT = (
+    ("E_repr", "E_repr, frozen decoder of the actual latent"),
+    ("E_pred", "E_pred, frozen decoder of the predicted latent"),
+    ("E_excess", "E_excess = E_pred - E_repr"),
+)
 
 
 def _side_by_side() -> tuple[Metric, ...]:
@@ -98,6 +109,7 @@ def _side_by_side() -> tuple[Metric, ...]:
     rows = [
         Metric("L1", "VPE", "value-prediction error VPE", None, False),
         Metric("L1", "event_mse", "event error (flag at pickups and door openings)", None, False),
+        *(Metric("latent", key, label, None, False) for key, label in _LATENT),
     ]
     for level, key in HEADLINE:
         # L7's success is the closed loop's, already a paired row.
@@ -118,7 +130,7 @@ def _scalar(report: dict, metric: Metric) -> float | None:
         entry = report.get("DRPE", {}).get(metric.key.removeprefix("DRPE_"))
     elif metric.key == "event_mse":
         entry = report.get("event_audit", {}).get("event_mse")
-    elif metric.level == "L1":
+    elif metric.level in ("L1", "latent"):
         entry = report.get(metric.key)
     else:
         entry = report.get("ladder", {}).get(metric.level, {}).get(metric.key)

@@ -121,7 +121,13 @@ def prepare_latent(
     own = None
     if callable(own_decode):
         own = latent_fidelity(
-            test, own_decode, task, decoder.fit_keys, {"kind": "model"}, decoder.normalization
+            test,
+            own_decode,
+            task,
+            decoder.fit_keys,
+            {"kind": "model"},
+            decoder.normalization,
+            source=f"{type(latent).__name__}.decode",
         )
         model = LatentThroughDecoder(latent, heads=heads)
     else:

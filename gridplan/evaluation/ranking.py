@@ -97,6 +97,23 @@ def spearman(j_true, j_model) -> np.ndarray | float:
     return float(out) if out.ndim == 0 else out
 
 
+def constant_sides(anchors: list[dict]) -> str | None:
+    """Why the Spearman rho of a report's L6 anchors is undefined, when it is because a side
+    is constant: ``"constant: J_model 0 at every anchor"`` (a JEPA model whose imagined
+    policies never reach a reward), ``"constant: J_true ..."``, or both sides named; None
+    when neither side is constant.
+
+    Args:
+        anchors: ``PolicyRanking.to_dict()["anchors"]``: ``{"name", "J_true", "J_model"}``.
+    """
+    constant = []
+    for key in ("J_true", "J_model"):
+        values = {a[key] for a in anchors}
+        if len(values) == 1:
+            constant.append(f"{key} {values.pop():.4g} at every anchor")
+    return f"constant: {' and '.join(constant)}" if constant else None
+
+
 @dataclass(frozen=True)
 class PolicyRanking:
     """L6 numbers: per-policy values and the three ranking scores with bootstrap intervals

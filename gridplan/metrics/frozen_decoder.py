@@ -55,6 +55,7 @@ from gridplan.core.tasks import TASK_A, Task
 from gridplan.data.datasets import TransitionDataset
 from gridplan.metrics.prediction import standard_weights
 from gridplan.models.latent_contract import (
+    LatentContractError,
     check_latent,
     check_latent_model,
     encode_states,
@@ -388,6 +389,15 @@ class LatentFidelity:
         return dict(vars(self))
 
 
+def _decoder_name(decode) -> str:
+    """``Class.method`` of a bound method (a model's own ``decode``), else the callable's class
+    (``FrozenDecoder``)."""
+    owner = getattr(decode, "__self__", None)
+    if owner is not None:
+        return f"{type(owner).__name__}.{decode.__name__}"
+    return type(decode).__name__
+
+
 def latent_fidelity(
     test: LatentTransitions,
     decode,
@@ -395,6 +405,7 @@ def latent_fidelity(
     fit_keys: set | frozenset | None = None,
     decoder: dict | None = None,
     normalization: StateNormalization | None = None,
+    source: str | None = None,
 ) -> LatentFidelity:
     """E_repr, E_pred, E_excess and their companions on ``test`` (module docstring).
 
@@ -407,11 +418,14 @@ def latent_fidelity(
             ``{"kind": "model"}``).
         normalization: the ``sigma_j^2`` (default the frozen decoder's; a model's own decoder
             has none, and the test states' own variance is used).
+        source: who decodes, as errors name it (``"NaNDecode.decode"``); default
+            ``_decoder_name(decode)``.
 
     Raises:
         ValueError: on episode leakage between the decoder's episodes and ``test``, a test set
-            without predictions, non-finite decoded states, a zero-variance state dim, or a
-            latent with zero variance in every dim.
+            without predictions, a zero-variance state dim, or a latent with zero variance in
+            every dim; ``LatentContractError`` (a ValueError) naming ``source`` on misshapen or
+            non-finite decoded states.
     """
     if test.z_pred is None:
         raise ValueError(
@@ -424,11 +438,19 @@ def latent_fidelity(
     norm = norm or StateNormalization.of(torch.cat([test.states, test.next_states]))
     decoded_next = decode(test.z_next)
     decoded_pred = decode(test.z_pred)
-    for name, value in (("D(z_next)", decoded_next), ("D(z_pred)", decoded_pred)):
-        if tuple(value.shape) != tuple(test.next_states.shape) or not torch.isfinite(value).all():
-            raise ValueError(
-                f"decoded {name} must be finite with shape {tuple(test.next_states.shape)}, got "
-                f"{tuple(value.shape)}{' with NaN or inf' if value.numel() else ''}"
+    source = source or _decoder_name(decode)
+    shape = tuple(test.next_states.shape)
+    for name, value in (("z_next", decoded_next), ("z_pred", decoded_pred)):
+        what = f"{source}(test {name})"
+        if not isinstance(value, torch.Tensor) or tuple(value.shape) != shape:
+            got = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+            raise LatentContractError(f"{what} must have shape {shape}, got {got}")
+        if not torch.isfinite(value).all():
+            # A model may be finite on the contract check's few rows and not on a full batch.
+            bad = (~torch.isfinite(value)).any(dim=1).nonzero().flatten()
+            raise LatentContractError(
+                f"{what} holds non-finite values (NaN or inf) in {bad.numel()} of {shape[0]} "
+                f"rows (first rows {bad[:5].tolist()})"
             )
     target = test.next_states
     sq_repr = (decoded_next - target) ** 2

@@ -219,12 +219,17 @@ def check_latent_model(model, world: World, device: torch.device | str = "cpu") 
         if callable(getattr(model, "decode", None)):
             check_decoded(model.decode(nxt), rows, world, f"{who}.decode")
         if callable(getattr(model, "reward", None)):
-            _check_head(model.reward(z, action, nxt), rows, f"{who}.reward")
+            check_head(model.reward(z, action, nxt), rows, f"{who}.reward")
         if callable(getattr(model, "value", None)):
-            _check_head(model.value(nxt), rows, f"{who}.value")
+            check_head(model.value(nxt), rows, f"{who}.value")
 
 
-def _check_head(out, rows: int, what: str) -> torch.Tensor:
+def check_head(out, rows: int, what: str) -> torch.Tensor:
+    """``out`` if it is a finite ``(rows,)`` tensor: a reward or value head's output.
+
+    Raises:
+        LatentContractError: naming ``what`` and the shape found or the non-finite values.
+    """
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != (rows,):
         got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
         raise LatentContractError(f"{what} must return a ({rows},) tensor, got {got}")
@@ -277,6 +282,12 @@ class LatentThroughDecoder(WorldModel):
             )
         self.latent = latent
         self.decode_fn = decode if decode is not None else own
+        # Errors name who decoded: the plug-in's own method, or the decoder it was given.
+        self._decode_name = (
+            f"{_name(latent)}.decode"
+            if decode is None
+            else f"the {type(decode).__name__} of {_name(latent)}"
+        )
         self.decoder = dict(decoder or {"kind": "model"})
         self.heads = heads
         self.world = latent.world
@@ -303,7 +314,7 @@ class LatentThroughDecoder(WorldModel):
 
     def decode_latent(self, z: torch.Tensor) -> torch.Tensor:
         """``(B, Z)`` -> ``(B, S)`` checked decoded states, clamped into ``[0, 1]``."""
-        out = check_decoded(self.decode_fn(z), z.shape[0], self.world, "decoded state")
+        out = check_decoded(self.decode_fn(z), z.shape[0], self.world, self._decode_name)
         return out.float().clamp(0.0, 1.0)
 
     @torch.no_grad()

@@ -32,7 +32,7 @@ import torch
 
 from gridplan.core.env import state_outcome
 from gridplan.core.tasks import Task
-from gridplan.models.latent_contract import LatentThroughDecoder
+from gridplan.models.latent_contract import LatentThroughDecoder, check_head
 from gridplan.planning.registry import register_scorer
 from gridplan.planning.scorers import DEFAULT_MAX_MEMORY, GenericScorer, LeafScorer
 
@@ -50,11 +50,14 @@ class LatentScorer(GenericScorer):
     def describe(self) -> dict:
         """How leaves are scored: ``{"leaf_score": "decoder" | "heads", "decoder": ...}``."""
         model: LatentThroughDecoder = self.model
-        value = "model value head" if callable(getattr(model.latent, "value", None)) else "V*"
+        own_value = model.heads and callable(getattr(model.latent, "value", None))
         return {
             "leaf_score": "heads" if model.heads else "decoder",
             "reward": "model reward head" if model.heads else "true reward of decoded states",
-            "leaf_value": (value if model.heads else "V*") + " at the decoded leaf",
+            # The value head reads the leaf's latent, V* the decoded leaf state.
+            "leaf_value": "model value head at the leaf latent"
+            if own_value
+            else "V* at the decoded leaf",
             "decoder": dict(model.decoder),
         }
 
@@ -62,6 +65,7 @@ class LatentScorer(GenericScorer):
     def scores(self, root: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         model: LatentThroughDecoder = self.model
         latent = model.latent
+        who = type(latent).__name__
         b, n = root.shape[0], self.n_leaves
         z = model.encode_states(root).repeat_interleave(n, dim=0)
         score = torch.zeros(b * n, device=root.device)
@@ -72,12 +76,14 @@ class LatentScorer(GenericScorer):
             decoded = model.decode_latent(z_next).to(root.device)
             reward, goal, hazard = state_outcome(decoded, self.task)
             if model.heads:
-                reward = latent.reward(z, action, z_next).float().to(root.device)
+                out = latent.reward(z, action, z_next)
+                reward = check_head(out, z.shape[0], f"{who}.reward").float().to(root.device)
             score += self.discounts[t] * reward * alive
             alive &= ~(goal | hazard)
             z = z_next
         if model.heads and callable(getattr(latent, "value", None)):
-            leaf = latent.value(z).float().to(root.device)
+            leaf = check_head(latent.value(z), z.shape[0], f"{who}.value").float()
+            leaf = leaf.to(root.device)
         else:
             leaf = self.values.lookup(decoded)
         score += self.discounts[self.depth] * leaf * alive

@@ -429,8 +429,9 @@ class Config:
         if family == "mlp":
             _require(
                 obs == "state",
-                f"obs={obs} needs a latent model (model=latent_recon or model=jepa); "
-                "model.family mlp reads the state",
+                f"obs={obs} needs a latent model: model={self.model.name} (model.family mlp) "
+                "reads the state; the models that accept grid or pixels observations are "
+                "model=latent_recon and model=jepa",
             )
             return
         _require(
