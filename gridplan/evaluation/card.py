@@ -27,7 +27,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from gridplan.evaluation.ranking import constant_sides
+from gridplan.evaluation.ranking import spearman_text
 from gridplan.evaluation.schema import LEVEL_TITLES, check_schema, report_task, write_text
 from gridplan.util.jsonio import dumps
 
@@ -340,10 +340,8 @@ def profile_rows(report: dict) -> list[dict]:
         if entry is None:
             continue
         value, interval = _fmt(entry, digits)
-        if (level, key) == ("L6", "spearman") and value == "n/a":
-            # A constant side leaves the rank correlation undefined; say which side.
-            reason = constant_sides(report["ladder"]["L6"]["anchors"])
-            value = f"n/a ({reason})" if reason else value
+        if (level, key) == ("L6", "spearman"):
+            value = spearman_text(value, report["ladder"]["L6"]["anchors"])
         rows.append(
             {
                 "level": level,

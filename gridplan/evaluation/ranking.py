@@ -114,6 +114,13 @@ def constant_sides(anchors: list[dict]) -> str | None:
     return f"constant: {' and '.join(constant)}" if constant else None
 
 
+def spearman_text(text: str, anchors: list[dict]) -> str:
+    """A formatted Spearman rho of L6, ``text``; where it reads ``n/a`` because a side is
+    constant, ``"n/a (constant: J_model 0 at every anchor)"`` (``constant_sides``)."""
+    reason = constant_sides(anchors) if text == "n/a" else None
+    return f"n/a ({reason})" if reason else text
+
+
 @dataclass(frozen=True)
 class PolicyRanking:
     """L6 numbers: per-policy values and the three ranking scores with bootstrap intervals

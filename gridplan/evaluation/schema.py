@@ -41,6 +41,7 @@ import numpy as np
 
 from gridplan.core import tasks
 from gridplan.core.world import recorded
+from gridplan.evaluation.ranking import spearman_text
 from gridplan.util.jsonio import dumps, to_jsonable
 
 #: Version of the JSON layout, ``"<major>.<minor>"``; a major change breaks readers.
@@ -238,16 +239,6 @@ def _fmt(est: dict | None, digits: int = 3) -> str:
     return text
 
 
-def _spearman_text(l6: dict) -> str:
-    """L6's Spearman rho as ``_fmt`` shows it; where it is undefined because a side is
-    constant, ``n/a (constant: J_model 0 at every anchor)`` (``ranking.constant_sides``)."""
-    from gridplan.evaluation.ranking import constant_sides
-
-    text = _fmt(l6["spearman"])
-    reason = constant_sides(l6["anchors"]) if text == "n/a" else None
-    return f"n/a ({reason})" if reason else text
-
-
 def ladder_lines(report: dict) -> list[str]:
     """Human-readable lines of a report's ladder (95% intervals in brackets)."""
     lad = report.get("ladder", {})
@@ -276,7 +267,7 @@ def ladder_lines(report: dict) -> list[str]:
         x = lad["L6"]
         lines += [
             f"L6 policy ranking ({len(x['anchors'])} anchors)",
-            f"  Spearman rho        {_spearman_text(x)}",
+            f"  Spearman rho        {spearman_text(_fmt(x['spearman']), x['anchors'])}",
             f"  PRA                 {_fmt(x['pra'])}",
             f"  MMRV                {_fmt(x['mmrv'], 4)}",
         ]

@@ -52,7 +52,7 @@ from gridplan.experiments import bias_noise, paper
 from gridplan.experiments.bias_noise import Cycling, add_cycling, setting_cycling
 from gridplan.experiments.figures import failure_figure, learned_success_figure
 from gridplan.experiments.learned_runs import ModelStack, cpu_threads, train_runs
-from gridplan.experiments.measure import closed_loop, standard_windows
+from gridplan.experiments.measure import closed_loop, standard_windows, tie_rules
 from gridplan.experiments.records import LearnedRecord, Record, TrainingRun, write_models
 from gridplan.experiments.runner import GroupContext
 from gridplan.experiments.settings import ROWS, UNIFORM_20K, E3Config, LearnedRow
@@ -68,7 +68,6 @@ from gridplan.metrics.prediction import PredictionMetrics, prediction_metrics
 from gridplan.metrics.stats import SpearmanResult, mean_se, spearman_ci
 from gridplan.models.learned import load_world_model
 from gridplan.planning.closed_loop import GOAL, OUTCOMES, EpisodeResults
-from gridplan.planning.planner import TIES
 
 #: The random-data model "never reaches the goal" when it succeeds at most this often (paper 0%;
 #: its event failure is judged separately: predicted ``carrying`` at pickup below 0.5).
@@ -82,7 +81,7 @@ AUDIT_KEYS = ("carrying_at_pickup", "pickup_mse", "door_open_at_opening", "door_
 #: verdicts: the default reading's (``docs/PREREGISTERED.md``, Rule 1). Every model is also
 #: played under the other rule (``RULES``), on the same start states, and reported beside it.
 MAIN_TIES = PROJECT.ties
-RULES = (MAIN_TIES, *(r for r in TIES if r != MAIN_TIES))
+RULES = tie_rules(MAIN_TIES)
 #: The claims of §5.4 (i)-(ii) tested by ``gridplan.experiments.bias_noise``, written before
 #: any run; each verdict's criterion is in ``section54_verdicts``.
 CLAIMS = {

@@ -58,7 +58,7 @@ from gridplan.experiments.learned_runs import (
     group_relative,
     quiet_lightning,
 )
-from gridplan.experiments.measure import closed_loop, standard_windows
+from gridplan.experiments.measure import closed_loop, standard_windows, tie_rules
 from gridplan.experiments.records import Record
 from gridplan.experiments.runner import GroupContext
 from gridplan.experiments.settings import E9Config
@@ -69,7 +69,6 @@ from gridplan.metrics.stats import spearman_ci
 from gridplan.models.latent import load_latent_model
 from gridplan.models.latent_reference import PersistenceLatentModel, StateLatentModel
 from gridplan.planning.closed_loop import start_states
-from gridplan.planning.planner import TIES
 
 #: Seed of the start states of the decision-regret measurement (apart from the closed loop's).
 BRANCH_SEED = 7001
@@ -231,18 +230,12 @@ def train_zoo(ctx: GroupContext, cfg: E9Config) -> list[dict]:
 # --------------------------------------------------------------------------- measurement
 
 
-def tie_rules(ctx: GroupContext) -> tuple[str, ...]:
-    """The tie rules every model is played under: the run's reading's first, then the
-    others (``docs/PREREGISTERED.md``, Rule 1)."""
-    main = ctx.reading.ties
-    return (main, *(r for r in TIES if r != main))
-
-
 def measure_latent(ctx: GroupContext, cfg: E9Config, latent) -> dict:
     """Every number of one latent model (module docstring); ``model`` is the wrapper the
     planner used, ``protocol`` the frozen-decoder result, ``by_ties`` the closed-loop
-    ``summary``, ``decision_regret`` and ``decision_agreement`` under each of
-    ``tie_rules`` (the same start states, roots and generator seeds under every rule)."""
+    ``summary``, ``decision_regret`` and ``decision_agreement`` under each tie rule, the run's
+    reading's first (``tie_rules``; the same start states, roots and generator seeds under
+    every rule)."""
     task = TASK_A
     measured = prepare_latent(latent, task, ctx.device)
     model, latent_report = measured.model, measured.report
@@ -251,7 +244,7 @@ def measure_latent(ctx: GroupContext, cfg: E9Config, latent) -> dict:
     pm = prediction_metrics(model, windows, generator=ctx.generator(0))[0]
     roots = start_states((BRANCH_SEED,), cfg.branch_states, task, ctx.device)
     by_ties = {}
-    for rule in tie_rules(ctx):
+    for rule in tie_rules(ctx.reading.ties):
         summaries, _ = closed_loop(ctx, model, task, cfg.protocol, ties=rule)
         quality = decision_quality(
             decide(model, roots, task, cfg.protocol.depth, ctx.generator(1), ties=rule)
@@ -279,7 +272,7 @@ def evaluate_zoo(
     ctx: GroupContext, cfg: E9Config, trained: list[dict]
 ) -> dict[str, list[LatentZooRecord]]:
     """Measure every trained model (``measure_latent``): tie rule -> one record per model."""
-    records: dict[str, list[LatentZooRecord]] = {rule: [] for rule in tie_rules(ctx)}
+    records: dict[str, list[LatentZooRecord]] = {rule: [] for rule in tie_rules(ctx.reading.ties)}
     for run in ctx.bar(trained, "measuring the latent zoo"):
         t0 = time.perf_counter()
         latent = load_latent_model(ctx.out / run["checkpoint"], ctx.device)
@@ -447,7 +440,7 @@ def verdicts(
 def reference_sanity(ctx: GroupContext, cfg: E9Config, report: GroupReport) -> dict:
     """The reference latent models' known answers (``gridplan.models.latent_reference``),
     played under the run's tie rule."""
-    main = tie_rules(ctx)[0]
+    main = ctx.reading.ties
     state = measure_latent(ctx, cfg, StateLatentModel())
     played = state["by_ties"][main]
     own = state["protocol"]["own"]
@@ -587,7 +580,7 @@ def zoo_figure(records, rows: list[LatentMetaRow]) -> Figure:
 def run(ctx: GroupContext) -> GroupReport:
     """E9 (see the module docstring)."""
     cfg: E9Config = ctx.config
-    rules = tie_rules(ctx)
+    rules = tie_rules(ctx.reading.ties)
     t0 = time.perf_counter()
     trained = train_zoo(ctx, cfg)
     train_wall = time.perf_counter() - t0

@@ -13,8 +13,16 @@ from gridplan.data.datasets import EvalWindows, eval_windows
 from gridplan.experiments.runner import GroupContext
 from gridplan.metrics.stats import EpisodeSummary, summarize_episodes
 from gridplan.planning.closed_loop import EpisodeResults, run_episodes
+from gridplan.planning.planner import TIES
 
 _WINDOWS_CACHE: dict[tuple, EvalWindows] = {}
+
+
+def tie_rules(main: str) -> tuple[str, ...]:
+    """Every tie rule of ``gridplan.planning.planner.TIES``, ``main`` first: the order a group
+    that plays its learned models under both rules reports them (``docs/PREREGISTERED.md``,
+    Rule 1)."""
+    return (main, *(r for r in TIES if r != main))
 
 
 def standard_windows(ctx: GroupContext, protocol: Protocol, task: Task = TASK_A) -> EvalWindows:

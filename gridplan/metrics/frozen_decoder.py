@@ -55,7 +55,7 @@ from gridplan.core.tasks import TASK_A, Task
 from gridplan.data.datasets import TransitionDataset
 from gridplan.metrics.prediction import standard_weights
 from gridplan.models.latent_contract import (
-    LatentContractError,
+    check_decoded,
     check_latent,
     check_latent_model,
     encode_states,
@@ -439,19 +439,9 @@ def latent_fidelity(
     decoded_next = decode(test.z_next)
     decoded_pred = decode(test.z_pred)
     source = source or _decoder_name(decode)
-    shape = tuple(test.next_states.shape)
+    # A model may be finite on the contract check's few rows and not on a full batch.
     for name, value in (("z_next", decoded_next), ("z_pred", decoded_pred)):
-        what = f"{source}(test {name})"
-        if not isinstance(value, torch.Tensor) or tuple(value.shape) != shape:
-            got = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
-            raise LatentContractError(f"{what} must have shape {shape}, got {got}")
-        if not torch.isfinite(value).all():
-            # A model may be finite on the contract check's few rows and not on a full batch.
-            bad = (~torch.isfinite(value)).any(dim=1).nonzero().flatten()
-            raise LatentContractError(
-                f"{what} holds non-finite values (NaN or inf) in {bad.numel()} of {shape[0]} "
-                f"rows (first rows {bad[:5].tolist()})"
-            )
+        check_decoded(value, test.next_states.shape[0], task.world, f"{source}(test {name})")
     target = test.next_states
     sq_repr = (decoded_next - target) ** 2
     sq_pred = (decoded_pred - target) ** 2

@@ -98,6 +98,17 @@ def observations(model, state: torch.Tensor) -> torch.Tensor:
     return observe(state, model.world, model.obs_kind)
 
 
+def _check_finite_rows(x: torch.Tensor, rows: int, what: str) -> None:
+    """Raise ``LatentContractError`` naming ``what`` and the rows of ``(rows, ...)`` ``x`` that
+    hold NaN or inf."""
+    if x.numel() and not torch.isfinite(x).all():
+        bad = (~torch.isfinite(x.reshape(rows, -1))).any(dim=1).nonzero().flatten()
+        raise LatentContractError(
+            f"{what} holds non-finite values (NaN or inf) in {bad.numel()} of {rows} rows "
+            f"(first rows {bad[:5].tolist()})"
+        )
+
+
 def check_latent(z, rows: int, latent_dim: int, what: str) -> torch.Tensor:
     """``z`` if it is a finite float32 ``(rows, latent_dim)`` tensor.
 
@@ -113,12 +124,7 @@ def check_latent(z, rows: int, latent_dim: int, what: str) -> torch.Tensor:
         )
     if z.dtype != torch.float32:
         raise LatentContractError(f"{what} must be float32, got {z.dtype}")
-    if z.numel() and not torch.isfinite(z).all():
-        bad = (~torch.isfinite(z)).any(dim=1).nonzero().flatten()
-        raise LatentContractError(
-            f"{what} holds non-finite values (NaN or inf) in {bad.numel()} of {rows} rows "
-            f"(first rows {bad[:5].tolist()})"
-        )
+    _check_finite_rows(z, rows, what)
     return z
 
 
@@ -157,11 +163,7 @@ def check_decoded(state, rows: int, world: World, what: str) -> torch.Tensor:
             f"{what} must be a floating ({rows}, {world.state_dim}) tensor (world "
             f"{world.name!r}), got {state.dtype} {tuple(state.shape)}"
         )
-    if state.numel() and not torch.isfinite(state).all():
-        bad = (~torch.isfinite(state)).any(dim=1).nonzero().flatten()
-        raise LatentContractError(
-            f"{what} holds non-finite values (NaN or inf) in {bad.numel()} of {rows} rows"
-        )
+    _check_finite_rows(state, rows, what)
     return state
 
 
