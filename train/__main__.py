@@ -52,6 +52,7 @@ from omegaconf import DictConfig, OmegaConf  # noqa: E402
 from gridplan.training.config import (  # noqa: E402
     DEFAULT_CONFIG_DIR,
     compose,
+    hydra_config_path,
     run_name,
     to_yaml,
 )
@@ -142,7 +143,9 @@ def _hydra(args: list[str]) -> int:
     return 0
 
 
-@hydra.main(version_base="1.3", config_path=str(DEFAULT_CONFIG_DIR), config_name="config")
+@hydra.main(
+    version_base="1.3", config_path=hydra_config_path(DEFAULT_CONFIG_DIR), config_name="config"
+)
 def _app(cfg: DictConfig) -> None:
     hc = HydraConfig.get()
     print(describe(configure_threads(training_threads(cfg.threads))), flush=True)
