@@ -11,7 +11,7 @@ Examples::
     python -m gridplan.experiments --only e1,e2,e5,e6 --reading paper   # -> results/paper/...
     python -m gridplan.experiments --only e1,e5 --ties random   # -> results/project-ties-random/...
     python -m gridplan.experiments --launcher joblib --jobs 2   # e3's trainings as 2 Hydra jobs
-    python -m gridplan.experiments --only e3,e4 --preset paper-error-scale  # results/paper-error-scale
+    python -m gridplan.experiments --only e3,e4 --preset paper-error-scale  # -> its own folder
     python -m gridplan.experiments --only e3 --launcher slurm --jobs 8 \
         --launcher-override hydra.launcher.partition=gpu --device cuda
 

@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import contextlib
 import math
-from importlib import resources
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass
+from importlib import resources
 from pathlib import Path
 
 import torch
