@@ -1,5 +1,6 @@
-"""``gridplan-train``, ``gridplan-eval`` and ``gridplan-data`` run gridplan's own command lines,
-even from a folder whose ``train.py`` / ``eval.py`` shadows ``python -m train`` / ``-m eval``."""
+"""``gridplan-train``, ``gridplan-eval``, ``gridplan-data`` and ``gridplan-experiments`` run
+gridplan's own command lines, even from a folder whose ``train.py`` / ``eval.py`` shadows
+``python -m train`` / ``-m eval``."""
 
 from __future__ import annotations
 
@@ -35,11 +36,12 @@ def decoy_folder(tmp_path, monkeypatch):
     return tmp_path
 
 
-def test_pyproject_declares_the_three_console_scripts():
+def test_pyproject_declares_the_four_console_scripts():
     assert _scripts() == {
         "gridplan-train": "gridplan_cli:train_main",
         "gridplan-eval": "gridplan_cli:eval_main",
         "gridplan-data": "gridplan.data.__main__:main",
+        "gridplan-experiments": "gridplan.experiments.__main__:main",
     }
 
 

@@ -60,7 +60,26 @@ ACCELERATORS = ("auto", "cpu", "gpu", "cuda", "mps")
 #: reads its folders through the package (``pkg://gridplan.conf.train``), so an installed
 #: gridplan finds them from any working folder.
 CONFIG_PACKAGE = "gridplan.conf"
-CONFIGS_ROOT = Path(str(resources.files(CONFIG_PACKAGE)))
+
+
+def _configs_root() -> Path:
+    """The installed ``CONFIG_PACKAGE``'s folder.
+
+    Raises:
+        ImportError: if gridplan runs from a source tree that was never installed (only an
+            install maps ``configs/`` to the package).
+    """
+    try:
+        return Path(str(resources.files(CONFIG_PACKAGE)))
+    except ModuleNotFoundError as err:
+        raise ImportError(
+            f"{CONFIG_PACKAGE} (gridplan's configs/) is not installed: install gridplan "
+            "(pip install gridplan-*.whl, or pip install -e . in a checkout; "
+            "scripts/setup.sh does) rather than putting its source folder on PYTHONPATH"
+        ) from err
+
+
+CONFIGS_ROOT = _configs_root()
 DEFAULT_CONFIG_DIR = CONFIGS_ROOT / "train"
 
 
