@@ -163,12 +163,13 @@ class FusedNoiseScorer(LeafScorer):
             )
         self.task = task
         self.world = world
-        self._cell_scale = torch.tensor(world.cell_scale)
         self.depth = depth
         self.rho = rho
         self.n_settings = sigma.shape[0]
         self.values = value_table(task, device)
         self.device = self.values.device
+        # On the device: addcdiv(out=) refuses a CPU operand beside CUDA tensors, even 0-dim.
+        self._cell_scale = torch.tensor(world.cell_scale, device=self.device)
         self.discounts = [task.gamma**t for t in range(depth + 1)]
         self.dims = list(task.relevant_dims)
         self.n_dims = len(self.dims)
