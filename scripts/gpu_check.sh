@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# One short check of the GPU paths (< 5 minutes on one GPU; docs/PERFORMANCE.md §10):
+# One check of the GPU paths (about 10 minutes on one H200; docs/PERFORMANCE.md §10):
 #   1. the tests that take a device parameter, on cpu and cuda (tests/core/test_devices.py ...);
 #   2. bench_planner.py --device cuda: noise and oracle at D = 4, 6 with up to 100k episodes,
 #      the learned MLP (generic, tree, TorchRL) at D = 4, the tree at D = 4, 6 with 100k;
 #   3. bench_training.py --quick --device cuda (K = 1, 5);
-#   4. reproduce.py --quick --device cuda;
+#   4. python -m gridplan.experiments --quick --device cuda (scripts/reproduce.py);
 #   5. bench_scaling.py: the g32-k64 row (S = 136, 32x32 grid) beside the default world's:
 #      planner, env.step, V*, training step on cuda; without CUDA its --quick run on the CPU.
 # Writes every log and JSON under $GPU_CHECK_OUT (default gpu_check/) and one summary,
@@ -25,6 +25,12 @@ mkdir -p "$out"
 steps="$out/steps.tsv"
 : > "$steps"
 cuda=$("$py" -c "import torch; print(int(torch.cuda.is_available()))")
+# The configs ship as the package gridplan.conf, which only an install maps (pyproject.toml):
+# a bare checkout (a GPU machine with its own torch and no registry) is installed in place.
+if ! "$py" -c "import gridplan.conf" 2>/dev/null; then
+    "$py" -m pip install -q --no-deps --no-build-isolation -e . > "$out/install.log" 2>&1 \
+        || { echo "install: failed ($out/install.log)"; exit 1; }
+fi
 
 # run NAME LIMIT_S JSON CMD...: runs CMD with a time limit, logs to $out/NAME.log, records a row.
 run() {
@@ -55,7 +61,7 @@ if [ "$cuda" = 1 ]; then
     run bench_planner 150 "$out/bench_planner.json" "$py" scripts/bench_planner.py --device cuda \
         --depths 4,6 --batches 1000,10000,100000 --learned-depths 4 --learned-batches 1000,10000 \
         --no-learned-d6 --min-time 0.5 --max-memory 16G --json "$out/bench_planner.json"
-    run bench_planner_tree 90 "$out/bench_planner_tree.json" "$py" scripts/bench_planner.py \
+    run bench_planner_tree 240 "$out/bench_planner_tree.json" "$py" scripts/bench_planner.py \
         --device cuda --only-learned --learned-paths tree --learned-depths 4,6 \
         --learned-batches 100000 --no-learned-d6 --min-time 0.5 --max-memory 16G \
         --json "$out/bench_planner_tree.json"
@@ -65,14 +71,14 @@ else
 fi
 
 if [ "$cuda" = 1 ]; then
-    run bench_training 90 "$out/bench_training.json" "$py" scripts/bench_training.py \
+    run bench_training 180 "$out/bench_training.json" "$py" scripts/bench_training.py \
         --quick --device cuda --json "$out/bench_training.json"
 else
     skip bench_training "no CUDA device"
 fi
 
 if [ "$cuda" = 1 ]; then
-    run reproduce 150 "" "$py" scripts/reproduce.py --quick --device cuda --force \
+    run reproduce 600 "" "$py" -m gridplan.experiments --quick --device cuda --force \
         --no-progress --out "$out/results"
 else
     skip reproduce "no CUDA device"
