@@ -183,7 +183,8 @@ class _Lockstep:
         )[0]
         self.state[i] = ours
         if ours.tolist() != row:
-            self.tally.note("reset:state", f"seed episode {self.tally.episodes}: {row} vs {ours.tolist()}")
+            detail = f"episode {self.tally.episodes}: {row} vs {ours.tolist()}"
+            self.tally.note("reset:state", detail)
         if not np.array_equal(egocentric(ours.unsqueeze(0), self.world)[0].numpy(), obs["image"]):
             self.tally.note("reset:image", f"episode {self.tally.episodes}, state {row}")
         self.guided[i] = self.rng.random() < self.guided_share

@@ -68,7 +68,9 @@ def _column(state: torch.Tensor, dim: int, ndim: int) -> torch.Tensor:
     return state[:, dim].view(-1, *([1] * (ndim - 1)))
 
 
-def objects_at(x: torch.Tensor, y: torch.Tensor, state: torch.Tensor, world: DoorKey) -> torch.Tensor:
+def objects_at(
+    x: torch.Tensor, y: torch.Tensor, state: torch.Tensor, world: DoorKey
+) -> torch.Tensor:
     """MiniGrid object code of the grid cells ``(x, y)`` of each row's world.
 
     Cells off the grid are walls (MiniGrid's ``Grid.slice`` fills them so). The agent is not
@@ -255,7 +257,7 @@ def from_layout(
     state[:, WALL_X] = _as_rows(wall_x, "wall_x", batch, state.device)
     state[:, DOOR_Y] = _as_rows(door_y, "door_y", batch, state.device)
     state[:, HEADING] = _as_rows(heading, "heading", batch, state.device)
-    for (dx, dy), cells, name in (((AGENT_X, AGENT_Y), agent, "agent"), ((KEY_X, KEY_Y), key, "key")):
+    for dx, dy, cells, name in ((AGENT_X, AGENT_Y, agent, "agent"), (KEY_X, KEY_Y, key, "key")):
         state[:, dx] = _as_rows(cells[:, 0], f"{name} x", batch, state.device)
         state[:, dy] = _as_rows(cells[:, 1], f"{name} y", batch, state.device)
     state[:, DOOR] = LOCKED

@@ -53,7 +53,10 @@ def _row_sweep(seen: int, clear: int, width: int) -> tuple[int, int]:
     for i in reversed(range(1, width)):
         if mask[i] and clear_at[i]:
             mask[i - 1] = ahead[i - 1] = ahead[i] = True
-    return sum(1 << i for i in range(width) if mask[i]), sum(1 << i for i in range(width) if ahead[i])
+    bits = [1 << i for i in range(width)]
+    return sum(b for b, m in zip(bits, mask, strict=True) if m), sum(
+        b for b, a in zip(bits, ahead, strict=True) if a
+    )
 
 
 @functools.lru_cache(maxsize=8)

@@ -153,7 +153,9 @@ def layout_values(world: DoorKey, wall_x: int, door_y: int, gamma: float) -> Lay
     v = torch.zeros(full.shape[0], dtype=torch.float64)
     d = torch.where(stop, 0, _FAR)
     arrive = goal.double()
-    for sweeps in range(1, 100 * world.size**2):
+    sweeps = 0
+    while True:
+        sweeps += 1
         v_next = torch.mul(v[nxt], gamma).masked_fill_(goal, 0.0).add_(arrive).amax(dim=1)
         v_next.masked_fill_(stop, 0.0)
         d_next = d[nxt].add_(1).masked_fill_(goal, 1).amin(dim=1).clamp_(max=_FAR)
@@ -191,7 +193,8 @@ class DoorKeyValues:
         out = None
         for code in layout.unique().tolist():
             rows = layout == code
-            table = getattr(layout_values(self.world, *divmod(code, self.world.size), self.gamma), field)
+            wall_x, door_y = divmod(code, self.world.size)
+            table = getattr(layout_values(self.world, wall_x, door_y, self.gamma), field)
             if out is None:
                 out = torch.empty(state.shape[0], dtype=table.dtype)
             out[rows] = table[idx[rows]]
