@@ -63,7 +63,11 @@ def run(worlds: list[DoorKey], args: argparse.Namespace) -> list[dict]:
     options = {"envs": args.envs, "guided": args.guided, "epsilon": args.epsilon,
                "full_every": args.full_every}
     jobs = [(w, k) for w in worlds for k in range(args.shards)]
-    calls = [(w.size, w.max_steps, share, args.seed * 1000 + k, options) for w, k in jobs]
+    # Distinct seeds for every world and shard: MiniGrid's resets and the action draws.
+    calls = [
+        (w.size, w.max_steps, share, (args.seed * 1000 + i) * 1000 + k, options)
+        for i, (w, k) in enumerate(jobs)
+    ]
     if args.shards == 1:
         results = [_shard(*call) for call in calls]
     else:

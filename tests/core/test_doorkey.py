@@ -288,3 +288,10 @@ def test_names_resolve_to_minigrids_sizes_and_step_limits():
     assert (w.size, w.max_steps, w.view_size, w.goal) == (16, 2560, 7, (14, 14))
     assert w.gym_id == "MiniGrid-DoorKey-16x16-v0"
     assert W8.wall_columns == (2, 3, 4, 5) and W8.door_rows == (1, 2, 3, 4, 5)
+
+
+@pytest.mark.parametrize("w", [W5, W8, world.DoorKey(size=7, view_size=5)], ids=str)
+def test_tabulated_views_equal_views_computed_cell_by_cell(w):
+    s, _ = _random_reachable(w, 128, seed=9)
+    assert observe._view_table(w, s.device) is not None
+    assert torch.equal(observe.egocentric(s, w), observe.views(s, w))

@@ -92,3 +92,27 @@ def test_another_minigrid_version_is_refused_naming_both(monkeypatch):
     monkeypatch.setattr(mg.importlib.metadata, "version", lambda name: "9.9.9")
     with pytest.raises(RuntimeError, match=r"minigrid==3\.2\.0.*minigrid==9\.9\.9"):
         mg.require_pinned()
+
+
+def _check_script():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "check_minigrid.py"
+    spec = importlib.util.spec_from_file_location("check_minigrid", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_check_script_counts_and_refuses_another_version(monkeypatch, capsys, tmp_path):
+    script = _check_script()
+    out = tmp_path / "check.json"
+    assert script.main(["--transitions", "64", "--worlds", "5:20", "--envs", "8",
+                        "--json", str(out)]) == 0
+    assert "64 transitions" in capsys.readouterr().out and out.exists()
+    with pytest.raises(SystemExit):
+        script.main(["--transitions", "64", "--json", str(out)])  # never overwrites
+    monkeypatch.setattr(mg.importlib.metadata, "version", lambda name: "3.1.0")
+    assert script.main(["--transitions", "64"]) == 2
+    assert "minigrid==3.1.0" in capsys.readouterr().err

@@ -28,15 +28,24 @@ from gridplan.core.doorkey.constants import (
     DIR_VECTORS,
     DOOR,
     DOOR_OBJECT,
+    DOOR_Y,
     EMPTY,
     HEADING,
     KEY_OBJECT,
+    KEY_X,
+    KEY_Y,
+    N_DOOR_STATES,
+    N_HEADINGS,
     OBJECT_COLOURS,
     OPEN,
     RED,
+    STATE_DIM,
+    UNSEEN,
     WALL,
+    WALL_X,
+    YELLOW,
 )
-from gridplan.core.doorkey.env import objects_at
+from gridplan.core.doorkey.env import columns, objects_at
 from gridplan.core.doorkey.world import DoorKey
 
 
@@ -116,8 +125,67 @@ def visible(kind: torch.Tensor, door: torch.Tensor) -> torch.Tensor:
     return (mask.unsqueeze(1) & bits.view(1, v, 1)) != 0
 
 
+def views(state: torch.Tensor, world: DoorKey) -> torch.Tensor:
+    """The egocentric view computed cell by cell (``egocentric`` without its table): the
+    view's grid cells, their objects, ``visible``, the carried key. ``(B, V, V, 3)`` uint8."""
+    v, cols = world.view_size, columns(state)
+    offsets = _view_offsets(v).to(state.device)[cols[HEADING]]
+    x = cols[AGENT_X].view(-1, 1, 1) + offsets[..., 0]
+    y = cols[AGENT_Y].view(-1, 1, 1) + offsets[..., 1]
+    kind = objects_at(x, y, cols, world)
+    door = cols[DOOR]
+    seen = visible(kind, door)
+    kind[:, v // 2, v - 1] = torch.where(cols[CARRYING] == 1, KEY_OBJECT, EMPTY)
+    return _encode(kind, door.view(-1, 1, 1)) * seen.unsqueeze(-1)
+
+
+#: Largest table of key-free views (bytes) ``egocentric`` gathers from: 2.7 MB for the 8x8
+#: world, 76 MB for the 16x16; a larger world computes ``views`` on every call instead.
+VIEW_TABLE_BYTES = 128 * 2**20
+#: Rows of states ``_view_table`` draws at once while building.
+_BUILD_CHUNK = 2**16
+
+
+def _view_index(cols: torch.Tensor, world: DoorKey) -> torch.Tensor:
+    """Row of ``_view_table`` from ``(10, B)`` state columns: layout, agent cell, heading,
+    door state (last fastest)."""
+    n = world.size
+    layout = (cols[WALL_X] - 2) * (n - 2) + cols[DOOR_Y] - 1
+    cell = (layout * n + cols[AGENT_X]) * n + cols[AGENT_Y]
+    return (cell * N_HEADINGS + cols[HEADING]) * N_DOOR_STATES + cols[DOOR]
+
+
+@functools.lru_cache(maxsize=8)
+def _view_table(world: DoorKey, device: torch.device) -> torch.Tensor | None:
+    """Key-free views of every layout, agent cell, heading and door state: ``(rows, V*V*3)``
+    uint8 in ``_view_index`` order, the agent's cell empty; ``None`` above
+    ``VIEW_TABLE_BYTES``. The key does not block sight (MiniGrid's ``Key.see_behind``), so
+    a view is this row with the key drawn in where it is seen."""
+    n, v = world.size, world.view_size
+    layouts = (n - 4) * (n - 2)
+    rows = layouts * n * n * N_HEADINGS * N_DOOR_STATES
+    if rows * v * v * 3 > VIEW_TABLE_BYTES:
+        return None
+    idx = torch.arange(rows)
+    door, rest = idx % N_DOOR_STATES, idx // N_DOOR_STATES
+    heading, rest = rest % N_HEADINGS, rest // N_HEADINGS
+    ay, rest = rest % n, rest // n
+    ax, layout = rest % n, rest // n
+    state = torch.zeros(rows, STATE_DIM, dtype=torch.long)
+    state[:, AGENT_X], state[:, AGENT_Y], state[:, HEADING], state[:, DOOR] = ax, ay, heading, door
+    state[:, KEY_X], state[:, KEY_Y] = ax, ay
+    state[:, WALL_X], state[:, DOOR_Y] = 2 + layout // (n - 2), 1 + layout % (n - 2)
+    table = torch.cat([views(chunk, world) for chunk in state.split(_BUILD_CHUNK)])
+    return table.view(rows, v * v * 3).to(device)
+
+
 def egocentric(state: torch.Tensor, world: DoorKey) -> torch.Tensor:
     """MiniGrid's partial observation ``gen_obs()["image"]`` of every row.
+
+    In worlds whose ``_view_table`` fits ``VIEW_TABLE_BYTES`` (up to 17x17 with the 7x7 view)
+    a view is one gathered row plus the key where it is seen; else ``views``. Both are
+    checked against each other and against MiniGrid (``tests/core/test_doorkey.py``,
+    ``tests/core/test_minigrid_doorkey.py``).
 
     Args:
         state: ``(B, 10)`` int64 states (not validated: ``env.check_state``).
@@ -127,15 +195,26 @@ def egocentric(state: torch.Tensor, world: DoorKey) -> torch.Tensor:
         ``(B, V, V, 3)`` uint8, indexed ``(vx, vy, channel)``; unseen cells are all 0; the
         agent's cell ``(V // 2, V - 1)`` holds the carried key or is empty.
     """
-    v = world.view_size
-    offsets = _view_offsets(v).to(state.device)[state[:, HEADING]]
-    x = state[:, AGENT_X].view(-1, 1, 1) + offsets[..., 0]
-    y = state[:, AGENT_Y].view(-1, 1, 1) + offsets[..., 1]
-    kind = objects_at(x, y, state, world)
-    door = state[:, DOOR]
-    seen = visible(kind, door)
-    kind[:, v // 2, v - 1] = torch.where(state[:, CARRYING] == 1, KEY_OBJECT, EMPTY)
-    return _encode(kind, door.view(-1, 1, 1)) * seen.unsqueeze(-1)
+    table = _view_table(world, state.device)
+    if table is None:
+        return views(state, world)
+    v, b, cols = world.view_size, state.shape[0], columns(state)
+    image = table.index_select(0, _view_index(cols, world))
+    # The key seen on the ground: its cell in view coordinates (get_view_coords).
+    vec = DIR_VECTORS.to(state.device)[cols[HEADING]]
+    dx, dy = cols[KEY_X] - cols[AGENT_X], cols[KEY_Y] - cols[AGENT_Y]
+    vx = v // 2 - vec[:, 1] * dx + vec[:, 0] * dy
+    vy = v - 1 - vec[:, 0] * dx - vec[:, 1] * dy
+    carried = cols[CARRYING] == 1
+    at = torch.where(carried, (v // 2) * v + v - 1, vx * v + vy)
+    inside = carried | ((vx >= 0) & (vx < v) & (vy >= 0) & (vy < v))
+    at = at.clamp_(0, v * v - 1) * 3
+    rows = torch.arange(b, device=state.device)
+    seen = inside & (carried | (image[rows, at] != UNSEEN))
+    key = torch.tensor([KEY_OBJECT, YELLOW, 0], dtype=torch.uint8, device=state.device)
+    cells = image.view(b, v * v, 3)
+    cells[rows[seen], at[seen] // 3] = key
+    return cells.view(b, v, v, 3)
 
 
 def full_grid(state: torch.Tensor, world: DoorKey) -> torch.Tensor:
@@ -149,15 +228,15 @@ def full_grid(state: torch.Tensor, world: DoorKey) -> torch.Tensor:
         ``(B, N, N, 3)`` uint8 indexed ``(x, y, channel)``: every cell's code, the agent's
         cell ``(AGENT, RED, heading)``; a carried key is not on the grid.
     """
-    b, n = state.shape[0], world.size
+    b, n, cols = state.shape[0], world.size, columns(state)
     g = torch.arange(n, device=state.device)
     x = g.view(1, n, 1).expand(b, n, n)
     y = g.view(1, 1, n).expand(b, n, n)
-    image = _encode(objects_at(x, y, state, world), state[:, DOOR].view(-1, 1, 1))
+    image = _encode(objects_at(x, y, cols, world), cols[DOOR].view(-1, 1, 1))
     rows = torch.arange(b, device=state.device)
+    heading = cols[HEADING]
     agent = torch.stack(
-        [torch.full_like(state[:, HEADING], AGENT), torch.full_like(state[:, HEADING], RED),
-         state[:, HEADING]], dim=1,
+        [torch.full_like(heading, AGENT), torch.full_like(heading, RED), heading], dim=1
     )
-    image[rows, state[:, AGENT_X], state[:, AGENT_Y]] = agent.to(torch.uint8)
+    image[rows, cols[AGENT_X], cols[AGENT_Y]] = agent.to(torch.uint8)
     return image
