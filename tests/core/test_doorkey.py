@@ -14,8 +14,11 @@ from helpers_doorkey import reset_distribution, shortest
 from helpers_doorkey import step as scalar_step
 from scipy import stats
 
-from gridplan.core.doorkey import env, observe, values, world
-from gridplan.core.doorkey.constants import (
+from gridplan.core import doorkey_env as env
+from gridplan.core import doorkey_observe as observe
+from gridplan.core import doorkey_values as values
+from gridplan.core import doorkey_world as world
+from gridplan.core.doorkey_constants import (
     CLOSED,
     DROP,
     FORWARD,
