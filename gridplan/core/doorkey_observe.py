@@ -140,8 +140,9 @@ def views(state: torch.Tensor, world: DoorKey) -> torch.Tensor:
 
 
 #: Largest table of key-free views (bytes) ``egocentric`` gathers from: 2.7 MB for the 8x8
-#: world, 76 MB for the 16x16; a larger world computes ``views`` on every call instead.
-VIEW_TABLE_BYTES = 128 * 2**20
+#: world, 8.5 MB for the 10x10; a larger world (16x16: 76 MB, a build of seconds) computes
+#: ``views`` on every call instead.
+VIEW_TABLE_BYTES = 16 * 2**20
 #: Rows of states ``_view_table`` draws at once while building.
 _BUILD_CHUNK = 2**16
 
@@ -182,7 +183,7 @@ def _view_table(world: DoorKey, device: torch.device) -> torch.Tensor | None:
 def egocentric(state: torch.Tensor, world: DoorKey) -> torch.Tensor:
     """MiniGrid's partial observation ``gen_obs()["image"]`` of every row.
 
-    In worlds whose ``_view_table`` fits ``VIEW_TABLE_BYTES`` (up to 17x17 with the 7x7 view)
+    In worlds whose ``_view_table`` fits ``VIEW_TABLE_BYTES`` (up to 11x11 with the 7x7 view)
     a view is one gathered row plus the key where it is seen; else ``views``. Both are
     checked against each other and against MiniGrid (``tests/core/test_doorkey.py``,
     ``tests/core/test_minigrid_doorkey.py``).

@@ -196,7 +196,9 @@ def _all_starts(w):
     return torch.tensor(rows)
 
 
-@pytest.mark.parametrize("w", [W5, W6], ids=lambda w: w.name)
+@pytest.mark.parametrize(
+    "w", [W5, W6, pytest.param(W8, marks=pytest.mark.slow)], ids=lambda w: w.name
+)
 def test_the_greedy_policy_on_v_star_solves_every_reset_state_with_the_optimal_return(w):
     table = values.DoorKeyValues(w)
     s = _all_starts(w)

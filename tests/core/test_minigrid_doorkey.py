@@ -19,7 +19,7 @@ from gridplan.core import doorkey_env as env  # noqa: E402
 from gridplan.core.doorkey_world import DoorKey  # noqa: E402
 
 #: (world, transitions): every size MiniGrid registers, and a short step limit that makes
-#: truncations frequent.
+#: truncations frequent. Views come from the table up to 11x11, cell by cell on 16x16.
 CI_WORLDS = [
     (DoorKey(size=5), 700),
     (DoorKey(size=6), 700),
