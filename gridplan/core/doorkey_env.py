@@ -157,25 +157,25 @@ def _range_violations(cols: torch.Tensor, world: DoorKey):
 
 def _violations(cols: torch.Tensor, world: DoorKey):
     """``(field, rule, bad rows)`` of every rule of a reachable state (``check_state``), from
-    ``(10, B)`` state columns."""
+    ``(10, B)`` state columns. Past the ranges, a cell is a wall only in the wall column."""
     yield from _range_violations(cols, world)
-    agent = objects_at(cols[AGENT_X], cols[AGENT_Y], cols, world)
+    agent_column = cols[AGENT_X] == cols[WALL_X]
+    door_row = cols[AGENT_Y] == cols[DOOR_Y]
     carrying = cols[CARRYING] == 1
-    yield "agent_x/agent_y", "not in a wall", agent == WALL
+    yield "agent_x/agent_y", "not in a wall", agent_column & ~door_row
     yield (
         "agent_x/agent_y",
         "on the door only while it is open",
-        (agent == DOOR_OBJECT) & (cols[DOOR] != OPEN),
+        agent_column & door_row & (cols[DOOR] != OPEN),
     )
     on_agent = (cols[KEY_X] == cols[AGENT_X]) & (cols[KEY_Y] == cols[AGENT_Y])
     yield "key_x/key_y", "a carried key is on the agent's cell", carrying & ~on_agent
-    ground = cols.clone()
-    ground[CARRYING] = 1
-    under = objects_at(cols[KEY_X], cols[KEY_Y], ground, world)
+    goal = world.size - 2
+    taken = (cols[KEY_X] == cols[WALL_X]) | ((cols[KEY_X] == goal) & (cols[KEY_Y] == goal))
     yield (
         "key_x/key_y",
         "a key on the ground lies on an empty cell, not under the agent",
-        ~carrying & ((under != EMPTY) | on_agent),
+        ~carrying & (taken | on_agent),
     )
 
 

@@ -10,7 +10,7 @@ import random
 
 import pytest
 import torch
-from helpers_doorkey import reset_distribution, shortest
+from helpers_doorkey import cell, reset_distribution, shortest
 from helpers_doorkey import step as scalar_step
 from scipy import stats
 
@@ -239,6 +239,28 @@ def test_q_star_is_one_step_of_v_star_and_its_maximum():
     goal = (s[:, 0] == 4) & (s[:, 1] == 4)
     assert torch.equal(q.amax(dim=1)[~goal], v[~goal])
     assert (q[goal] == 0).all()
+
+
+def test_valid_keeps_exactly_the_states_minigrid_can_hold():
+    gen = torch.Generator().manual_seed(4)
+    highs = (8, 8, 4, 8, 8, 2, 3, 8, 8, 5)
+    s = torch.stack([torch.randint(0, h, (3000,), generator=gen) for h in highs], dim=1)
+
+    def plain(row):
+        ax, ay, _, kx, ky, carrying, door, wall_x, door_y, _ = row
+        if not (2 <= wall_x <= 5 and 1 <= door_y <= 6 and min(ax, ay, kx, ky) >= 1
+                and max(ax, ay, kx, ky) <= 6):
+            return False
+        under_agent = cell(8, row, ax, ay)
+        bare = (*row[:5], 1, *row[6:])  # the grid without the key
+        if under_agent == "wall" or (under_agent == "door" and door != OPEN):
+            return False
+        if carrying:
+            return (kx, ky) == (ax, ay)
+        return cell(8, bare, kx, ky) == "empty" and (kx, ky) != (ax, ay)
+
+    want = [plain(tuple(r)) for r in s.tolist()]
+    assert env.valid(s, W8).tolist() == want and 0 < sum(want) < len(want)
 
 
 def test_valid_states_step_to_valid_states():
