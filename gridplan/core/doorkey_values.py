@@ -1,0 +1,235 @@
+"""Exact values of the DoorKey world: V*, Q* and shortest remaining steps, per layout.
+
+A layout (wall column, door row) fixes the grid; within it a state is agent cell x heading x
+key (a cell, or carried) x door state: ``N^2 * 4 * (N^2 + 1) * 3`` indices (49,920 in the
+8x8 world, 789,504 in the 16x16), of which ``env.valid`` keeps the reachable kinds (a dropped
+key may lie anywhere in either room, so they are all kept). The transitions are
+``env.transition`` itself, applied to every index with every action once, so the table can
+never disagree with the environment. Value iteration then runs two Bellman backups together
+until neither changes (exactly: the dynamics are deterministic, so after the longest shortest
+path both are fixed):
+
+* the discounted value the planner reads, reward 1 on arriving at the goal, discount
+  ``gamma``: ``V*(s) = max_a [goal(s, a) + (1 - goal(s, a)) gamma V*(s')]``, so ``V* =
+  gamma^(d - 1)`` with ``d`` the shortest number of steps to the goal (our reading, as in
+  ``gridplan.core.values``; terminal states, the agent on the goal, have 0);
+* ``d(s) = min_a [1 if goal(s, a) else 1 + d(s')]``, the shortest remaining steps.
+
+MiniGrid's own return depends on the step count ``t`` (``1 - 0.9 (t + d) / max_steps`` when
+the goal is reached at ``t + d <= max_steps``, else 0); it is maximised by the shortest path,
+so ``minigrid_return`` reads it off ``d`` exactly. Tables are built lazily, one per layout, and
+cached (``layout_values``); ``DoorKeyValues`` looks up batches that mix layouts.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import torch
+
+from gridplan.core.doorkey_constants import (
+    AGENT_X,
+    AGENT_Y,
+    CARRYING,
+    DOOR,
+    DOOR_Y,
+    HEADING,
+    KEY_X,
+    KEY_Y,
+    N_ACTIONS,
+    N_DOOR_STATES,
+    N_HEADINGS,
+    STATE_DIM,
+    STEP,
+    SUCCESS_PENALTY,
+    WALL_X,
+)
+from gridplan.core.doorkey_env import check_state, transition, valid
+from gridplan.core.doorkey_world import DoorKey
+from gridplan.core.tasks import DEFAULT_GAMMA
+
+#: ``d`` of a state from which the goal cannot be reached.
+UNREACHABLE = -1
+#: Most states one layout's value iteration may enumerate (``N = 30``: 3.2 M); its working
+#: memory is about 250 bytes per state.
+MAX_LAYOUT_STATES = 4 * 2**20
+_FAR = 2**40
+
+
+def layout_size(world: DoorKey) -> int:
+    """States of one layout's table: ``N^2 * 4 * (N^2 + 1) * 3``."""
+    cells = world.size**2
+    return cells * N_HEADINGS * (cells + 1) * N_DOOR_STATES
+
+
+def state_index(state: torch.Tensor, world: DoorKey) -> torch.Tensor:
+    """Index of ``(B, 10)`` states in their layout's table, ``(B,)`` int64: agent x, agent
+    y, heading, key (``x N + y``, or ``N^2`` carried), door; the last varies fastest."""
+    n = world.size
+    key = torch.where(state[:, CARRYING] == 1, n * n, state[:, KEY_X] * n + state[:, KEY_Y])
+    idx = (state[:, AGENT_X] * n + state[:, AGENT_Y]) * N_HEADINGS + state[:, HEADING]
+    return (idx * (n * n + 1) + key) * N_DOOR_STATES + state[:, DOOR]
+
+
+def layout_states(world: DoorKey, wall_x: int, door_y: int) -> torch.Tensor:
+    """Every index of one layout as ``(layout_size, 10)`` int64 states, in ``state_index``
+    order (step 0; most are not ``valid``)."""
+    n = world.size
+    g, h = torch.arange(n), torch.arange(N_HEADINGS)
+    k, door = torch.arange(n * n + 1), torch.arange(N_DOOR_STATES)
+    ax, ay, heading, key, door = torch.cartesian_prod(g, g, h, k, door).T
+    carried = key == n * n
+    state = torch.zeros(ax.shape[0], STATE_DIM, dtype=torch.long)
+    state[:, AGENT_X], state[:, AGENT_Y], state[:, HEADING] = ax, ay, heading
+    state[:, KEY_X] = torch.where(carried, ax, key // n)
+    state[:, KEY_Y] = torch.where(carried, ay, key % n)
+    state[:, CARRYING], state[:, DOOR] = carried.long(), door
+    state[:, WALL_X], state[:, DOOR_Y] = wall_x, door_y
+    return state
+
+
+@dataclass(frozen=True)
+class LayoutValues:
+    """Exact values of one layout, indexed by ``state_index``.
+
+    Attributes:
+        values: ``(layout_size,)`` float64 V* (0 on terminal and invalid states).
+        distance: ``(layout_size,)`` int64 shortest remaining steps, ``UNREACHABLE`` where the
+            goal cannot be reached or the index is not a valid state.
+        sweeps: Bellman sweeps until the fixed point.
+    """
+
+    values: torch.Tensor
+    distance: torch.Tensor
+    sweeps: int
+
+
+def _transitions(states: torch.Tensor, world: DoorKey) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(S, 7)`` next indices and goal flags of every state under every action."""
+    nxt, goal = [], []
+    for a in range(N_ACTIONS):
+        action = torch.full((states.shape[0],), a, dtype=torch.long)
+        after, _, reached, _, _ = transition(states, action, world)
+        nxt.append(state_index(after, world))
+        goal.append(reached)
+    return torch.stack(nxt, dim=1), torch.stack(goal, dim=1)
+
+
+@functools.lru_cache(maxsize=32)
+def layout_values(world: DoorKey, wall_x: int, door_y: int, gamma: float) -> LayoutValues:
+    """Value iteration on one layout (module docstring). Cached per world, layout and gamma.
+
+    Raises:
+        ValueError: if the layout is outside the grid's ranges, ``gamma`` is not in
+            ``(0, 1)``, or the table exceeds ``MAX_LAYOUT_STATES``.
+    """
+    if not 0.0 < gamma < 1.0:
+        raise ValueError(f"gamma must lie in (0, 1), got {gamma!r}")
+    if not (2 <= wall_x <= world.size - 3 and 1 <= door_y <= world.size - 2):
+        raise ValueError(
+            f"layout (wall_x={wall_x}, door_y={door_y}) is outside {world.name}: wall_x in "
+            f"2..{world.size - 3}, door_y in 1..{world.size - 2}"
+        )
+    if layout_size(world) > MAX_LAYOUT_STATES:
+        raise ValueError(
+            f"{world.name} has {layout_size(world):,} states per layout, more than exact "
+            f"values enumerate ({MAX_LAYOUT_STATES:,}: gridplan.core.doorkey_values)"
+        )
+    states = layout_states(world, wall_x, door_y)
+    ok = valid(states, world)
+    # Iterate over the valid states only (about a fifth of the indices); the valid states
+    # are closed under the dynamics, so every successor has a compact id.
+    full = ok.nonzero().flatten()
+    compact = torch.full((ok.shape[0],), -1, dtype=torch.long)
+    compact[full] = torch.arange(full.shape[0])
+    states = states[full]
+    nxt, goal = _transitions(states, world)
+    nxt = compact[nxt]
+    if (nxt < 0).any():
+        raise RuntimeError(f"{world.name}: a valid state stepped to an invalid one")
+    goal_x, goal_y = world.goal
+    stop = (states[:, AGENT_X] == goal_x) & (states[:, AGENT_Y] == goal_y)
+    v = torch.zeros(full.shape[0], dtype=torch.float64)
+    d = torch.where(stop, 0, _FAR)
+    arrive = goal.double()
+    sweeps = 0
+    while True:
+        sweeps += 1
+        v_next = torch.mul(v[nxt], gamma).masked_fill_(goal, 0.0).add_(arrive).amax(dim=1)
+        v_next.masked_fill_(stop, 0.0)
+        d_next = d[nxt].add_(1).masked_fill_(goal, 1).amin(dim=1).clamp_(max=_FAR)
+        d_next = torch.where(stop, d, d_next)
+        if torch.equal(v_next, v) and torch.equal(d_next, d):
+            break
+        v, d = v_next, d_next
+    values = torch.zeros(ok.shape[0], dtype=torch.float64)
+    values[full] = v
+    distance = torch.full((ok.shape[0],), UNREACHABLE, dtype=torch.long)
+    distance[full] = d.masked_fill_(d >= _FAR, UNREACHABLE)
+    return LayoutValues(values=values, distance=distance, sweeps=sweeps)
+
+
+class DoorKeyValues:
+    """Exact V*, Q*, shortest remaining steps and MiniGrid's optimal return of batches of
+    DoorKey states that may mix layouts (one lazily built table per layout met).
+
+    Args:
+        world: the grid.
+        gamma: discount of ``V*`` and ``Q*`` (``gridplan.core.tasks.DEFAULT_GAMMA``, 0.95).
+
+    Raises:
+        ValueError: if ``gamma`` is not in ``(0, 1)``.
+    """
+
+    def __init__(self, world: DoorKey, gamma: float = DEFAULT_GAMMA) -> None:
+        if not 0.0 < float(gamma) < 1.0:
+            raise ValueError(f"gamma must lie in (0, 1), got {gamma!r}")
+        self.world, self.gamma = world, float(gamma)
+
+    def _lookup(self, state: torch.Tensor, field: str) -> torch.Tensor:
+        idx = state_index(state, self.world).cpu()
+        layout = (state[:, WALL_X] * self.world.size + state[:, DOOR_Y]).cpu()
+        out = None
+        for code in layout.unique().tolist():
+            rows = layout == code
+            wall_x, door_y = divmod(code, self.world.size)
+            table = getattr(layout_values(self.world, wall_x, door_y, self.gamma), field)
+            if out is None:
+                out = torch.empty(state.shape[0], dtype=table.dtype)
+            out[rows] = table[idx[rows]]
+        return out.to(state.device)
+
+    def values(self, state: torch.Tensor) -> torch.Tensor:
+        """V* of ``(B, 10)`` valid states: ``(B,)`` float64 (``check_state`` raises on others)."""
+        return self._lookup(check_state(state, self.world), "values")
+
+    def distance(self, state: torch.Tensor) -> torch.Tensor:
+        """Shortest remaining steps to the goal: ``(B,)`` int64, ``UNREACHABLE`` if none."""
+        return self._lookup(check_state(state, self.world), "distance")
+
+    def q_values(self, state: torch.Tensor) -> torch.Tensor:
+        """``Q*(s, a) = goal(s, a) + (1 - goal(s, a)) gamma V*(s')``: ``(B, 7)`` float64; 0 in
+        terminal states (the agent on the goal)."""
+        check_state(state, self.world)
+        q = []
+        for a in range(N_ACTIONS):
+            action = torch.full((state.shape[0],), a, dtype=torch.long, device=state.device)
+            after, _, goal, _, _ = transition(state, action, self.world)
+            q.append(torch.where(goal, 1.0, self.gamma * self._lookup(after, "values")))
+        goal_x, goal_y = self.world.goal
+        done = (state[:, AGENT_X] == goal_x) & (state[:, AGENT_Y] == goal_y)
+        return torch.stack(q, dim=1).masked_fill_(done.unsqueeze(1), 0.0)
+
+    def greedy(self, state: torch.Tensor) -> torch.Tensor:
+        """An optimal action per row, the first maximiser of ``Q*``: ``(B,)`` int64."""
+        return self.q_values(state).argmax(dim=1)
+
+    def minigrid_return(self, state: torch.Tensor) -> torch.Tensor:
+        """MiniGrid's optimal return from ``state`` at its step count ``t``: ``(B,)`` float64
+        ``1 - 0.9 (t + d) / max_steps`` if the goal is reachable by ``max_steps``, else 0."""
+        d = self.distance(state)
+        arrive = state[:, STEP] + d
+        reach = (d != UNREACHABLE) & (d > 0) & (arrive <= self.world.max_steps)
+        reward = 1.0 - SUCCESS_PENALTY * (arrive.double() / self.world.max_steps)
+        return torch.where(reach, reward, 0.0)
