@@ -1,4 +1,4 @@
-"""DoorKey speed: MiniGrid's own ``DoorKeyEnv.step`` beside ``gridplan.core.doorkey``'s
+"""DoorKey speed: MiniGrid's own ``DoorKeyEnv.step`` beside ``gridplan.core.doorkey_*``'s
 batched step, interleaved in one run, and the time of exact value iteration.
 
 Rows, each timed ``--rounds`` times, alternating with MiniGrid's so that both see the same
@@ -40,11 +40,11 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from gridplan.adapters.minigrid import PINNED_VERSION, make_env  # noqa: E402
-from gridplan.core.doorkey import env as env  # noqa: E402
-from gridplan.core.doorkey import values as values  # noqa: E402
-from gridplan.core.doorkey.constants import N_ACTIONS, STATE_DIM  # noqa: E402
-from gridplan.core.doorkey.observe import egocentric  # noqa: E402
-from gridplan.core.doorkey.world import DoorKey  # noqa: E402
+from gridplan.core import doorkey_env as env  # noqa: E402
+from gridplan.core import doorkey_values as values  # noqa: E402
+from gridplan.core.doorkey_constants import N_ACTIONS, STATE_DIM  # noqa: E402
+from gridplan.core.doorkey_observe import egocentric  # noqa: E402
+from gridplan.core.doorkey_world import DoorKey  # noqa: E402
 from gridplan.util.threads import configure_threads, describe  # noqa: E402
 
 

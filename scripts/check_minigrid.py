@@ -1,4 +1,4 @@
-"""Differential check of ``gridplan.core.doorkey`` against MiniGrid's own DoorKey, at any scale.
+"""Differential check of ``gridplan.core.doorkey_*`` against MiniGrid's own DoorKey, at any scale.
 
 Steps MiniGrid's ``DoorKeyEnv`` and our batched step side by side from layouts MiniGrid drew
 from its own seeds, with the same actions, and compares states, rewards, terminations,
@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gridplan.adapters.minigrid import PINNED_VERSION, differential, require_pinned  # noqa: E402
-from gridplan.core.doorkey.world import DoorKey  # noqa: E402
+from gridplan.core.doorkey_world import DoorKey  # noqa: E402
 
 
 def parse_worlds(text: str) -> list[DoorKey]:

@@ -1,5 +1,5 @@
 """A plain-Python DoorKey, written from MiniGrid's rules (``minigrid/minigrid_env.py``,
-``minigrid/core/world_object.py``) and independent of ``gridplan.core.doorkey``: one state
+``minigrid/core/world_object.py``) and independent of ``gridplan.core.doorkey_*``: one state
 at a time as a tuple, a breadth-first search for shortest paths, and the exact reset
 distribution by enumeration."""
 

@@ -1,11 +1,11 @@
-"""MiniGrid itself beside ``gridplan.core.doorkey``: loading its layouts, and the differential
+"""MiniGrid itself beside ``gridplan.core.doorkey_*``: loading its layouts, and the differential
 check that both worlds agree transition for transition.
 
 ``load_state(env)`` reads a ``minigrid.envs.DoorKeyEnv`` (its grid, ``agent_pos``,
 ``agent_dir``, ``carrying``, ``step_count``) into a ``(10,)`` row of our state, refusing a grid
 that is not a DoorKey layout (a door off the wall column, a gap in the wall, a key in the east
 room at reset, ...). ``differential(world, transitions, seed)`` runs ``envs`` MiniGrid
-environments in lockstep with one batched ``gridplan.core.doorkey.env.step``: every episode
+environments in lockstep with one batched ``gridplan.core.doorkey_env.step``: every episode
 starts from a layout MiniGrid drew from its own seed (``env.reset(seed=s)``), both sides take
 the same actions, and after every step it compares the states, rewards, terminations,
 truncations, the egocentric ``7x7x3`` images and directions, and the fully observed grids
@@ -27,13 +27,13 @@ import numpy as np
 import torch
 
 from gridplan.adapters import require
-from gridplan.core.doorkey import env as dk
-from gridplan.core.doorkey.constants import DIM_NAMES, N_ACTIONS
-from gridplan.core.doorkey.observe import egocentric, full_grid
-from gridplan.core.doorkey.values import DoorKeyValues
-from gridplan.core.doorkey.world import DoorKey
+from gridplan.core import doorkey_env as dk
+from gridplan.core.doorkey_constants import DIM_NAMES, N_ACTIONS
+from gridplan.core.doorkey_observe import egocentric, full_grid
+from gridplan.core.doorkey_values import DoorKeyValues
+from gridplan.core.doorkey_world import DoorKey
 
-#: The MiniGrid release whose semantics ``gridplan.core.doorkey`` reproduces.
+#: The MiniGrid release whose semantics ``gridplan.core.doorkey_*`` reproduces.
 PINNED_VERSION = "3.2.0"
 #: Largest grid whose episodes may be guided by Q* (one value table per layout met).
 GUIDED_MAX_SIZE = 8
@@ -249,7 +249,7 @@ def differential(
     epsilon: float = 0.25,
     full_every: int = 1,
 ) -> Tally:
-    """Step MiniGrid and ``gridplan.core.doorkey`` side by side and count disagreements.
+    """Step MiniGrid and ``gridplan.core.doorkey_*`` side by side and count disagreements.
 
     Args:
         world: the DoorKey world (MiniGrid's ``DoorKeyEnv`` is built with its settings).

@@ -14,11 +14,11 @@ from helpers_doorkey import cell, reset_distribution, shortest
 from helpers_doorkey import step as scalar_step
 from scipy import stats
 
-from gridplan.core.doorkey import env as env
-from gridplan.core.doorkey import observe as observe
-from gridplan.core.doorkey import values as values
-from gridplan.core.doorkey import world as world
-from gridplan.core.doorkey.constants import (
+from gridplan.core import doorkey_env as env
+from gridplan.core import doorkey_observe as observe
+from gridplan.core import doorkey_values as values
+from gridplan.core import doorkey_world as world
+from gridplan.core.doorkey_constants import (
     CLOSED,
     DROP,
     FORWARD,

@@ -1,4 +1,4 @@
-"""``gridplan.core.doorkey`` equals MiniGrid's DoorKey: states, rewards, terminations,
+"""``gridplan.core.doorkey_*`` equals MiniGrid's DoorKey: states, rewards, terminations,
 truncations and observations transition by transition, and the same reset distribution.
 
 Needs the ``minigrid`` extra at the pinned version (skipped without it); the large run is
@@ -15,8 +15,8 @@ from scipy import stats
 pytest.importorskip("minigrid")
 
 from gridplan.adapters import minigrid as mg  # noqa: E402
-from gridplan.core.doorkey import env as env  # noqa: E402
-from gridplan.core.doorkey.world import DoorKey  # noqa: E402
+from gridplan.core import doorkey_env as env  # noqa: E402
+from gridplan.core.doorkey_world import DoorKey  # noqa: E402
 
 #: (world, transitions): every size MiniGrid registers, and a short step limit that makes
 #: truncations frequent. Views come from the table up to 11x11, cell by cell on 16x16.

@@ -6,7 +6,7 @@ agent looks up from the middle of the bottom row, cells off the grid drawn as wa
 hidden behind walls and closed doors unseen (``Grid.process_vis``), and the agent's own cell
 showing what it carries. ``full_grid(state, world)`` is ``FullyObsWrapper``'s image. Both are
 ``(x, y, channel)`` uint8 codes ``(object, colour, state)`` as MiniGrid writes them
-(``gridplan.core.doorkey.constants``); the third channel of a door is its state.
+(``gridplan.core.doorkey_constants``); the third channel of a door is its state.
 
 Occlusion is MiniGrid's sweep, row by row from the agent's row away from it. Within a row the
 sweep only depends on which cells of the row the previous rows made visible and which cells of
@@ -20,7 +20,7 @@ import functools
 
 import torch
 
-from gridplan.core.doorkey.constants import (
+from gridplan.core.doorkey_constants import (
     AGENT,
     AGENT_X,
     AGENT_Y,
@@ -45,8 +45,8 @@ from gridplan.core.doorkey.constants import (
     WALL_X,
     YELLOW,
 )
-from gridplan.core.doorkey.env import columns, objects_at
-from gridplan.core.doorkey.world import DoorKey
+from gridplan.core.doorkey_env import columns, objects_at
+from gridplan.core.doorkey_world import DoorKey
 
 
 def _row_sweep(seen: int, clear: int, width: int) -> tuple[int, int]:

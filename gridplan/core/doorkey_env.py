@@ -17,14 +17,14 @@ Python. The semantics are MiniGrid 3.2.0's (``minigrid/minigrid_env.py``,
 * every step counts; ``truncated`` once ``steps >= max_steps`` (both flags can be set at once).
 
 A carried key's cell is the agent's (MiniGrid removes it from the grid). Letter legend: ``B``
-batch rows; the state dims are named in ``gridplan.core.doorkey.constants``.
+batch rows; the state dims are named in ``gridplan.core.doorkey_constants``.
 """
 
 from __future__ import annotations
 
 import torch
 
-from gridplan.core.doorkey.constants import (
+from gridplan.core.doorkey_constants import (
     AGENT_X,
     AGENT_Y,
     CARRYING,
@@ -56,7 +56,7 @@ from gridplan.core.doorkey.constants import (
     WALL,
     WALL_X,
 )
-from gridplan.core.doorkey.world import DoorKey
+from gridplan.core.doorkey_world import DoorKey
 
 #: Random integers are drawn below this bound and reduced modulo the count of choices, so
 #: every draw is uniform up to a relative bias of ``count / 2^62``.

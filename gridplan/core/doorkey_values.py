@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import torch
 
-from gridplan.core.doorkey.constants import (
+from gridplan.core.doorkey_constants import (
     AGENT_X,
     AGENT_Y,
     CARRYING,
@@ -45,8 +45,8 @@ from gridplan.core.doorkey.constants import (
     SUCCESS_PENALTY,
     WALL_X,
 )
-from gridplan.core.doorkey.env import check_state, transition, valid
-from gridplan.core.doorkey.world import DoorKey
+from gridplan.core.doorkey_env import check_state, transition, valid
+from gridplan.core.doorkey_world import DoorKey
 from gridplan.core.tasks import DEFAULT_GAMMA
 
 #: ``d`` of a state from which the goal cannot be reached.
@@ -134,7 +134,7 @@ def layout_values(world: DoorKey, wall_x: int, door_y: int, gamma: float) -> Lay
     if layout_size(world) > MAX_LAYOUT_STATES:
         raise ValueError(
             f"{world.name} has {layout_size(world):,} states per layout, more than exact "
-            f"values enumerate ({MAX_LAYOUT_STATES:,}: gridplan.core.doorkey.values)"
+            f"values enumerate ({MAX_LAYOUT_STATES:,}: gridplan.core.doorkey_values)"
         )
     states = layout_states(world, wall_x, door_y)
     ok = valid(states, world)

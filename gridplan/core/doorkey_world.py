@@ -3,16 +3,16 @@
 Farama MiniGrid's ``MiniGrid-DoorKey-{N}x{N}-v0`` is the paper's problem (fetch a key, open a
 door, reach a goal) as the field plays it: a heading with turn and forward actions, pickup and
 toggle on the cell in front, a locked door, a layout drawn per episode, an egocentric occluded
-view. ``constants`` names the state dims and codes, this module the settings,
-``env`` the batched ``reset``/``step``, ``observe`` the observations and
-``values`` the exact values; ``docs/DESIGN.md`` ("MiniGrid DoorKey") the choices.
+view. ``doorkey_constants`` names the state dims and codes, this module the settings,
+``doorkey_env`` the batched ``reset``/``step``, ``doorkey_observe`` the observations and
+``doorkey_values`` the exact values; ``docs/DESIGN.md`` ("MiniGrid DoorKey") the choices.
 
 A ``DoorKey`` fixes what MiniGrid's ``DoorKeyEnv(size, max_steps, agent_view_size)`` fixes;
 everything drawn per episode (wall column, door row, agent, heading, key) lives in the state
-(``gridplan.core.doorkey.constants``). MiniGrid registers ``MiniGrid-DoorKey-{5,6,8,16}x..-v0``;
+(``gridplan.core.doorkey_constants``). MiniGrid registers ``MiniGrid-DoorKey-{5,6,8,16}x..-v0``;
 any ``N >= 5`` is a world here, named ``minigrid-doorkey-{N}x{N}``::
 
-    from gridplan.core.doorkey import world as world
+    from gridplan.core import doorkey_world as world
     w = world.get("minigrid-doorkey-8x8")      # DoorKey(size=8): max_steps 640, 7x7 view
     w.goal, w.wall_columns, w.door_rows          # (6, 6), (2, 3, 4, 5), (1, 2, 3, 4, 5)
 
