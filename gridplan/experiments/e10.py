@@ -1,18 +1,19 @@
 """E10: does DRPE hold beyond the exact-V* planner? The controlled grid and a small learned set
-under CEM, MPPI, a learned value and no heuristic (paper §3 "Planner"; §7's limitation "our
+under CEM, MPPI, MCTS, a learned value and no heuristic (paper §3 "Planner"; §7's limitation "our
 exact V* heuristic means other planners may weight errors differently").
 
 Every model is planned by each planner of ``gridplan.planning.planners`` (``cfg.planners``):
 the paper's full-width search with exact V*; the same search with a learned value at its
 leaves (fitted value iteration once, through the oracle, on logged behaviour states: E4's
-machinery, ``gridplan.evaluation.planner_choice.fit_learned_value``) and with none; CEM and
-MPPI with exact V* as terminal value (their default settings: 1,024 predictions per decision,
-the search's). Per model: ``E_tot`` and DRPE (exact graded weights) on E1's held-out windows;
-per planner, the planner-aware DRPE (Eq. 1 with the value the planner judges states by,
-``gridplan.evaluation.planner_relevance``), the decision regret ``V*(s) - Q*(s, a)`` of the
-planner's choice at ``cfg.regret_states`` states of the optimal policy, and closed-loop
-success. Table: Spearman ρ of each metric with each planner's success over the grid and over
-the learned set, seeded bootstrap 95% CIs (``gridplan.metrics.stats.spearman_ci``).
+machinery, ``gridplan.evaluation.planner_choice.fit_learned_value``) and with none; CEM,
+MPPI and the batched PUCT tree search (MCTS) with exact V* as terminal value (their default
+settings: 1,024 predictions per decision, the search's). Per model: ``E_tot`` and DRPE (exact
+graded weights) on E1's held-out windows; per planner, the planner-aware DRPE (Eq. 1 with
+the value the planner judges states by, ``gridplan.evaluation.planner_relevance``), the
+decision regret ``V*(s) - Q*(s, a)`` of the planner's choice at ``cfg.regret_states`` states
+of the optimal policy, and closed-loop success. Table: Spearman ρ of each metric with each
+planner's success over the grid and over the learned set, seeded bootstrap 95% CIs
+(``gridplan.metrics.stats.spearman_ci``).
 
 The verdicts (``CLAIMS``) were written before the first full run and are checked only by the
 ``full`` profile; ``quick`` and ``tiny`` print the same tables and state no verdict. Writes
@@ -366,7 +367,8 @@ def e10_report(
     """The verdicts, the ρ tables of both pools, the weights and the figure's caption."""
     (grid_rows, learned_rows), (grid_rho, learned_rho) = rows, rhos
     report = GroupReport(
-        "E10 — DRPE beyond the exact-V* planner: CEM, MPPI, learned value, no heuristic (§3, §7)",
+        "E10 — DRPE beyond the exact-V* planner: CEM, MPPI, MCTS, learned value, no heuristic "
+        "(§3, §7)",
         ctx.profile,
     )
     verdicts(report, grid_rho, learned_rho, list(planners))
