@@ -5,35 +5,38 @@ several simulations per round under virtual visits (Liu et al. 2020, "Watch the 
 One tree per root, all ``B`` trees grown in lockstep as tensors: flat node tables of
 ``B * (1 + 4 * budget)`` rows (visits ``N``, value sums ``W``, rewards, terminal flags, the
 first child's index, states). The ``budget`` simulations run in rounds of ``L`` *lanes*
-(simulations at once): the first rounds double from 1 lane (1, 2, 4, ...) up to ``parallel``,
-then ``parallel`` lanes per round until the budget is spent. One round:
+(simulations at once; ``lane_schedule``): the first rounds double from 1 lane up to
+``parallel``, the rest take at most ``parallel`` each. One round:
 
 1. **Select**: every lane of every tree descends at once, one depth level per step, through
-   expanded, non-terminal nodes. At node ``s`` the lanes that arrive there take children one
-   at a time in lane order, lane ``k`` by
+   expanded, non-terminal nodes. The ``m`` lanes at node ``s`` (consecutive lanes: a group)
+   split over its children as ``m`` selections one after another would, each by
    ``argmax_a Q(s, a) + c * P(a) * sqrt(N(s)) / (1 + N(s, a) + O(s, a))``, where ``O(s, a)``
-   counts the earlier lanes of the round that took ``a`` at ``s`` (virtual visits: in-flight
-   simulations spread over the children; ``N(s)`` counts finished simulations only), the
-   prior is uniform ``P(a) = 1/4`` (no policy network), ``Q(s, a) = r(s_a) + gamma *
-   W(s_a) / N(s_a)``, and ties go to the lowest action. The one-at-a-time rule is computed
-   for all lanes of a node at once: each child's scores over ``O = 0, 1, ...`` decrease, so
-   the ``k``-th lane's child is the ``k``-th entry of the stable descending sort of them all.
-2. **Expand** the leaf each lane reached (unless terminal): every lane's 4 children in one
+   counts the earlier selections of ``a`` (virtual visits: in-flight simulations spread
+   over the children; ``N(s)`` counts finished simulations only), the prior is uniform
+   ``P(a) = 1/4`` (no policy network), ``Q(s, a) = r(s_a) + gamma * W(s_a) / N(s_a)``, and
+   ties go to the lowest action; the lanes, in order, take the selected children in action
+   order, so each child's lanes are again a group. The ``m`` selections cost one stable
+   sort (``turns``): each child's scores over ``O = 0, 1, ...`` fall, so the selections
+   are all of them merged in descending order.
+2. **Expand** the leaf each group reached (unless terminal): every lane's 4 children in one
    ``predict`` call of ``B * L * 4`` rows, each child valued ``r(s_a) + gamma * V(s_a)``
    while alive (``V`` the terminal value: exact V*, learned or none;
    ``gridplan.planning.learned_value``); the leaf's estimate is the best of them (a one-step
-   backup). Where several lanes of a round reach the same leaf, the first one's children
-   enter the tree and every one of them backs up its estimate; a terminal leaf is worth 0.
+   backup). The group's first lane's children enter the tree, and every lane of the group
+   backs up its estimate; a terminal leaf is worth 0.
 3. **Back up** each lane's estimate along its path: every node's ``N`` grows by 1 and its
    ``W`` by the lane's discounted return from there, lane after lane.
 
-With ``parallel = 1`` this is plain sequential PUCT, one simulation per round. The decision
-is the root's most visited action (ties to the larger ``Q``, then the lowest action). A
-budget of ``b`` simulations costs ``4 b`` predictions per decision; the default 256 matches
-the depth-4 full-width search's 1,024. The statistics are float64, so that the tree equals,
-bit for bit, the one-lane-at-a-time reference ``gridplan.planning.reference.ref_tree_search``
-on the same predictions. The tree is deterministic given the model's predictions: the only
-draws are the model's, from the caller's generator.
+With ``parallel = 1`` this is plain sequential PUCT, one simulation per round (main's search
+before rounds, up to its float32 rounding). The decision is the root's most visited action
+(ties to the larger ``Q``, then the lowest action). A budget of ``b`` simulations costs
+``4 b`` predictions per decision; the default 256 matches the depth-4 full-width search's
+1,024. The statistics are float64 and accumulate lane after lane, so that on CPU the tree
+equals, bit for bit, the plain reference ``gridplan.planning.reference.ref_tree_search`` on
+the same predictions (on CUDA, accumulating writes may add in another order: last-bit
+differences). The tree is deterministic given the model's predictions: the only draws are
+the model's, from the caller's generator.
 """
 
 from __future__ import annotations
@@ -82,20 +85,21 @@ def _at(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
 
 
 def turns(q: torch.Tensor, n: torch.Tensor, beta: torch.Tensor, lanes: int) -> torch.Tensor:
-    """The children that ``lanes`` lanes at one node take one after another.
+    """The children that ``lanes`` selections one after another take at each of ``G`` nodes.
 
-    Lane ``k`` takes the best child under the virtual visits ``O`` of lanes ``0..k-1``,
-    ``argmax_a q_a + beta / (1 + n_a + O_a)``, ties to the lowest action. A child's score
-    falls as ``O`` grows, so the picks are every child's scores over ``O = 0, 1, ...``
-    merged in descending order, ties to the lower action: one stable sort.
+    Selection ``k`` takes the best child under the virtual visits ``O`` of selections
+    ``0..k-1``, ``argmax_a q_a + beta / (1 + n_a + O_a)``, ties to the lowest action. A
+    child's score falls as ``O`` grows, so the selections are every child's scores over
+    ``O = 0, 1, ...`` merged in descending order, ties to the lower action: one stable sort
+    (a tie with a later score of the same child cannot precede its earlier one).
 
     Args:
-        q, n: ``(G, 4)`` float64 the children's ``Q`` and visits at ``G`` nodes.
+        q, n: ``(G, 4)`` float64 the children's ``Q`` and visits.
         beta: ``(G, 1)`` float64 ``c * P * sqrt(N)`` of the nodes.
-        lanes: lanes per node ``L``.
+        lanes: selections per node ``L``.
 
     Returns:
-        ``(G, 4 * L)`` long actions; entry ``k`` is lane ``k``'s (for ``k < L``).
+        ``(G, 4 * L)`` long actions; entry ``k < L`` is selection ``k``'s.
     """
     ahead = torch.arange(lanes, device=q.device, dtype=q.dtype)
     score = q.unsqueeze(-1) + beta.unsqueeze(-1) / (1 + n.unsqueeze(-1) + ahead)

@@ -12,7 +12,7 @@ from gridplan.core.values import value_table
 from gridplan.models.noise import OracleModel
 from gridplan.planning.closed_loop import start_states
 from gridplan.planning.learned_value import ZeroValue
-from gridplan.planning.mcts import TreeSearchPlanner, lane_schedule
+from gridplan.planning.mcts import TreeSearchPlanner, lane_schedule, turns
 from gridplan.planning.planners import make_planner
 from gridplan.planning.reference import RefState, ref_encode, ref_oracle_predict, ref_tree_search
 
@@ -64,6 +64,23 @@ def test_batched_tree_search_equals_the_reference_bit_for_bit(
         assert q[i].tolist() == want_q
         assert int(actions[i]) == want_a
     assert torch.equal(visits.sum(dim=1), torch.full((roots.shape[0],), budget + 3.0))
+
+
+def test_one_sort_gives_the_selections_one_after_another_ties_included():
+    # Small integers make many exact ties, within a node and across its children.
+    g = torch.Generator().manual_seed(0)
+    q = torch.randint(0, 3, (300, 4), generator=g).double() / 4
+    n = torch.randint(1, 5, (300, 4), generator=g).double()
+    beta = torch.randint(0, 4, (300, 1), generator=g).double() / 2
+    lanes = 9
+    got = turns(q, n, beta, lanes)[:, :lanes].tolist()
+    for i in range(300):
+        taken, want = [0] * 4, []
+        for _ in range(lanes):
+            scores = [float(q[i, a] + beta[i, 0] / (1 + n[i, a] + taken[a])) for a in range(4)]
+            want.append(scores.index(max(scores)))
+            taken[want[-1]] += 1
+        assert got[i] == want
 
 
 def test_lane_schedule_doubles_then_shares_the_rest_evenly():
