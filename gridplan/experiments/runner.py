@@ -211,7 +211,8 @@ class GroupContext:
         ``workers`` jobs run at once (default: one per usable core on CPU, one on an
         accelerator; ``launcher.jobs`` caps it). ``fn`` is a module-level function whose jobs
         seed their own generators, so the values do not depend on where they ran. The jobs'
-        files go to ``<out>/jobs/<tag>/`` and are removed once every value is back.
+        files go to ``<out>/jobs/<tag>/`` and are removed once every value is back (``jobs/``
+        too when empty).
 
         Raises:
             ValueError: on an unknown launcher or a ``tag`` that is not a word.
@@ -227,6 +228,8 @@ class GroupContext:
         named = [Job(f"{tag}{i}", fn, dict(kwargs)) for i, kwargs in enumerate(jobs)]
         values = launch(named, folder, launcher, parallel)
         shutil.rmtree(folder, ignore_errors=True)
+        if folder.parent.is_dir() and not any(folder.parent.iterdir()):
+            folder.parent.rmdir()
         return values
 
 

@@ -418,4 +418,4 @@ def test_evaluation_jobs_run_through_the_groups_launcher_as_they_run_here(tmp_pa
     assert launched == direct
     assert len(direct) == 2 and all(len(shard) == 2 for shard in direct)
     assert direct[0] != direct[1]  # the shards' seeds differ, and so do their draws
-    assert not (tmp_path / "jobs" / "check").exists()
+    assert not (tmp_path / "jobs").exists()
