@@ -384,32 +384,56 @@ def ref_tree_search(
     check(task)
     if budget < 1 or parallel < 1:
         raise ValueError(f"budget and parallel must be >= 1, got {budget}, {parallel}")
-    world, gamma = task.world, task.gamma
     if value_fn is None:
         table = value_table_list(task)
 
         def value_fn(vector):
-            return ref_value(table, ref_decode(vector, world), task)
+            return ref_value(table, ref_decode(vector, task.world), task)
 
-    vectors = [_root_vector(state, world)]
-    visits, total, reward, terminal = [0.0], [0.0], [0.0], [False]
-    children: list[list[int] | None] = [None]
-
-    def q(n: int) -> float:
-        return reward[n] + gamma * total[n] / visits[n]
-
+    tree = _RefTree(task, _root_vector(state, task.world))
     for lanes in lane_schedule(budget, parallel):
+        paths = tree.descend(lanes, exploration)
+        estimate: dict[int, float] = {}
+        for path in paths:
+            if path[-1] not in estimate:
+                estimate[path[-1]] = tree.expand(path[-1], predict_fn, value_fn)
+        for path in paths:
+            tree.backup(path, estimate[path[-1]])
+    kids = tree.children[0]
+    n_root = [tree.visits[k] for k in kids]
+    q_root = [tree.q(k) for k in kids]
+    best = [q_root[a] if n_root[a] == max(n_root) else -math.inf for a in range(len(kids))]
+    return n_root, q_root, best.index(max(best))
+
+
+class _RefTree:
+    """One search tree of ``ref_tree_search`` as plain lists, node 0 the root."""
+
+    def __init__(self, task: Task, root: list[float]) -> None:
+        self.task = task
+        self.vectors = [root]
+        self.visits, self.total, self.reward, self.terminal = [0.0], [0.0], [0.0], [False]
+        self.children: list[list[int] | None] = [None]
+
+    def q(self, n: int) -> float:
+        return self.reward[n] + self.task.gamma * self.total[n] / self.visits[n]
+
+    def descend(self, lanes: int, exploration: float) -> list[list[int]]:
+        """Each lane's path from the root; the lanes at a node split as selections one
+        after another would, taking the selected children in action order."""
         paths = [[0] for _ in range(lanes)]
         groups = [(0, list(range(lanes)))]
         while groups:
             node, members = groups.pop()
-            if children[node] is None or terminal[node]:
+            kids = self.children[node]
+            if kids is None or self.terminal[node]:
                 continue
-            kids = children[node]
-            beta = exploration * (1 / len(REF_MOVES)) * math.sqrt(visits[node])
+            beta = exploration * (1 / len(REF_MOVES)) * math.sqrt(self.visits[node])
             taken = [0] * len(REF_MOVES)
             for _ in members:
-                scores = [q(k) + beta / (1 + visits[k] + taken[a]) for a, k in enumerate(kids)]
+                scores = [
+                    self.q(k) + beta / (1 + self.visits[k] + taken[a]) for a, k in enumerate(kids)
+                ]
                 taken[scores.index(max(scores))] += 1
             for a, kid in enumerate(kids):
                 share, members = members[: taken[a]], members[taken[a] :]
@@ -417,39 +441,35 @@ def ref_tree_search(
                     paths[lane].append(kid)
                 if share:
                     groups.append((kid, share))
-        estimate: dict[int, float] = {}
-        for path in paths:
-            leaf = path[-1]
-            if leaf in estimate:
-                continue
-            if terminal[leaf]:
-                estimate[leaf] = 0.0
-                continue
-            children[leaf] = list(range(len(vectors), len(vectors) + len(REF_MOVES)))
-            values = []
-            for action in range(len(REF_MOVES)):
-                nxt = predict_fn(vectors[leaf], action)
-                decoded = ref_decode(nxt, world)
-                r, goal, hazard = ref_outcome((decoded.agent_x, decoded.agent_y), decoded.c1, task)
-                v = 0.0 if goal or hazard else _f32(value_fn(nxt))
-                vectors.append(nxt)
-                visits.append(1.0)
-                total.append(v)
-                reward.append(_f32(r))
-                terminal.append(goal or hazard)
-                children.append(None)
-                values.append(reward[-1] + gamma * v)
-            estimate[leaf] = max(values)
-        for path in paths:
-            g = estimate[path[-1]]
-            visits[path[-1]] += 1
-            total[path[-1]] += g
-            for here, below in zip(reversed(path[:-1]), reversed(path[1:]), strict=True):
-                g = reward[below] + gamma * g
-                visits[here] += 1
-                total[here] += g
-    kids = children[0]
-    n_root = [visits[k] for k in kids]
-    q_root = [q(k) for k in kids]
-    best = [q_root[a] if n_root[a] == max(n_root) else -math.inf for a in range(len(kids))]
-    return n_root, q_root, best.index(max(best))
+        return paths
+
+    def expand(self, leaf: int, predict_fn: PredictFn, value_fn) -> float:
+        """The leaf's estimate: 0 if terminal, else the best ``r + gamma * V`` of its 4
+        children, which join the tree with ``N = 1`` and ``W = V``."""
+        if self.terminal[leaf]:
+            return 0.0
+        world, gamma = self.task.world, self.task.gamma
+        self.children[leaf] = list(range(len(self.vectors), len(self.vectors) + len(REF_MOVES)))
+        values = []
+        for action in range(len(REF_MOVES)):
+            nxt = predict_fn(self.vectors[leaf], action)
+            decoded = ref_decode(nxt, world)
+            r, goal, hazard = ref_outcome((decoded.agent_x, decoded.agent_y), decoded.c1, self.task)
+            v = 0.0 if goal or hazard else _f32(value_fn(nxt))
+            self.vectors.append(nxt)
+            self.visits.append(1.0)
+            self.total.append(v)
+            self.reward.append(_f32(r))
+            self.terminal.append(goal or hazard)
+            self.children.append(None)
+            values.append(self.reward[-1] + gamma * v)
+        return max(values)
+
+    def backup(self, path: list[int], g: float) -> None:
+        """Add the leaf's estimate ``g``, discounted step by step, to every node of ``path``."""
+        self.visits[path[-1]] += 1
+        self.total[path[-1]] += g
+        for here, below in zip(reversed(path[:-1]), reversed(path[1:]), strict=True):
+            g = self.reward[below] + self.task.gamma * g
+            self.visits[here] += 1
+            self.total[here] += g
