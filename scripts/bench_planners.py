@@ -16,22 +16,29 @@ decisions per second of every planner at matched compute (docs/PERFORMANCE.md, "
 2. **Throughput at matched compute.** Decisions per second on ``B`` roots for every planner
    of ``gridplan.planning.planners`` and TorchRL's two, each at 1,024 model predictions per
    decision (the depth-4 search's ``4^4`` leaves x 4 steps; CEM/MPPI 4 rounds x 64
-   candidates x 4 steps; MCTS 256 simulations x 4 children), with the ratio to
-   ``search (generic)``: the paper's search through ``predict`` on independent leaves, the
-   matched-compute baseline. ``search`` is the same
-   search with its own fast scorer (the noise family's fused scorer: fewer, cheaper
-   predictions for the same decisions), shown for reference.
+   candidates x 4 steps; MCTS 256 simulations x 4 children, 16 simulations a round, and
+   one a round: ``parallel=1``), with the ratio to ``search (generic)``: the paper's search
+   through ``predict`` on independent leaves, the matched-compute baseline. ``search`` is
+   the same search with its own fast scorer (the noise family's fused scorer: fewer,
+   cheaper predictions for the same decisions), shown for reference. ``floor`` is one call
+   that predicts, scores and values the 1,024 rows per root and nothing else: what any
+   planner at this compute spends at least. Every call is timed in turn with the others
+   (medians over ``--repeats``), with the load average printed beside them; ``--base DIR``
+   (a worktree of an earlier main) adds that tree's MCTS and each MCTS row's ratio to it.
+   ``optimal``: the share of roots whose chosen action is optimal under the exact ``Q*``.
 
 Usage::
 
     python scripts/bench_planners.py                 # B = 256, 3 repeats, oracle and M(0.2, 0)
     python scripts/bench_planners.py --episodes 64 --repeats 1 --json out.json
+    python scripts/bench_planners.py --throughput-only --base ../base  # MCTS against a main
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -209,18 +216,52 @@ def equality(models: dict, roots: torch.Tensor, seeds: range) -> list[dict]:
     return rows
 
 
-def timed(fn, repeats: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
+def interleaved(fns: dict, repeats: int) -> dict[str, float]:
+    """Median seconds of each call of ``fns``, the calls taken in turn ``repeats`` times
+    (after one warm-up round), so that a busy machine's load falls on all of them alike."""
+    for fn in fns.values():
         fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    return {name: statistics.median(v) for name, v in times.items()}
 
 
-def throughput(model, label: str, roots: torch.Tensor, repeats: int) -> list[dict]:
-    """Decisions per second of every planner on ``roots`` (module docstring)."""
+def base_tree_search(base: Path):
+    """``TreeSearchPlanner`` of the checkout at ``base`` (an earlier main's
+    ``gridplan/planning/mcts.py``, loaded as a module of its own beside this tree's)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "base_mcts", base / "gridplan" / "planning" / "mcts.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.TreeSearchPlanner
+
+
+def floor_fn(model, roots: torch.Tensor, predictions: int):
+    """The hardware floor of ``predictions`` per decision: one call that predicts, scores
+    (reward, termination) and values that many rows per root and nothing else, what any
+    planner at that compute spends at least."""
+    table = value_table(TASK_A)
+    rows = roots.repeat_interleave(predictions, dim=0)
+    actions = torch.arange(N_ACTIONS).repeat(rows.shape[0] // N_ACTIONS)
+
+    def run():
+        nxt = model.predict(rows, actions, torch.Generator().manual_seed(0))
+        state_outcome(nxt, TASK_A)
+        table.lookup(nxt)
+
+    return run
+
+
+def throughput(model, label: str, roots: torch.Tensor, repeats: int, base=None) -> list[dict]:
+    """Decisions per second of every planner on ``roots`` (module docstring), timed in
+    turn; ``base``: an earlier checkout whose MCTS is timed beside this tree's."""
     table = value_table(TASK_A)
     learned = LearnedValue(LearnedNet(), TASK_A)
     b = roots.shape[0]
@@ -238,32 +279,41 @@ def throughput(model, label: str, roots: torch.Tensor, repeats: int) -> list[dic
         "cem": (make_planner("cem", model, TASK_A, 4, SETTINGS["cem"]), 1024),
         "mppi": (make_planner("mppi", model, TASK_A, 4, SETTINGS["mppi"]), 1024),
         "mcts": (make_planner("mcts", model, TASK_A, 4), 1024),
+        "mcts (parallel=1)": (make_planner("mcts", model, TASK_A, 4, {"parallel": 1}), 1024),
     }
-    rows = []
-    for name, (planner, preds) in planners.items():
-        sec = timed(lambda p=planner: p.act(roots, torch.Generator().manual_seed(0)), repeats)
-        rows.append(
-            {
-                "model": label,
-                "planner": name,
-                "predictions_per_decision": preds,
-                "decisions_per_s": b / sec,
-            }
-        )
+    if base is not None:
+        planners["mcts (base)"] = (base_tree_search(base)(model, TASK_A, table, 256, 1.0), 1024)
+    fns = {
+        name: (lambda p=planner: p.act(roots, torch.Generator().manual_seed(0)))
+        for name, (planner, _) in planners.items()
+    }
     for name, settings in SETTINGS.items():
         theirs = torchrl_planner(name, model, TASK_A, settings, table)
-        sec = timed(lambda p=theirs: torchrl_act(p, roots, 0), repeats)
-        rows.append(
-            {
-                "model": label,
-                "planner": f"torchrl {name}",
-                "predictions_per_decision": 1024,
-                "decisions_per_s": b / sec,
-            }
-        )
-    base = rows[1]["decisions_per_s"]
+        fns[f"torchrl {name}"] = lambda p=theirs: torchrl_act(p, roots, 0)
+    fns["floor (1,024 predictions)"] = floor_fn(model, roots, 1024)
+    seconds = interleaved(fns, repeats)
+    q = table.q_values(roots)
+    rows = []
+    for name, sec in seconds.items():
+        row = {
+            "model": label,
+            "planner": name,
+            "predictions_per_decision": planners[name][1] if name in planners else 1024,
+            "decisions_per_s": b / sec,
+        }
+        if name in planners:
+            a = fns[name]()
+            row["optimal"] = float(
+                (q.gather(1, a[:, None])[:, 0] >= q.amax(1) - 1e-6).double().mean()
+            )
+        rows.append(row)
+    by_name = {r["planner"]: r["decisions_per_s"] for r in rows}
     for row in rows:
-        row["ratio_to_generic_search"] = row["decisions_per_s"] / base
+        row["ratio_to_generic_search"] = row["decisions_per_s"] / by_name["search (generic)"]
+    if base is not None:
+        for row in rows:
+            if row["planner"].startswith("mcts"):
+                row["ratio_to_base_mcts"] = row["decisions_per_s"] / by_name["mcts (base)"]
     return rows
 
 
@@ -290,6 +340,15 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--seeds", type=int, default=3, help="generator seeds of the equality check")
     p.add_argument("--json", type=Path)
+    p.add_argument(
+        "--base",
+        type=Path,
+        help="checkout of an earlier main (git worktree add DIR fc87f01) whose MCTS is timed "
+        "in turn with this tree's",
+    )
+    p.add_argument(
+        "--throughput-only", action="store_true", help="skip the equality check with TorchRL"
+    )
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     roots = start_states((0,), args.episodes, TASK_A)
@@ -298,30 +357,47 @@ def main(argv=None) -> int:
         "M(0,0.5)": NoiseModel.controlled(0.0, 0.5),
         "M(0.2,0)": NoiseModel.controlled(0.2, 0.0),
     }
-    eq = equality(models, roots[: min(64, args.episodes)], range(args.seeds))
-    print(
-        f"{'model':10} {'planner':6} {'identical':>9} {'optimal ours':>12} {'optimal torchrl':>15}"
-    )
-    for r in eq:
+    eq = []
+    if not args.throughput_only:
+        eq = equality(models, roots[: min(64, args.episodes)], range(args.seeds))
         print(
-            f"{r['model']:10} {r['planner']:6} {r['identical_actions']:>9.3f} "
-            f"{r['optimal_ours']:>12.3f} {r['optimal_torchrl']:>15.3f}"
+            f"{'model':10} {'planner':6} {'identical':>9} {'optimal ours':>12} "
+            f"{'optimal torchrl':>15}"
         )
+        for r in eq:
+            print(
+                f"{r['model']:10} {r['planner']:6} {r['identical_actions']:>9.3f} "
+                f"{r['optimal_ours']:>12.3f} {r['optimal_torchrl']:>15.3f}"
+            )
     rows = []
     for label in ("oracle", "M(0.2,0)"):
-        rows += throughput(models[label], label, roots, args.repeats)
-    print(f"\n{'model':10} {'planner':20} {'pred/dec':>8} {'dec/s':>9} {'x generic':>9}")
+        rows += throughput(models[label], label, roots, args.repeats, args.base)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"\nload average {load:.2f}; calls timed in turn, medians of {args.repeats}")
+    print(
+        f"{'model':10} {'planner':26} {'pred/dec':>8} {'dec/s':>9} {'x generic':>9} "
+        f"{'x base':>7} {'optimal':>7}"
+    )
     for r in rows:
         preds = r["predictions_per_decision"] or "fast"
+        base = f"{r['ratio_to_base_mcts']:.2f}" if "ratio_to_base_mcts" in r else ""
+        optimal = f"{r['optimal']:.3f}" if "optimal" in r else ""
         print(
-            f"{r['model']:10} {r['planner']:20} {preds:>8} "
-            f"{r['decisions_per_s']:>9.1f} {r['ratio_to_generic_search']:>9.2f}"
+            f"{r['model']:10} {r['planner']:26} {preds:>8} {r['decisions_per_s']:>9.1f} "
+            f"{r['ratio_to_generic_search']:>9.2f} {base:>7} {optimal:>7}"
         )
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(
             json.dumps(
-                {"equality": eq, "throughput": rows, "episodes": args.episodes, "threads": 1},
+                {
+                    "equality": eq,
+                    "throughput": rows,
+                    "episodes": args.episodes,
+                    "threads": 1,
+                    "load_average": load,
+                    "base": None if args.base is None else str(args.base),
+                },
                 indent=2,
             )
             + "\n"

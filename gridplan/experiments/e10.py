@@ -1,18 +1,19 @@
 """E10: does DRPE hold beyond the exact-V* planner? The controlled grid and a small learned set
-under CEM, MPPI, a learned value and no heuristic (paper §3 "Planner"; §7's limitation "our
+under CEM, MPPI, MCTS, a learned value and no heuristic (paper §3 "Planner"; §7's limitation "our
 exact V* heuristic means other planners may weight errors differently").
 
 Every model is planned by each planner of ``gridplan.planning.planners`` (``cfg.planners``):
 the paper's full-width search with exact V*; the same search with a learned value at its
 leaves (fitted value iteration once, through the oracle, on logged behaviour states: E4's
-machinery, ``gridplan.evaluation.planner_choice.fit_learned_value``) and with none; CEM and
-MPPI with exact V* as terminal value (their default settings: 1,024 predictions per decision,
-the search's). Per model: ``E_tot`` and DRPE (exact graded weights) on E1's held-out windows;
-per planner, the planner-aware DRPE (Eq. 1 with the value the planner judges states by,
-``gridplan.evaluation.planner_relevance``), the decision regret ``V*(s) - Q*(s, a)`` of the
-planner's choice at ``cfg.regret_states`` states of the optimal policy, and closed-loop
-success. Table: Spearman ρ of each metric with each planner's success over the grid and over
-the learned set, seeded bootstrap 95% CIs (``gridplan.metrics.stats.spearman_ci``).
+machinery, ``gridplan.evaluation.planner_choice.fit_learned_value``) and with none; CEM,
+MPPI and the batched PUCT tree search (MCTS) with exact V* as terminal value (their default
+settings: 1,024 predictions per decision, the search's). Per model: ``E_tot`` and DRPE (exact
+graded weights) on E1's held-out windows; per planner, the planner-aware DRPE (Eq. 1 with
+the value the planner judges states by, ``gridplan.evaluation.planner_relevance``), the
+decision regret ``V*(s) - Q*(s, a)`` of the planner's choice at ``cfg.regret_states`` states
+of the optimal policy, and closed-loop success. Table: Spearman ρ of each metric with each
+planner's success over the grid and over the learned set, seeded bootstrap 95% CIs
+(``gridplan.metrics.stats.spearman_ci``).
 
 The verdicts (``CLAIMS``) were written before the first full run and are checked only by the
 ``full`` profile; ``quick`` and ``tiny`` print the same tables and state no verdict. Writes
@@ -196,7 +197,9 @@ def train_learned(ctx: GroupContext, cfg: E10Config) -> tuple[list, list[str], f
     configs = [run_config(ctx, cfg, row, seed, out, *extra) for row, seed in jobs]
     t0 = time.perf_counter()
     with quiet_lightning(), cpu_threads(ctx):
-        results = runs.train_all(configs, progress=ctx.progress, record_dir=out / "groups")
+        results = runs.train_all(
+            configs, progress=ctx.progress, record_dir=out / "groups", launcher=ctx.launcher
+        )
     wall = time.perf_counter() - t0
     paths = [group_relative(a["best_checkpoint"], ctx.out) for _, a in results]
     models = [load_world_model(ctx.out / p, ctx.device) for p in paths]
@@ -320,17 +323,11 @@ def _table(report: GroupReport, title: str, table: list[dict], planners) -> None
     )
 
 
-def run(ctx: GroupContext) -> GroupReport:
-    """E10 (see the module docstring)."""
-    cfg: E10Config = ctx.config
-    t_start = time.perf_counter()
-    learned = learned_value(ctx, cfg)
-    planners = choices(cfg, learned)
-    weights = {}
-    for p, choice in planners.items():
-        w = planner_weights(choice, TASK, cfg.protocol.depth, device=ctx.device)
-        weights[p] = w
-    ctx.log(f"learned value and planner-aware weights in {time.perf_counter() - t_start:.0f} s")
+def measure_pools(
+    ctx: GroupContext, cfg: E10Config, planners: dict, weights: dict
+) -> tuple[list[ModelRow], list[ModelRow], dict[str, float]]:
+    """Every model of the grid and of the learned set under every planner; ``(grid rows,
+    learned rows, wall seconds of grid, training and learned measurement)``."""
     grid_model = noise_grid(cfg.sigma_r, cfg.sigma_i, reading=ctx.reading)
     names = [f"M({r:g}, {i:g})" for r in cfg.sigma_r for i in cfg.sigma_i]
     t0 = time.perf_counter()
@@ -344,6 +341,70 @@ def run(ctx: GroupContext) -> GroupReport:
         stack = DeterministicStack(models) if det else ModelStack(models)
         learned_rows = measure_pool(ctx, cfg, stack, learned_names, "learned", planners, weights)
         learned_wall = time.perf_counter() - t0
+    walls = {"grid": grid_wall, "train": train_wall, "learned": learned_wall}
+    return grid_rows, learned_rows, walls
+
+
+def weights_table(report: GroupReport, planners: dict, weights: dict) -> None:
+    """The planner-aware relevance weights beside the paper's graded ones."""
+    graded = relevance_weights(TASK)
+    dims = TASK.world.dim_names
+
+    def cell(w) -> str:
+        return ", ".join(f"{dims[j]} {float(w[j]):.3f}" for j in range(len(dims)) if w[j] > 0)
+
+    report.table(
+        "Planner-aware relevance weights (Eq. 1 with the planner's value; dims with weight > 0)",
+        ["planner", "value", "weights"],
+        [[p, value_kind(planners[p]), cell(w)] for p, w in weights.items()]
+        + [["paper's graded weights", "exact V*", cell(graded)]],
+    )
+
+
+def e10_report(
+    ctx: GroupContext, cfg: E10Config, rows: tuple, rhos: tuple, planners: dict, weights: dict
+) -> GroupReport:
+    """The verdicts, the ρ tables of both pools, the weights and the figure's caption."""
+    (grid_rows, learned_rows), (grid_rho, learned_rho) = rows, rhos
+    report = GroupReport(
+        "E10 — DRPE beyond the exact-V* planner: CEM, MPPI, MCTS, learned value, no heuristic "
+        "(§3, §7)",
+        ctx.profile,
+    )
+    verdicts(report, grid_rho, learned_rho, list(planners))
+    for pool, pool_rows, table in (
+        ("Controlled grid", grid_rows, grid_rho),
+        ("Learned set", learned_rows, learned_rho),
+    ):
+        if table:
+            _table(
+                report,
+                f"{pool} ({len(pool_rows)} models): Spearman ρ with each planner's success "
+                "[95% CI]",
+                table,
+                list(planners),
+            )
+    weights_table(report, planners, weights)
+    report.figure(
+        "fig_planners.png",
+        "Spearman ρ of each metric with each planner's success, 95% bootstrap CIs; dotted: "
+        "the paper's DRPE ρ on the grid (−0.98)",
+    )
+    return report
+
+
+def run(ctx: GroupContext) -> GroupReport:
+    """E10 (see the module docstring)."""
+    cfg: E10Config = ctx.config
+    t_start = time.perf_counter()
+    learned = learned_value(ctx, cfg)
+    planners = choices(cfg, learned)
+    weights = {
+        p: planner_weights(choice, TASK, cfg.protocol.depth, device=ctx.device)
+        for p, choice in planners.items()
+    }
+    ctx.log(f"learned value and planner-aware weights in {time.perf_counter() - t_start:.0f} s")
+    grid_rows, learned_rows, walls = measure_pools(ctx, cfg, planners, weights)
     grid_rho = rho_table(grid_rows, planners, cfg.n_resamples, cfg.seed)
     learned_rho = (
         rho_table(learned_rows, planners, cfg.n_resamples, cfg.seed)
@@ -359,62 +420,16 @@ def run(ctx: GroupContext) -> GroupReport:
     ctx.save_figure(
         planners_figure(grid_rho, learned_rho, list(planners), METRICS), "fig_planners.png"
     )
-
-    report = GroupReport(
-        "E10 — DRPE beyond the exact-V* planner: CEM, MPPI, learned value, no heuristic (§3, §7)",
-        ctx.profile,
-    )
-    verdicts(report, grid_rho, learned_rho, list(planners))
-    _table(
-        report,
-        f"Controlled grid ({len(grid_rows)} models): Spearman ρ with each planner's success "
-        "[95% CI]",
-        grid_rho,
-        list(planners),
-    )
-    if learned_rho:
-        _table(
-            report,
-            f"Learned set ({len(learned_rows)} models): Spearman ρ with each planner's success "
-            "[95% CI]",
-            learned_rho,
-            list(planners),
-        )
-    graded = relevance_weights(TASK)
-    dims = TASK.world.dim_names
-    report.table(
-        "Planner-aware relevance weights (Eq. 1 with the planner's value; dims with weight > 0)",
-        ["planner", "value", "weights"],
-        [
-            [
-                p,
-                value_kind(planners[p]),
-                ", ".join(f"{dims[j]} {float(w[j]):.3f}" for j in range(len(dims)) if w[j] > 0),
-            ]
-            for p, w in weights.items()
-        ]
-        + [
-            [
-                "paper's graded weights",
-                "exact V*",
-                ", ".join(
-                    f"{dims[j]} {float(graded[j]):.3f}" for j in range(len(dims)) if graded[j] > 0
-                ),
-            ]
-        ],
-    )
-    report.figure(
-        "fig_planners.png",
-        "Spearman ρ of each metric with each planner's success, 95% bootstrap CIs; dotted: "
-        "the paper's DRPE ρ on the grid (−0.98)",
+    report = e10_report(
+        ctx, cfg, (grid_rows, learned_rows), (grid_rho, learned_rho), planners, weights
     )
     total = time.perf_counter() - t_start
     report.text(
-        f"Wall time: {total:.0f} s in all; grid {grid_wall:.0f} s, learned set training "
-        f"{train_wall:.0f} s and measurement {learned_wall:.0f} s, on {available_cpus()} "
-        f"CPU(s). Closed loop: {len(cfg.protocol.seeds)} seeds x {cfg.protocol.episodes} "
-        f"episodes per model at depth {cfg.protocol.depth}; regret at {cfg.regret_states} "
-        "states of the optimal policy."
+        f"Wall time: {total:.0f} s in all; grid {walls['grid']:.0f} s, learned set training "
+        f"{walls['train']:.0f} s and measurement {walls['learned']:.0f} s, on "
+        f"{available_cpus()} CPU(s). Closed loop: {len(cfg.protocol.seeds)} seeds x "
+        f"{cfg.protocol.episodes} episodes per model at depth {cfg.protocol.depth}; regret at "
+        f"{cfg.regret_states} states of the optimal policy."
     )
     ctx.write_json(
         "results.json",
@@ -427,12 +442,7 @@ def run(ctx: GroupContext) -> GroupReport:
             "rho_learned": learned_rho,
             "claims": CLAIMS,
             "verdicts_stated": not report.smoke,
-            "wall_seconds": {
-                "total": total,
-                "grid": grid_wall,
-                "train": train_wall,
-                "learned": learned_wall,
-            },
+            "wall_seconds": {"total": total, **walls},
             "paper": {"grid": paper.TABLE_1["grid"]},
         },
     )

@@ -59,10 +59,8 @@ it gives. Writes ``zoo.csv`` (every model of both zoos, every metric), ``configu
 from __future__ import annotations
 
 import math
-import multiprocessing
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -303,7 +301,9 @@ def train_zoo(ctx: GroupContext, cfg: E7Config, zoo: Zoo) -> tuple[dict, float, 
     configs = [run_config(ctx, cfg, model, seed, out, *extra) for model, seed in jobs]
     t0 = time.perf_counter()
     with quiet_lightning(), cpu_threads(ctx):
-        results = runs.train_all(configs, progress=ctx.progress, record_dir=out / "groups")
+        results = runs.train_all(
+            configs, progress=ctx.progress, record_dir=out / "groups", launcher=ctx.launcher
+        )
     wall = time.perf_counter() - t0
     ctx.log(f"zoo {zoo.name}: trained {len(jobs)} models in {wall:.0f} s ({workers} worker(s))")
     trained = {
@@ -360,16 +360,12 @@ def _job(job: tuple) -> Any:
     return _ladder_report(payload) if kind == "ladder" else _loop_job(payload)
 
 
-def _run_jobs(ctx: GroupContext, jobs: list, desc: str) -> list:
-    """``_job`` of every job, in order. On CPU the jobs are dealt to one worker process per
-    core (one thread each); every job draws from its own seeded generators, so the results
-    equal those of one process."""
-    workers = min(available_cpus(), len(jobs)) if ctx.device.type == "cpu" else 1
-    if workers <= 1:
-        return [_job(job) for job in ctx.bar(jobs, desc)]
-    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method)) as pool:
-        return list(ctx.bar(pool.map(_job, jobs), desc, total=len(jobs)))
+def _run_jobs(ctx: GroupContext, jobs: list, tag: str) -> list:
+    """``_job`` of every job, in order, as jobs of the group's launcher (``ctx.launch``: on
+    CPU one worker process per core, one thread each); every job draws from its own seeded
+    generators, so the results equal those of one process."""
+    ctx.log(f"{len(jobs)} evaluation job(s): {tag}")
+    return ctx.launch(_job, [{"job": job} for job in jobs], tag)
 
 
 def _deep_jobs(cfg: E7Config, zoo: Zoo, models: list, device: torch.device, ties: str) -> list:
@@ -516,7 +512,7 @@ def heldout_success(
         for i, part in enumerate(_shards(len(models)))
     ]
     with cpu_threads(ctx):
-        return [r for shard in _run_jobs(ctx, jobs, "held-out success") for r in shard]
+        return [r for shard in _run_jobs(ctx, jobs, "heldout_success") for r in shard]
 
 
 def noncircular(
@@ -596,7 +592,7 @@ def evaluate_zoo(ctx: GroupContext, cfg: E7Config, zoo: Zoo, trained: dict) -> Z
     ]
     with cpu_threads(ctx):
         metrics = prediction_metrics(ModelStack(models), windows, TASK_A)
-        done = _run_jobs(ctx, jobs, f"ladder and depth-{cfg.depths[1]} loops ({zoo.name})")
+        done = _run_jobs(ctx, jobs, f"{zoo.name}_ladder_and_loops")
         used = state_keys(decision_roots(cfg, zoo, ctx.device, ties), TASK_A.world)
     n_deep = len(jobs) - len(models)
     deep = [r for shard in done[:n_deep] for r in shard]
@@ -1120,6 +1116,68 @@ def ranking_text(report: GroupReport, rows: list[MetaRow]) -> None:
 # --------------------------------------------------------------------------- run
 
 
+def write_tables(
+    ctx: GroupContext,
+    cfg: E7Config,
+    zoos: tuple,
+    means: tuple,
+    rows: list,
+    trained: tuple,
+    grid: list,
+) -> None:
+    """``zoo.csv``, ``configurations.csv``, ``meta.csv``, ``runs.csv`` and both figures;
+    ``zoos``, ``means`` and ``trained`` hold the zoo's and the replication zoo's records,
+    configuration means and runs."""
+    zoo, replication = zoos
+    ctx.write_csv("zoo.csv", [*zoo, *replication])
+    ctx.write_csv("configurations.csv", [*means[0], *means[1]])
+    ctx.write_csv("meta.csv", [{"metric": r.metric, "label": r.label, **_flat(r)} for r in rows])
+    runs = [
+        {
+            "zoo": name,
+            "key": k,
+            "seed": s,
+            "epochs": m["epochs"],
+            "train_seconds": m["train_seconds"],
+            "checkpoint": c,
+        }
+        for name, table in zip((cfg.zoo.name, cfg.replication.name), trained, strict=True)
+        for (k, s), (m, c) in table.items()
+    ]
+    ctx.write_csv("runs.csv", runs)
+    # The variants are tabled, not drawn (the figure keeps its panels).
+    drawn = {variant for variant, today in VARIANTS if variant != today}
+    panels = [r.metric for r in rows if r.zoo is not None and r.metric not in drawn]
+    ctx.save_figure(
+        zoo_scatter_figure(zoo, replication, panels, LABELS, cfg.depths[0]), "fig_zoo_scatter.png"
+    )
+    ctx.save_figure(
+        pool_scatter_figure(grid, zoo, ("E_tot", "DRPE_graded", "VPE"), LABELS, cfg.depths[1]),
+        "fig_pool_scatter.png",
+    )
+
+
+def e7_report(cfg: E7Config, rows: list[MetaRow], zoo_rows, rep_rows) -> GroupReport:
+    """The verdicts, the meta-evaluation, the variants, the ranking text, the zoo tables
+    and the figures' captions."""
+    report = GroupReport("E7 — which metric ranks learned world models? (§4.3, §5.2, §5.4)")
+    verdicts(report, cfg, rows, zoo_rows, rep_rows)
+    meta_report(report, rows, cfg)
+    variants_report(report, rows, cfg)
+    ranking_text(report, rows)
+    zoo_report(report, zoo_rows, rep_rows, cfg)
+    report.figure(
+        "fig_zoo_scatter.png",
+        f"Every metric against the held-out depth-{cfg.depths[0]} success, one point per model "
+        "(filled: zoo, open: replication zoo)",
+    )
+    report.figure(
+        "fig_pool_scatter.png",
+        f"E_tot, DRPE and VPE against depth-{cfg.depths[1]} success: E1's grid beside the zoo",
+    )
+    return report
+
+
 def run(ctx: GroupContext) -> GroupReport:
     """E7 (see the module docstring)."""
     cfg: E7Config = ctx.config
@@ -1153,48 +1211,10 @@ def run(ctx: GroupContext) -> GroupReport:
     laps["total"] = time.perf_counter() - t0
     ctx.log("E7 wall seconds: " + ", ".join(f"{k} {v:.0f}" for k, v in laps.items()))
 
-    ctx.write_csv("zoo.csv", [*zoo, *replication])
-    ctx.write_csv("configurations.csv", [*zoo_rows, *rep_rows])
-    ctx.write_csv("meta.csv", [{"metric": r.metric, "label": r.label, **_flat(r)} for r in rows])
-    runs = [
-        {
-            "zoo": name,
-            "key": k,
-            "seed": s,
-            "epochs": m["epochs"],
-            "train_seconds": m["train_seconds"],
-            "checkpoint": c,
-        }
-        for name, table in ((cfg.zoo.name, trained), (cfg.replication.name, rep_trained))
-        for (k, s), (m, c) in table.items()
-    ]
-    ctx.write_csv("runs.csv", runs)
-    # The variants are tabled, not drawn (the figure keeps its panels).
-    drawn = {variant for variant, today in VARIANTS if variant != today}
-    panels = [r.metric for r in rows if r.zoo is not None and r.metric not in drawn]
-    ctx.save_figure(
-        zoo_scatter_figure(zoo, replication, panels, LABELS, cfg.depths[0]), "fig_zoo_scatter.png"
+    write_tables(
+        ctx, cfg, (zoo, replication), (zoo_rows, rep_rows), rows, (trained, rep_trained), grid
     )
-    ctx.save_figure(
-        pool_scatter_figure(grid, zoo, ("E_tot", "DRPE_graded", "VPE"), LABELS, cfg.depths[1]),
-        "fig_pool_scatter.png",
-    )
-
-    report = GroupReport("E7 — which metric ranks learned world models? (§4.3, §5.2, §5.4)")
-    verdicts(report, cfg, rows, zoo_rows, rep_rows)
-    meta_report(report, rows, cfg)
-    variants_report(report, rows, cfg)
-    ranking_text(report, rows)
-    zoo_report(report, zoo_rows, rep_rows, cfg)
-    report.figure(
-        "fig_zoo_scatter.png",
-        f"Every metric against the held-out depth-{cfg.depths[0]} success, one point per model "
-        "(filled: zoo, open: replication zoo)",
-    )
-    report.figure(
-        "fig_pool_scatter.png",
-        f"E_tot, DRPE and VPE against depth-{cfg.depths[1]} success: E1's grid beside the zoo",
-    )
+    report = e7_report(cfg, rows, zoo_rows, rep_rows)
     report.text(
         "Wall seconds: "
         + ", ".join(f"{k} {v:.0f}" for k, v in laps.items())

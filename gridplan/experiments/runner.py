@@ -58,6 +58,7 @@ from gridplan.core.readings import PROJECT, Reading
 from gridplan.core.readings import check as check_reading
 from gridplan.util.jsonio import dumps, to_jsonable
 from gridplan.util.progress import bar
+from gridplan.util.threads import available_cpus
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -195,6 +196,41 @@ class GroupContext:
             )
         self.inputs[name] = done["run_id"] if usable else None
         return folder if usable else None
+
+    def launch(
+        self,
+        fn: Callable[..., Any],
+        jobs: Sequence[Mapping[str, Any]],
+        tag: str,
+        workers: int | None = None,
+    ) -> list:
+        """``fn(**kwargs)`` of every ``kwargs`` of ``jobs``, in order, as jobs of the group's
+        Hydra launcher (``gridplan.training.dispatch.launch``), the one way a group's work
+        leaves this process, as its trainings do: ``launcher``, else this machine (this
+        process for one job at a time, else ``joblib`` worker processes). On this machine
+        ``workers`` jobs run at once (default: one per usable core on CPU, one on an
+        accelerator; ``launcher.jobs`` caps it). ``fn`` is a module-level function whose jobs
+        seed their own generators, so the values do not depend on where they ran. The jobs'
+        files go to ``<out>/jobs/<tag>/`` and are removed once every value is back (``jobs/``
+        too when empty).
+
+        Raises:
+            ValueError: on an unknown launcher or a ``tag`` that is not a word.
+            Exception: the first error a job raised (its files stay for inspection).
+        """
+        from gridplan.training.dispatch import Job, Launcher, launch
+
+        if workers is None:
+            workers = available_cpus() if self.device.type == "cpu" else 1
+        launcher = self.launcher or Launcher()
+        parallel = max(1, min(workers, len(jobs), launcher.jobs or workers))
+        folder = self.out / "jobs" / tag
+        named = [Job(f"{tag}{i}", fn, dict(kwargs)) for i, kwargs in enumerate(jobs)]
+        values = launch(named, folder, launcher, parallel)
+        shutil.rmtree(folder, ignore_errors=True)
+        if folder.parent.is_dir() and not any(folder.parent.iterdir()):
+            folder.parent.rmdir()
+        return values
 
 
 @dataclass(frozen=True)

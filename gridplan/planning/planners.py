@@ -13,7 +13,8 @@ differently" from other planners).
   ``gridplan.planning.mppi``), with terminal value ``value`` = ``"exact"`` (V*),
   ``"learned"`` or ``"none"``;
 * ``"mcts"``: a batched PUCT tree search with a uniform prior (``gridplan.planning.mcts``),
-  ``budget`` simulations per decision, the same terminal values.
+  ``budget`` simulations per decision, ``parallel`` of them per round, the same terminal
+  values.
 
 Every planner offers ``act(root, generator) -> (B,)``, ``plan(root, generator) -> Plan``
 (except ``"search"``, whose decisions the ladder measures through
@@ -22,10 +23,10 @@ Every planner offers ``act(root, generator) -> (B,)``, ``plan(root, generator) -
 
 Settings (``planner_settings``; ``SETTINGS`` holds the defaults): ``horizon`` (default: the
 depth ``D``), ``candidates``, ``elites``, ``iterations``, ``value`` for CEM and MPPI, and
-``temperature`` for MPPI; ``budget``, ``exploration`` and ``value`` for MCTS. The defaults
-match the search's compute at ``D = 4``: 4 rounds x 64 candidates x 4 steps = 1,024
-predictions per decision, the ``4^4 * 4`` of its independent leaves (MCTS: 256 simulations
-x 4 children).
+``temperature`` for MPPI; ``budget``, ``exploration``, ``parallel`` and ``value`` for MCTS.
+The defaults match the search's compute at ``D = 4``: 4 rounds x 64 candidates x 4 steps =
+1,024 predictions per decision, the ``4^4 * 4`` of its independent leaves (MCTS: 256
+simulations x 4 children, 16 simulations per round).
 """
 
 from __future__ import annotations
@@ -61,10 +62,10 @@ SETTINGS: dict[str, dict[str, object]] = {
     "search-no-heuristic": {},
     "cem": dict(_SAMPLING),
     "mppi": {**_SAMPLING, "temperature": 10.0},
-    "mcts": {"budget": 256, "exploration": 1.0, "value": "exact"},
+    "mcts": {"budget": 256, "exploration": 1.0, "parallel": 16, "value": "exact"},
 }
 
-_INTS = ("horizon", "candidates", "elites", "iterations", "budget")
+_INTS = ("horizon", "candidates", "elites", "iterations", "budget", "parallel")
 
 
 def check_planner(name: str) -> str:
@@ -107,7 +108,7 @@ def planner_settings(name: str, depth: int, settings: Mapping[str, object] | Non
     Raises:
         ValueError: on an unknown planner, an unknown setting, or a value of the wrong type
             or out of range (``horizon``, ``iterations`` >= 1; ``candidates`` >= 2;
-            ``2 <= elites <= candidates``; ``budget`` >= 1; ``temperature`` and
+            ``2 <= elites <= candidates``; ``budget``, ``parallel`` >= 1; ``temperature`` and
             ``exploration`` finite and > 0; ``value`` one of
             ``VALUE_KINDS``).
     """
@@ -132,6 +133,7 @@ def planner_settings(name: str, depth: int, settings: Mapping[str, object] | Non
         ("candidates", 2),
         ("elites", 2),
         ("budget", 1),
+        ("parallel", 1),
     ):
         if key in out and out[key] < low:
             raise ValueError(f"planner {name}: {key} must be >= {low}, got {out[key]}")
@@ -194,6 +196,8 @@ def make_planner(
         )
     value = terminal_value(full.pop("value"), task, device, learned)
     if name == "mcts":
-        return TreeSearchPlanner(model, task, value, full["budget"], full["exploration"])
+        return TreeSearchPlanner(
+            model, task, value, full["budget"], full["exploration"], full["parallel"]
+        )
     cls = CrossEntropyPlanner if name == "cem" else PathIntegralPlanner
     return cls(model, task, value, **full)

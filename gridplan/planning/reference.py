@@ -34,6 +34,7 @@ from typing import NamedTuple
 from gridplan.core.tasks import GOAL_REWARD, HAZARD_REWARD, TASK_A, Task, check
 from gridplan.core.values import value_table
 from gridplan.core.world import DEFAULT, World
+from gridplan.planning.mcts import lane_schedule
 from gridplan.planning.planner import TIE_TOLERANCE
 
 #: (dx, dy) of up, down, left, right (paper appendix D).
@@ -337,3 +338,138 @@ def ref_plan(
         return tied.index(True)
     keys = [d if t else 0.0 for t, d in zip(tied, tie_draws, strict=True)]
     return keys.index(max(keys))
+
+
+def ref_tree_search(
+    state: RefState | Sequence[float],
+    task: Task,
+    predict_fn: PredictFn,
+    budget: int,
+    exploration: float = 1.0,
+    parallel: int = 1,
+    value_fn: Callable[[list], float] | None = None,
+) -> tuple[list[float], list[float], int]:
+    """PUCT tree search of one root, one simulation at a time (``gridplan.planning.mcts``).
+
+    The simulations run in rounds of lanes (``gridplan.planning.mcts.lane_schedule``, a
+    convention shared with the batched search). In a round, the lanes descend from the root through
+    expanded, non-terminal nodes. The ``m`` lanes at node ``s`` split over its children as
+    ``m`` selections one after another would: each takes the first action maximising
+    ``Q(s, a) + exploration / 4 * sqrt(N(s)) / (1 + N(s, a) + O(s, a))`` with
+    ``Q = r + gamma * W / N`` and ``O(s, a)`` the earlier selections of ``a``; the lanes, in
+    order, take the selected children in action order. Then each leaf reached, once, is
+    expanded (its 4 children predicted, each with
+    ``N = 1`` and ``W = V`` of the child, 0 once terminal) or, if terminal, valued 0; an
+    expanded leaf's estimate is ``max_a r + gamma * V``. Then lane after lane backs its
+    leaf's estimate up its path, discounting by each step's reward. Rewards and values are
+    read as float32, as the batched tables hold them; the statistics are Python floats.
+
+    Args:
+        state: root as a ``RefState`` or a normalized 12-vector.
+        task: reward, termination, ``gamma`` and the V* table.
+        predict_fn: ``(vector12, action) -> vector12``, one imagined step of one state.
+        budget: simulations, ``>= 1``.
+        exploration: the PUCT constant.
+        parallel: lanes per round, ``>= 1``.
+        value_fn: ``vector12 -> float`` terminal value (default: exact V*).
+
+    Returns:
+        ``(visits, q, action)``: the root children's visit counts and ``Q``, and the most
+        visited action (ties to the larger ``Q``, then the lowest action).
+
+    Raises:
+        ValueError: on a malformed root, or a budget or parallel below 1.
+        TypeError: if ``task`` is not a ``Task``.
+    """
+    check(task)
+    if budget < 1 or parallel < 1:
+        raise ValueError(f"budget and parallel must be >= 1, got {budget}, {parallel}")
+    if value_fn is None:
+        table = value_table_list(task)
+
+        def value_fn(vector):
+            return ref_value(table, ref_decode(vector, task.world), task)
+
+    tree = _RefTree(task, _root_vector(state, task.world))
+    for lanes in lane_schedule(budget, parallel):
+        paths = tree.descend(lanes, exploration)
+        estimate: dict[int, float] = {}
+        for path in paths:
+            if path[-1] not in estimate:
+                estimate[path[-1]] = tree.expand(path[-1], predict_fn, value_fn)
+        for path in paths:
+            tree.backup(path, estimate[path[-1]])
+    kids = tree.children[0]
+    n_root = [tree.visits[k] for k in kids]
+    q_root = [tree.q(k) for k in kids]
+    best = [q_root[a] if n_root[a] == max(n_root) else -math.inf for a in range(len(kids))]
+    return n_root, q_root, best.index(max(best))
+
+
+class _RefTree:
+    """One search tree of ``ref_tree_search`` as plain lists, node 0 the root."""
+
+    def __init__(self, task: Task, root: list[float]) -> None:
+        self.task = task
+        self.vectors = [root]
+        self.visits, self.total, self.reward, self.terminal = [0.0], [0.0], [0.0], [False]
+        self.children: list[list[int] | None] = [None]
+
+    def q(self, n: int) -> float:
+        return self.reward[n] + self.task.gamma * self.total[n] / self.visits[n]
+
+    def descend(self, lanes: int, exploration: float) -> list[list[int]]:
+        """Each lane's path from the root; the lanes at a node split as selections one
+        after another would, taking the selected children in action order."""
+        paths = [[0] for _ in range(lanes)]
+        groups = [(0, list(range(lanes)))]
+        while groups:
+            node, members = groups.pop()
+            kids = self.children[node]
+            if kids is None or self.terminal[node]:
+                continue
+            beta = exploration * (1 / len(REF_MOVES)) * math.sqrt(self.visits[node])
+            taken = [0] * len(REF_MOVES)
+            for _ in members:
+                scores = [
+                    self.q(k) + beta / (1 + self.visits[k] + taken[a]) for a, k in enumerate(kids)
+                ]
+                taken[scores.index(max(scores))] += 1
+            for a, kid in enumerate(kids):
+                share, members = members[: taken[a]], members[taken[a] :]
+                for lane in share:
+                    paths[lane].append(kid)
+                if share:
+                    groups.append((kid, share))
+        return paths
+
+    def expand(self, leaf: int, predict_fn: PredictFn, value_fn) -> float:
+        """The leaf's estimate: 0 if terminal, else the best ``r + gamma * V`` of its 4
+        children, which join the tree with ``N = 1`` and ``W = V``."""
+        if self.terminal[leaf]:
+            return 0.0
+        world, gamma = self.task.world, self.task.gamma
+        self.children[leaf] = list(range(len(self.vectors), len(self.vectors) + len(REF_MOVES)))
+        values = []
+        for action in range(len(REF_MOVES)):
+            nxt = predict_fn(self.vectors[leaf], action)
+            decoded = ref_decode(nxt, world)
+            r, goal, hazard = ref_outcome((decoded.agent_x, decoded.agent_y), decoded.c1, self.task)
+            v = 0.0 if goal or hazard else _f32(value_fn(nxt))
+            self.vectors.append(nxt)
+            self.visits.append(1.0)
+            self.total.append(v)
+            self.reward.append(_f32(r))
+            self.terminal.append(goal or hazard)
+            self.children.append(None)
+            values.append(self.reward[-1] + gamma * v)
+        return max(values)
+
+    def backup(self, path: list[int], g: float) -> None:
+        """Add the leaf's estimate ``g``, discounted step by step, to every node of ``path``."""
+        self.visits[path[-1]] += 1
+        self.total[path[-1]] += g
+        for here, below in zip(reversed(path[:-1]), reversed(path[1:]), strict=True):
+            g = self.reward[below] + self.task.gamma * g
+            self.visits[here] += 1
+            self.total[here] += g

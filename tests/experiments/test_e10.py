@@ -17,6 +17,8 @@ def test_every_profile_loads_and_bad_planners_are_refused():
     for profile in ("full", "quick", "tiny"):
         cfg = settings.E10[profile]
         assert cfg.planners[0] == "search"
+        others = ("search-learned-v", "search-no-heuristic", "cem", "mppi", "mcts")
+        assert cfg.planners[1:] == others
     full = settings.E10["full"]
     assert len(full.sigma_r) * len(full.sigma_i) == 48  # E1's whole grid
     base = {f: getattr(full, f) for f in full.__dataclass_fields__}

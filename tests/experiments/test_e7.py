@@ -385,3 +385,37 @@ def test_seeded_compose_equals_a_fresh_compose_for_every_seed():
         assert int(cached.data.seed) == seed and cached.data.policy == "random"
     with pytest.raises(ValueError, match="sets the seed itself"):
         seeded_compose([*overrides, "seed=1"], 2)
+
+
+def _loop_jobs() -> list:
+    from gridplan.models.noise import OracleModel
+
+    start = start_states((0,), 8, TASK_A)
+    models = [OracleModel(), NoiseModel.controlled(2.0, 0.0)]
+    cpu = torch.device("cpu")
+    return [("loop", (models, 1, cpu, None, None, start, 11 + i, "first")) for i in range(2)]
+
+
+@pytest.mark.parametrize(
+    "workers", [1, pytest.param(2, marks=pytest.mark.slow)], ids=["basic", "joblib"]
+)
+def test_evaluation_jobs_run_through_the_groups_launcher_as_they_run_here(tmp_path, workers):
+    # The held-out loops as launcher jobs (this process, or two joblib workers) give exactly
+    # the numbers of calling them here; their files are gone afterwards.
+    from gridplan.experiments import e7
+    from gridplan.experiments.runner import GroupContext
+
+    threads = torch.get_num_threads()
+    try:
+        ctx = GroupContext(
+            "e7", "tiny", None, tmp_path, tmp_path, torch.device("cpu"), progress=False
+        )
+        jobs = _loop_jobs()
+        direct = [e7._job(job) for job in jobs]
+        launched = ctx.launch(e7._job, [{"job": job} for job in jobs], "check", workers)
+    finally:
+        torch.set_num_threads(threads)
+    assert launched == direct
+    assert len(direct) == 2 and all(len(shard) == 2 for shard in direct)
+    assert direct[0] != direct[1]  # the shards' seeds differ, and so do their draws
+    assert not (tmp_path / "jobs").exists()
