@@ -173,8 +173,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="KEY=VALUE",
         help="a setting of --planner (cem/mppi: horizon, candidates, elites, iterations, "
-        "value=exact|learned|none; mppi: temperature; mcts: budget, exploration, value); "
-        "repeatable",
+        "value=exact|learned|none; mppi: temperature; mcts: budget, parallel, exploration, "
+        "value); repeatable",
     )
     p.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda")
     p.add_argument(
