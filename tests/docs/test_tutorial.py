@@ -37,5 +37,5 @@ def test_the_tutorial_executes_every_cell_within_its_budget(tmp_path, monkeypatc
         if cell.cell_type == "code"
         for out in cell.outputs
     )
-    assert "success A - B = -" in outputs and "E_tot: forgetful" in outputs
+    assert "success A - B = -" in outputs and " forgetful: E_tot " in outputs
     assert wall < BUDGET_S, f"the tutorial took {wall:.0f} s"
