@@ -13,9 +13,9 @@
 #
 # A world model can be accurate on average and still useless for decisions. This tutorial
 # writes a small world model by hand, evaluates it for decisions with `gridplan.evaluate`,
-# reads its report and card, and compares it with a model whose total error is larger but
-# sits on dimensions that do not matter for the task. It runs in about a minute on a laptop
-# CPU; CI executes it (`tests/docs/test_tutorial.py`), so every number below is real.
+# reads its report and card, and compares it with a model whose total error is as large but
+# sits on dimensions that do not matter for the task. It runs in under a minute on a laptop
+# CPU; CI executes it (`tests/docs/test_tutorial.py`) and its asserts check the conclusion.
 #
 # The file is a [Jupytext](https://jupytext.readthedocs.io) percent script:
 # `jupytext --to notebook evaluate_your_model.py` makes a notebook of it, and
