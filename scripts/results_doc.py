@@ -338,7 +338,7 @@ def split_pages(text: str, preregistered: str = "../PREREGISTERED.md") -> dict[s
     head, *sections = _cut(text.rstrip().splitlines(), 2)
     pages: dict[str, list[str]] = {}
     presets: dict[str, list[str]] = {}
-    rest: dict[str, list[str]] = {}
+    rest: list[str] = []
     for section in sections:
         first = section[0]
         group, preset = GROUP_HEADING.match(first), PRESET_HEADING.match(first)
@@ -362,24 +362,21 @@ def split_pages(text: str, preregistered: str = "../PREREGISTERED.md") -> dict[s
         elif first.startswith(READINGS_HEADING):
             pages["readings.md"] = _moved(section, 1)
         elif not first.startswith(PREREGISTERED_HEADING):
-            _append(rest, "index.md", _moved(section, 2))
+            rest += ["", *_moved(section, 2)]
     linked = {name[:-3] for name in pages if re.fullmatch(r"e\d+\.md", name)}
-    index = []
+    index: dict[str, list[str]] = {"index.md": []}
     for line in _moved(head, 1):
         row = SUMMARY_ROW.match(line)
         if row and row.group(1) in linked:
             line = f"| [{row.group(1)}]({row.group(1)}.md) |{line[row.end() :]}"
-        index.append(line)
+        index["index.md"].append(line)
     others = [
         f"- [{page[0].lstrip('# ')}]({name})"
         for name, page in {**pages, **presets}.items()
         if name[:-3] not in linked
     ]
     others.append(f"- [Pre-registered rules]({preregistered})")
-    index = {"index.md": index}
-    _append(index, "index.md", [TEXT["pages-index"].substitute(), "", *others])
-    if rest:
-        _append(index, "index.md", rest["index.md"])
+    _append(index, "index.md", [TEXT["pages-index"].substitute(), "", *others, *rest])
     return {n: _page(p) for n, p in {**index, **pages, **presets}.items()}
 
 

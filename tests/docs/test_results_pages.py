@@ -26,6 +26,12 @@ intro
 
 dropped: the index links the rules' own page
 
+## The machine
+
+### Load
+
+quiet, see [the design](DESIGN.md)
+
 ## Readings of the paper's ambiguous choices
 
 ### The readings
@@ -80,7 +86,8 @@ def test_a_results_document_splits_into_exact_pages():
         "- [Readings of the paper's ambiguous choices](readings.md)\n"
         "- [Under the training preset `slow-preset` (docs/PREREGISTERED.md, Rule 2)]"
         "(slow-preset.md)\n"
-        "- [Pre-registered rules](../PREREGISTERED.md)\n"
+        "- [Pre-registered rules](../PREREGISTERED.md)\n\n"
+        "## The machine\n\n### Load\n\nquiet, see [the design](../DESIGN.md)\n"
     )
 
 
