@@ -21,6 +21,15 @@ text as it was; for a results root that holds some groups only::
 
     python scripts/reproduce.py --only e8
     python scripts/results_doc.py --only e8 --force
+
+Every run also splits the written ``--doc`` into the documentation site's results pages
+(``--pages``, default ``results/`` beside ``--doc``): ``index.md`` (the summary, each group
+linked), one page per group (``e1.md`` ... ``e10.md``, with that group's sections under every
+training preset), ``readings.md`` and one page per preset. The pages are a function of
+``--doc`` alone, so ``--pages-only`` rebuilds them from a committed ``docs/RESULTS.md`` where
+no results folder exists::
+
+    python scripts/results_doc.py --pages-only --force
 """
 
 from __future__ import annotations
@@ -51,6 +60,15 @@ TEXT = read_fragments(TEMPLATE)
 #: The rules that pick every reading and preset, written before the runs.
 PREREGISTERED = Path(__file__).resolve().parents[1] / "docs" / "PREREGISTERED.md"
 PREREGISTERED_HEADING = "## Pre-registered rules"
+#: The site's pages of the results, beside ``--doc`` unless ``--pages`` says otherwise.
+PAGES_FOLDER = "results"
+HEADING = re.compile(r"^(#+) ")
+GROUP_HEADING = re.compile(r"^#+ (E\d+) — ")
+PRESET_HEADING = re.compile(r"^## Under the training preset `([^`]+)`")
+SUMMARY_ROW = re.compile(r"^\| (e\d+) \|")
+READINGS_HEADING = "## Readings of the paper's ambiguous choices"
+#: A relative link or image (not a URL, an anchor or an absolute path).
+RELATIVE_LINK = re.compile(r"(!?\[[^\]]*\])\((?![a-z]+:|#|/)([^)\s]+)\)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -66,6 +84,17 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="GROUPS",
         help="comma-separated groups whose sections replace theirs in the existing --doc "
         "(needs --force); the other groups' sections stay as they are",
+    )
+    p.add_argument(
+        "--pages",
+        metavar="DIR",
+        help="folder of the site's results pages split from --doc (default: results/ beside --doc)",
+    )
+    p.add_argument(
+        "--pages-only",
+        action="store_true",
+        help="only split the existing --doc into --pages (no results folder is read); "
+        "pages that would change need --force",
     )
     p.add_argument(
         "--wall-note",
@@ -260,9 +289,134 @@ def update_sections(doc: Path, results: Path, names: list[str], figures: Path) -
     doc.write_text("\n".join(lines).rstrip() + "\n")
 
 
+def _cut(lines: list[str], level: int) -> list[list[str]]:
+    """``lines`` cut before every heading of exactly ``level``; the first piece holds what
+    comes before the first such heading (possibly nothing)."""
+    prefix = "#" * level + " "
+    cuts = [k for k, line in enumerate(lines) if line.startswith(prefix)]
+    bounds = [0, *cuts, len(lines)]
+    return [lines[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+
+
+def _moved(lines: list[str], top: int) -> list[str]:
+    """``lines`` as a page one folder below ``--doc``: headings shifted so the shallowest is
+    level ``top``, relative links and images one folder up."""
+    levels = [len(m.group(1)) for line in lines if (m := HEADING.match(line))]
+    shift = top - min(levels) if levels else 0
+    out = []
+    for line in lines:
+        m = HEADING.match(line)
+        if m:
+            line = "#" * (len(m.group(1)) + shift) + line[len(m.group(1)) :]
+        out.append(RELATIVE_LINK.sub(lambda r: f"{r.group(1)}(../{r.group(2)})", line))
+    return out
+
+
+def _page(lines: list[str]) -> str:
+    return "\n".join(lines).strip() + "\n"
+
+
+def _append(pages: dict[str, list[str]], name: str, lines: list[str]) -> None:
+    """Add ``lines`` to page ``name``, one blank line after what it holds."""
+    page = pages.setdefault(name, [])
+    while page and not page[-1].strip():
+        page.pop()
+    page += ["", *lines] if page else lines
+
+
+def split_pages(text: str, preregistered: str = "../PREREGISTERED.md") -> dict[str, str]:
+    """The site's results pages of a results document (``main`` writes one): file name ->
+    Markdown, for a folder one level below the document.
+
+    ``index.md`` keeps the title, the introduction, the summary (each group with a page linked)
+    and the wall times, then lists the other pages; each ``## E<n> — ...`` section becomes
+    ``e<n>.md`` (its title level 1), followed by that group's section under every training
+    preset; the readings become ``readings.md`` and each preset's own text ``<preset>.md``.
+    The pre-registered rules are replaced by a link to ``preregistered`` (their page); any
+    other section stays on the index.
+    """
+    head, *sections = _cut(text.rstrip().splitlines(), 2)
+    pages: dict[str, list[str]] = {}
+    presets: dict[str, list[str]] = {}
+    rest: list[str] = []
+    for section in sections:
+        first = section[0]
+        group, preset = GROUP_HEADING.match(first), PRESET_HEADING.match(first)
+        if group:
+            _append(pages, f"{group.group(1).lower()}.md", _moved(section, 1))
+        elif preset:
+            own, *parts = _cut(section, 3)
+            name = f"{preset.group(1)}.md"
+            presets[name] = _moved(own, 1)
+            for part in parts:
+                match = GROUP_HEADING.match(part[0])
+                if match is None:
+                    _append(presets, name, _moved(part, 2))
+                    continue
+                link = TEXT["page-preset"].substitute(name=preset.group(1), page=name)
+                heading = f"## Under the training preset `{preset.group(1)}`"
+                body = [heading, "", link, "", *_moved(part[1:], 3)]
+                while len(body) > 4 and not body[4].strip():
+                    del body[4]
+                _append(pages, f"{match.group(1).lower()}.md", body)
+        elif first.startswith(READINGS_HEADING):
+            pages["readings.md"] = _moved(section, 1)
+        elif not first.startswith(PREREGISTERED_HEADING):
+            rest += ["", *_moved(section, 2)]
+    linked = {name[:-3] for name in pages if re.fullmatch(r"e\d+\.md", name)}
+    index: dict[str, list[str]] = {"index.md": []}
+    for line in _moved(head, 1):
+        row = SUMMARY_ROW.match(line)
+        if row and row.group(1) in linked:
+            line = f"| [{row.group(1)}]({row.group(1)}.md) |{line[row.end() :]}"
+        index["index.md"].append(line)
+    others = [
+        f"- [{page[0].lstrip('# ')}]({name})"
+        for name, page in {**pages, **presets}.items()
+        if name[:-3] not in linked
+    ]
+    others.append(f"- [Pre-registered rules]({preregistered})")
+    _append(index, "index.md", [TEXT["pages-index"].substitute(), "", *others, *rest])
+    return {n: _page(p) for n, p in {**index, **pages, **presets}.items()}
+
+
+def write_pages(doc: Path, folder: Path, force: bool = True) -> list[Path]:
+    """Write ``split_pages`` of ``doc`` into ``folder``; the pages written.
+
+    Raises:
+        FileExistsError: if ``force`` is false and a page exists with other content (nothing
+            is written).
+    """
+    pages = split_pages(doc.read_text())
+    changed = [
+        folder / n
+        for n, t in pages.items()
+        if (folder / n).exists() and (folder / n).read_text() != t
+    ]
+    if changed and not force:
+        names = ", ".join(str(p) for p in changed)
+        raise FileExistsError(f"{names} would change; pass --force to replace them")
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in pages.items():
+        (folder / name).write_text(text)
+    return [folder / n for n in pages]
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     results, doc = Path(args.results), Path(args.doc)
+    pages = Path(args.pages) if args.pages else doc.parent / PAGES_FOLDER
+    if args.pages_only:
+        if not doc.exists():
+            print(f"error: --pages-only splits an existing {doc}; none there", file=sys.stderr)
+            return 2
+        try:
+            write_pages(doc, pages, args.force)
+        except FileExistsError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        print(f"wrote the pages of {doc} into {pages}/")
+        return 0
     if doc.exists() and not args.force:
         print(f"error: {doc} exists; pass --force to replace it", file=sys.stderr)
         return 2
@@ -294,7 +448,8 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as err:
             print(f"error: {doc}: {err}", file=sys.stderr)
             return 2
-        print(f"updated {', '.join(names)} in {doc} and {figures}/")
+        write_pages(doc, pages)
+        print(f"updated {', '.join(names)} in {doc}, {figures}/ and {pages}/")
         return 0
     summary = [SUMMARY_HEADER, "| --- | --- | --- | --- | --- |"]
     sections = []
@@ -348,7 +503,8 @@ def main(argv: list[str] | None = None) -> int:
         + "\n".join(sections)
         + ("\n" + presets if (presets := preset_sections(results, args.allow_profile)) else "")
     )
-    print(f"wrote {doc} and {figures}/")
+    write_pages(doc, pages)
+    print(f"wrote {doc}, {figures}/ and {pages}/")
     return 0
 
 

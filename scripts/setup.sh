@@ -64,3 +64,21 @@ else
     "$PY" -m pip install -q -e '.[dev,gymnasium,torchrl]' "torch${TORCH_PIN}"
     echo "$HASH" > "$STAMP"
 fi
+
+# The slow tier's browser test (tests/docs/test_site.py) drives Debian's headless Chromium; CI
+# (CI=true) and GRIDPLAN_BROWSER=1 install it where it is missing. No browser is downloaded
+# any other way.
+if [ "${CI:-}" = "true" ] || [ "${GRIDPLAN_BROWSER:-}" = "1" ]; then
+    if apt-cache policy chromium chromium-driver 2>/dev/null | grep -q 'Installed: (none)' \
+        || ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+        echo "[setup] installing Debian's chromium and chromium-driver (browser tests)"
+        SUDO=()
+        if [ "$(id -u)" -ne 0 ]; then
+            SUDO=(sudo)
+        fi
+        "${SUDO[@]}" apt-get update -q
+        DEBIAN_FRONTEND=noninteractive "${SUDO[@]}" apt-get install -y -q chromium chromium-driver
+    else
+        echo "[setup] chromium and chromium-driver installed"
+    fi
+fi

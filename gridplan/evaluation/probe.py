@@ -48,7 +48,7 @@ class ProbeQuestions:
 
     Attributes:
         candidates: ``(n, 5)`` long leaf indices (``gridplan.planning.planner.action_sequences``
-        order).
+            order).
         kinds: ``(n, 5)`` long codes into ``KINDS``.
         true_return: ``(n, 5)`` true returns of the candidates.
     """

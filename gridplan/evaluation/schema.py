@@ -90,7 +90,7 @@ class Report:
         levels: the levels measured.
         protocol: the protocol's settings.
         prediction: the L1 metrics (``gridplan.metrics.prediction.PredictionMetrics.to_dict``) or
-        None.
+            None.
         closed_loop: ``seeds``, ``episodes``, ``success``, ``outcomes``, ``mean_steps``, or
             None when L7 was not measured.
         ladder: level -> numbers.

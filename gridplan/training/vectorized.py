@@ -171,7 +171,7 @@ class Member:
 
     Attributes:
         config: the run's composed config (``gridplan.training.config.compose``), as a single run
-        gets.
+            gets.
         run_dir: its run folder (created by the caller; ``config.yaml``, ``checkpoints/``,
             ``metrics.json`` and TensorBoard events are written into it).
         resample_seed: if set, the run trains on a bootstrap resample of its training split

@@ -47,7 +47,8 @@ def write_atomic(path: str | os.PathLike, write: Callable[[Path], object]) -> Pa
     ``path``; returns ``path``. Parent folders are created; the file gets ``new_file_mode()``.
 
     Raises:
-        whatever ``write`` raises; the temporary file is removed and ``path`` is untouched.
+        Exception: whatever ``write`` raises; the temporary file is removed and ``path`` is
+            untouched.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,1 @@
+"""Evaluation entry points for gridplan."""

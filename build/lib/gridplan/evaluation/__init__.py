@@ -1,0 +1,16 @@
+"""Evaluating one model for decisions: the paper's report, the ladder L4-L7, the probe, the card.
+
+``ladder`` (``evaluate``, the public ``gridplan.evaluate``: every level under one protocol;
+``paper_report``: the paper's report, metrics and closed-loop success, by the same levels),
+``levels`` (one function per level and the context they share), ``ladder_protocol``
+(``LadderProtocol`` and its presets), ``compare`` (paired comparison), ``schema`` (the versioned
+report), ``card`` (the evaluation card), ``anchors`` and ``probe``.
+
+One module per concern: ``branch`` (the branch set ``Q`` of true states), ``fidelity`` (L4
+interventional fidelity), ``decisions`` (L4 decision agreement and regret, L7 exploitability
+gap), ``outcome`` (L5 reward, value and success fidelity of anchor policies), ``ranking`` (L6
+policy ranking), ``uncertainty`` (uncertainty scores of a model, scored by
+``gridplan.metrics.calibration``). ``gridplan.evaluate`` runs them all under one protocol; the
+README section "Evaluate your own model" defines every number. Source of the ladder: "How
+Should World Models Be Evaluated for Embodied Decision-Making?" (arXiv 2606.15032), §4-6.
+"""

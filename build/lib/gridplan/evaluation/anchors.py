@@ -1,0 +1,274 @@
+"""Anchor policies of the policy-ranking level (L6) and the value-error level (L5).
+
+A fixed set of policies spanning weak to strong, each a function of the *discrete relevant
+state* (agent cell, key cell, carrying, door, and ``c1`` where the task reads it) plus explicit
+randomness. Because they read a state only through its discrete index, the same policy runs
+unchanged in the true environment and inside any world model (on imagined states read through
+rounded cells and 0.5-thresholded flags, like the planner's V* lookup).
+
+The anchor set (``ANCHORS``), weakest first:
+
+==================  =================================================================
+``uniform_random``  a uniform random action every step
+``key_ignoring``    greedy in Q* of the state read as if the key were already carried:
+                    heads for the door and the goal, succeeds only if its path crosses
+                    the key
+``lookahead_4``     the full-width planner at depth d with the true model and *no* leaf
+``lookahead_8``     heuristic (sparse reward only, ties at random): random until the goal
+``lookahead_12``    is within d steps. Computed by finite-horizon value iteration, which
+                    equals the depth-d search because the relevant dynamics are
+                    deterministic (``tests/test_anchors.py`` checks it by enumeration)
+``eps_greedy_0.75`` epsilon-greedy in Q*: a uniform random action with probability
+``eps_greedy_0.5``  epsilon, else greedy (ties at random)
+``eps_greedy_0.25``
+``eps_greedy_0.1``
+``greedy``          greedy in Q* (ties at random): the optimal policy, which is also what
+                    the oracle planner does at every depth with the exact V* heuristic
+==================  =================================================================
+
+The oracle planner at depths 1/2/4 *with* the V* heuristic would be three copies of
+``greedy`` (its depth-D first-action values equal Q*), so the depth anchors drop the heuristic.
+
+Randomness: every step draws the same shapes from the policy generator for every row, alive
+or not (``(M, 4)`` tie-breaks, ``(M,)`` epsilon coins, ``(M,)`` random actions), so a policy
+run in the true environment and inside a model with the same seed makes the same choices
+wherever the two runs see the same discrete state (common random numbers).
+
+Letter legend: ``M`` rows (anchor-major blocks), ``n`` discrete relevant states.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+
+from gridplan.core.constants import N_ACTIONS
+from gridplan.core.env import outcome, relevant_step
+from gridplan.core.tasks import Task
+from gridplan.core.values import check_table_memory, discrete_index, value_table
+from gridplan.planning.planner import TIE_TOLERANCE
+
+
+@dataclass(frozen=True)
+class DiscreteDynamics:
+    """The true relevant dynamics of a task as lookup tables over its discrete states.
+
+    Built from ``gridplan.core.env.relevant_step`` and ``gridplan.core.env.outcome`` over every
+    discrete relevant state, indexed like the V* table (``gridplan.core.values.discrete_index``).
+
+    Attributes:
+        task: the task.
+        next_index: ``(4, n)`` long, index of the state each action leads to.
+        reward: ``(4, n)`` float, reward of arriving there (+1 goal, -1 hazard, else 0).
+        terminal: ``(n,)`` bool, the state is a goal or hazard.
+        as_carried: ``(n,)`` long, the index of the same state with the key carried.
+    """
+
+    task: Task
+    next_index: torch.Tensor
+    reward: torch.Tensor
+    terminal: torch.Tensor
+    as_carried: torch.Tensor
+
+    @property
+    def n_states(self) -> int:
+        return self.reward.shape[1]
+
+    def index(self, state: torch.Tensor) -> torch.Tensor:
+        """``(N,)`` discrete indices of ``(N, S)`` float states (rounded cells, flags at 0.5):
+        the V* table's (``ValueTable.index``)."""
+        return value_table(self.task, self.reward.device).index(state)
+
+
+@functools.lru_cache(maxsize=8)
+def discrete_dynamics(task: Task, device: str = "cpu") -> DiscreteDynamics:
+    """The (cached) ``DiscreteDynamics`` of ``task`` on ``device``."""
+    n_c1 = 2 if task.reads_c1 else 1
+    check_table_memory(task)
+    cells = [torch.arange(task.world.size)] * 4
+    grid = torch.cartesian_prod(*cells, torch.arange(2), torch.arange(2), torch.arange(n_c1))
+    agent, key = grid[:, 0:2], grid[:, 2:4]
+    carrying, door, c1 = grid[:, 4].bool(), grid[:, 5].bool(), grid[:, 6].bool()
+    own = discrete_index(agent, key, carrying, door, c1, task)
+    n = grid.shape[0]
+    next_index = torch.empty(N_ACTIONS, n, dtype=torch.long)
+    reward = torch.empty(N_ACTIONS, n)
+    for a in range(N_ACTIONS):
+        rel = relevant_step(agent, key, carrying, door, torch.full((n,), a), task.world)
+        r, _, _ = outcome(rel.agent, c1, task)
+        next_index[a, own] = discrete_index(
+            rel.agent, rel.key, rel.carrying, rel.door_open, c1, task
+        )
+        reward[a, own] = r
+    _, goal, hazard = outcome(agent, c1, task)
+    terminal = torch.empty(n, dtype=torch.bool)
+    terminal[own] = goal | hazard
+    as_carried = torch.empty(n, dtype=torch.long)
+    as_carried[own] = discrete_index(agent, agent, torch.ones_like(carrying), door, c1, task)
+    return DiscreteDynamics(
+        task, *(t.to(device) for t in (next_index, reward, terminal, as_carried))
+    )
+
+
+def finite_horizon_values(dynamics: DiscreteDynamics, steps: int) -> torch.Tensor:
+    """Optimal ``steps``-step values without a terminal heuristic: ``(n,)`` float.
+
+    ``V_0 = 0``; ``V_k(s) = max_a r(s, a) + gamma * V_{k-1}(s')``, with ``V_k = 0`` at goal and
+    hazard states (terminal). ``r + gamma * V_{d-1}(s')`` is then the depth-d full-width search
+    value of first action ``a`` with a zero leaf value.
+
+    Raises:
+        ValueError: if ``steps < 0``.
+    """
+    if steps < 0:
+        raise ValueError(f"steps must be >= 0, got {steps}")
+    gamma = dynamics.task.gamma
+    v = torch.zeros(dynamics.n_states, device=dynamics.reward.device)
+    for _ in range(steps):
+        q = dynamics.reward + gamma * v[dynamics.next_index]
+        v = torch.where(dynamics.terminal, torch.zeros_like(v), q.amax(dim=0))
+    return v
+
+
+@functools.lru_cache(maxsize=16)
+def _lookahead_table(task: Task, device: str, steps: int) -> torch.Tensor:
+    return finite_horizon_values(discrete_dynamics(task, device), steps)
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """One anchor policy (see the module docstring).
+
+    Attributes:
+        name: short name used in reports.
+        description: one line for the evaluation card.
+        epsilon: probability of a uniform random action each step.
+        lookahead: ``0`` for Q* (the exact V* heuristic), ``d >= 1`` for the heuristic-free
+            depth-d search.
+        key_as_carried: read every state as if the key were carried.
+    """
+
+    name: str
+    description: str
+    epsilon: float = 0.0
+    lookahead: int = 0
+    key_as_carried: bool = False
+
+
+ANCHORS: tuple[Anchor, ...] = (
+    Anchor("uniform_random", "uniform random action", epsilon=1.0),
+    Anchor("key_ignoring", "greedy in Q* as if the key were carried", key_as_carried=True),
+    Anchor("lookahead_4", "depth-4 search, sparse reward only, no V* heuristic", lookahead=4),
+    Anchor("lookahead_8", "depth-8 search, sparse reward only, no V* heuristic", lookahead=8),
+    Anchor("lookahead_12", "depth-12 search, sparse reward only, no V* heuristic", lookahead=12),
+    Anchor("eps_greedy_0.75", "epsilon-greedy in Q*, epsilon 0.75", epsilon=0.75),
+    Anchor("eps_greedy_0.5", "epsilon-greedy in Q*, epsilon 0.5", epsilon=0.5),
+    Anchor("eps_greedy_0.25", "epsilon-greedy in Q*, epsilon 0.25", epsilon=0.25),
+    Anchor("eps_greedy_0.1", "epsilon-greedy in Q*, epsilon 0.1", epsilon=0.1),
+    Anchor("greedy", "greedy in Q* (optimal; the oracle planner at any depth)"),
+)
+ANCHOR_NAMES = tuple(a.name for a in ANCHORS)
+
+
+def get_anchors(names: tuple[str, ...] | None = None) -> tuple[Anchor, ...]:
+    """Anchors by name (all of ``ANCHORS`` for ``None``).
+
+    Raises:
+        ValueError: on an unknown name (the message lists the valid ones).
+    """
+    if names is None:
+        return ANCHORS
+    by_name = {a.name: a for a in ANCHORS}
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        raise ValueError(f"unknown anchor policies {unknown}; valid: {', '.join(ANCHOR_NAMES)}")
+    return tuple(by_name[n] for n in names)
+
+
+class PolicyDraws(NamedTuple):
+    """One step's policy randomness of ``M`` rows: ``tie`` ``(M, 4)`` uniforms breaking ties
+    between greedy actions, ``coin`` ``(M,)`` uniforms against epsilon, ``random_action``
+    ``(M,)`` long uniform actions."""
+
+    tie: torch.Tensor
+    coin: torch.Tensor
+    random_action: torch.Tensor
+
+
+class AnchorSet:
+    """Several anchor policies acting on one batch of discrete states, one anchor per row.
+
+    Args:
+        anchors: the policies (``ANCHORS`` by default).
+        task: their task (the V* table and the dynamics tables).
+        device: where the tables live.
+    """
+
+    def __init__(
+        self, anchors: tuple[Anchor, ...], task: Task, device: torch.device | str = "cpu"
+    ) -> None:
+        if not anchors:
+            raise ValueError("an anchor set needs at least one policy")
+        self.anchors = tuple(anchors)
+        self.task = task
+        device = str(torch.device(device))
+        self.dynamics = discrete_dynamics(task, device)
+        v_star = value_table(task, device).table
+        # Q_d(s, a) = r + gamma * V_{d-1}(s'): the depth-d table is d - 1 steps deep.
+        tables = [
+            v_star if a.lookahead == 0 else _lookahead_table(task, str(device), a.lookahead - 1)
+            for a in self.anchors
+        ]
+        self.values = torch.stack(tables).to(device)
+        self.epsilon = torch.tensor([a.epsilon for a in self.anchors], device=device)
+        # The greedy choice depends only on (anchor, discrete state): each anchor's
+        # (n, 4) mask of its best actions, in the state it reads, is tabulated once, so a
+        # step is one row gather.
+        dyn, gamma = self.dynamics, torch.tensor(task.gamma, device=device)
+        own = torch.arange(dyn.n_states, device=device)
+        masks = []
+        for a, values in zip(self.anchors, self.values, strict=True):
+            read = dyn.as_carried if a.key_as_carried else own
+            q = dyn.reward.T[read].addcmul_(values[dyn.next_index.T[read]], gamma)
+            masks.append((q >= q.amax(dim=1, keepdim=True) - TIE_TOLERANCE).float())
+        self._greedy = torch.cat(masks)
+
+    def __len__(self) -> int:
+        return len(self.anchors)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.anchors)
+
+    @staticmethod
+    def draw(m: int, generator: torch.Generator) -> PolicyDraws:
+        """One step's randomness of ``m`` rows, in the fixed shapes of the module docstring."""
+        device = generator.device
+        return PolicyDraws(
+            tie=torch.rand(m, N_ACTIONS, generator=generator, device=device),
+            coin=torch.rand(m, generator=generator, device=device),
+            random_action=torch.randint(0, N_ACTIONS, (m,), generator=generator, device=device),
+        )
+
+    def act(
+        self,
+        index: torch.Tensor,
+        anchor: torch.Tensor,
+        randomness: torch.Generator | PolicyDraws,
+    ) -> torch.Tensor:
+        """Actions ``(M,)`` long of each row's anchor in discrete state ``index``.
+
+        Args:
+            index: ``(M,)`` long discrete states (``DiscreteDynamics.index``).
+            anchor: ``(M,)`` long anchor of each row (position in ``anchors``).
+            randomness: the policy stream (this step's ``draw`` is taken from it), or draws
+                already taken, so that two runs can share one step's randomness.
+        """
+        if isinstance(randomness, torch.Generator):
+            randomness = self.draw(index.shape[0], randomness)
+        best = self._greedy[anchor * self.dynamics.n_states + index]
+        greedy = (randomness.tie * best).argmax(dim=1)
+        return torch.where(randomness.coin < self.epsilon[anchor], randomness.random_action, greedy)

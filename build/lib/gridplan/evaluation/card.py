@@ -1,0 +1,676 @@
+"""The evaluation card of one report: the decision contract, what was measured, the profile per
+level with intervals, pass/fail gates, figures and a verdict in plain language.
+
+``write_card(report, json_path)`` writes beside the JSON report ``<stem>.card.md``,
+``<stem>.card.json`` (schema ``CARD_SCHEMA``) and the figures ``<stem>.card.<name>.png``:
+``profile`` (per-dimension L1 error ordered by relevance, with 95% bootstrap intervals over
+the held-out windows and the oracle's floor), ``values`` (each anchor policy's
+true value against its value inside the model, L6) and ``risk_coverage`` (uncertainty). A
+report ``out.json`` gets ``out.card.md``, a checkpoint's ``best.eval.json`` gets
+``best.eval.card.md``.
+
+The gates are fixed before any model is seen (``GATES``): L4 the planner's first action is
+optimal in at least 90% of branch states; L5 the anchor policies' values inside the model are
+within 0.05 (return units, values lie in [0, 1]) of their true values on average; L6 the model
+orders at least 80% of the anchor pairs like the environment (0.5 is a random ordering).
+The card also lists L1 beside the oracle's floor (the oracle's own E_tot on the same windows,
+not 0 because the distractors are stochastic), the clamped share of a plug-in's predictions,
+and what to fix first (``what_to_fix``: derived from the measurements).
+Card format: "How Should World Models Be Evaluated for Embodied Decision-Making?"
+(arXiv 2606.15032), §5-6 (decision contract, gated profile, evaluation card).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from matplotlib.figure import Figure
+
+from gridplan.evaluation.ranking import spearman_text
+from gridplan.evaluation.schema import LEVEL_TITLES, check_schema, report_task, write_text
+from gridplan.util.jsonio import dumps
+
+CARD_SCHEMA = "1.0"
+
+
+@dataclass(frozen=True)
+class Gate:
+    """A pass/fail threshold on one ladder number.
+
+    Attributes:
+        level: ``"L4"``, ``"L5"`` or ``"L6"``.
+        metric: key in that level's numbers.
+        threshold: the bar.
+        higher_is_better: pass when the value is ``>=`` (else ``<=``) the threshold.
+        meaning: what passing says, in words.
+        explain: the measured value in words (``{value}`` is replaced).
+    """
+
+    level: str
+    metric: str
+    threshold: float
+    higher_is_better: bool
+    meaning: str
+    explain: str
+
+    def check(self, value: float | None) -> bool | None:
+        if value is None:
+            return None
+        return value >= self.threshold if self.higher_is_better else value <= self.threshold
+
+    @property
+    def rule(self) -> str:
+        return f"{self.metric} {'>=' if self.higher_is_better else '<='} {self.threshold:g}"
+
+
+GATES = (
+    Gate(
+        "L4",
+        "decision_agreement",
+        0.90,
+        True,
+        "the planner's first actions are optimal",
+        "the planner's first action is optimal in {value:.0%} of branch states",
+    ),
+    Gate(
+        "L5",
+        "value_error",
+        0.05,
+        False,
+        "policy values inside the model are accurate",
+        "policy values inside the model are off by {value:.3f} on average",
+    ),
+    Gate(
+        "L6",
+        "pra",
+        0.80,
+        True,
+        "the model ranks policies like the environment",
+        "it orders {value:.0%} of the anchor-policy pairs like the environment",
+    ),
+)
+
+#: Rows of the card's profile: (level, key, label, digits).
+PROFILE_ROWS = (
+    ("L4", "decision_agreement", "decision agreement", 3),
+    ("L4", "decision_regret", "decision regret", 4),
+    ("L4", "ipe", "interventional prediction error (IPE)", 4),
+    ("L4", "teacher_forced", "teacher-forced error, same starts", 4),
+    ("L4", "action_effect", "action-effect error", 4),
+    ("L5", "reward_error", "reward-prediction error", 4),
+    ("L5", "value_error", "value error", 4),
+    ("L5", "brier", "success Brier score", 4),
+    ("L5", "brier_floor", "success Brier floor (true probability)", 4),
+    ("L6", "spearman", "Spearman rho of policy values", 3),
+    ("L6", "pra", "pairwise ranking accuracy", 3),
+    ("L6", "mmrv", "mean maximum rank violation", 4),
+    ("L7", "success", "closed-loop success", 3),
+    ("L7", "success_oracle", "oracle planner's success", 3),
+    ("L7", "policy_gain", "policy gain over random", 3),
+    ("L7", "optimality_regret", "optimality regret", 3),
+    ("L7", "xgap", "exploitability gap XGap", 4),
+    ("L7", "xgap_exceed", "decisions with XGap above threshold", 3),
+    ("probe", "regret", "WorldModelGym normalized regret", 3),
+    ("probe", "reward_error", "WorldModelGym reward error", 4),
+)
+#: Every rung of the ladder the card lists, with its name.
+CARD_LEVELS = {
+    "L0": "visual plausibility",
+    "L1": LEVEL_TITLES["L1"],
+    "L2": "semantic alignment",
+    "L3": "physical plausibility",
+    **{k: v for k, v in LEVEL_TITLES.items() if k != "L1"},
+}
+#: Levels of the ladder that this laboratory cannot measure, and why.
+NOT_APPLICABLE = {
+    "L0": "no observations are rendered: states are 12 numbers",
+    "L2": "no instructions or semantics to align with",
+    "L3": "the physics is the gridworld's rules, checked at L4 (action effects)",
+}
+
+
+def card_stem(json_path: str | Path) -> Path:
+    """``out.json`` -> ``out``; ``best.eval.json`` -> ``best.eval`` (the card's prefix)."""
+    path = Path(json_path)
+    return path.with_suffix("") if path.suffix == ".json" else path
+
+
+def card_paths(json_path: str | Path) -> dict[str, Path]:
+    """Every file ``write_card`` may write for the report at ``json_path``."""
+    stem = card_stem(json_path)
+    return {
+        "markdown": stem.with_name(stem.name + ".card.md"),
+        "json": stem.with_name(stem.name + ".card.json"),
+        "profile": stem.with_name(stem.name + ".card.profile.png"),
+        "values": stem.with_name(stem.name + ".card.values.png"),
+        "risk_coverage": stem.with_name(stem.name + ".card.risk_coverage.png"),
+    }
+
+
+def _value(report: dict, level: str, key: str) -> float | None:
+    entry = report.get("ladder", {}).get(level, {}).get(key)
+    if isinstance(entry, dict):
+        return entry.get("mean")
+    return entry
+
+
+def policy_class(report: dict) -> str:
+    """The planner of the report in words: the paper's full-width search with exact V*, or
+    the planner and settings ``report["planner"]`` records (``PlannerChoice.to_dict``)."""
+    depth = report["depth"]
+    planner = report.get("planner")
+    if planner is None or planner["name"] == "search":
+        return (
+            f"full-width tree search at depth {depth} over the model (all 4^{depth} action "
+            "sequences), leaves scored by the sparse reward on predicted states plus "
+            f"gamma^{depth} V* (exact), first action of the best leaf, replanned every step"
+        )
+    settings = ", ".join(f"{k}={v}" for k, v in planner["settings"].items())
+    what = {
+        "search-learned-v": f"full-width tree search at depth {depth} with a learned value "
+        "(fitted value iteration through the model) at the leaves",
+        "search-no-heuristic": f"full-width tree search at depth {depth} with no terminal "
+        "value (depth-limited return)",
+        "cem": "cross-entropy method over action sequences",
+        "mppi": "MPPI over action sequences",
+        "mcts": "batched PUCT tree search with a uniform prior",
+    }[planner["name"]]
+    return (
+        f"{what} ({settings or 'default settings'}), sparse reward on predicted states, "
+        "first action of the committed sequence, replanned every step"
+    )
+
+
+def contract(report: dict) -> dict:
+    """The decision contract: task, policy class, action interface, horizons, use, and the
+    planner's tie rule ``ties`` when the report records it."""
+    task = report_task(report)
+    relevant = [task.world.dim_names[d] for d in task.relevant_dims]
+    depth = report["depth"]
+    return {
+        "task": {
+            "name": task.name,
+            "goal": list(task.goal),
+            "hazard": None if task.hazard is None else list(task.hazard),
+            "goal_swaps_on_c1": task.swap_on_c1,
+            "relevant_dims": relevant,
+            "gamma": task.gamma,
+        },
+        "policy_class": policy_class(report)
+        + (f"; tied best first actions: {report['ties']}" if "ties" in report else ""),
+        "action_interface": "controlled: 4 discrete moves executed directly (never inferred)",
+        "horizon": {
+            "episode": task.horizon,
+            "lookahead": depth,
+            "open_loop": report.get("protocol", {}).get("horizon"),
+        },
+        "decision_use": "planning (model-predictive control with this planner)",
+        **({"ties": report["ties"]} if "ties" in report else {}),
+    }
+
+
+def gates(report: dict) -> list[dict]:
+    """Each gate with its rule, the model's value and whether it passed (``None``: the level
+    was not measured)."""
+    out = []
+    for gate in GATES:
+        value = _value(report, gate.level, gate.metric)
+        out.append(
+            {
+                "level": gate.level,
+                "metric": gate.metric,
+                "rule": gate.rule,
+                "meaning": gate.meaning,
+                "value": value,
+                "passed": gate.check(value),
+                "explanation": None if value is None else gate.explain.format(value=value),
+            }
+        )
+    return out
+
+
+def verdict(report: dict, checked: list[dict] | None = None) -> str:
+    """The plain-language verdict of a report."""
+    checked = gates(report) if checked is None else checked
+    use = f"planning with the depth-{report['depth']} planner on task {report['task']}"
+    failed = [g for g in checked if g["passed"] is False]
+    unmeasured = [g for g in checked if g["passed"] is None]
+    parts = []
+    if failed:
+        parts.append(f"Not fit for {use}.")
+        parts += [f"{g['level']} fails ({g['rule']}): {g['explanation']}." for g in failed]
+    elif unmeasured:
+        missing = ", ".join(g["level"] for g in unmeasured)
+        parts.append(f"No verdict on {use}: gate levels {missing} were not measured.")
+    else:
+        parts.append(f"Fit for {use}: every gate passes.")
+    success = _value(report, "L7", "success")
+    if success is not None:
+        oracle = _value(report, "L7", "success_oracle")
+        parts.append(
+            f"In closed loop it succeeds in {success:.0%} of episodes "
+            f"(the oracle planner: {oracle:.0%})."
+        )
+    xgap = _value(report, "L7", "xgap")
+    if xgap is not None and xgap > report["ladder"]["L7"]["xgap_threshold"]:
+        parts.append(
+            f"The planner exploits it: the plans it picks promise {xgap:.2f} more "
+            "return than they deliver."
+        )
+    return " ".join(parts)
+
+
+#: Below this predicted flag at its event (truth 1) the event counts as missed.
+EVENT_MISSED = 0.5
+
+
+def what_to_fix(report: dict) -> list[str]:
+    """What to fix first, derived from the measurements, most important first: the failed
+    gates, the relevant dimension that weighs most in the graded DRPE (its share of it), missed
+    decision-critical events (event audit), and how much of E_tot sits on irrelevant
+    dimensions (error there never changes a decision). Never empty."""
+    from gridplan.core.values import relevance_weights
+
+    out = [
+        f"{g['level']} ({g['rule']}): {g['explanation']}"
+        for g in gates(report)
+        if g["passed"] is False
+    ]
+    if "profile" not in report:
+        return out or ["L1 was not measured: add it (--levels L1,...) to see which error to fix"]
+    task = report_task(report)
+    names = task.world.dim_names
+    weights = relevance_weights(task).tolist()
+    profile = [report["profile"][names[d]] for d in range(len(names))]
+    contrib = [w * e for w, e in zip(weights, profile, strict=True)]
+    total = sum(contrib)
+    if total > 0:
+        top = max(range(len(names)), key=lambda d: contrib[d])
+        out.append(
+            f"{names[top]} weighs most in DRPE: {contrib[top] / total:.0%} of the graded "
+            f"DRPE (error {profile[top]:.4f}, relevance weight {weights[top]:.3f})"
+        )
+    audit = report.get("event_audit") or {}
+    for key, event, flag in (
+        ("carrying_at_pickup", "key pickups", "carrying"),
+        ("door_open_at_opening", "door openings", "door_open"),
+    ):
+        value = audit.get(key)
+        if value is not None and value < EVENT_MISSED:
+            out.append(
+                f"{event} are missed: predicted {flag} {value:.2f} at the event (truth 1, "
+                f"read as set above {EVENT_MISSED}); weight these transitions in training"
+            )
+    irrelevant = [d for d in range(len(names)) if d not in task.relevant_dims]
+    e_all = sum(profile)
+    if e_all > 0:
+        share = sum(profile[d] for d in irrelevant) / e_all
+        if share >= 0.5:
+            floor = report.get("oracle_floor")
+            irreducible = (
+                f"; E_tot {report['E_tot']:.4f} against the oracle floor "
+                f"{floor['E_tot']:.4f}, which the stochastic distractors make irreducible"
+                if floor is not None and "E_tot" in report
+                else ""
+            )
+            out.append(
+                f"{share:.0%} of E_tot is on dimensions irrelevant to task {task.name} "
+                f"(it never changes a decision): no need to spend capacity there{irreducible}"
+            )
+    if not out:
+        out.append("nothing stands out: no gate fails and no relevant error dominates")
+    return out
+
+
+def _fmt(entry, digits: int) -> tuple[str, str]:
+    if not isinstance(entry, dict) or entry.get("mean") is None:
+        return "n/a", ""
+    value = f"{entry['mean']:.{digits}f}"
+    if entry.get("low") is None or entry.get("high") is None:
+        return value, ""
+    return value, f"[{entry['low']:.{digits}f}, {entry['high']:.{digits}f}]"
+
+
+def profile_rows(report: dict) -> list[dict]:
+    """The measured profile: one row per ladder number with its 95% interval."""
+    rows = []
+    for level, key, label, digits in PROFILE_ROWS:
+        entry = report.get("ladder", {}).get(level, {}).get(key)
+        if entry is None:
+            continue
+        value, interval = _fmt(entry, digits)
+        if (level, key) == ("L6", "spearman"):
+            value = spearman_text(value, report["ladder"]["L6"]["anchors"])
+        rows.append(
+            {
+                "level": level,
+                "metric": key,
+                "label": label,
+                "value": value,
+                "interval": interval,
+                "estimate": entry,
+            }
+        )
+    unc = report.get("ladder", {}).get("uncertainty")
+    if unc is not None:
+        rho = unc["spearman"]
+        rows.append(
+            {
+                "level": "uncertainty",
+                "metric": "spearman",
+                "label": "Spearman(uncertainty, rollout error)",
+                "value": "n/a" if rho["rho"] is None else f"{rho['rho']:.3f}",
+                "interval": "" if rho["low"] is None else f"[{rho['low']:.3f}, {rho['high']:.3f}]",
+                "estimate": rho,
+            }
+        )
+        rows.append(
+            {
+                "level": "uncertainty",
+                "metric": "aurc",
+                "label": (
+                    f"AURC (optimal {unc['aurc_optimal']:.4f}, random {unc['aurc_random']:.4f})"
+                ),
+                "value": f"{unc['aurc']:.4f}",
+                "interval": "",
+                "estimate": unc["aurc"],
+            }
+        )
+    return rows
+
+
+def _profile_figure(report: dict) -> Figure | None:
+    if "profile" not in report:
+        return None
+    from gridplan.core.values import relevance_weights
+
+    task = report_task(report)
+    weights = relevance_weights(task).tolist()
+    names = task.world.dim_names
+    order = sorted(range(len(names)), key=lambda d: -weights[d])
+    fig = Figure(figsize=(7, 3.4), layout="constrained")
+    ax = fig.add_subplot()
+    colors = ["tab:red" if d in task.relevant_dims else "tab:gray" for d in order]
+    values = [report["profile"][names[d]] for d in order]
+    ci = report.get("profile_ci")
+    errors = None
+    if ci is not None:
+        low = [max(v - ci[names[d]][0], 0.0) for v, d in zip(values, order, strict=True)]
+        high = [max(ci[names[d]][1] - v, 0.0) for v, d in zip(values, order, strict=True)]
+        errors = [low, high]
+    ax.bar(range(len(order)), values, color=colors, yerr=errors, capsize=2, ecolor="0.25")
+    floor = report.get("oracle_floor")
+    if floor is not None:
+        ax.axhline(
+            floor["E_tot"],
+            color="0.4",
+            linestyle="--",
+            linewidth=1,
+            label=f"oracle floor: its E_tot (mean of {len(names)} dims) {floor['E_tot']:.4f}",
+        )
+        ax.legend(fontsize=7, loc="upper right")
+    ax.set_xticks(range(len(order)), [names[d] for d in order], rotation=45, ha="right")
+    ax.set_ylabel("open-loop MSE (H steps)")
+    bars = "\nbars: 95% bootstrap intervals over the held-out windows" if ci is not None else ""
+    ax.set_title(
+        f"L1 error profile, ordered by relevance (red: relevant to task {task.name}){bars}",
+        fontsize=9,
+    )
+    return fig
+
+
+def _values_figure(report: dict) -> Figure | None:
+    l6 = report.get("ladder", {}).get("L6")
+    if l6 is None:
+        return None
+    fig = Figure(figsize=(4.6, 4.2), layout="constrained")
+    ax = fig.add_subplot()
+    jt = [a["J_true"] for a in l6["anchors"]]
+    jm = [a["J_model"] for a in l6["anchors"]]
+    top = max(max(jt), max(jm), 0.05) * 1.08
+    ax.plot([0, top], [0, top], color="0.6", linewidth=1, label="J inside = J true")
+    ax.scatter(jt, jm, color="tab:blue", zorder=3)
+    for a in l6["anchors"]:
+        ax.annotate(
+            a["name"],
+            (a["J_true"], a["J_model"]),
+            fontsize=6,
+            xytext=(3, 2),
+            textcoords="offset points",
+        )
+    ax.set_xlabel("J_E: true value (discounted return)")
+    ax.set_ylabel("J_hat: value inside the model")
+    ax.set_title(f"anchor policies (PRA {l6['pra']['mean']:.2f})")
+    ax.legend(loc="upper left", fontsize=7)
+    return fig
+
+
+def _risk_figure(report: dict) -> Figure | None:
+    unc = report.get("ladder", {}).get("uncertainty")
+    if unc is None:
+        return None
+    fig = Figure(figsize=(4.6, 3.4), layout="constrained")
+    ax = fig.add_subplot()
+    cov, risk = zip(*unc["curve"], strict=True)
+    ax.plot(cov, risk, "-o", markersize=2, label=f"model (AURC {unc['aurc']:.4f})")
+    ax.axhline(unc["aurc_random"], color="0.6", linestyle="--", label="uninformative score")
+    ax.plot([], [], " ", label=f"optimal AURC {unc['aurc_optimal']:.4f}")
+    ax.set_xlabel("coverage (fraction of most certain rollouts kept)")
+    ax.set_ylabel("mean rollout error (IPE)")
+    rho = unc["spearman"]
+    title = f"risk-coverage ({unc['source']})"
+    if rho["rho"] is not None and rho["low"] is not None:
+        title += f"\nSpearman(u, error) {rho['rho']:.2f} [{rho['low']:.2f}, {rho['high']:.2f}]"
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7)
+    return fig
+
+
+def _profile_table(report: dict) -> list[str]:
+    """The L1 error profile per dimension with its 95% interval and relevance weight."""
+    from gridplan.core.values import relevance_weights
+
+    task = report_task(report)
+    names = task.world.dim_names
+    weights = relevance_weights(task).tolist()
+    ci = report.get("profile_ci") or {}
+    lines = [
+        "",
+        f"L1 error profile (open-loop MSE over H={report['horizon']} steps, 95% bootstrap "
+        "intervals over the held-out windows):",
+        "",
+        "| dim | relevant | weight | error | interval |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for d in sorted(range(len(names)), key=lambda d: -weights[d]):
+        name = names[d]
+        interval = f"[{ci[name][0]:.4f}, {ci[name][1]:.4f}]" if name in ci else ""
+        relevant = "yes" if d in task.relevant_dims else "no"
+        lines.append(
+            f"| {name} | {relevant} | {weights[d]:.3f} | {report['profile'][name]:.4f} | "
+            f"{interval} |"
+        )
+    return lines
+
+
+def _latent_table(report: dict) -> list[str]:
+    """A latent model's frozen-decoder protocol (``gridplan.metrics.frozen_decoder``): one row per
+    decoder, then the action-consistency probe; nothing for a state model."""
+    latent = report.get("latent")
+    if not latent:
+        return []
+    lines = [
+        "",
+        "## Latent model: frozen-decoder protocol",
+        "",
+        f"Observations {latent['obs_kind']}, Z = {latent['latent_dim']}. E_* in "
+        "variance-normalized units d (E_excess = E_pred - E_repr, never clipped); DRPE in "
+        "normalized state units, graded weights, one step on isolated test episodes.",
+        "",
+        "| decoder | E_repr | E_pred | E_excess | decoded DRPE | DRPE excess | persistence E |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for which in ("frozen", "own"):
+        f = latent.get(which)
+        if f is not None:
+            lines.append(
+                f"| {which} | {f['E_repr']:.4f} | {f['E_pred']:.4f} | {f['E_excess']:+.4f} | "
+                f"{f['DRPE_pred']:.5f} | {f['DRPE_excess']:+.5f} | {f['E_persistence']:.4f} |"
+            )
+    probe = latent["action_consistency"]
+    shown = "n/a" if probe["consistency"] is None else f"{probe['consistency']:.3f}"
+    lines += [
+        "",
+        f"Action consistency {shown} (probe accuracy on real transitions "
+        f"{probe['accuracy_real']:.3f}, on predicted ones {probe['accuracy_pred']:.3f}).",
+    ]
+    return lines
+
+
+def _markdown(card: dict, report: dict) -> str:
+    c = card["contract"]
+    t = c["task"]
+    model = ", ".join(f"{k}={v}" for k, v in report["model"].items())
+    lines = [
+        f"# Evaluation card: {report['model'].get('name', 'model')}",
+        "",
+        f"Model: {model}. Report: `{card['report']}` (schema {report['schema_version']}).",
+        "",
+        "## Decision contract",
+        "",
+        f"- Task: {t['name']} (goal {tuple(t['goal'])}"
+        + (f", hazard {tuple(t['hazard'])}" if t["hazard"] else "")
+        + (", goal and hazard swap with c1" if t["goal_swaps_on_c1"] else "")
+        + f"); relevant dims {', '.join(t['relevant_dims'])}; gamma {t['gamma']}.",
+        f"- Policy class: {c['policy_class']}.",
+        f"- Action interface: {c['action_interface']}.",
+        f"- Horizons: episode {c['horizon']['episode']} steps, lookahead "
+        f"{c['horizon']['lookahead']}, open-loop rollouts {c['horizon']['open_loop']}.",
+        f"- Decision use: {c['decision_use']}.",
+        "",
+        "## Levels measured",
+        "",
+        "| level | what | measured |",
+        "| --- | --- | --- |",
+    ]
+    for level, what in CARD_LEVELS.items():
+        if level in NOT_APPLICABLE:
+            status = f"not applicable: {NOT_APPLICABLE[level]}"
+        else:
+            status = "yes" if level in card["levels"] else "no"
+        lines.append(f"| {level} | {what} | {status} |")
+    lines += [
+        "",
+        "## Gates (thresholds fixed before evaluation)",
+        "",
+        "| level | rule | means | value | result |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for g in card["gates"]:
+        value = "n/a" if g["value"] is None else f"{g['value']:.4g}"
+        result = {True: "pass", False: "FAIL", None: "not measured"}[g["passed"]]
+        lines.append(f"| {g['level']} | {g['rule']} | {g['meaning']} | {value} | {result} |")
+    lines += [
+        "",
+        "## Profile (95% intervals)",
+        "",
+        "| level | metric | value | interval |",
+        "| --- | --- | --- | --- |",
+    ]
+    for row in card["profile"]:
+        lines.append(f"| {row['level']} | {row['label']} | {row['value']} | {row['interval']} |")
+    if "E_tot" in report:
+        drpe = ", ".join(f"{k} {v:.4f}" for k, v in report["DRPE"].items())
+        lines.append(
+            f"| L1 | E_tot / DRPE (H={report['horizon']}) | {report['E_tot']:.4f} | DRPE {drpe} |"
+        )
+        floor = report.get("oracle_floor")
+        if floor is not None:
+            lines.append(
+                f"| L1 | oracle floor: the oracle's E_tot on the same windows (not 0: the "
+                f"distractors are stochastic) | {floor['E_tot']:.4f} | DRPE graded "
+                f"{floor['DRPE']['graded']:.4f} |"
+            )
+        lines += _profile_table(report)
+    lines += _latent_table(report)
+    lines += ["", "## What to fix", ""] + [f"- {item}" for item in card["what_to_fix"]]
+    lines += ["", "## Figures", ""]
+    for name, path in card["figures"].items():
+        lines.append(f"![{name}]({path})")
+    lines += ["", "## Verdict", "", card["verdict"], ""]
+    if report.get("notes"):
+        lines += ["## Notes", ""] + [f"- {n}" for n in report["notes"]] + [""]
+    return "\n".join(lines)
+
+
+def build_card(report: dict, json_name: str = "report.json") -> dict:
+    """The card's JSON form (without figures) of a report dict.
+
+    Raises:
+        ValueError: if ``report`` is not a report of the current schema.
+    """
+    check_schema(report)
+    checked = gates(report)
+    return {
+        "card_schema_version": CARD_SCHEMA,
+        "report": json_name,
+        "model": report["model"],
+        "contract": contract(report),
+        "levels": list(report["levels"]),
+        "not_applicable": dict(NOT_APPLICABLE),
+        "gates": checked,
+        "profile": profile_rows(report),
+        "verdict": verdict(report, checked),
+        "what_to_fix": what_to_fix(report),
+        "l1": _l1(report),
+        "clamped": report.get("clamped"),
+        "figures": {},
+    }
+
+
+def _l1(report: dict) -> dict | None:
+    """L1's headline numbers beside the oracle's floor on the same windows."""
+    if "E_tot" not in report:
+        return None
+    return {
+        "E_tot": report["E_tot"],
+        "DRPE": report["DRPE"],
+        "oracle_floor": report.get("oracle_floor"),
+        "event_audit": report.get("event_audit"),
+    }
+
+
+def write_card(report: dict, json_path: str | Path, overwrite: bool = False) -> dict[str, Path]:
+    """Write the card of ``report`` beside ``json_path`` (module docstring).
+
+    Returns:
+        Name -> path of every file written.
+
+    Raises:
+        FileExistsError: if a card file exists and ``overwrite`` is false (nothing written).
+        ValueError: if ``report`` is not a report of the current schema.
+    """
+    paths = card_paths(json_path)
+    taken = [str(p) for p in paths.values() if p.exists()]
+    if taken and not overwrite:
+        raise FileExistsError(f"{', '.join(taken)} already exist(s); pass --force to overwrite")
+    card = build_card(report, Path(json_path).name)
+    written: dict[str, Path] = {}
+    paths["markdown"].parent.mkdir(parents=True, exist_ok=True)
+    for name, make in (
+        ("profile", _profile_figure),
+        ("values", _values_figure),
+        ("risk_coverage", _risk_figure),
+    ):
+        fig = make(report)
+        if fig is not None:
+            tmp = paths[name].with_name(f".{paths[name].name}.tmp")
+            fig.savefig(tmp, dpi=120, format="png")
+            tmp.replace(paths[name])
+            card["figures"][name] = paths[name].name
+            written[name] = paths[name]
+    write_text(paths["json"], dumps(card, indent=2) + "\n")
+    write_text(paths["markdown"], _markdown(card, report))
+    written["json"], written["markdown"] = paths["json"], paths["markdown"]
+    return written

@@ -1,0 +1,339 @@
+"""Plain-Python reference of the environment and the planner, one episode at a time.
+
+The batched code in ``gridplan.core.env`` and ``gridplan.planning.planner`` is checked against this
+module on random seeds (``tests/core/test_reference.py``), and benchmarks use ``ref_plan`` as the
+per-episode, leaf-by-leaf baseline. It is written from the rules of paper §3 and appendix D
+on ints, bools and tuples, without calling the batched functions, so that agreement between
+the two is evidence that both follow the rules. The shared inputs are the task's data (its
+goal and hazard cells, ``gamma``: ``gridplan.core.tasks.Task``) and the exact V* table
+(``gridplan.core.values``), read here as a plain Python list; V* itself is checked on hand-worked
+cells by the tests.
+
+The reference covers worlds with the paper's state layout (one colour bit and one distractor
+of each kind: 12 dims) on any grid (``gridplan.core.world.World``); ``ref_relevant_step`` covers
+every world.
+
+Conventions shared with the batched code (they are the specification, not code reuse):
+state layout and normalization (position = cell / (N - 1)), action order up/down/left/right, the
+d1 walk's five moves (the four actions, then stay), the V* table's flat index order, and the
+planner's tie rules (``TIE_TOLERANCE``; ``"first"``: the lowest tied index, ``"random"``: the
+largest of four uniform tie draws). To match ``gridplan.core.env.to_cell``
+bit for bit on noisy predictions, ``ref_decode`` rounds ``value * (N - 1)`` in float32
+arithmetic (half to even), as torch does.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+import struct
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+from gridplan.core.tasks import GOAL_REWARD, HAZARD_REWARD, TASK_A, Task, check
+from gridplan.core.values import value_table
+from gridplan.core.world import DEFAULT, World
+from gridplan.planning.planner import TIE_TOLERANCE
+
+#: (dx, dy) of up, down, left, right (paper appendix D).
+REF_MOVES = ((0, 1), (0, -1), (-1, 0), (1, 0))
+#: Moves of the d1 random walk: the four actions, then stay (index 4).
+REF_DISTRACTOR_MOVES = (*REF_MOVES, (0, 0))
+_FLAG_FIELDS = ("carrying", "door_open", "c1", "c2")
+
+PredictFn = Callable[[list, int], list]
+
+
+class RefState(NamedTuple):
+    """One discrete state: integer cells ``0..N-1`` and bool flags, in the 12-dim layout order."""
+
+    agent_x: int
+    agent_y: int
+    key_x: int
+    key_y: int
+    carrying: bool
+    door_open: bool
+    c1: bool
+    c2: bool
+    d1_x: int
+    d1_y: int
+    d2_x: int
+    d2_y: int
+
+
+def _f32(value: float) -> float:
+    """Round a Python float to the nearest float32 value."""
+    return struct.unpack("f", struct.pack("f", value))[0]
+
+
+def _check_layout(world: World) -> World:
+    """``world`` if it has the paper's 12-dim layout. Raises ValueError otherwise."""
+    if world.state_dim != len(RefState._fields) or world.dim_names != RefState._fields:
+        raise ValueError(
+            f"the reference covers worlds with the paper's 12-dim layout; world "
+            f"{world.name!r} has {world.state_dim} dims"
+        )
+    return world
+
+
+def _cell(value: float, world: World) -> int:
+    """Normalized coordinate -> cell: ``round(value * (N - 1))`` in float32, half to even,
+    clamped."""
+    scale = world.size - 1
+    scaled = _f32(_f32(value) * float(scale))
+    return min(max(round(scaled), 0), scale)
+
+
+def ref_encode(state: RefState, world: World = DEFAULT) -> list[float]:
+    """A ``RefState`` as a normalized 12-vector: positions ``cell / (N - 1)``, flags 0.0 or 1.0.
+
+    Raises:
+        ValueError: if ``world`` lacks the paper's layout.
+    """
+    scale = _check_layout(world).size - 1
+    return [
+        float(bool(v)) if name in _FLAG_FIELDS else v / scale
+        for name, v in zip(RefState._fields, state, strict=True)
+    ]
+
+
+def ref_decode(vector: Sequence[float], world: World = DEFAULT) -> RefState:
+    """A (possibly noisy) normalized 12-vector read as the ``RefState`` it rounds to:
+    positions to the nearest cell clamped to the grid, flags thresholded at 0.5.
+
+    Raises:
+        ValueError: if ``vector`` does not have 12 finite entries, or ``world`` lacks the
+            paper's layout.
+    """
+    _check_layout(world)
+    if len(vector) != len(RefState._fields):
+        raise ValueError(f"state vector must have 12 entries, got {len(vector)}")
+    if not all(math.isfinite(v) for v in vector):
+        raise ValueError("state vector holds non-finite values (NaN or inf)")
+    fields = []
+    for name, value in zip(RefState._fields, vector, strict=True):
+        if name in _FLAG_FIELDS:
+            fields.append(_f32(value) > 0.5)
+        else:
+            fields.append(_cell(value, world))
+    return RefState(*fields)
+
+
+def ref_outcome(cell: tuple[int, int], c1: bool, task: Task) -> tuple[float, bool, bool]:
+    """Reward of arriving at ``cell``: ``(reward, goal, hazard)`` (paper §3, §5.3)."""
+    goal, hazard = task.goal, task.hazard
+    if task.swap_on_c1 and c1:
+        goal, hazard = hazard, goal
+    if cell == goal:
+        return GOAL_REWARD, True, False
+    if cell == hazard:
+        return HAZARD_REWARD, False, True
+    return 0.0, False, False
+
+
+def ref_relevant_step(
+    agent: tuple[int, int],
+    key: tuple[int, int],
+    carrying: bool,
+    door_open: bool,
+    action: int,
+    world: World,
+) -> tuple[tuple[int, int], tuple[int, int], bool, bool, bool, bool]:
+    """Agent, key and door of one step on any world (paper §3, appendix D): ``(agent, key,
+    carrying, door_open, pickup, door_opened)``. A move off the grid or into the wall stays;
+    the closed door opens for a carrying agent, who stays that step."""
+    dx, dy = REF_MOVES[action]
+    ax, ay = agent
+    tx, ty = ax + dx, ay + dy
+    door_opened = False
+    if not (0 <= tx < world.size and 0 <= ty < world.size):
+        pass
+    elif (tx, ty) == world.door_cell:
+        if door_open:
+            ax, ay = tx, ty
+        elif carrying:
+            door_open = door_opened = True
+    elif tx != world.wall_x:
+        ax, ay = tx, ty
+    pickup = not carrying and (ax, ay) == key
+    carrying = carrying or pickup
+    key = (ax, ay) if carrying else key
+    return (ax, ay), key, carrying, door_open, pickup, door_opened
+
+
+def ref_step(
+    state: RefState, action: int, d1_move: int, d2_cell: tuple[int, int], task: Task = TASK_A
+) -> tuple[RefState, float, bool, dict[str, bool]]:
+    """One true environment step of one episode, with the distractor draws given (paper §3).
+
+    Args:
+        state: the current discrete state.
+        action: ``0..3`` (up, down, left, right).
+        d1_move: ``0..4``, index into ``REF_DISTRACTOR_MOVES`` (4 = stay); clipped to the grid.
+        d2_cell: the freshly drawn d2 cell ``(x, y)``.
+        task: the goal and hazard cells, and the world (the paper's layout on any grid).
+
+    Returns:
+        ``(next_state, reward, terminated, info)`` with ``info`` the bool events ``pickup``,
+        ``door_opened``, ``goal``, ``hazard``.
+
+    Raises:
+        ValueError: on an action outside ``0..3``, a d1 move outside ``0..4`` or a world
+            without the paper's layout.
+        TypeError: if ``task`` is not a ``Task``.
+    """
+    check(task)
+    if not isinstance(action, int) or not 0 <= action < len(REF_MOVES):
+        raise ValueError(f"action must be an int in 0..3, got {action!r}")
+    if not isinstance(d1_move, int) or not 0 <= d1_move < len(REF_DISTRACTOR_MOVES):
+        raise ValueError(f"d1_move must be an int in 0..4, got {d1_move!r}")
+    world = _check_layout(task.world)
+    (ax, ay), key, carrying, door_open, pickup, door_opened = ref_relevant_step(
+        (state.agent_x, state.agent_y), (state.key_x, state.key_y), state.carrying,
+        state.door_open, action, world,
+    )
+    mx, my = REF_DISTRACTOR_MOVES[d1_move]
+    top = world.size - 1
+    d1 = (min(max(state.d1_x + mx, 0), top), min(max(state.d1_y + my, 0), top))
+    reward, goal, hazard = ref_outcome((ax, ay), state.c1, task)
+    nxt = RefState(ax, ay, *key, carrying, door_open, state.c1, not state.c2, *d1, *d2_cell)
+    info = {"pickup": pickup, "door_opened": door_opened, "goal": goal, "hazard": hazard}
+    return nxt, reward, goal or hazard, info
+
+
+def ref_value(table: Sequence[float], state: RefState, task: Task = TASK_A) -> float:
+    """V* of a discrete state read from the flat table of ``gridplan.core.values.ValueTable``.
+
+    The table is ordered agent x, agent y, key x, key y, carrying, door open (, c1 when
+    ``task.reads_c1``), last index fastest.
+    """
+    n = task.world.size
+    idx = (state.agent_x * n + state.agent_y) * n**2
+    idx += state.key_x * n + state.key_y
+    idx = (idx * 2 + state.carrying) * 2 + state.door_open
+    if task.reads_c1:
+        idx = idx * 2 + state.c1
+    return table[idx]
+
+
+@functools.lru_cache(maxsize=8)
+def value_table_list(task: Task = TASK_A) -> tuple[float, ...]:
+    """The exact V* table of ``task`` as a plain tuple (computed once, then cached).
+
+    Raises:
+        TypeError: if ``task`` is not a ``Task``.
+    """
+    return tuple(value_table(task).table.tolist())
+
+
+def ref_oracle_predict(vector: Sequence[float], action: int, task: Task = TASK_A) -> list[float]:
+    """Per-state oracle for ``ref_plan``: the true step of the rounded state (bind ``task``
+    with ``functools.partial`` for another world).
+
+    The distractor draws are fixed (d1 stays, d2 stays); leaf scores never read them.
+    """
+    state = ref_decode(vector, task.world)
+    stay = len(REF_DISTRACTOR_MOVES) - 1
+    nxt = ref_step(state, action, stay, (state.d2_x, state.d2_y), task)[0]
+    return ref_encode(nxt, task.world)
+
+
+def _root_vector(state: RefState | Sequence[float], world: World) -> list[float]:
+    if isinstance(state, RefState):
+        return ref_encode(state, world)
+    vector = [float(v) for v in state]
+    ref_decode(vector, world)
+    return vector
+
+
+def ref_action_values(
+    state: RefState | Sequence[float],
+    depth: int,
+    task: Task,
+    predict_fn: PredictFn,
+    table: Sequence[float] | None = None,
+) -> list[float]:
+    """Best leaf score under each first action, enumerating all ``4^D`` sequences one by one.
+
+    Each leaf is rolled from the root by ``predict_fn`` (no shared prefixes, as in the batched
+    planner); its score is ``sum_t gamma^t r_t`` over the predicted states until the first
+    goal or hazard, plus ``gamma^D V*`` of the last predicted state if none was reached.
+    A leaf stops calling ``predict_fn`` once it is terminal.
+
+    Args:
+        state: root as a ``RefState`` or a normalized 12-vector.
+        depth: ``D >= 1``.
+        task: the reward, the discount ``task.gamma`` and the V* table.
+        predict_fn: ``(vector12, action) -> vector12``, one imagined step of one state.
+        table: the flat V* table (default: ``value_table_list(task)``).
+
+    Returns:
+        Four floats, indexed by first action.
+
+    Raises:
+        ValueError: on ``depth < 1`` or a malformed root.
+        TypeError: if ``task`` is not a ``Task``.
+    """
+    check(task)
+    if not isinstance(depth, int) or depth < 1:
+        raise ValueError(f"depth must be an integer >= 1, got {depth!r}")
+    table = value_table_list(task) if table is None else table
+    gamma = task.gamma
+    root = _root_vector(state, task.world)
+    best = [-math.inf] * len(REF_MOVES)
+    for sequence in itertools.product(range(len(REF_MOVES)), repeat=depth):
+        vector, score, alive = root, 0.0, True
+        for t, action in enumerate(sequence):
+            vector = predict_fn(vector, action)
+            decoded = ref_decode(vector, task.world)
+            reward, goal, hazard = ref_outcome((decoded.agent_x, decoded.agent_y), decoded.c1, task)
+            score += gamma**t * reward
+            if goal or hazard:
+                alive = False
+                break
+        if alive:
+            score += gamma**depth * ref_value(table, decoded, task)
+        best[sequence[0]] = max(best[sequence[0]], score)
+    return best
+
+
+def ref_plan(
+    state: RefState | Sequence[float],
+    depth: int,
+    task: Task,
+    predict_fn: PredictFn,
+    tie_draws: Sequence[float],
+    table: Sequence[float] | None = None,
+    ties: str = "first",
+) -> int:
+    """The planner's first action for one episode (paper §3 "Planner"; ``Planner.act``).
+
+    Among first actions whose value is within ``TIE_TOLERANCE`` of the best: under
+    ``ties="first"`` the lowest-index one wins; under ``ties="random"`` the one with the largest
+    tie draw (the first such action if draws are equal). The draws are taken by the caller
+    under both rules, as the batched planner draws them.
+
+    Args:
+        state, depth, task, predict_fn, table: as in ``ref_action_values``.
+        tie_draws: four uniform ``[0, 1)`` draws, one per action.
+        ties: ``"first"`` (the default reading's rule) or ``"random"``.
+
+    Returns:
+        The chosen action ``0..3``.
+
+    Raises:
+        ValueError: as ``ref_action_values``, if ``tie_draws`` does not hold 4 values, or if
+            ``ties`` is neither ``"first"`` nor ``"random"``.
+    """
+    if len(tie_draws) != len(REF_MOVES):
+        raise ValueError(f"tie_draws must hold {len(REF_MOVES)} values, got {len(tie_draws)}")
+    if ties not in ("first", "random"):
+        raise ValueError(f"ties must be 'first' or 'random', got {ties!r}")
+    values = ref_action_values(state, depth, task, predict_fn, table)
+    top = max(values)
+    tied = [v >= top - TIE_TOLERANCE for v in values]
+    if ties == "first":
+        return tied.index(True)
+    keys = [d if t else 0.0 for t, d in zip(tied, tie_draws, strict=True)]
+    return keys.index(max(keys))

@@ -1,0 +1,143 @@
+"""CPU threads of the command lines: a passive OpenMP wait policy and a thread count that
+suits the machine (docs/PERFORMANCE.md §8).
+
+torch's intra-op threads meet at a barrier after every parallel op. With OpenMP's default
+(active) wait policy a thread that arrives first spins there, so when another process holds
+one of the cores, its partner is descheduled and every op waits a scheduler slice (the
+planner's rates beside a busy neighbour: docs/PERFORMANCE.md §8).
+``OMP_WAIT_POLICY=PASSIVE`` makes waiting threads sleep instead. OpenMP reads the variable
+once, when torch loads it, so the entry points call ``set_wait_policy`` before anything
+imports torch, and ``configure_threads`` after::
+
+    from gridplan.util.threads import set_wait_policy
+    set_wait_policy()  # before torch is imported
+    ...
+    threads = configure_threads(args.threads)
+    print(describe(threads))
+
+This module imports torch only inside ``configure_threads``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import warnings
+from collections.abc import MutableMapping
+
+#: The OpenMP variable and the policy the entry points set unless the user chose one.
+WAIT_POLICY_VARIABLE = "OMP_WAIT_POLICY"
+PASSIVE = "PASSIVE"
+#: cgroup files with a CPU quota: v2 ``cpu.max`` ("quota period" or "max period"), v1 CFS.
+CGROUP_V2_CPU_MAX = "/sys/fs/cgroup/cpu.max"
+CGROUP_V1_QUOTA = "/sys/fs/cgroup/cpu/cpu.cfs_quota_us"
+CGROUP_V1_PERIOD = "/sys/fs/cgroup/cpu/cpu.cfs_period_us"
+
+
+def set_wait_policy(environ: MutableMapping[str, str] | None = None) -> str:
+    """Set ``OMP_WAIT_POLICY=PASSIVE`` unless a policy is already set; returns the policy in
+    effect. Call it before torch is imported (it warns if torch already is and the policy
+    was not set: OpenMP has then read its settings and this one cannot take effect)."""
+    env = os.environ if environ is None else environ
+    if WAIT_POLICY_VARIABLE not in env and environ is None and "torch" in sys.modules:
+        warnings.warn(
+            f"{WAIT_POLICY_VARIABLE} set after torch was imported: OpenMP ignores it",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    return env.setdefault(WAIT_POLICY_VARIABLE, PASSIVE)
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def cpu_quota() -> float | None:
+    """CPUs granted by a cgroup CPU quota (e.g. a container's ``--cpus``), or ``None``."""
+    v2 = _read(CGROUP_V2_CPU_MAX)
+    if v2 is not None:
+        quota, _, period = v2.partition(" ")
+        if quota != "max" and period:
+            return int(quota) / int(period)
+        return None
+    quota, period = _read(CGROUP_V1_QUOTA), _read(CGROUP_V1_PERIOD)
+    if quota and period and int(quota) > 0:
+        return int(quota) / int(period)
+    return None
+
+
+def available_cpus() -> int:
+    """CPUs this process may use: its affinity mask, capped by a cgroup CPU quota."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cpus = os.cpu_count() or 1
+    quota = cpu_quota()
+    if quota is not None:
+        cpus = min(cpus, max(1, math.ceil(quota)))
+    return max(1, cpus)
+
+
+def default_threads() -> int:
+    """The thread count that suits this machine: torch's own default (physical cores, or
+    ``OMP_NUM_THREADS``) capped by the CPUs this process may use (``available_cpus``)."""
+    import torch
+
+    return max(1, min(torch.get_num_threads(), available_cpus()))
+
+
+def training_threads(requested: int | None = None) -> int:
+    """Intra-op threads of a training process: ``requested``, else ``OMP_NUM_THREADS``, else 1.
+
+    One thread by default: a 256-row step of the paper's MLP gains nothing from a second
+    thread, and with the passive wait policy two threads train slower than one
+    (docs/PERFORMANCE.md §12). A vectorized sweep takes the cores as worker processes
+    instead (``gridplan.training.vectorized.auto_workers``).
+
+    Raises:
+        ValueError: if ``requested`` or ``OMP_NUM_THREADS`` is not an integer >= 1.
+    """
+    if requested is not None:
+        return check_threads(requested)
+    value = os.environ.get("OMP_NUM_THREADS", "1")
+    try:
+        return check_threads(int(value))
+    except ValueError:
+        raise ValueError(f"OMP_NUM_THREADS must be an integer >= 1, got {value!r}") from None
+
+
+def check_threads(requested: int | None) -> int | None:
+    """``requested`` if it is ``None`` or an integer >= 1.
+
+    Raises:
+        ValueError: otherwise, naming the value.
+    """
+    if requested is not None and (
+        isinstance(requested, bool) or not isinstance(requested, int) or requested < 1
+    ):
+        raise ValueError(f"threads must be an integer >= 1, got {requested!r}")
+    return requested
+
+
+def configure_threads(requested: int | None = None) -> int:
+    """Set torch's intra-op threads to ``requested`` or ``default_threads()``; returns it.
+
+    Raises:
+        ValueError: if ``requested`` is not an integer >= 1 (``None`` picks the default).
+    """
+    import torch
+
+    threads = check_threads(requested) or default_threads()
+    torch.set_num_threads(threads)
+    return threads
+
+
+def describe(threads: int) -> str:
+    """One line for the logs: ``threads: 2 (OMP_WAIT_POLICY=PASSIVE)``."""
+    policy = os.environ.get(WAIT_POLICY_VARIABLE, "unset")
+    return f"threads: {threads} ({WAIT_POLICY_VARIABLE}={policy})"
