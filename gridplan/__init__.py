@@ -25,8 +25,6 @@ removed or renamed public name is a deliberate change recorded in ``CHANGELOG.md
 ``"0+unknown"`` for a source tree that was never installed.
 """
 
-from importlib import metadata
-
 from gridplan.util.lazy import lazy_exports
 
 _EXPORTS = {
@@ -38,9 +36,26 @@ _EXPORTS = {
     "WorldModel": "gridplan.models.contract",
 }
 __all__ = sorted(_EXPORTS)
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+_export, _dir = lazy_exports(__name__, _EXPORTS)
 
-try:
-    __version__ = metadata.version("gridplan")
-except metadata.PackageNotFoundError:  # a source tree on sys.path, never pip-installed
-    __version__ = "0+unknown"
+
+def _version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("gridplan")
+    except metadata.PackageNotFoundError:  # a source tree on sys.path, never pip-installed
+        return "0+unknown"
+
+
+def __getattr__(name: str):
+    # importlib.metadata takes longer to import than the rest of `import gridplan` together,
+    # so the version is read on first use.
+    if name == "__version__":
+        globals()[name] = version = _version()
+        return version
+    return _export(name)
+
+
+def __dir__() -> list[str]:
+    return sorted({*_dir(), "__version__"})

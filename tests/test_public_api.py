@@ -174,7 +174,8 @@ def test_the_flat_layouts_names_import_again(package):
 
 
 def _python(code: str) -> str:
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
     return out.stdout.strip()
 
 

@@ -60,7 +60,6 @@ from gridplan.util.extras import require
 require("gymnasium", "gridplan.adapters.gymnasium")
 
 import gymnasium as gym  # noqa: E402
-
 from gymnasium import spaces  # noqa: E402
 from gymnasium.vector import AutoresetMode, VectorEnv  # noqa: E402
 from gymnasium.vector.utils import batch_space  # noqa: E402

@@ -5,8 +5,8 @@
 ``readings`` (the paper's ambiguous choices as named data), ``protocols`` (evaluation protocols and
 reproduction profiles). Paper §3, appendix D.
 
-Its public names (``__all__``) are imported on first use: ``import gridplan.core`` imports none
-of its modules.
+Its public names (``__all__``) are imported on first use: ``import gridplan.core``
+imports none of its modules.
 """
 
 from gridplan.util.lazy import lazy_exports

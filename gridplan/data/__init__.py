@@ -5,8 +5,8 @@
 trainer uses as ``.npz`` files with their fingerprint (``python -m gridplan.data export``,
 console script ``gridplan-data``).
 
-Its public names (``__all__``) are imported on first use: ``import gridplan.data`` imports none
-of its modules.
+Its public names (``__all__``) are imported on first use: ``import gridplan.data``
+imports none of its modules.
 """
 
 from gridplan.util.lazy import lazy_exports

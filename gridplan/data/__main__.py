@@ -100,15 +100,17 @@ def _plan(args: argparse.Namespace) -> tuple[tasks.Task, list[tuple[str, int, in
         ValueError: naming every bad argument, or an ``--out`` that is a file.
         FileExistsError: naming the files that exist when ``--force`` is not given.
     """
-    task = tasks.get(args.task, world=args.world)
-    budgets, errors = _checked(
+    found, errors = _checked([args.world], lambda w: tasks.get(args.task, world=w), "--world")
+    budgets, budget_errors = _checked(
         args.budget, lambda budget: check_transitions(parse_budget(budget)), "--budget"
     )
     seeds, seed_errors = _checked(args.seed, check_seed, "--seed")
-    errors += seed_errors + _checked([args.val_fraction], check_val_fraction, "--val-fraction")[1]
+    errors += budget_errors + seed_errors
+    errors += _checked([args.val_fraction], check_val_fraction, "--val-fraction")[1]
     if errors:
         raise ValueError("\n".join(errors))
     _check_out(args.out)
+    task = found[0]
     jobs = {
         args.out / export_name(policy, n, seed, task): (policy, n, seed)
         for policy, n, seed in itertools.product(args.policy, budgets, seeds)

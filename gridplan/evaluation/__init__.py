@@ -14,8 +14,8 @@ policy ranking), ``uncertainty`` (uncertainty scores of a model, scored by
 README section "Evaluate your own model" defines every number. Source of the ladder: "How
 Should World Models Be Evaluated for Embodied Decision-Making?" (arXiv 2606.15032), §4-6.
 
-Its public names (``__all__``) are imported on first use: ``import gridplan.evaluation`` imports none
-of its modules.
+Its public names (``__all__``) are imported on first use: ``import gridplan.evaluation``
+imports none of its modules.
 """
 
 from gridplan.util.lazy import lazy_exports

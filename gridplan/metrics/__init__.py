@@ -4,8 +4,8 @@
 ``relevance_estimation`` (estimated relevance weights; §4.1, §5.2), ``stats`` (mean ± SE,
 Spearman with bootstrap CIs, iso-error pairs; §5), ``bootstrap`` (paired hierarchical bootstrap).
 
-Its public names (``__all__``) are imported on first use: ``import gridplan.metrics`` imports none
-of its modules.
+Its public names (``__all__``) are imported on first use: ``import gridplan.metrics``
+imports none of its modules.
 """
 
 from gridplan.util.lazy import lazy_exports

@@ -6,8 +6,8 @@ self-describing checkpoints; §5.4), ``ensemble`` (bootstrapped ensembles), ``pl
 user's model from ``file.py:factory`` behind contract checks). Models know nothing of the
 planner; the planner chooses how to score a model's leaves (``gridplan.planning.registry``).
 
-Its public names (``__all__``) are imported on first use: ``import gridplan.models`` imports none
-of its modules.
+Its public names (``__all__``) are imported on first use: ``import gridplan.models``
+imports none of its modules.
 """
 
 from gridplan.util.lazy import lazy_exports

@@ -6,8 +6,8 @@ shared-prefix tree), ``fused`` (the noise family rolled on the relevant dims onl
 environment), ``reference`` (the one-episode plain-Python version the tests check against).
 Paper §3 "Planner".
 
-Its public names (``__all__``) are imported on first use: ``import gridplan.planning`` imports none
-of its modules.
+Its public names (``__all__``) are imported on first use: ``import gridplan.planning``
+imports none of its modules.
 """
 
 from gridplan.util.lazy import lazy_exports

@@ -7,8 +7,8 @@ Hydra launcher job), ``loggers`` (the run's Lightning logger: TensorBoard, CSV, 
 ``hparams_summary`` (a run's TensorBoard HParams session), ``lightning_output`` and
 ``run_status`` (console lines and a run folder's status). Paper §5.4.
 
-Its public names (``__all__``) are imported on first use: ``import gridplan.training`` imports none
-of its modules.
+Its public names (``__all__``) are imported on first use: ``import gridplan.training``
+imports none of its modules.
 """
 
 from gridplan.util.lazy import lazy_exports

@@ -4,8 +4,8 @@ Nothing here knows the gridworld. ``files`` (atomic writes), ``jsonio`` (tensors
 to JSON), ``progress`` (a tqdm bar in a terminal, plain lines in a log), ``threads`` (OpenMP wait
 policy and thread counts, set before torch starts its pool).
 
-Its public names (``__all__``) are imported on first use: ``import gridplan.util`` imports none
-of its modules.
+Its public names (``__all__``) are imported on first use: ``import gridplan.util``
+imports none of its modules.
 """
 
 from gridplan.util.lazy import lazy_exports

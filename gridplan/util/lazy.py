@@ -10,9 +10,13 @@ name is stored in the package's namespace and the next access is a plain lookup.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Mapping
 from importlib import import_module
-from typing import Any
+
+# Not typing.TYPE_CHECKING: importing typing would take longer than the rest of `import gridplan`.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import Any
 
 
 def lazy_exports(

@@ -81,7 +81,7 @@ def test_every_combination_is_written_and_nothing_is_replaced_without_force(tmp_
         (["--budget", "4x"], "budget must be a transition count"),
         (["--val-fraction", "1.5"], "--val-fraction 1.5: val_fraction must lie in"),
         (["--seed", "0", str(2**32)], f"--seed {2**32}: a data seed must be an integer in"),
-        (["--world", "g4-k1"], "g4-k1"),
+        (["--world", "g4-k1"], "--world g4-k1: world size must be an int >= 5"),
     ],
 )
 def test_bad_arguments_exit_2_naming_the_problem(tmp_path, capsys, args, message):
