@@ -297,4 +297,4 @@ def test_a_missing_gymnasium_names_the_extra():
         "except ImportError as err:\n    print(err)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert "pip install gridplan[gymnasium]" in out.stdout
+    assert 'pip install "gridplan[gymnasium]"' in out.stdout

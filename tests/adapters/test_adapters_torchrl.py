@@ -294,7 +294,7 @@ def test_a_missing_torchrl_names_the_extra():
         "except ImportError as err:\n    print(err)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert "pip install gridplan[torchrl]" in out.stdout
+    assert 'pip install "gridplan[torchrl]"' in out.stdout
 
 
 def test_the_benchmark_prints_one_row_per_model_and_planner(tmp_path, capsys, monkeypatch):

@@ -79,13 +79,84 @@ def test_every_combination_is_written_and_nothing_is_replaced_without_force(tmp_
     "args, message",
     [
         (["--budget", "4x"], "budget must be a transition count"),
-        (["--val-fraction", "1.5"], "val_fraction must lie in"),
+        (["--val-fraction", "1.5"], "--val-fraction 1.5: val_fraction must lie in"),
+        (["--seed", "0", str(2**32)], f"--seed {2**32}: a data seed must be an integer in"),
+        (["--world", "g4-k1"], "--world g4-k1: world size must be an int >= 5"),
     ],
 )
 def test_bad_arguments_exit_2_naming_the_problem(tmp_path, capsys, args, message):
     assert main(["export", "--budget", "300", *args, "--out", str(tmp_path)]) == 2
     assert message in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
+
+
+def test_a_budget_too_small_is_named_with_the_valid_ones_before_anything_is_written(
+    tmp_path, capsys
+):
+    # The 4k dataset is valid, but nothing is collected or written while 1 is bad.
+    assert main(["export", "--budget", "4k", "1", "--out", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (
+        "error: --budget 1: an export needs at least 2 transitions (2 episodes for the "
+        "trainer's validation split), got 1; valid budgets are counts >= 2, e.g. 4k 12k 20k "
+        "or 5000\n"
+    )
+    assert not list(tmp_path.iterdir())
+
+
+def test_every_bad_argument_is_named_at_once(tmp_path, capsys):
+    args = ["export", "--budget", "1", "3x", "300", "--seed", "-1", "0", "--out", str(tmp_path)]
+    assert main(args) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(":")[1] for line in lines] == [" --budget 1", " --budget 3x", " --seed -1"]
+    assert not list(tmp_path.iterdir())
+
+
+def test_export_dataset_refuses_a_budget_below_two_transitions_before_collecting():
+    from gridplan.data.export import export_dataset
+
+    with pytest.raises(ValueError, match="at least 2 transitions"):
+        export_dataset("never.npz", "random", 1, 0, TASK_A)
+
+
+def test_an_out_that_is_a_file_is_refused_and_nothing_is_written(tmp_path, capsys):
+    target = tmp_path / "data"
+    target.write_text("mine")
+    assert main(["export", "--budget", "300", "--out", str(target)]) == 2
+    assert capsys.readouterr().err == f"error: --out {target} is a file; give a folder\n"
+    assert target.read_text() == "mine" and sorted(tmp_path.iterdir()) == [target]
+    assert main(["export", "--budget", "300", "--out", str(target / "sub")]) == 2
+    assert capsys.readouterr().err == (
+        f"error: --out {target / 'sub'}: {target} is a file; give a folder\n"
+    )
+    assert sorted(tmp_path.iterdir()) == [target]
+
+
+def test_an_existing_metadata_record_stops_every_file_without_force(tmp_path, capsys):
+    # Only the second file's .json exists; the first file, new, is not written either.
+    (tmp_path / "A-random-300-seed1.json").write_text("mine")
+    args = ["export", "--policy", "random", "--budget", "300", "--seed", "0", "1",
+            "--out", str(tmp_path)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'A-random-300-seed1.json'} already exist(s); pass --force" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["A-random-300-seed1.json"]
+
+
+def test_an_existing_folder_in_a_files_place_is_refused_even_with_force(tmp_path, capsys):
+    (tmp_path / "A-random-300-seed0.npz").mkdir()
+    args = ["export", "--policy", "random", "--budget", "300", "--out", str(tmp_path), "--force"]
+    assert main(args) == 2
+    assert "A-random-300-seed0.npz exist(s) and not as a file" in capsys.readouterr().err
+    assert [p.name for p in tmp_path.iterdir()] == ["A-random-300-seed0.npz"]
+
+
+def test_the_same_dataset_named_twice_is_written_once(tmp_path, capsys):
+    args = ["export", "--policy", "random", "--budget", "300", "0300", "--out", str(tmp_path)]
+    assert main(args) == 0
+    exported = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("exported:")]
+    assert len(exported) == 1 and exported[0].startswith(f"exported: {tmp_path}/A-random-300-")
 
 
 def test_an_altered_export_is_refused(tmp_path):
