@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from gridplan.adapters import require
 from gridplan.core import doorkey_env as dk
 from gridplan.core.doorkey_constants import DIM_NAMES, N_ACTIONS
 from gridplan.core.doorkey_observe import egocentric, full_grid
 from gridplan.core.doorkey_values import DoorKeyValues
 from gridplan.core.doorkey_world import DoorKey
+from gridplan.util.extras import require
 
 #: The MiniGrid release whose semantics ``gridplan.core.doorkey_*`` reproduces.
 PINNED_VERSION = "3.2.0"
@@ -46,7 +46,9 @@ def require_pinned():
         ImportError: if ``minigrid`` is not installed (naming the extra).
         RuntimeError: if another version is installed, naming both versions.
     """
-    module = require("minigrid", "minigrid")
+    require("minigrid", "the DoorKey check against MiniGrid")
+    import minigrid as module
+
     installed = importlib.metadata.version("minigrid")
     if installed != PINNED_VERSION:
         raise RuntimeError(

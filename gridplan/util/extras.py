@@ -16,6 +16,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "torchrl": ("torchrl", "tensordict"),
     "mlflow": ("mlflow",),
     "wandb": ("wandb",),
+    "minigrid": ("minigrid",),
 }
 
 
