@@ -41,9 +41,11 @@ from pathlib import Path
 # Run from any folder against this checkout, installed or not.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from gridplan.util.allocator import retain_freed_memory  # noqa: E402
 from gridplan.util.threads import set_wait_policy  # noqa: E402
 
 set_wait_policy()  # before torch is imported: OpenMP reads it once (gridplan.util.threads)
+retain_freed_memory()  # large temporaries stay mapped (gridplan.util.allocator)
 
 from gridplan.core import readings  # noqa: E402
 from gridplan.experiments import GROUPS, PROFILES, presets, run_groups  # noqa: E402

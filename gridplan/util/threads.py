@@ -84,31 +84,34 @@ def available_cpus() -> int:
 
 
 def default_threads() -> int:
-    """The thread count that suits this machine: torch's own default (physical cores, or
-    ``OMP_NUM_THREADS``) capped by the CPUs this process may use (``available_cpus``)."""
-    import torch
+    """The intra-op threads the command lines take unless told: ``OMP_NUM_THREADS``, else 1.
 
-    return max(1, min(torch.get_num_threads(), available_cpus()))
-
-
-def training_threads(requested: int | None = None) -> int:
-    """Intra-op threads of a training process: ``requested``, else ``OMP_NUM_THREADS``, else 1.
-
-    One thread by default: a 256-row step of the paper's MLP gains nothing from a second
-    thread, and with the passive wait policy two threads train slower than one
-    (docs/PERFORMANCE.md §12). A vectorized sweep takes the cores as worker processes
-    instead (``gridplan.training.vectorized.auto_workers``).
+    One thread per process for every workload they run: measured in fresh processes, quiet
+    and beside a busy process (docs/PERFORMANCE.md, "Threads and allocations";
+    ``scripts/bench_threads.py``), one thread planned the noise models (bound by their serial
+    random stream) 1.4-1.6x faster than two passive threads and as fast as two spinning ones,
+    which collapse beside a busy process; the MLP's tree and a plug-in MLP gained nothing
+    from a second thread either. A training step is too small for a second thread
+    (docs/PERFORMANCE.md §12); a vectorized sweep or an experiment's model zoo takes the
+    cores as worker processes instead (``available_cpus``).
 
     Raises:
-        ValueError: if ``requested`` or ``OMP_NUM_THREADS`` is not an integer >= 1.
+        ValueError: if ``OMP_NUM_THREADS`` is set but not an integer >= 1.
     """
-    if requested is not None:
-        return check_threads(requested)
     value = os.environ.get("OMP_NUM_THREADS", "1")
     try:
         return check_threads(int(value))
     except ValueError:
         raise ValueError(f"OMP_NUM_THREADS must be an integer >= 1, got {value!r}") from None
+
+
+def training_threads(requested: int | None = None) -> int:
+    """Intra-op threads of a training process: ``requested``, else ``default_threads()``.
+
+    Raises:
+        ValueError: if ``requested`` or ``OMP_NUM_THREADS`` is not an integer >= 1.
+    """
+    return check_threads(requested) or default_threads()
 
 
 def check_threads(requested: int | None) -> int | None:
