@@ -4,13 +4,13 @@ and system time, and the same results.
 Each run is a fresh process of ``python -m eval ARGS --json FILE`` with ``PYTHONPATH`` set to
 one tree (this checkout, uncommitted edits included, or ``--ref``'s worktree, made in a
 temporary folder and removed afterwards), alternating ours then ref's ``--pairs`` times. The
-processes' CPU times come from ``resource.getrusage(RUSAGE_CHILDREN)``. It prints every run, the median ratio of the
-wall times (ref over ours: above 1 is faster), each side's system share of its wall time,
+processes' CPU times come from ``resource.getrusage(RUSAGE_CHILDREN)``. It prints every run,
+the median ratio of the wall times (ref over ours: above 1 is faster), each side's system share of its wall time,
 the floor a run is measured against (its user CPU time: one thread cannot finish sooner
 than the computation it runs) and whether every run reported the same success rates
 (``success`` and its per-seed values, which must not depend on the tree or on timing).
 
-    python scripts/bench_eval.py --ref fc87f01 --pairs 3 -- --model /tmp/mlp.py:make --levels success
+    python scripts/bench_eval.py --ref fc87f01 -- --model my_mlp.py:make --levels success
     python scripts/bench_eval.py --ref fc87f01 -- --ckpt runs/x/best.ckpt --planner cem --seeds 2
 """
 
@@ -94,17 +94,22 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with ref_worktree(args.ref) as (tree, commit), tempfile.TemporaryDirectory() as tmp:
         sides = {"ours": HERE, f"ref {commit}": tree}
-        print(f"python -m eval {' '.join(eval_args)}: this checkout against {args.ref} "
-              f"({commit}), {args.pairs} interleaved pairs")
+        print(
+            f"python -m eval {' '.join(eval_args)}: this checkout against {args.ref} "
+            f"({commit}), {args.pairs} interleaved pairs"
+        )
         for i in range(args.pairs):
             pair = {}
             for side, root in sides.items():
                 run = timed(root, eval_args, Path(tmp), args.threads)
                 pair[side] = {k: run[k] for k in ("wall", "user", "system")}
                 pair[side]["successes"] = successes(run["report"])
-                print(f"pair {i + 1} {side:12} wall {run['wall']:7.1f} s  user "
-                      f"{run['user']:7.1f} s  system {run['system']:6.1f} s "
-                      f"({run['system'] / run['wall']:.0%} of wall)", flush=True)
+                print(
+                    f"pair {i + 1} {side:12} wall {run['wall']:7.1f} s  user "
+                    f"{run['user']:7.1f} s  system {run['system']:6.1f} s "
+                    f"({run['system'] / run['wall']:.0%} of wall)",
+                    flush=True,
+                )
             rows.append(pair)
     ours, ref = list(sides)
     ratios = [r[ref]["wall"] / r[ours]["wall"] for r in rows]
@@ -113,11 +118,15 @@ def main(argv: list[str] | None = None) -> int:
         walls = [r[side]["wall"] for r in rows]
         system = statistics.median(r[side]["system"] / r[side]["wall"] for r in rows)
         floor = statistics.median(r[side]["user"] for r in rows)
-        print(f"{side:12} median wall {statistics.median(walls):7.1f} s, system "
-              f"{system:.1%} of wall, floor (user CPU time) {floor:.1f} s")
-    print(f"wall-time ratio {ref} / ours: median {statistics.median(ratios):.3f} "
-          f"(range {min(ratios):.3f}-{max(ratios):.3f}); success numbers identical: {same}; "
-          f"load average {load} -> {[round(x, 2) for x in os.getloadavg()]}")
+        print(
+            f"{side:12} median wall {statistics.median(walls):7.1f} s, system "
+            f"{system:.1%} of wall, floor (user CPU time) {floor:.1f} s"
+        )
+    print(
+        f"wall-time ratio {ref} / ours: median {statistics.median(ratios):.3f} "
+        f"(range {min(ratios):.3f}-{max(ratios):.3f}); success numbers identical: {same}; "
+        f"load average {load} -> {[round(x, 2) for x in os.getloadavg()]}"
+    )
     if args.json:
         args.json.write_text(json.dumps({"pairs": rows, "load_average": load}, indent=1))
     return 0 if same else 1

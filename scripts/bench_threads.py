@@ -49,7 +49,10 @@ def plugin_network(hidden: int = 256):
     from torch import nn
 
     return nn.Sequential(
-        nn.Linear(16, hidden), nn.SiLU(), nn.Linear(hidden, hidden), nn.SiLU(),
+        nn.Linear(16, hidden),
+        nn.SiLU(),
+        nn.Linear(hidden, hidden),
+        nn.SiLU(),
         nn.Linear(hidden, 12),
     )
 
@@ -124,7 +127,6 @@ def run_worker(name: str, setting: str) -> dict:
 def floors() -> dict:
     """Each workload's floor in transitions/s on one thread, measured here."""
     import torch
-
     from bench_planner import learned_model, matmul_ceiling, mlp_flop, normal_rate
 
     torch.set_num_threads(1)
@@ -151,10 +153,20 @@ def measure(workloads, rounds: int, neighbours) -> list[dict]:
                 for name in workloads:
                     for setting in order:
                         out = run_worker(name, setting)
-                        rows.append({"workload": name, "neighbour": neighbour, "round": r,
-                                     "setting": setting, **out})
-                        print(f"{neighbour:5} round {r + 1} {name:10} {setting:9} "
-                              f"{out['transitions_per_s'] / 1e6:7.2f} M/s", flush=True)
+                        rows.append(
+                            {
+                                "workload": name,
+                                "neighbour": neighbour,
+                                "round": r,
+                                "setting": setting,
+                                **out,
+                            }
+                        )
+                        print(
+                            f"{neighbour:5} round {r + 1} {name:10} {setting:9} "
+                            f"{out['transitions_per_s'] / 1e6:7.2f} M/s",
+                            flush=True,
+                        )
     return rows
 
 
@@ -165,17 +177,24 @@ def summary(rows: list[dict], default: str, floor: dict) -> list[dict]:
     keys = sorted({(r["workload"], r["neighbour"]) for r in rows})
     for workload, neighbour in keys:
         mine = [r for r in rows if (r["workload"], r["neighbour"]) == (workload, neighbour)]
-        by = {s: {r["round"]: r["transitions_per_s"] for r in mine if r["setting"] == s}
-              for s in SETTINGS}
+        by = {
+            s: {r["round"]: r["transitions_per_s"] for r in mine if r["setting"] == s}
+            for s in SETTINGS
+        }
         for setting, rates in by.items():
             vs_default = [rates[k] / by[default][k] for k in rates]
-            out.append({
-                "workload": workload, "neighbour": neighbour, "setting": setting,
-                "median": statistics.median(rates.values()), "min": min(rates.values()),
-                "max": max(rates.values()),
-                "ratio_to_default": statistics.median(vs_default),
-                "floor": floor.get(workload),
-            })
+            out.append(
+                {
+                    "workload": workload,
+                    "neighbour": neighbour,
+                    "setting": setting,
+                    "median": statistics.median(rates.values()),
+                    "min": min(rates.values()),
+                    "max": max(rates.values()),
+                    "ratio_to_default": statistics.median(vs_default),
+                    "floor": floor.get(workload),
+                }
+            )
     return out
 
 
@@ -186,7 +205,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated")
     parser.add_argument("--rounds", type=int, default=4, help="rounds per neighbour (4)")
     parser.add_argument(
-        "--neighbour", choices=("both", "quiet", "busy"), default="both",
+        "--neighbour",
+        choices=("both", "quiet", "busy"),
+        default="both",
         help="without, beside a busy process, or both (default)",
     )
     parser.add_argument("--json", type=Path, help="write the rows and the summary here")
@@ -207,20 +228,35 @@ def main(argv: list[str] | None = None) -> int:
     neighbours = ("quiet", "busy") if args.neighbour == "both" else (args.neighbour,)
     rows = measure(workloads, args.rounds, neighbours)
     table = summary(rows, default, floor)
-    print(f"\n{'workload':10} {'neighbour':9} {'setting':9} {'median':>8} {'range':>15} "
-          f"{'/ default':>9} {'/ floor':>7}   (M transitions/s; default = {default}, "
-          f"main's was {PREVIOUS})")
+    print(
+        f"\n{'workload':10} {'neighbour':9} {'setting':9} {'median':>8} {'range':>15} "
+        f"{'/ default':>9} {'/ floor':>7}   (M transitions/s; default = {default}, "
+        f"main's was {PREVIOUS})"
+    )
     for s in table:
-        print(f"{s['workload']:10} {s['neighbour']:9} {s['setting']:9} {s['median'] / 1e6:8.2f} "
-              f"{s['min'] / 1e6:7.2f}-{s['max'] / 1e6:<7.2f} {s['ratio_to_default']:9.3f} "
-              f"{s['median'] / s['floor']:7.1%}")
-    print("floors (1 thread, M transitions/s): "
-          + ", ".join(f"{k} {v / 1e6:.2f}" for k, v in floor.items()))
+        print(
+            f"{s['workload']:10} {s['neighbour']:9} {s['setting']:9} {s['median'] / 1e6:8.2f} "
+            f"{s['min'] / 1e6:7.2f}-{s['max'] / 1e6:<7.2f} {s['ratio_to_default']:9.3f} "
+            f"{s['median'] / s['floor']:7.1%}"
+        )
+    print(
+        "floors (1 thread, M transitions/s): "
+        + ", ".join(f"{k} {v / 1e6:.2f}" for k, v in floor.items())
+    )
     print(f"load average {before} -> {load()}")
     if args.json:
-        args.json.write_text(json.dumps({"rows": rows, "summary": table, "floors": floor,
-                                         "load_average": before, "load_average_after": load()},
-                                        indent=1))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "rows": rows,
+                    "summary": table,
+                    "floors": floor,
+                    "load_average": before,
+                    "load_average_after": load(),
+                },
+                indent=1,
+            )
+        )
     return 0
 
 

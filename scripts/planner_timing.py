@@ -125,9 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         default=1,
         help="torch intra-op threads (1); 0: the tree's command-line defaults (cli_defaults)",
     )
-    parser.add_argument(
-        "--busy", action="store_true", help="beside a process spinning on one core"
-    )
+    parser.add_argument("--busy", action="store_true", help="beside a process spinning on one core")
     args = parser.parse_args(argv)
     if min(args.calls, args.depth) < 1 or args.threads < 0:
         parser.error("--calls and --depth must be >= 1, --threads >= 0")
