@@ -5,8 +5,8 @@ Each run is a fresh process of ``python -m eval ARGS --json FILE`` with ``PYTHON
 one tree (this checkout, uncommitted edits included, or ``--ref``'s worktree, made in a
 temporary folder and removed afterwards), alternating ours then ref's ``--pairs`` times. The
 processes' CPU times come from ``resource.getrusage(RUSAGE_CHILDREN)``. It prints every run,
-the median ratio of the wall times (ref over ours: above 1 is faster), each side's system share of its wall time,
-the floor a run is measured against (its user CPU time: one thread cannot finish sooner
+the median ratio of the wall times (ref over ours: above 1 is faster), each side's system
+share of its wall time, the floor a run is measured against (its user CPU time: one thread cannot finish sooner
 than the computation it runs) and whether every run reported the same success rates
 (``success`` and its per-seed values, which must not depend on the tree or on timing).
 
