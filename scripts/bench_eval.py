@@ -1,14 +1,14 @@
 """One ``python -m eval`` command of this checkout against a git ref, interleaved: wall, user
 and system time, and the same results.
 
-Each run is a fresh process of ``python -m eval ARGS --json FILE`` with ``PYTHONPATH`` set to
-one tree (this checkout, uncommitted edits included, or ``--ref``'s worktree, made in a
+Each run is a fresh process of ``python -m eval ARGS --json FILE`` with ``PYTHONPATH`` set
+to one tree (this checkout, uncommitted edits included, or ``--ref``'s worktree, made in a
 temporary folder and removed afterwards), alternating ours then ref's ``--pairs`` times. The
-processes' CPU times come from ``resource.getrusage(RUSAGE_CHILDREN)``. It prints every run,
-the median ratio of the wall times (ref over ours: above 1 is faster), each side's system
-share of its wall time, the floor a run is measured against (its user CPU time: one thread cannot finish sooner
-than the computation it runs) and whether every run reported the same success rates
-(``success`` and its per-seed values, which must not depend on the tree or on timing).
+processes' CPU times come from ``resource.getrusage(RUSAGE_CHILDREN)``. It prints every
+run, the median ratio of the wall times (ref over ours: above 1 is faster), each side's
+system share of its wall time, the floor a run is measured against (its user CPU time: one
+thread cannot finish sooner than the computation it runs) and whether every run reported
+the same success rates (every value under a key naming ``success``).
 
     python scripts/bench_eval.py --ref fc87f01 -- --model my_mlp.py:make --levels success
     python scripts/bench_eval.py --ref fc87f01 -- --ckpt runs/x/best.ckpt --planner cem --seeds 2
