@@ -1,5 +1,5 @@
-"""CPU threads of the command lines: a passive OpenMP wait policy and a thread count that
-suits the machine (docs/PERFORMANCE.md §8).
+"""CPU threads of the command lines: a passive OpenMP wait policy and one intra-op thread
+unless told otherwise (docs/PERFORMANCE.md §8 and "Threads and allocations").
 
 torch's intra-op threads meet at a barrier after every parallel op. With OpenMP's default
 (active) wait policy a thread that arrives first spins there, so when another process holds
