@@ -86,13 +86,13 @@ def available_cpus() -> int:
 def default_threads() -> int:
     """The intra-op threads the command lines take unless told: ``OMP_NUM_THREADS``, else 1.
 
-    One thread per process for every workload they run: measured in fresh processes, quiet
-    and beside a busy process (docs/PERFORMANCE.md, "Threads and allocations";
-    ``scripts/bench_threads.py``), one thread planned the noise models (bound by their serial
-    random stream) 1.4-1.6x faster than two passive threads and as fast as two spinning ones,
-    which collapse beside a busy process; the MLP's tree and a plug-in MLP gained nothing
-    from a second thread either. A training step is too small for a second thread
-    (docs/PERFORMANCE.md §12); a vectorized sweep or an experiment's model zoo takes the
+    One thread per process for every workload they run (docs/PERFORMANCE.md §16, "Threads
+    and allocations"; ``scripts/bench_threads.py`` measures it): in fresh processes one
+    thread planned the noise models (bound by their serial random stream) 1.4-1.6x faster
+    than two passive threads on a quiet machine and as fast as two spinning ones, which
+    collapse beside a busy process; the MLP's tree ran 1.2x faster on one thread (§8). A
+    training step is too small for a second thread (docs/PERFORMANCE.md §12); a vectorized
+    sweep or an experiment's model zoo takes the
     cores as worker processes instead (``available_cpus``).
 
     Raises:
