@@ -92,8 +92,8 @@ def default_threads() -> int:
     than two passive threads on a quiet machine and as fast as two spinning ones, which
     collapse beside a busy process; the MLP's tree ran 1.2x faster on one thread (§8). A
     training step is too small for a second thread (docs/PERFORMANCE.md §12); a vectorized
-    sweep or an experiment's model zoo takes the
-    cores as worker processes instead (``available_cpus``).
+    sweep or an experiment's model zoo takes the cores as worker processes instead
+    (``available_cpus``).
 
     Raises:
         ValueError: if ``OMP_NUM_THREADS`` is set but not an integer >= 1.
