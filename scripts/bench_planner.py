@@ -64,9 +64,11 @@ from pathlib import Path
 # Run from any folder against this checkout, installed or not.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from gridplan.util.allocator import retain_freed_memory  # noqa: E402
 from gridplan.util.threads import set_wait_policy  # noqa: E402
 
 set_wait_policy()  # before torch is imported: OpenMP reads it once (gridplan.util.threads)
+retain_freed_memory()  # large temporaries stay mapped (gridplan.util.allocator)
 
 import torch  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
@@ -1007,16 +1009,24 @@ def ref_worktree(ref: str):
             git(repo, "worktree", "remove", "--force", str(tree))
 
 
-def time_tree(tree: Path, roots: Path, depth: int, model: str, calls: int, threads: int) -> dict:
+def time_tree(
+    tree: Path, roots: Path, depth: int, model: str, calls: int, threads: int, busy: bool = False
+) -> dict:
     """One timing of ``tree``'s planner in a fresh process (``TIMING_PROGRAM``) that imports
-    ``gridplan`` from ``tree`` alone.
+    ``gridplan`` from ``tree`` alone; ``threads = 0``: at the settings the tree's command
+    lines take by default (``OMP_WAIT_POLICY`` and ``OMP_NUM_THREADS`` left unset), ``busy``:
+    beside a process spinning on one core.
 
     Raises:
         RuntimeError: if the process fails or imported ``gridplan`` code from another tree.
     """
     env = dict(os.environ, PYTHONPATH=str(tree), OMP_NUM_THREADS=str(threads))
+    if not threads:
+        for name in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY"):
+            env.pop(name, None)
     command = [sys.executable, str(TIMING_PROGRAM), "--roots", str(roots), "--depth", str(depth)]
     command += ["--model", model, "--calls", str(calls), "--threads", str(threads)]
+    command += ["--busy"] if busy else []
     done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tree)
     if done.returncode:
         raise RuntimeError(f"timing {tree} failed:\n{done.stderr.strip()[-2000:]}")
@@ -1030,7 +1040,9 @@ def time_tree(tree: Path, roots: Path, depth: int, model: str, calls: int, threa
     return result
 
 
-def against(ref: str, depth: int, episodes: int, model: str, pairs: int, threads: int) -> dict:
+def against(
+    ref: str, depth: int, episodes: int, model: str, pairs: int, threads: int, busy: bool = False
+) -> dict:
     """The fused planner of this checkout timed against git ``ref`` in interleaved pairs.
 
     Each pair is two fresh processes, this checkout then ``ref`` (a temporary worktree), on
@@ -1040,7 +1052,8 @@ def against(ref: str, depth: int, episodes: int, model: str, pairs: int, threads
     the ratio of the fastest calls (other processes only ever slow a call down, so the fastest
     is the least disturbed) and of the rates per CPU second (leaving out the time other
     processes held the cores); neither is what a user waits, both are steadier.
-    Prints every pair, the median ratio and the range.
+    Prints every pair, the median ratio and the range. ``threads = 0`` runs each tree at its
+    command lines' default thread settings, ``busy`` beside a process spinning on one core.
 
     Returns:
         ``{"ref", "commit", "depth", "episodes", "model", "threads", "pairs": [...],
@@ -1053,14 +1066,18 @@ def against(ref: str, depth: int, episodes: int, model: str, pairs: int, threads
     with ref_worktree(ref) as (tree, commit), tempfile.TemporaryDirectory() as tmp:
         roots = Path(tmp) / "roots.pt"
         torch.save(start_states([0], episodes), roots)
+        setting = f"{threads} thread(s)" if threads else "each tree's command-line defaults"
         print(
-            f"{model} D={depth} B={episodes}, {threads} thread(s) per process: "
+            f"{model} D={depth} B={episodes}, {setting} per process"
+            f"{', beside a busy process' if busy else ''}: "
             f"this checkout against {ref} ({commit}), {pairs} interleaved pairs"
         )
         for i in range(pairs):
-            mine = time_tree(ours, roots, depth, model, AGAINST_CALLS, threads)
-            theirs = time_tree(tree, roots, depth, model, AGAINST_CALLS, threads)
+            mine = time_tree(ours, roots, depth, model, AGAINST_CALLS, threads, busy)
+            theirs = time_tree(tree, roots, depth, model, AGAINST_CALLS, threads, busy)
             row = {
+                "ours_threads": mine["threads"],
+                "ref_threads": theirs["threads"],
                 "ours_transitions_per_s": mine["transitions_per_s"],
                 "ref_transitions_per_s": theirs["transitions_per_s"],
                 "ratio": mine["transitions_per_s"] / theirs["transitions_per_s"],
@@ -1073,13 +1090,15 @@ def against(ref: str, depth: int, episodes: int, model: str, pairs: int, threads
             same = "identical" if row["identical"] else "DIFFER"
             print(
                 f"pair {i + 1:>2}: ours {row['ours_transitions_per_s'] / 1e6:5.2f} "
-                f"ref {row['ref_transitions_per_s'] / 1e6:5.2f} M transitions/s, "
+                f"({row['ours_threads']}T) ref {row['ref_transitions_per_s'] / 1e6:5.2f} "
+                f"({row['ref_threads']}T) M transitions/s, "
                 f"ratio {row['ratio']:.3f} (fastest {row['best_ratio']:.3f}, "
                 f"CPU time {row['cpu_ratio']:.3f}), actions {same}",
                 flush=True,
             )
     ratios = [r["ratio"] for r in rows]
     identical = all(r["identical"] for r in rows) and len({r["actions_sha256"] for r in rows}) == 1
+    floor = against_floor(model)
     out = {
         "ref": ref,
         "commit": commit,
@@ -1087,6 +1106,7 @@ def against(ref: str, depth: int, episodes: int, model: str, pairs: int, threads
         "episodes": episodes,
         "model": model,
         "threads": threads,
+        "busy_neighbour": busy,
         "pairs": rows,
         "median_ratio": statistics.median(ratios),
         "min_ratio": min(ratios),
@@ -1094,6 +1114,7 @@ def against(ref: str, depth: int, episodes: int, model: str, pairs: int, threads
         "median_best_ratio": statistics.median(r["best_ratio"] for r in rows),
         "median_cpu_ratio": statistics.median(r["cpu_ratio"] for r in rows),
         "actions_identical": identical,
+        "floor_transitions_per_s": floor,
         "load_average": load,
     }
     if hasattr(os, "getloadavg"):
@@ -1105,7 +1126,31 @@ def against(ref: str, depth: int, episodes: int, model: str, pairs: int, threads
         f"actions identical: {identical}; "
         f"load average {load} -> {out.get('load_average_after')}"
     )
+    if floor is not None:
+        ours_rate = statistics.median(r["ours_transitions_per_s"] for r in rows)
+        print(
+            f"floor: {floor / 1e6:.1f} M transitions/s (this machine's one-stream normal rate "
+            f"/ {AGAINST_NORMALS} normals per transition, docs/PERFORMANCE.md §1); "
+            f"ours at {ours_rate / floor:.0%} of it"
+        )
     return out
+
+
+#: Normals a transition of ``M(sigma_r, sigma_i)`` draws in the fused rollout (Task A, §1).
+AGAINST_NORMALS = 6
+
+
+def against_floor(model: str) -> float | None:
+    """The random-number floor of ``--against``'s model in transitions/s, measured now on one
+    thread (the oracle draws nothing: ``None``)."""
+    if model == "oracle":
+        return None
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return normal_rate(torch.device("cpu")) / AGAINST_NORMALS
+    finally:
+        torch.set_num_threads(before)
 
 
 def against_main(args) -> int:
@@ -1113,7 +1158,10 @@ def against_main(args) -> int:
     if any actions differ between the trees."""
     threads = 1 if args.threads is None else args.threads
     results = [
-        against(args.against, depth, episodes, args.against_model, args.pairs, threads)
+        against(
+            args.against, depth, episodes, args.against_model, args.pairs, threads,
+            args.against_busy,
+        )
         for depth in args.depths or [AGAINST_DEPTH]
         for episodes in args.batches or [AGAINST_EPISODES]
     ]
@@ -1159,7 +1207,12 @@ def main(argv: list[str] | None = None) -> int:
         "(default 2G)",
     )
     parser.add_argument("--min-time", type=float, default=1.0, help="seconds timed per row")
-    parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        help="torch intra-op threads (default: gridplan.util.threads.default_threads; with "
+        "--against 1, and 0 runs each tree at its command lines' default settings)",
+    )
     parser.add_argument("--e1", action="store_true", help="also time the full E1 sweep")
     parser.add_argument(
         "--no-learned", dest="learned", action="store_false", help="skip the learned-model rows"
@@ -1209,6 +1262,11 @@ def main(argv: list[str] | None = None) -> int:
         "--pairs", type=int, default=8, help="interleaved pairs of --against (default 8)"
     )
     parser.add_argument(
+        "--against-busy",
+        action="store_true",
+        help="time --against's pairs beside a process spinning on one core",
+    )
+    parser.add_argument(
         "--against-model",
         choices=list(MODELS),
         default=AGAINST_MODEL,
@@ -1229,8 +1287,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown --learned-paths {sorted(unknown)}; valid: {valid}")
     if args.pairs < 1:
         parser.error(f"--pairs must be >= 1, got {args.pairs}")
-    if args.threads is not None and args.threads < 1:
-        parser.error(f"--threads must be >= 1, got {args.threads}")
+    if args.threads is not None and args.threads < (0 if args.against else 1):
+        parser.error(f"--threads must be >= 1 (0 with --against), got {args.threads}")
     if args.against:
         if args.device != "cpu":
             parser.error("--against times the planner on the CPU only (no --device)")

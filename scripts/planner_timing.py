@@ -8,7 +8,9 @@ chooses the tree through ``PYTHONPATH``.
 
 Plans ``--calls`` decisions (after one warm-up decision) on the root states saved in
 ``--roots`` (a ``torch.save`` of a ``(B, 12)`` float tensor) on ``--threads`` intra-op threads
-(default one), from a generator seeded with ``--seed``, and prints one JSON line: the seconds
+(default one; ``0``: the settings the tree's command lines take by default, ``cli_defaults``;
+``--busy``: beside a process spinning on one core), from a generator seeded with ``--seed``,
+and prints one JSON line: the seconds
 and CPU seconds (of the whole process: on a shared machine they leave out the time other
 processes held the core) of each timed call, the model transitions (``B * 4^D * D``) per
 second and per CPU second of their medians and per second of the fastest call, a SHA-256 of
@@ -22,13 +24,33 @@ elsewhere (there should be none).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import importlib
 import json
+import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
+
+
+@contextlib.contextmanager
+def busy_neighbour():
+    """A process spinning on this process's last allowed CPU for the duration of the block
+    (the neighbour of docs/PERFORMANCE.md §8)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "while True: pass"],
+        preexec_fn=lambda: os.sched_setaffinity(0, {cpus[-1]}),
+    )
+    try:
+        time.sleep(0.3)
+        yield
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def _modules() -> tuple:
@@ -71,6 +93,25 @@ def build_model(models, name: str):
     raise SystemExit(f"unknown model {name!r}: oracle or M(sigma_r,sigma_i)")
 
 
+def cli_defaults() -> None:
+    """Take the thread and allocator settings that the tree's command lines take when given
+    none, before torch is imported: where the tree has ``gridplan.util.threads``, its wait
+    policy and ``configure_threads()``'s default count (and ``gridplan.util.allocator``'s
+    setting where it has one); otherwise torch's own defaults, which the command lines of
+    such a tree kept. The caller leaves ``OMP_WAIT_POLICY`` and ``OMP_NUM_THREADS`` unset."""
+    import gridplan
+
+    # Only the tree's own modules: an editable install would fill in a missing one.
+    util = Path(gridplan.__file__).parent / "util"
+    if not (util / "threads.py").is_file():
+        return
+    threads = importlib.import_module("gridplan.util.threads")
+    threads.set_wait_policy()
+    if (util / "allocator.py").is_file():
+        importlib.import_module("gridplan.util.allocator").retain_freed_memory()
+    threads.configure_threads(None)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--roots", required=True, help="torch.save file of (B, 12) root states")
@@ -78,14 +119,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="M(.35,.1)", help="oracle or M(sigma_r,sigma_i)")
     parser.add_argument("--calls", type=int, default=5, help="timed decisions (after a warm-up)")
     parser.add_argument("--seed", type=int, default=1, help="seed of the planner's generator")
-    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (1)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch intra-op threads (1); 0: the tree's command-line defaults (cli_defaults)",
+    )
+    parser.add_argument("--busy", action="store_true", help="beside a process spinning on one core")
     args = parser.parse_args(argv)
-    if min(args.calls, args.depth, args.threads) < 1:
-        parser.error("--calls, --depth and --threads must be >= 1")
+    if min(args.calls, args.depth) < 1 or args.threads < 0:
+        parser.error("--calls and --depth must be >= 1, --threads >= 0")
 
+    if args.threads == 0:
+        cli_defaults()
     import torch
 
-    torch.set_num_threads(args.threads)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     import gridplan
 
     planner_module, models = _modules()
@@ -95,12 +145,13 @@ def main(argv: list[str] | None = None) -> int:
     digest = hashlib.sha256()
     digest.update(planner.act(root, gen).numpy().tobytes())
     seconds, cpu_seconds = [], []
-    for _ in range(args.calls):
-        start, cpu_start = time.perf_counter(), time.process_time()
-        actions = planner.act(root, gen)
-        seconds.append(time.perf_counter() - start)
-        cpu_seconds.append(time.process_time() - cpu_start)
-        digest.update(actions.numpy().tobytes())
+    with busy_neighbour() if args.busy else contextlib.nullcontext():
+        for _ in range(args.calls):
+            start, cpu_start = time.perf_counter(), time.process_time()
+            actions = planner.act(root, gen)
+            seconds.append(time.perf_counter() - start)
+            cpu_seconds.append(time.process_time() - cpu_start)
+            digest.update(actions.numpy().tobytes())
     transitions = root.shape[0] * 4**args.depth * args.depth
     result = {
         "seconds": seconds,

@@ -90,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--threads",
         type=int,
         default=1,
-        help="torch CPU threads (0: the machine's, gridplan.util.threads.default_threads)",
+        help="torch CPU threads (0: gridplan.util.threads.default_threads, OMP_NUM_THREADS or 1)",
     )
     p.add_argument("--no-run", action="store_true", help="only tabulate finished groups")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")

@@ -13,9 +13,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from gridplan.util.allocator import retain_freed_memory  # noqa: E402
 from gridplan.util.threads import set_wait_policy  # noqa: E402
 
 set_wait_policy()  # before torch is imported: OpenMP reads it once (gridplan.util.threads)
+retain_freed_memory()  # large temporaries stay mapped (gridplan.util.allocator)
 
 from gridplan.experiments.__main__ import build_parser, main  # noqa: E402
 

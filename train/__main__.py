@@ -38,9 +38,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from gridplan.util.allocator import retain_freed_memory
 from gridplan.util.threads import set_wait_policy
 
 set_wait_policy()  # before torch is imported: OpenMP reads it once (gridplan.util.threads)
+retain_freed_memory()  # large temporaries stay mapped (gridplan.util.allocator)
 
 import hydra  # noqa: E402
 from hydra._internal.utils import get_args_parser  # noqa: E402

@@ -39,9 +39,11 @@ from __future__ import annotations
 import argparse
 import sys
 
+from gridplan.util.allocator import retain_freed_memory  # noqa: E402
 from gridplan.util.threads import set_wait_policy  # noqa: E402
 
 set_wait_policy()  # before torch is imported: OpenMP reads it once (gridplan.util.threads)
+retain_freed_memory()  # large temporaries stay mapped (gridplan.util.allocator)
 
 from gridplan.core import readings  # noqa: E402
 from gridplan.experiments import GROUPS, PROFILES, presets, run_groups  # noqa: E402
@@ -77,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--threads",
         type=int,
         default=1,
-        help="torch CPU threads; 0 picks the machine's (gridplan.util.threads.default_threads). "
+        help="torch CPU threads; 0: gridplan.util.threads.default_threads, OMP_NUM_THREADS or 1. "
         "One by default: parallel reductions round differently with the thread count, and one "
         "thread gives the same numbers on every machine (OpenMP waits passively unless "
         "OMP_WAIT_POLICY is set, so more threads do not spin on a busy machine)",

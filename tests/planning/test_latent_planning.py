@@ -6,15 +6,19 @@ from __future__ import annotations
 import pytest
 import torch
 
+from gridplan.core.env import state_outcome
 from gridplan.core.tasks import TASK_A
+from gridplan.core.values import value_table
 from gridplan.evaluation.decisions import decide, decision_quality
 from gridplan.models.latent_contract import LatentContractError, LatentThroughDecoder
 from gridplan.models.latent_reference import PersistenceLatentModel, StateLatentModel
-from gridplan.models.noise import OracleModel
+from gridplan.models.noise import NoiseModel, OracleModel
 from gridplan.planning.closed_loop import run_episodes, start_states
 from gridplan.planning.latent_scorer import LatentScorer
 from gridplan.planning.planner import Planner
+from gridplan.planning.planners import make_planner
 from gridplan.planning.registry import through_predict
+from gridplan.planning.sequences import sequence_terms
 
 
 def test_state_latent_model_plans_exactly_as_the_oracle():
@@ -77,3 +81,53 @@ def test_a_latent_model_without_decoder_needs_one_to_be_planned_with():
 
     with pytest.raises(LatentContractError, match="has no decode.*frozen protocol decoder"):
         LatentThroughDecoder(Opaque())
+
+
+class CountingEncoder(StateLatentModel):
+    """The state latent model over noisy dynamics, counting the observations it encodes."""
+
+    def __init__(self):
+        super().__init__(dynamics=NoiseModel.controlled(0.35, 0.1))
+        self.encoded = 0
+
+    def encode(self, obs):
+        self.encoded += obs.shape[0]
+        return super().encode(obs)
+
+
+def through_predict_terms(model, roots, actions, gen):
+    """``sequence_terms`` as it was: every candidate row handed to ``model.predict``."""
+    b, p, h = actions.shape
+    state = roots.repeat_interleave(p, dim=0)
+    alive = torch.ones(b * p, dtype=torch.bool)
+    terms = torch.zeros(b * p, h)
+    model.start_rollout(b * p, gen)
+    for t in range(h):
+        state = model.predict(state, actions.reshape(b * p, h)[:, t], gen)
+        reward, goal, hazard = state_outcome(state, TASK_A)
+        terms[:, t] = TASK_A.gamma**t * reward * alive
+        alive &= ~(goal | hazard)
+    terms[:, h - 1] += TASK_A.gamma**h * value_table(TASK_A).lookup(state) * alive
+    return terms.view(b, p, h)
+
+
+def test_candidates_of_a_latent_model_roll_in_latent_space_as_predict_rolls_them():
+    model = LatentThroughDecoder(CountingEncoder())
+    roots = start_states((0, 1), 6, TASK_A)
+    actions = torch.randint(0, 4, (12, 5, 3), generator=torch.Generator().manual_seed(3))
+    value = value_table(TASK_A)
+    got = sequence_terms(model, TASK_A, roots, actions, value, torch.Generator().manual_seed(7))
+    assert model.latent.encoded == 12
+    want = through_predict_terms(model, roots, actions, torch.Generator().manual_seed(7))
+    assert torch.equal(got, want) and got.abs().sum() > 0
+
+
+@pytest.mark.parametrize("name", ["cem", "mppi"])
+def test_a_sampling_planner_encodes_each_root_once_per_decision(name):
+    model = LatentThroughDecoder(CountingEncoder())
+    planner = make_planner(name, model, TASK_A, 3)
+    roots = start_states((0,), 10, TASK_A)
+    planner.plan(roots, torch.Generator().manual_seed(0))
+    assert model.latent.encoded == 10
+    planner.act(roots, torch.Generator().manual_seed(0))
+    assert model.latent.encoded == 20

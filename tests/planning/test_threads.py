@@ -1,5 +1,5 @@
 """Thread settings of the command lines (gridplan.util.threads): passive OpenMP waiting set before
-torch starts, a machine-sized default, and the ``threads`` options of train, eval and
+torch starts, one thread by default, and the ``threads`` options of train, eval and
 reproduce."""
 
 from __future__ import annotations
@@ -32,15 +32,18 @@ def test_setting_the_policy_after_torch_started_warns_that_it_cannot_take_effect
         threads.set_wait_policy()
 
 
-def test_configure_threads_sets_torch_and_defaults_to_what_the_machine_allows():
+def test_configure_threads_sets_torch_and_defaults_to_one_thread(monkeypatch):
     before = torch.get_num_threads()
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     try:
-        assert threads.configure_threads(1) == 1 and torch.get_num_threads() == 1
-        default = threads.default_threads()
-        assert 1 <= default <= threads.available_cpus() <= (os.cpu_count() or 1)
-        assert threads.configure_threads(None) == default
+        assert threads.configure_threads(2) == 2 and torch.get_num_threads() == 2
+        assert threads.default_threads() == 1
+        assert threads.configure_threads(None) == 1 and torch.get_num_threads() == 1
+        monkeypatch.setenv("OMP_NUM_THREADS", "3")
+        assert threads.configure_threads(None) == 3 and torch.get_num_threads() == 3
     finally:
         torch.set_num_threads(before)
+    assert 1 <= threads.available_cpus() <= (os.cpu_count() or 1)
 
 
 def test_a_training_process_takes_one_thread_unless_told_otherwise(monkeypatch):
@@ -162,3 +165,41 @@ def test_reproduce_rejects_negative_threads_and_train_takes_a_threads_key(
 
     assert main(["threads=0", f"out_dir={tmp_path}"]) == 2
     assert "threads must be an integer >= 1, got 0" in capsys.readouterr().err
+
+
+def test_eval_takes_one_thread_unless_told(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    done = run_cli(EVAL[:-2])
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == "threads: 1 (OMP_WAIT_POLICY=PASSIVE)"
+
+
+#: An MLP layer's fresh 64 MiB output, made and freed 10 times; prints the minor page faults
+#: of the last three (the heap settles in the first few: torch aligns its large blocks, so a
+#: freed one is reused once its neighbours have been freed too).
+FAULTS = """
+import resource, sys, torch
+from gridplan.util.allocator import retain_freed_memory
+if sys.argv[1] == "retain":
+    assert retain_freed_memory()
+torch.set_num_threads(1)
+x, w = torch.ones(65536, 64), torch.ones(64, 256)
+for i in range(10):
+    if i == 7:
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    torch.nn.functional.silu(x @ w).sum()
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+def test_retained_memory_is_not_faulted_in_again():
+    pages = 64 * 2**20 // os.sysconf("SC_PAGE_SIZE")
+    faults = {}
+    for mode in ("retain", "default"):
+        done = run_cli(["-c", FAULTS, mode])
+        assert done.returncode == 0, done.stderr
+        faults[mode] = int(done.stdout.split()[-1])
+    # Without the setting every output maps fresh pages and faults each one in.
+    assert faults["default"] >= 3 * pages
+    assert faults["retain"] < pages // 4
