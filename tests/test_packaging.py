@@ -141,3 +141,24 @@ def test_a_config_dir_that_does_not_exist_is_refused_and_nothing_is_written(inst
     assert done.returncode == 2
     assert "additional config folder" in done.stderr and "nowhere" in done.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "args, extra",
+    [
+        (["python", "-c", "import gridplan.adapters.gymnasium"], "gymnasium"),
+        (["python", "-c", "from gridplan.adapters import GridEnv"], "torchrl"),
+        (["gridplan-train", "logger=mlflow", "data=4k"], "mlflow"),
+    ],
+    ids=["gymnasium", "torchrl", "mlflow"],
+)
+def test_a_missing_extra_of_the_wheel_names_its_install_command(installed, tmp_path, args, extra):
+    """The wheel installed without extras: each optional feature names the exact command."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PATH"] = f"{installed / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    done = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode != 0
+    assert f'pip install "gridplan[{extra}]"' in done.stderr
+    assert list(tmp_path.iterdir()) == []
