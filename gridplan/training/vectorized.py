@@ -1124,14 +1124,52 @@ def train_group(
     return GroupResult([r.result for r in runs], record)
 
 
+def step_flops(batch: int, widths: Sequence[int]) -> int:
+    """FLOPs of one member's training step on ``batch`` rows of an MLP of ``widths``
+    ``(S + 4, hidden..., S)``: forward ``2 B in out`` per layer, the weight gradients as much
+    again, the input gradients of every layer but the first."""
+    layers = list(zip(widths[:-1], widths[1:], strict=True))
+    fwd = sum(2 * batch * i * o for i, o in layers)
+    return fwd + fwd + sum(2 * batch * i * o for i, o in layers[1:])
+
+
+def run_flops(config: DictConfig) -> float:
+    """The most training FLOPs one run of ``config`` takes: its optimizer steps
+    (``trainer.max_epochs`` epochs of ``ceil(train rows / batch_size)`` steps, capped by
+    ``trainer.limit_train_batches`` and ``trainer.max_steps``) x ``step_flops``."""
+    from gridplan.data.datasets import parse_budget
+
+    d, t, m = config.data, config.trainer, config.model
+    rows = parse_budget(d.budget) * (1.0 - float(d.val_fraction))
+    steps = math.ceil(rows / int(d.batch_size))
+    if t.limit_train_batches is not None:
+        steps = min(steps, int(t.limit_train_batches))
+    total = steps * int(t.max_epochs)
+    if t.get("max_steps") is not None:
+        total = min(total, int(t.max_steps))
+    width = worlds.get(config.world).state_dim
+    widths = (width + 4, *(int(h) for h in m.hidden), width)
+    return float(total * step_flops(int(d.batch_size), widths))
+
+
+#: Training work (FLOPs) a worker process must save to pay for its start: a fresh worker
+#: imports torch and Lightning (about 3 s of a core), in which one core's batched matmuls
+#: (50 GFLOP/s or more) train the stack 150 GFLOP further (docs/PERFORMANCE.md §12).
+WORKER_START_FLOP = 150e9
+
+
 def auto_workers(config: DictConfig, runs: int) -> int:
     """Worker processes for ``runs`` runs that share ``config``'s ``GROUP_KEYS``.
 
-    ``train.workers`` if set; otherwise, on CPU, one per core this process may use
-    (``gridplan.util.threads.available_cpus``): a worker process with one intra-op thread per
-    core trains a group faster than one process with a thread per core, whose threads meet
-    at a barrier after every op of a small step (docs/PERFORMANCE.md §12); on a GPU (or MPS), 1.
-    Never more than ``runs``.
+    ``train.workers`` if set; on a GPU (or MPS), 1. Otherwise, on CPU, as many as pay for
+    their start, up to one per core this process may use
+    (``gridplan.util.threads.available_cpus``): ``w`` workers instead of ``w - 1`` save
+    ``work / (w (w - 1))`` of a core's time and cost one worker's start, so ``w`` is the
+    largest with ``work > w (w - 1) WORKER_START_FLOP`` (``work``: ``runs x run_flops``).
+    A worker process with one intra-op thread per core trains a large group faster than
+    one process with a thread per core, whose threads meet at a barrier after every op of
+    a small step (docs/PERFORMANCE.md §12); a small group trains fastest in this process,
+    whose imports are done. Never more than ``runs``.
     """
     workers = config.train.workers
     if workers is None:
@@ -1140,7 +1178,11 @@ def auto_workers(config: DictConfig, runs: int) -> int:
             device = torch.cuda.is_available() or torch.backends.mps.is_available()
         else:
             device = accelerator != "cpu"
-        workers = 1 if device else available_cpus()
+        work, workers = runs * run_flops(config), 1
+        while not device and workers < available_cpus():
+            if work <= (workers + 1) * workers * WORKER_START_FLOP:
+                break
+            workers += 1
     return max(1, min(int(workers), int(runs)))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 
 import pytest
 import torch
@@ -24,6 +25,8 @@ from gridplan.training.vectorized import (
     epoch_order,
     group_key,
     member_init,
+    run_flops,
+    step_flops,
     train_group,
 )
 
@@ -343,5 +346,17 @@ def test_groups_take_one_worker_per_core_at_most_one_per_run(monkeypatch):
     assert [auto_workers(cpu, runs) for runs in (1, 5)] == [1, 2]
     on_gpu = OmegaConf.merge(compose([]), {"trainer": {"accelerator": "gpu"}})
     assert auto_workers(on_gpu, 5) == 1  # one process drives the device
+    # A small group is not worth a worker's start: it trains in this process.
+    small = compose(["trainer.accelerator=cpu", "data.budget=4k", "trainer.max_epochs=2"])
+    assert [auto_workers(small, runs) for runs in (1, 5, 1000)] == [1, 1, 4]
+
+
+def test_run_flops_count_the_steps_a_run_takes_at_most():
+    cfg = compose(["data.budget=4k", "trainer.max_epochs=3", "data.batch_size=256"])
+    per_step = step_flops(256, (16, 256, 256, 12))
+    steps = math.ceil(4000 * (1 - cfg.data.val_fraction) / 256)
+    assert run_flops(cfg) == 3 * steps * per_step
+    capped = compose(["data.budget=4k", "trainer.max_epochs=3", "trainer.max_steps=5"])
+    assert run_flops(capped) == 5 * per_step
     with pytest.raises(ValueError, match="train.workers must be >= 1 or null, got 0"):
         compose(["train.workers=0"])
