@@ -73,8 +73,6 @@ from gridplan.training.config import config_task, run_name, to_yaml, validate
 from gridplan.training.hparams_summary import trial_name
 from gridplan.training.loggers import (
     check_group_loggers,
-    finish_logger,
-    log_final_metrics,
     make_logger,
     metric_writer,
     start_run_log,
@@ -91,6 +89,7 @@ from gridplan.training.module import (
     metric_scalars,
     metrics_due,
     next_rows,
+    record_run,
     score_best,
     write_dashboards,
 )
@@ -484,6 +483,9 @@ class MemberStack(pl.LightningModule):
     ) -> torch.Tensor:
         """Per-member predictions ``(K', N, 12)`` of the first ``cohorts`` cohorts' members on
         their own inputs ``state (K', N, 12)``, ``action (K', N)`` (raw, unclamped)."""
+        nets = [self.cohorts[c] for c in self.rank if self.cohort_members[c]]
+        if len(nets[:cohorts]) == 1:  # the stack's own layers: no parameters swapped in
+            return nets[0](state, action)
         return torch.func.functional_call(self._template(), self._params(cohorts), (state, action))
 
     def member_position(self, index: int) -> tuple[int, int]:
@@ -849,19 +851,10 @@ class MemberRuns(pl.Callback):
             monitor=t["monitor"],
             train_seconds=round(run.finished_seconds, 2),
         )
-        log_final_metrics(run.writer, metrics, step)
-        finish_logger(run.logger)
-        metrics_path = Path(run.member.run_dir) / "metrics.json"
-        metrics_path.write_text(json.dumps({"metrics": metrics, "dataset": run.summary}, indent=2))
-        artifacts = {
-            "run_dir": str(run.member.run_dir),
-            "config": str(Path(run.member.run_dir) / "config.yaml"),
-            "best_checkpoint": str(best_path),
-            "last_checkpoint": str(last_path),
-            "metrics": str(metrics_path),
-            "tensorboard": str(run.member.run_dir),
-        }
-        run.result = (metrics, artifacts)
+        run.result = record_run(
+            run.member.run_dir, metrics, run.summary, run.logger, run.writer, step,
+            (best_path, last_path),
+        )
 
     def on_exception(self, trainer, module: MemberStack, exception: BaseException) -> None:
         """Keep what the members still training have reached: their best and last
@@ -1087,7 +1080,24 @@ def train_group(
     missing = [r.label for r in runs if r.result is None]
     if missing:
         raise RuntimeError(f"group {name}: members {missing} did not finish")
-    record = {
+    record = _group_record(name, runs, module, trainer)
+    record.update(
+        setup_seconds=round(setup_seconds, 2),
+        wall_seconds=round(wall, 2),
+        cpu_seconds=round(time.process_time() - cpu, 2),
+        device=str(module.device),
+        threads=torch.get_num_threads(),
+    )
+    if record_dir is not None:
+        folder = Path(record_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "group.json").write_text(json.dumps(record, indent=2))
+    return GroupResult([r.result for r in runs], record)
+
+
+def _group_record(name: str, runs: list[_Run], module: MemberStack, trainer) -> dict:
+    """A finished group's record (``GroupResult.record``) less its times and device."""
+    return {
         "name": name,
         "members": [
             {
@@ -1111,17 +1121,7 @@ def train_group(
         "optimizer_steps": trainer.global_step,
         "member_steps": sum(r.global_step for r in runs),
         "member_epochs": sum(r.epochs for r in runs),
-        "setup_seconds": round(setup_seconds, 2),
-        "wall_seconds": round(wall, 2),
-        "cpu_seconds": round(time.process_time() - cpu, 2),
-        "device": str(module.device),
-        "threads": torch.get_num_threads(),
     }
-    if record_dir is not None:
-        folder = Path(record_dir)
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "group.json").write_text(json.dumps(record, indent=2))
-    return GroupResult([r.result for r in runs], record)
 
 
 def step_flops(batch: int, widths: Sequence[int]) -> int:
@@ -1152,10 +1152,13 @@ def run_flops(config: DictConfig) -> float:
     return float(total * step_flops(int(d.batch_size), widths))
 
 
-#: Training work (FLOPs) a worker process must save to pay for its start: a fresh worker
-#: imports torch and Lightning (about 3 s of a core), in which one core's batched matmuls
-#: (50 GFLOP/s or more) train the stack 150 GFLOP further (docs/PERFORMANCE.md §12).
-WORKER_START_FLOP = 150e9
+#: Training work (FLOPs) a worker process must save to pay for its start. A worker is a
+#: fresh interpreter launched by Hydra's joblib launcher that imports torch and Lightning and
+#: reads its data again: on a quiet 2-core machine two workers trained 10 runs of 5 epochs
+#: on 20k transitions (K x 390 GFLOP) in 9.6 s, one process in about 4.4 s (2.6x faster than
+#: those runs one after another, where two workers were 1.2x), so a start costs about 6 s,
+#: 500 GFLOP of this process's training (docs/PERFORMANCE.md §12).
+WORKER_START_FLOP = 500e9
 
 
 def auto_workers(config: DictConfig, runs: int) -> int:
