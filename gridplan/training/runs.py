@@ -86,6 +86,7 @@ from gridplan.training.vectorized import (
     deal,
     group_key,
     train_group,
+    worker_slots,
 )
 from gridplan.util.files import write_text_atomic
 
@@ -480,8 +481,10 @@ def train_all(
 
     Runs whose ``train.vectorize`` is true (the default) and whose configs agree on
     ``gridplan.training.vectorized.GROUP_KEYS`` train as vectorized groups: dealt into
-    ``launcher.jobs`` groups, else ``train.workers`` (of the first such run), else one per
-    usable core on this machine and one per architecture on a cluster launcher. Each group,
+    ``launcher.jobs`` groups, else ``train.workers`` (of the first such run), else on this
+    machine as many as pay for a worker's start, at most one per usable core
+    (``gridplan.training.vectorized.auto_workers``), and one per architecture on a cluster
+    launcher. Each group,
     and each other run (trained by ``train``, resumable), is one job of the Hydra launcher
     (``gridplan.training.dispatch``; on this machine: in this process for one job, else in
     worker processes). Each member's run folder, checkpoints, ``metrics.json`` and
@@ -637,7 +640,7 @@ def _launch(groups, singles: list[Job], record_dir, launcher: Launcher, progress
     count = len(groups) + len(singles)
     if launcher.local:
         configs = [m.config for _, ms in groups for m in ms] + [j.kwargs["cfg"] for j in singles]
-        cores = max((auto_workers(c, count) for c in configs), default=1)
+        cores = min(count, max((worker_slots(c) for c in configs), default=1))
         parallel = max(1, min(count, launcher.jobs or cores))
         threads = max(1, torch.get_num_threads() // parallel)
     else:  # one thread per job, as each job of this machine has

@@ -1176,17 +1176,26 @@ def auto_workers(config: DictConfig, runs: int) -> int:
     """
     workers = config.train.workers
     if workers is None:
-        accelerator = str(config.trainer.accelerator)
-        if accelerator == "auto":
-            device = torch.cuda.is_available() or torch.backends.mps.is_available()
-        else:
-            device = accelerator != "cpu"
         work, workers = runs * run_flops(config), 1
-        while not device and workers < available_cpus():
+        while workers < worker_slots(config):
             if work <= (workers + 1) * workers * WORKER_START_FLOP:
                 break
             workers += 1
     return max(1, min(int(workers), int(runs)))
+
+
+def worker_slots(config: DictConfig) -> int:
+    """Worker processes that may train ``config``'s groups at once: ``train.workers`` if
+    set; else 1 on a GPU (or MPS), where one process drives the device, and one per core
+    this process may use on CPU (``gridplan.util.threads.available_cpus``)."""
+    if config.train.workers is not None:
+        return int(config.train.workers)
+    accelerator = str(config.trainer.accelerator)
+    if accelerator == "auto":
+        device = torch.cuda.is_available() or torch.backends.mps.is_available()
+    else:
+        device = accelerator != "cpu"
+    return 1 if device else available_cpus()
 
 
 def deal(items: Sequence, parts: int) -> list[list]:
