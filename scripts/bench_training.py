@@ -8,7 +8,10 @@ the same total epochs) are trained twice, each time in a fresh process:
   (each with its own Lightning trainer) in one process;
 - **vectorized**: what ``python -m train -m seed=...`` does by default: vectorized groups
   (``gridplan.training.vectorized``), one worker process per core (``train.workers`` unset; at most
-  one per run); ``--workers 1`` trains them as one stack in one process.
+  one per run); ``--workers 1`` trains them as one stack in one process;
+- **baseline** (with ``--baseline PATH``): the vectorized side of another checkout (the
+  previous main), run by that checkout's own copy of this script, interleaved with the two
+  others; the vectorized row then gives its ratio to the baseline (baseline wall / wall).
 
 Both sides run the threads a training process gets (``gridplan.util.threads.training_threads``:
 one per process unless ``--threads`` says otherwise) and the passive OpenMP wait policy of
@@ -39,6 +42,7 @@ Usage::
     python scripts/bench_training.py --quick          # K = 1, 5, 2 epochs (a minute or two)
     python scripts/bench_training.py --json out.json  # rows plus a speedup per K
     python scripts/bench_training.py --repeats 3        # medians of 3 interleaved runs
+    python scripts/bench_training.py --baseline ../main  # and the previous main's vectorized side
     python scripts/bench_training.py --workers 1        # the vectorized side as one stack
     python scripts/bench_training.py --quick --world g8-k64  # in a world of width S = 136
     python scripts/bench_training.py --device cuda
@@ -173,43 +177,56 @@ def cpu_seconds() -> float:
 
 
 def measure(mode: str, k: int, args, out: Path) -> dict:
-    cmd = [sys.executable, __file__, "--worker", mode, "--k", str(k), "--out", str(out)]
+    """One side of one K in a fresh process; mode ``baseline`` is the vectorized side of the
+    checkout ``--baseline`` (its own ``scripts/bench_training.py`` and ``gridplan``)."""
+    script, cwd = Path(__file__), REPO
+    if mode == "baseline":
+        cwd = Path(args.baseline).resolve()
+        script, mode = cwd / "scripts" / "bench_training.py", "vectorized"
+    cmd = [sys.executable, str(script), "--worker", mode, "--k", str(k), "--out", str(out)]
     cmd += ["--epochs", str(args.epochs), "--budget", args.budget, "--device", args.device]
     cmd += ["--world", args.world]
     cmd += ["--threads", str(args.threads), "--workers", str(args.workers)]
     cmd += ["--latent-obs", args.latent_obs]
-    done = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+    env = {**os.environ, "PYTHONPATH": str(cwd)}
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=env)
     if done.returncode:
-        raise SystemExit(f"{mode} K={k} failed:\n{done.stderr[-3000:]}")
+        raise SystemExit(f"{mode} K={k} ({cwd}) failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def measure_pair(k: int, args, out: Path) -> tuple[dict, dict]:
-    """Both sides of one K, ``--repeats`` times, interleaved (sequential, vectorized,
-    sequential, ...), so that a slow spell of a shared machine falls on both; each side's
-    row is its median-time run, with every run's wall time in run order in ``walls_s``
-    (the vectorized row also gets ``pair_speedups``, run ``i`` over run ``i``)."""
-    runs: dict[str, list[dict]] = {"sequential": [], "vectorized": []}
+def measure_pair(k: int, args, out: Path) -> list[dict]:
+    """Both sides of one K (and the baseline's vectorized side with ``--baseline``),
+    ``--repeats`` times, interleaved (sequential, vectorized, baseline, sequential, ...), so
+    that a slow spell of a shared machine falls on every side; each side's row is its
+    median-time run, with every run's wall time in run order in ``walls_s`` (the vectorized
+    and baseline rows also get ``pair_speedups``: sequential run ``i`` over their run ``i``;
+    the vectorized row ``baseline_ratios``: baseline run ``i`` over vectorized run ``i``)."""
+    modes = ["sequential", "vectorized"] + (["baseline"] if args.baseline else [])
+    runs: dict[str, list[dict]] = {mode: [] for mode in modes}
     for _ in range(args.repeats):
-        for mode in runs:
-            runs[mode].append(measure(mode, k, args, out))
+        for mode in modes:
+            runs[mode].append({**measure(mode, k, args, out), "mode": mode})
     rows = []
     for measured in runs.values():
         row = dict(sorted(measured, key=lambda r: r["wall_s"])[len(measured) // 2])
         row["walls_s"] = [r["wall_s"] for r in measured]
         rows.append(row)
-    seq, vec = rows
-    pairs = zip(seq["walls_s"], vec["walls_s"], strict=True)
-    vec["pair_speedups"] = [round(a / b, 2) for a, b in pairs]
-    return seq, vec
+    seq = rows[0]
+    for row in rows[1:]:
+        pairs = zip(seq["walls_s"], row["walls_s"], strict=True)
+        row["pair_speedups"] = [round(a / b, 2) for a, b in pairs]
+    if args.baseline:
+        pairs = zip(rows[2]["walls_s"], rows[1]["walls_s"], strict=True)
+        rows[1]["baseline_ratios"] = [round(a / b, 2) for a, b in pairs]
+    return rows
 
 
 def step_flops(batch: int = BATCH, widths: tuple[int, ...] = WIDTHS) -> int:
-    """FLOPs of one member's training step: forward ``2 B in out`` per layer, the weight
-    gradients as much again, the input gradients of every layer but the first."""
-    layers = list(zip(widths[:-1], widths[1:], strict=True))
-    fwd = sum(2 * batch * i * o for i, o in layers)
-    return fwd + fwd + sum(2 * batch * i * o for i, o in layers[1:])
+    """FLOPs of one member's training step (``gridplan.training.vectorized.step_flops``)."""
+    from gridplan.training.vectorized import step_flops as flops
+
+    return flops(batch, widths)
 
 
 def bare_step(k: int, device: str, repeats: int = 30, widths: tuple[int, ...] = WIDTHS) -> float:
@@ -303,6 +320,11 @@ def main(argv=None) -> int:
         default="grid,pixels",
         help="observation kinds of the latent families' rows (comma-separated; empty: none)",
     )
+    parser.add_argument(
+        "--baseline",
+        default=None,
+        help="a checkout of the previous main: its vectorized side runs interleaved too",
+    )
     parser.add_argument("--json", default=None, help="write the rows and speedups here")
     parser.add_argument("--out", default=None, help="scratch folder (default: a temp dir)")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
@@ -323,6 +345,8 @@ def main(argv=None) -> int:
         if not torch.cuda.is_available():
             parser.error("--device cuda but torch sees no CUDA GPU")
     ks = [int(k) for k in (args.ks or ("1,5" if args.quick else "1,5,10,20")).split(",")]
+    if args.baseline and not (Path(args.baseline) / "scripts" / "bench_training.py").is_file():
+        parser.error(f"--baseline {args.baseline} holds no scripts/bench_training.py")
     if args.json and Path(args.json).exists():
         parser.error(f"{args.json} already exists")
     out = Path(args.out or tempfile.mkdtemp(prefix="bench_training-"))
@@ -340,17 +364,21 @@ def main(argv=None) -> int:
     widths = widths_of(task.world.state_dim)
     for s in range(max(ks)):
         cached_dataset("balanced", parse_budget(args.budget), s, task, out / "cache")
-    rows, speedup = [], {}
+    rows, speedup, against_baseline = [], {}, {}
     print("| K | mode | procs x threads | wall s | transitions/s | epochs | peak MB | speedup |")
     print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for k in ks:
-        seq, vec = measure_pair(k, args, out)
+        seq, vec, *base = measure_pair(k, args, out)
         speedup[k] = round(seq["wall_s"] / vec["wall_s"], 2)
-        for row in (seq, vec):
+        if base:
+            against_baseline[k] = round(base[0]["wall_s"] / vec["wall_s"], 2)
+        for row in (seq, vec, *base):
             rows.append(row)
-            s = f"{speedup[k]:.2f}x" if row is vec else ""
-            if row is vec and args.repeats > 1:  # the range of run i over run i
-                s += f" ({min(vec['pair_speedups']):.2f}-{max(vec['pair_speedups']):.2f})"
+            s = f"{seq['wall_s'] / row['wall_s']:.2f}x" if row is not seq else ""
+            if row is not seq and args.repeats > 1:  # the range of run i over run i
+                s += f" ({min(row['pair_speedups']):.2f}-{max(row['pair_speedups']):.2f})"
+            if row is vec and base:
+                s += f"; {against_baseline[k]:.2f}x the baseline"
             print(
                 f"| {k} | {row['mode']} | {row['processes']} x {row['threads']} | "
                 f"{row['wall_s']:.1f} | {row['transitions_per_s']:,} | "
@@ -419,6 +447,8 @@ def main(argv=None) -> int:
                 {
                     "rows": rows,
                     "speedup": speedup,
+                    "baseline": args.baseline,
+                    "speedup_over_baseline": against_baseline,
                     "epochs_per_run": args.epochs,
                     "budget": args.budget,
                     "world": task.world.spec(),

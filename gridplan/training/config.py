@@ -361,8 +361,9 @@ class TrainConfig:
     #: (``gridplan.training.vectorized``); False trains them one after another.
     vectorize: bool = True
     #: Worker processes for vectorized groups (one thread each); the runs are dealt into
-    #: this many groups. None: one per CPU core the process may use, at most one per run
-    #: (``gridplan.training.vectorized.auto_workers``; 1 on a GPU).
+    #: this many groups. None: as many as pay for a worker's start, at most one per CPU
+    #: core the process may use and one per run (``gridplan.training.vectorized.auto_workers``;
+    #: 1 on a GPU).
     workers: int | None = None
 
     def __post_init__(self) -> None:

@@ -68,7 +68,8 @@ class Launcher:
         name: a ``hydra/launcher`` choice (``launcher_options``), e.g. ``"joblib"``; None:
             this machine (``basic`` for one job, ``joblib`` for more).
         jobs: vectorized groups the runs of one architecture are dealt into, one job each
-            (None: one per usable core on this machine, one per architecture on a cluster;
+            (None: on this machine as many as pay for a worker's start, at most one per
+            usable core; one per architecture on a cluster;
             ``gridplan.training.runs.train_all``); also ``joblib``'s ``n_jobs``.
         overrides: further Hydra overrides of the launch (``hydra.launcher.partition=gpu``).
 

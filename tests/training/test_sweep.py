@@ -18,7 +18,6 @@ from gridplan.training.config import compose
 from gridplan.training.dispatch import Launcher
 from gridplan.training.run_status import read_status
 from gridplan.training.vectorized import Member
-from gridplan.util.threads import available_cpus
 from train.__main__ import main
 from train.sweep import plan
 
@@ -43,9 +42,10 @@ def test_a_seed_sweep_trains_as_groups_and_each_member_equals_its_run_alone(tmp_
     grouped = _checkpoints(out)
     assert [Path(c).parents[1].parent.name[-5:] for c in grouped] == ["seed0", "seed1", "seed2"]
     assert out.strip().splitlines()[-1] == f"checkpoint: {grouped[-1]}"
-    # One group per worker process, one worker per core (train.workers unset).
+    # Three tiny runs do not pay for a worker's start: one group, trained in this process
+    # (train.workers unset; gridplan.training.vectorized.auto_workers).
     records = sorted((tmp_path / "vec" / "runs" / "_sweeps").glob("*/*/group.json"))
-    assert len(records) == min(3, available_cpus())
+    assert len(records) == 1
     groups = [[m["seed"] for m in json.loads(r.read_text())["members"]] for r in records]
     assert sorted(s for seeds in groups for s in seeds) == [0, 1, 2]
     for k, ckpt in enumerate(grouped):

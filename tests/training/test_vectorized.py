@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 
 import pytest
 import torch
@@ -24,6 +25,8 @@ from gridplan.training.vectorized import (
     epoch_order,
     group_key,
     member_init,
+    run_flops,
+    step_flops,
     train_group,
 )
 
@@ -333,15 +336,34 @@ def test_figures_every_zero_draws_no_images(tmp_path):
     assert "val/loss" in events.Tags()["scalars"] and "best/E_tot" in events.Tags()["scalars"]
 
 
-def test_groups_take_one_worker_per_core_at_most_one_per_run(monkeypatch):
+def test_groups_take_the_workers_that_pay_for_their_start_one_per_core_at_most(monkeypatch):
     import gridplan.training.vectorized as vectorized
 
     monkeypatch.setattr(vectorized, "available_cpus", lambda: 4)
     cpu = compose(["trainer.accelerator=cpu"])
-    assert [auto_workers(cpu, runs) for runs in (1, 3, 5, 40)] == [1, 3, 4, 4]
+    work = vectorized.run_flops(cpu)  # 100 epochs of 20k transitions
+    start = vectorized.WORKER_START_FLOP
+    # w workers, not w - 1, where the work exceeds w (w - 1) starts; one per core at most.
+    runs = (1, 2 * start / work + 1, 6 * start / work + 1, 12 * start / work + 1, 10**4)
+    assert [auto_workers(cpu, int(r)) for r in runs] == [1, 2, 3, 4, 4]
+    assert auto_workers(cpu, int(2 * start / work)) == 1
     cpu.train.workers = 2
     assert [auto_workers(cpu, runs) for runs in (1, 5)] == [1, 2]
     on_gpu = OmegaConf.merge(compose([]), {"trainer": {"accelerator": "gpu"}})
     assert auto_workers(on_gpu, 5) == 1  # one process drives the device
+    # Ten runs of 5 epochs on 20k transitions are not worth a worker's start.
+    small = compose(["trainer.accelerator=cpu", "trainer.max_epochs=5"])
+    assert auto_workers(small, 10) == 1
+    with pytest.raises(ValueError, match="train.workers must be >= 1 or null, got 0"):
+        compose(["train.workers=0"])
+
+
+def test_run_flops_count_the_steps_a_run_takes_at_most():
+    cfg = compose(["data.budget=4k", "trainer.max_epochs=3", "data.batch_size=256"])
+    per_step = step_flops(256, (16, 256, 256, 12))
+    steps = math.ceil(4000 * (1 - cfg.data.val_fraction) / 256)
+    assert run_flops(cfg) == 3 * steps * per_step
+    capped = compose(["data.budget=4k", "trainer.max_epochs=3", "trainer.max_steps=5"])
+    assert run_flops(capped) == 5 * per_step
     with pytest.raises(ValueError, match="train.workers must be >= 1 or null, got 0"):
         compose(["train.workers=0"])
