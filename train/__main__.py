@@ -6,7 +6,7 @@ Examples::
     python -m train                                   # uniform loss, 20k balanced transitions
     python -m train variant=event_weighted data=12k
     python -m train data=12k data.policy=random trainer.max_epochs=50 seed=3
-    python -m train -m seed=0,1,2,3,4 variant=uniform,rel_only   # 10 runs: a group per core
+    python -m train -m seed=0,1,2,3,4 variant=uniform,rel_only   # 10 runs: vectorized groups
     python -m train -m seed=0,1,2,3,4 train.vectorize=false      # 5 runs, one after another
     python -m train -m seed=0,1,2,3 hydra/launcher=joblib hydra.launcher.n_jobs=2   # 2 groups
     python -m train experiment=random_12k out_dir=/tmp/runs
