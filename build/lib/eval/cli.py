@@ -173,14 +173,16 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="KEY=VALUE",
         help="a setting of --planner (cem/mppi: horizon, candidates, elites, iterations, "
-        "value=exact|learned|none; mppi: temperature; mcts: budget, exploration, value); "
-        "repeatable",
+        "value=exact|learned|none; mppi: temperature; mcts: budget, parallel, exploration, "
+        "value); repeatable",
     )
     p.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda")
     p.add_argument(
         "--threads",
         type=_positive_int,
-        help="torch CPU threads (default: torch's, capped by the CPUs this process may use)",
+        help="torch CPU threads (default: OMP_NUM_THREADS, else 1: the fastest setting "
+        "measured for every workload, quiet or beside a busy process; "
+        "gridplan.util.threads.default_threads)",
     )
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON here")
     p.add_argument("--force", action="store_true", help="overwrite an existing --json file")

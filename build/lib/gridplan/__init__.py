@@ -17,11 +17,15 @@ stays light:
 - ``Report``, ``LadderProtocol``: the versioned report and the ladder's protocol;
 - ``Task``: the task as data (``gridplan.core.tasks``);
 - ``WorldModel``: the model contract (``gridplan.models.contract``).
+
+Each subpackage exports its own public names the same way (``__all__``, e.g. ``from
+gridplan.models import OracleModel``); ``tests/test_public_api.py`` holds every list, and a
+removed or renamed public name is a deliberate change recorded in ``CHANGELOG.md``.
+``__version__`` is the installed distribution's version (``importlib.metadata``), or
+``"0+unknown"`` for a source tree that was never installed.
 """
 
-from importlib import import_module
-
-__version__ = "0.1.0"
+from gridplan.util.lazy import lazy_exports
 
 _EXPORTS = {
     "evaluate": "gridplan.evaluation.ladder",
@@ -31,14 +35,27 @@ _EXPORTS = {
     "Task": "gridplan.core.tasks",
     "WorldModel": "gridplan.models.contract",
 }
-__all__ = list(_EXPORTS)
+__all__ = sorted(_EXPORTS)
+_export, _dir = lazy_exports(__name__, _EXPORTS)
+
+
+def _version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("gridplan")
+    except metadata.PackageNotFoundError:  # a source tree on sys.path, never pip-installed
+        return "0+unknown"
 
 
 def __getattr__(name: str):
-    if name in _EXPORTS:
-        return getattr(import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module 'gridplan' has no attribute {name!r}")
+    # importlib.metadata takes longer to import than the rest of `import gridplan` together,
+    # so the version is read on first use.
+    if name == "__version__":
+        globals()[name] = version = _version()
+        return version
+    return _export(name)
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
+    return sorted({*_dir(), "__version__"})

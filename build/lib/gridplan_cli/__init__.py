@@ -58,17 +58,20 @@ def own_package(name: str) -> ModuleType:
     return module
 
 
-def _set_wait_policy() -> None:
-    # Before torch is imported: OpenMP reads it once (gridplan.util.threads).
+def _prepare_process() -> None:
+    # Before torch is imported: OpenMP reads its wait policy once (gridplan.util.threads);
+    # large temporaries stay mapped (gridplan.util.allocator).
+    from gridplan.util.allocator import retain_freed_memory
     from gridplan.util.threads import set_wait_policy
 
     set_wait_policy()
+    retain_freed_memory()
 
 
 def train_main(argv: list[str] | None = None) -> int:
     """``gridplan-train``: ``python -m train`` (``train/__main__.py``) on ``argv`` (default
     ``sys.argv[1:]``); returns its exit status."""
-    _set_wait_policy()
+    _prepare_process()
     own_package("train")
     return importlib.import_module("train.__main__").main(argv)
 
@@ -76,6 +79,6 @@ def train_main(argv: list[str] | None = None) -> int:
 def eval_main(argv: list[str] | None = None) -> int:
     """``gridplan-eval``: ``python -m eval`` (``eval/cli.py``) on ``argv`` (default
     ``sys.argv[1:]``); returns its exit status."""
-    _set_wait_policy()
+    _prepare_process()
     own_package("eval")
     return importlib.import_module("eval.cli").main(argv)

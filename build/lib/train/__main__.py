@@ -6,7 +6,7 @@ Examples::
     python -m train                                   # uniform loss, 20k balanced transitions
     python -m train variant=event_weighted data=12k
     python -m train data=12k data.policy=random trainer.max_epochs=50 seed=3
-    python -m train -m seed=0,1,2,3,4 variant=uniform,rel_only   # 10 runs: a group per core
+    python -m train -m seed=0,1,2,3,4 variant=uniform,rel_only   # 10 runs: vectorized groups
     python -m train -m seed=0,1,2,3,4 train.vectorize=false      # 5 runs, one after another
     python -m train -m seed=0,1,2,3 hydra/launcher=joblib hydra.launcher.n_jobs=2   # 2 groups
     python -m train experiment=random_12k out_dir=/tmp/runs
@@ -38,9 +38,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from gridplan.util.allocator import retain_freed_memory
 from gridplan.util.threads import set_wait_policy
 
 set_wait_policy()  # before torch is imported: OpenMP reads it once (gridplan.util.threads)
+retain_freed_memory()  # large temporaries stay mapped (gridplan.util.allocator)
 
 import hydra  # noqa: E402
 from hydra._internal.utils import get_args_parser  # noqa: E402
@@ -52,6 +54,7 @@ from omegaconf import DictConfig, OmegaConf  # noqa: E402
 from gridplan.training.config import (  # noqa: E402
     DEFAULT_CONFIG_DIR,
     compose,
+    hydra_config_path,
     run_name,
     to_yaml,
 )
@@ -142,7 +145,9 @@ def _hydra(args: list[str]) -> int:
     return 0
 
 
-@hydra.main(version_base="1.3", config_path=str(DEFAULT_CONFIG_DIR), config_name="config")
+@hydra.main(
+    version_base="1.3", config_path=hydra_config_path(DEFAULT_CONFIG_DIR), config_name="config"
+)
 def _app(cfg: DictConfig) -> None:
     hc = HydraConfig.get()
     print(describe(configure_threads(training_threads(cfg.threads))), flush=True)

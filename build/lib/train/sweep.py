@@ -9,12 +9,13 @@ as vectorized groups, each other point alone, every group and every run alone on
 Hydra launcher (``gridplan.training.dispatch``).
 
 Of Hydra's own settings a sweep takes the launcher (``hydra/launcher=NAME`` and
-``hydra.launcher.KEY=VALUE``; none: this machine, one worker process per usable core) and
+``hydra.launcher.KEY=VALUE``; none: this machine, a worker process per usable core where the
+work pays for the workers' start, else this process) and
 ``hydra.sweep.dir`` (the folder of the jobs, the groups' records and Hydra's
 ``multirun.yaml``; ``configs/train/config.yaml`` sets its default under ``out_dir``). ``joblib``'s
 ``hydra.launcher.n_jobs=N`` deals each architecture's points into ``N`` groups;
-``train.workers=N`` does so on any launcher (unset, one group per usable core here and one
-per architecture on a cluster).
+``train.workers=N`` does so on any launcher (unset, here as many groups as pay for a worker's
+start, one per usable core at most, and one per architecture on a cluster).
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ otherwise; ``-1``: none) truncates, and the env underneath never truncates on it
 ``env.spec.max_episode_steps`` is always the true limit (``TimeAwareObservation`` reads it).
 ``gym.make_vec`` passes ``max_episode_steps`` to ``GridPlanVectorEnv``, which truncates itself.
 
-Needs ``pip install gridplan[gymnasium]``.
+Needs ``pip install "gridplan[gymnasium]"``.
 """
 
 from __future__ import annotations
@@ -49,15 +49,17 @@ from typing import Any
 import numpy as np
 import torch
 
-from gridplan.adapters import backend, rendering, require
+from gridplan.adapters import backend, rendering
 from gridplan.core import render
 from gridplan.core.constants import N_ACTIONS
 from gridplan.core.env import check_state
 from gridplan.core.tasks import Task
 from gridplan.core.world import DEFAULT, World
+from gridplan.util.extras import require
 
-gym = require("gymnasium", "gymnasium")
+require("gymnasium", "gridplan.adapters.gymnasium")
 
+import gymnasium as gym  # noqa: E402
 from gymnasium import spaces  # noqa: E402
 from gymnasium.vector import AutoresetMode, VectorEnv  # noqa: E402
 from gymnasium.vector.utils import batch_space  # noqa: E402

@@ -23,7 +23,7 @@ returned mean scores rank the first actions. ``planning_policy`` turns a planner
                                         num_candidates=64, top_k=8))
     rollout = env.rollout(60, policy, break_when_any_done=False, break_when_all_done=True)
 
-Needs ``pip install gridplan[torchrl]``.
+Needs ``pip install "gridplan[torchrl]"``.
 """
 
 from __future__ import annotations
@@ -33,14 +33,14 @@ import math
 import torch
 from torch import nn
 
-from gridplan.adapters import backend, require
+from gridplan.adapters import backend
 from gridplan.core.constants import N_ACTIONS
 from gridplan.core.env import check_state
 from gridplan.core.tasks import Task
 from gridplan.models.contract import WorldModel
+from gridplan.util.extras import require
 
-require("tensordict", "torchrl")
-require("torchrl", "torchrl")
+require("torchrl", "gridplan.adapters.torchrl")
 
 from tensordict import TensorDict, TensorDictBase  # noqa: E402
 from tensordict.nn import TensorDictModule, TensorDictSequential  # noqa: E402

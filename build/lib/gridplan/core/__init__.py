@@ -4,4 +4,42 @@
 ``env`` (pure batched ``reset``/``step``), ``values`` (value iteration V*, Q*, Eq. 1 saliency),
 ``readings`` (the paper's ambiguous choices as named data), ``protocols`` (evaluation protocols and
 reproduction profiles). Paper §3, appendix D.
+
+Its public names (``__all__``) are imported on first use: ``import gridplan.core``
+imports none of its modules.
 """
+
+from gridplan.util.lazy import lazy_exports
+
+_EXPORTS = {
+    "ACTION_NAMES": "constants",
+    "N_ACTIONS": "constants",
+    "STATE_LAYOUT_VERSION": "constants",
+    "Task": "tasks",
+    "TASK_A": "tasks",
+    "TASK_B": "tasks",
+    "World": "world",
+    "Reading": "readings",
+    "PROJECT": "readings",
+    "Protocol": "protocols",
+    "Profile": "protocols",
+    "PROFILES": "protocols",
+    "CONTROLLED": "protocols",
+    "LEARNED": "protocols",
+    "reset": "env",
+    "step": "env",
+    "transition": "env",
+    "state_outcome": "env",
+    "check_state": "env",
+    "check_action": "env",
+    "ValueTable": "values",
+    "value_table": "values",
+    "relevance_weights": "values",
+    "binary_weights": "values",
+    "perturbation_saliency": "values",
+    "observe": "render",
+    "obs_shape": "render",
+    "OBS_KINDS": "render",
+}
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -9,19 +9,29 @@ Examples::
 
 Each (policy, budget, seed) becomes ``<out>/<task>-<policy>-<transitions>-seed<seed>.npz`` and
 its metadata record ``.json`` beside it; the last line per file is ``exported: PATH
-fingerprint``. An existing file is never replaced without ``--force``; bad arguments exit 2.
+fingerprint``. Every argument is checked before anything is written: a bad one (a budget
+below 2 transitions, a seed outside the trainer's range, an ``--out`` that is a file) exits 2
+naming it, and so does an existing ``.npz`` or ``.json`` without ``--force``.
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import os
 import sys
 from pathlib import Path
 
 from gridplan.core import tasks
-from gridplan.data.datasets import BEHAVIOUR_POLICIES, parse_budget
-from gridplan.data.export import VAL_FRACTION, export_dataset, export_name
+from gridplan.data.datasets import BEHAVIOUR_POLICIES, check_val_fraction, parse_budget
+from gridplan.data.export import (
+    VAL_FRACTION,
+    check_seed,
+    check_transitions,
+    export_dataset,
+    export_name,
+    sidecar,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -58,20 +68,69 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _checked(values, check, flag: str) -> tuple[list, list[str]]:
+    """``check`` applied to each value: ``(results of the good ones, one error per bad one)``."""
+    good, errors = [], []
+    for value in values:
+        try:
+            good.append(check(value))
+        except ValueError as err:
+            errors.append(f"{flag} {value}: {err}")
+    return good, errors
+
+
+def _check_out(out: Path) -> None:
+    """Raises ValueError if ``out`` or its nearest existing parent is a file, or that folder is
+    not writable."""
+    for folder in (out, *out.parents):
+        if not folder.exists():
+            continue
+        if not folder.is_dir():
+            what = f"--out {out}" if folder == out else f"--out {out}: {folder}"
+            raise ValueError(f"{what} is a file; give a folder")
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise ValueError(f"--out {out}: cannot write into {folder}")
+        return
+
+
+def _plan(args: argparse.Namespace) -> tuple[tasks.Task, list[tuple[str, int, int, Path]]]:
+    """The task and the ``(policy, budget, seed, path)`` of every file to write, each once.
+
+    Raises:
+        ValueError: naming every bad argument, or an ``--out`` that is a file.
+        FileExistsError: naming the files that exist when ``--force`` is not given.
+    """
+    found, errors = _checked([args.world], lambda w: tasks.get(args.task, world=w), "--world")
+    budgets, budget_errors = _checked(
+        args.budget, lambda budget: check_transitions(parse_budget(budget)), "--budget"
+    )
+    seeds, seed_errors = _checked(args.seed, check_seed, "--seed")
+    errors += budget_errors + seed_errors
+    errors += _checked([args.val_fraction], check_val_fraction, "--val-fraction")[1]
+    if errors:
+        raise ValueError("\n".join(errors))
+    _check_out(args.out)
+    task = found[0]
+    jobs = {
+        args.out / export_name(policy, n, seed, task): (policy, n, seed)
+        for policy, n, seed in itertools.product(args.policy, budgets, seeds)
+    }
+    outputs = [p for path in jobs for p in (path, sidecar(path)) if p.exists()]
+    if outputs and not args.force:
+        raise FileExistsError(f"{', '.join(map(str, outputs))} already exist(s); pass --force")
+    not_files = [str(p) for p in outputs if not p.is_file()]
+    if not_files:
+        raise ValueError(f"{', '.join(not_files)} exist(s) and not as a file; give another --out")
+    return task, [(*job, path) for path, job in jobs.items()]
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line on ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
+    """Run the command line on ``argv`` (default ``sys.argv[1:]``); returns the exit status:
+    0, or 2 when an argument is bad or a file would be replaced without ``--force`` (nothing
+    is written then)."""
     args = build_parser().parse_args(argv)
     try:
-        task = tasks.get(args.task, world=args.world)
-        budgets = [parse_budget(b) for b in args.budget]
-        jobs = [
-            (policy, n, seed, args.out / export_name(policy, n, seed, task))
-            for policy, n, seed in itertools.product(args.policy, budgets, args.seed)
-        ]
-        if not args.force:
-            taken = [str(path) for *_, path in jobs if path.exists()]
-            if taken:
-                raise FileExistsError(f"{', '.join(taken)} already exist(s); pass --force")
+        task, jobs = _plan(args)
         for policy, n, seed, path in jobs:
             record = export_dataset(path, policy, n, seed, task, args.val_fraction, args.force)
             counts = record["event_counts"]
@@ -83,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
             )
             print(f"exported: {path} {record['fingerprint']}", flush=True)
     except (ValueError, FileExistsError) as err:
-        print(f"error: {err}", file=sys.stderr)
+        for line in str(err).splitlines():
+            print(f"error: {line}", file=sys.stderr)
         return 2
     return 0
 

@@ -91,6 +91,17 @@ def parse_budget(x: str | int) -> int:
     return value
 
 
+def check_val_fraction(val_fraction: float) -> float:
+    """Return ``val_fraction`` if it lies in ``(0, 1)``, the fraction of episodes held out.
+
+    Raises:
+        ValueError: naming the value otherwise.
+    """
+    if not 0.0 < val_fraction < 1.0:
+        raise ValueError(f"val_fraction must lie in (0, 1), got {val_fraction}")
+    return val_fraction
+
+
 def check_policy(policy: str) -> str:
     """Return ``policy`` if it is a known behaviour policy.
 
@@ -378,8 +389,7 @@ class TransitionDataset:
         Raises:
             ValueError: if ``val_fraction`` is outside ``(0, 1)`` or there are < 2 episodes.
         """
-        if not 0.0 < val_fraction < 1.0:
-            raise ValueError(f"val_fraction must lie in (0, 1), got {val_fraction}")
+        check_val_fraction(val_fraction)
         episodes = torch.unique(self.episode.cpu())
         n_ep = episodes.numel()
         if n_ep < 2:

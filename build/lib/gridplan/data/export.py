@@ -31,7 +31,13 @@ import torch
 
 from gridplan.core.constants import ACTION_NAMES
 from gridplan.core.tasks import Task
-from gridplan.data.datasets import TENSOR_FIELDS, TransitionDataset, collect
+from gridplan.data.datasets import (
+    TENSOR_FIELDS,
+    TransitionDataset,
+    check_policy,
+    check_val_fraction,
+    collect,
+)
 from gridplan.util.files import write_atomic, write_text_atomic
 from gridplan.util.jsonio import dumps
 
@@ -40,6 +46,41 @@ EXPORT_SCHEMA = "gridplan.export/1"
 #: Fraction of episodes the trainer holds out for validation
 #: (``gridplan.training.config.DataConfig.val_fraction``'s default).
 VAL_FRACTION = 0.1
+#: The smallest budget an export takes: the trainer's validation split holds out whole
+#: episodes and needs two, and ``collect`` logs ``min(N, COLLECT_ENVS)`` episodes in ``N``
+#: transitions (``gridplan.data.datasets``).
+MIN_TRANSITIONS = 2
+#: Data seeds lie in ``0..SEED_LIMIT - 1``, the trainer's seed range
+#: (``gridplan.training.config.TrainConfig.seed``).
+SEED_LIMIT = 2**32
+
+
+def check_transitions(transitions: int) -> int:
+    """Return ``transitions`` if an export can hold it: an integer ``>= MIN_TRANSITIONS``.
+
+    Raises:
+        ValueError: naming the value and the valid budgets otherwise.
+    """
+    if isinstance(transitions, bool) or not isinstance(transitions, int):
+        raise ValueError(f"a budget must be an integer count of transitions, got {transitions!r}")
+    if transitions < MIN_TRANSITIONS:
+        raise ValueError(
+            f"an export needs at least {MIN_TRANSITIONS} transitions ({MIN_TRANSITIONS} "
+            f"episodes for the trainer's validation split), got {transitions}; valid budgets "
+            f"are counts >= {MIN_TRANSITIONS}, e.g. 4k 12k 20k or 5000"
+        )
+    return transitions
+
+
+def check_seed(seed: int) -> int:
+    """Return ``seed`` if it lies in the trainer's seed range ``0..SEED_LIMIT - 1``.
+
+    Raises:
+        ValueError: naming the value otherwise.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < SEED_LIMIT:
+        raise ValueError(f"a data seed must be an integer in 0..2**32-1, got {seed!r}")
+    return seed
 
 
 def export_name(policy: str, transitions: int, seed: int, task: Task) -> str:
@@ -96,12 +137,17 @@ def export_dataset(
 
     Raises:
         FileExistsError: if ``path`` or its sidecar exists and ``force`` is False.
-        ValueError: on a path not ending in ``.npz``, or bad arguments (``collect``'s and
-            ``split_by_episode``'s errors).
+        ValueError: on a path not ending in ``.npz`` or a bad argument (``check_policy``,
+            ``check_transitions``, ``check_seed``, ``check_val_fraction``), before any data
+            are collected.
     """
     path = Path(path)
     if path.suffix != ".npz":
         raise ValueError(f"export path must end in .npz, got {path}")
+    check_policy(policy)
+    check_transitions(transitions)
+    check_seed(seed)
+    check_val_fraction(val_fraction)
     existing = [str(p) for p in (path, sidecar(path)) if p.exists()]
     if existing and not force:
         raise FileExistsError(f"{', '.join(existing)} already exist(s); pass --force to replace")

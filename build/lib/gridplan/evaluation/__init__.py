@@ -13,4 +13,28 @@ policy ranking), ``uncertainty`` (uncertainty scores of a model, scored by
 ``gridplan.metrics.calibration``). ``gridplan.evaluate`` runs them all under one protocol; the
 README section "Evaluate your own model" defines every number. Source of the ladder: "How
 Should World Models Be Evaluated for Embodied Decision-Making?" (arXiv 2606.15032), §4-6.
+
+Its public names (``__all__``) are imported on first use: ``import gridplan.evaluation``
+imports none of its modules.
 """
+
+from gridplan.util.lazy import lazy_exports
+
+_EXPORTS = {
+    "evaluate": "ladder",
+    "paper_report": "ladder",
+    "LadderProtocol": "ladder_protocol",
+    "PROTOCOLS": "ladder_protocol",
+    "get_protocol": "ladder_protocol",
+    "Comparison": "compare",
+    "ModelComparison": "compare_models",
+    "Report": "schema",
+    "LEVELS": "schema",
+    "SCHEMA_VERSION": "schema",
+    "write_report": "schema",
+    "build_card": "card",
+    "write_card": "card",
+    "ProbeResult": "probe",
+}
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

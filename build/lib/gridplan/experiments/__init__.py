@@ -3,62 +3,34 @@ worlds) and their registry.
 
 ``python scripts/reproduce.py`` runs them through ``run_groups``. Layout (``docs/DESIGN.md``):
 
+- ``groups``: ``GROUPS``, the registry of every group;
 - ``runner``: ``Group``, ``GroupContext``, ``run_groups`` (temp folders, skip/force, done.json);
 - ``settings``: every group's config per profile (protocols from ``gridplan.core.protocols``);
 - ``records``: the typed records groups write and the model-record files they exchange;
 - ``measure``, ``pools``, ``learned_runs``: shared computation (windows and closed-loop
   summaries; the controlled grid and sweep; training the learned models);
-- ``report`` (``table.md``: tables and verdicts) and ``figures`` (every figure);
+- ``tables`` (``table.md``: tables and verdicts) and ``figures`` (every figure);
 - ``e1`` ... ``e10``: one group each, compute -> records -> files, tables, figures, verdicts;
 - ``paper``: the paper's numbers printed beside ours.
 
 To add a group: write a module with ``run(ctx) -> GroupReport``, its config per profile in
-``settings``, and one ``Group`` entry below; ``reads`` names the groups whose finished
+``settings``, and one ``Group`` entry in ``groups``; ``reads`` names the groups whose finished
 results it reuses (they then run first; it reads their result files, never their modules).
+
+Its public names (``__all__``) are imported on first use: ``import gridplan.experiments``
+imports no group (``from gridplan.experiments import GROUPS`` imports them all).
 """
 
-from __future__ import annotations
+from gridplan.util.lazy import lazy_exports
 
-from gridplan.core.protocols import PROFILES
-from gridplan.experiments import e1, e2, e3, e4, e5, e6, e7, e8, e9, e10, settings
-from gridplan.experiments.runner import Group, run_groups, select_groups
-
-GROUPS: dict[str, Group] = {
-    "e1": Group("e1", "Controlled 8x6 grid, Table 2, iso-error pairs", e1.run, settings.E1),
-    "e2": Group(
-        "e2", "Spearman table, iso-pair correlation, scatter", e2.run, settings.E2, ("e1", "e3")
-    ),
-    "e3": Group(
-        "e3",
-        "Learned world models, Table 3, random-data failure",
-        e3.run,
-        settings.E3,
-        reading_free=True,
-    ),
-    "e4": Group(
-        "e4",
-        "Relevance weights: exact, estimated, approximate masks",
-        e4.run,
-        settings.E4,
-        ("e1", "e2", "e3"),
-    ),
-    "e5": Group("e5", "Task B: c1 vs c2 noise", e5.run, settings.E5),
-    "e6": Group("e6", "Depth, horizon, fans, AR(1) noise, VPE", e6.run, settings.E6, ("e1",)),
-    "e7": Group(
-        "e7", "Learned-model zoo: which metric ranks learned models", e7.run, settings.E7, ("e1",)
-    ),
-    "e8": Group(
-        "e8", "Scale: DRPE vs E_tot as the state widens and the grid grows", e8.run, settings.E8
-    ),
-    "e9": Group(
-        "e9",
-        "Latent zoo: which metric ranks latent world models",
-        e9.run,
-        settings.E9,
-    ),
-    "e10": Group(
-        "e10", "Beyond the exact-V* planner: CEM, MPPI, learned value", e10.run, settings.E10
-    ),
+_EXPORTS = {
+    "GROUPS": "groups",
+    "PROFILES": "gridplan.core.protocols",
+    "Group": "runner",
+    "GroupContext": "runner",
+    "run_groups": "runner",
+    "select_groups": "runner",
+    "GroupReport": "tables",
 }
-
-__all__ = ["GROUPS", "PROFILES", "Group", "run_groups", "select_groups"]
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

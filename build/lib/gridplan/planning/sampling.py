@@ -21,7 +21,9 @@ agree on the same model and candidate noise.
 Draws: one draw from the caller's generator seeds the planner's own stream
 (``gridplan.planning.sequences.own_generator``), which supplies every ``eps`` (one
 ``(B, P, H, 4)`` draw per round); the model's noise comes from the caller's generator. All
-``B`` roots are planned in one batch (``B * P`` rows per ``predict`` call).
+``B`` roots are planned in one batch (``B * P`` rows per ``predict`` call). A latent model seen
+through its decoder is rolled in latent space from its roots' latents, encoded once per
+decision (``gridplan.planning.sequences.root_latents``).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from gridplan.core.env import check_state
 from gridplan.core.tasks import TASK_A, Task, check
 from gridplan.models.contract import check_model_world
 from gridplan.planning.learned_value import check_value
-from gridplan.planning.sequences import Plan, own_generator, sequence_returns
+from gridplan.planning.sequences import Plan, own_generator, root_latents, sequence_returns
 
 
 def _count(name: str, value, low: int) -> int:
@@ -106,7 +108,6 @@ class SequencePlanner(abc.ABC):
         """New ``(mean, std)``, each ``(B, 1, H, 4)``, from the elites' action scores
         ``(B, K, H, 4)`` and their returns ``(B, K)``, best first."""
 
-    @torch.no_grad()
     def search(self, root: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         """The final Gaussian mean ``(B, H, 4)`` of every root (module docstring).
 
@@ -114,6 +115,14 @@ class SequencePlanner(abc.ABC):
             ValueError: on a malformed root or a misbehaving model.
         """
         check_state(root, "root state", self.task.world)
+        return self._search(root, generator, root_latents(self.model, root))
+
+    @torch.no_grad()
+    def _search(
+        self, root: torch.Tensor, generator: torch.Generator, latent: torch.Tensor | None
+    ) -> torch.Tensor:
+        """``search`` on a checked root, with the roots' latents of a latent model
+        (``root_latents``: encoded once per decision, not once per round)."""
         own = own_generator(generator, root.device)
         b = root.shape[0]
         shape = (b, self.candidates, self.horizon, N_ACTIONS)
@@ -122,7 +131,7 @@ class SequencePlanner(abc.ABC):
         for _ in range(self.iterations):
             scores = mean + std * torch.randn(shape, generator=own, device=root.device)
             g = sequence_returns(
-                self.model, self.task, root, scores.argmax(dim=3), self.value, generator
+                self.model, self.task, root, scores.argmax(dim=3), self.value, generator, latent
             )
             top, idx = g.topk(self.elites, dim=1)
             elite = scores.gather(1, idx[:, :, None, None].expand(-1, -1, *shape[2:]))
@@ -130,10 +139,16 @@ class SequencePlanner(abc.ABC):
         return mean[:, 0]
 
     def plan(self, root: torch.Tensor, generator: torch.Generator) -> Plan:
-        """The committed sequences and their predicted returns (``Plan``)."""
-        sequence = self.search(root, generator).argmax(dim=2)
+        """The committed sequences and their predicted returns (``Plan``).
+
+        Raises:
+            ValueError: as ``search``.
+        """
+        check_state(root, "root state", self.task.world)
+        latent = root_latents(self.model, root)
+        sequence = self._search(root, generator, latent).argmax(dim=2)
         predicted = sequence_returns(
-            self.model, self.task, root, sequence.unsqueeze(1), self.value, generator
+            self.model, self.task, root, sequence.unsqueeze(1), self.value, generator, latent
         ).squeeze(1)
         return Plan(action=sequence[:, 0], sequence=sequence, predicted=predicted)
 

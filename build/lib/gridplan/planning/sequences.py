@@ -25,7 +25,20 @@ import torch
 from gridplan.core.constants import N_ACTIONS
 from gridplan.core.env import state_outcome
 from gridplan.core.tasks import Task
+from gridplan.models.latent_contract import LatentThroughDecoder
 from gridplan.planning.scorers import check_prediction, episodes_per_setting
+
+
+def root_latents(model, root: torch.Tensor) -> torch.Tensor | None:
+    """``(B, Z)`` latents of the roots when ``model`` is a latent model seen through its
+    decoder (``LatentThroughDecoder``: its observations rendered and encoded once), else
+    ``None``. A sampling planner computes them once per decision and hands them to every
+    ``sequence_terms`` call of that decision.
+
+    Raises:
+        ValueError: on a malformed root; ``LatentContractError`` on a bad latent.
+    """
+    return model.encode_states(root) if isinstance(model, LatentThroughDecoder) else None
 
 
 @torch.no_grad()
@@ -36,6 +49,7 @@ def sequence_terms(
     actions: torch.Tensor,
     value,
     generator: torch.Generator,
+    latent: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Per-step discounted terms ``(B, P, H)`` of the candidates' returns (module docstring).
 
@@ -43,6 +57,12 @@ def sequence_terms(
     ``gamma^H V(s_hat_H) [alive]``. All ``B * P`` rows are rolled in one ``predict`` call per
     step, root-major (candidate ``p`` of root ``b`` is row ``b * P + p``), so a setting-major
     batch of a multi-setting model stays setting-major.
+
+    A latent model seen through its decoder (``LatentThroughDecoder``) is rolled as its
+    ``predict`` rolls it, ``z_{t+1} = predict_latent(z_t, a_t)``, ``s_hat_{t+1} =
+    decode(z_{t+1})``, but from the roots' latents ``latent`` (``root_latents``; encoded here
+    when not given) repeated over the candidates: one encoding of ``B`` observations per
+    decision instead of ``B * P`` per call (docs/PERFORMANCE.md, "Threads and allocations").
 
     Args:
         model: any world model (``predict(state, action, generator)``; optional
@@ -53,6 +73,8 @@ def sequence_terms(
         value: terminal value with ``lookup((N, S)) -> (N,)`` (``ValueTable``,
             ``gridplan.planning.learned_value``).
         generator: the model's noise.
+        latent: optional ``(B, Z)`` latents of the roots (``root_latents``), for a latent
+            model only.
 
     Raises:
         ValueError: if ``actions`` is misshapen or out of range, the batch does not split into
@@ -69,7 +91,9 @@ def sequence_terms(
     episodes_per_setting(b, getattr(model, "n_settings", 1))
     p, h = actions.shape[1], actions.shape[2]
     rows = b * p
-    state = root.repeat_interleave(p, dim=0)
+    z = root_latents(model, root) if latent is None else latent
+    state = root.repeat_interleave(p, dim=0) if z is None else None
+    z = None if z is None else z.repeat_interleave(p, dim=0)
     flat = actions.reshape(rows, h)
     alive = torch.ones(rows, dtype=torch.bool, device=root.device)
     terms = root.new_zeros(rows, h)
@@ -77,7 +101,11 @@ def sequence_terms(
     if start is not None:
         start(rows, generator)
     for t in range(h):
-        state = model.predict(state, flat[:, t], generator)
+        if z is None:
+            state = model.predict(state, flat[:, t], generator)
+        else:
+            z = model.step_latent(z, flat[:, t], generator)
+            state = model.decode_latent(z).to(root.device)
         check_prediction(state, model, t, rows, "candidate rows", s)
         reward, goal, hazard = state_outcome(state, task)
         terms[:, t] = task.gamma**t * reward * alive
@@ -93,13 +121,15 @@ def sequence_returns(
     actions: torch.Tensor,
     value,
     generator: torch.Generator,
+    latent: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Returns ``(B, P)`` of the candidates: ``sequence_terms`` summed over the horizon.
+    """Returns ``(B, P)`` of the candidates: ``sequence_terms`` summed over the horizon
+    (``latent`` as there).
 
     Raises:
         ValueError: as ``sequence_terms``.
     """
-    return sequence_terms(model, task, root, actions, value, generator).sum(dim=2)
+    return sequence_terms(model, task, root, actions, value, generator, latent).sum(dim=2)
 
 
 @dataclass

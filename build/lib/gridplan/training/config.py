@@ -29,11 +29,12 @@ import contextlib
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass
+from importlib import resources
 from pathlib import Path
 
 import torch
 from hydra import compose as hydra_compose
-from hydra import initialize_config_dir
+from hydra import initialize_config_dir, initialize_config_module
 from hydra.core.config_store import ConfigStore
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
@@ -53,10 +54,32 @@ from gridplan.util.threads import check_threads
 MONITORS = ("val/loss", "val/E_tot", "val/DRPE_graded", "val/DRPE_binary")
 #: Lightning accelerators accepted by ``trainer.accelerator``.
 ACCELERATORS = ("auto", "cpu", "gpu", "cuda", "mps")
-#: ``configs/`` at the repository root (read from the source tree, not packaged): ``train/``
-#: is ``python -m train``'s, beside the experiments' own (``experiments/``, ``zoo/``), which
-#: no training run can select.
-CONFIGS_ROOT = Path(__file__).resolve().parents[2] / "configs"
+#: The package that ships ``configs/`` (the repository's top-level folder, mapped to this
+#: package by ``pyproject.toml``'s ``package-dir``): ``train/`` is ``python -m train``'s, beside
+#: the experiments' own (``experiments/``, ``zoo/``), which no training run can select. Hydra
+#: reads its folders through the package (``pkg://gridplan.conf.train``), so an installed
+#: gridplan finds them from any working folder.
+CONFIG_PACKAGE = "gridplan.conf"
+
+
+def _configs_root() -> Path:
+    """The installed ``CONFIG_PACKAGE``'s folder.
+
+    Raises:
+        ImportError: if gridplan runs from a source tree that was never installed (only an
+            install maps ``configs/`` to the package).
+    """
+    try:
+        return Path(str(resources.files(CONFIG_PACKAGE)))
+    except ModuleNotFoundError as err:
+        raise ImportError(
+            f"{CONFIG_PACKAGE} (gridplan's configs/) is not installed: install gridplan "
+            "(pip install gridplan-*.whl, or pip install -e . in a checkout; "
+            "scripts/setup.sh does) rather than putting its source folder on PYTHONPATH"
+        ) from err
+
+
+CONFIGS_ROOT = _configs_root()
 DEFAULT_CONFIG_DIR = CONFIGS_ROOT / "train"
 
 
@@ -338,8 +361,9 @@ class TrainConfig:
     #: (``gridplan.training.vectorized``); False trains them one after another.
     vectorize: bool = True
     #: Worker processes for vectorized groups (one thread each); the runs are dealt into
-    #: this many groups. None: one per CPU core the process may use, at most one per run
-    #: (``gridplan.training.vectorized.auto_workers``; 1 on a GPU).
+    #: this many groups. None: as many as pay for a worker's start, at most one per CPU
+    #: core the process may use and one per run (``gridplan.training.vectorized.auto_workers``;
+    #: 1 on a GPU).
     workers: int | None = None
 
     def __post_init__(self) -> None:
@@ -547,10 +571,7 @@ def compose_config(
     if not (config_dir / f"{config_name}.yaml").is_file():
         raise ValueError(f"no {config_name}.yaml in config folder {config_dir}")
     try:
-        with (
-            global_hydra_aside(),
-            initialize_config_dir(str(config_dir), version_base="1.3", job_name="train"),
-        ):
+        with global_hydra_aside(), hydra_initialized(config_dir, job_name="train"):
             cfg = hydra_compose(config_name, list(overrides), return_hydra_config=True)
             loader = GlobalHydra.instance().config_loader()
             options = {
@@ -604,6 +625,27 @@ def check_choices(cfg: DictConfig, choices, options: dict[str, Sequence[str]]) -
         )
 
 
+def hydra_config_path(config_dir: Path | str) -> str:
+    """Hydra's name of a config folder: ``pkg://gridplan.conf.<sub>`` for a folder shipped
+    in ``CONFIG_PACKAGE`` (found through the package, from any working folder), else the
+    folder's absolute path (a user's own)."""
+    config_dir = Path(config_dir).resolve()
+    if config_dir == CONFIGS_ROOT or CONFIGS_ROOT in config_dir.parents:
+        parts = config_dir.relative_to(CONFIGS_ROOT).parts
+        return "pkg://" + ".".join((CONFIG_PACKAGE, *parts))
+    return str(config_dir)
+
+
+def hydra_initialized(config_dir: Path | str, job_name: str | None = None):
+    """Hydra's Compose API initialized on ``config_dir`` (``hydra_config_path``): the
+    package's config module for a shipped folder, the folder itself otherwise."""
+    path = hydra_config_path(config_dir)
+    named = {} if job_name is None else {"job_name": job_name}
+    if path.startswith("pkg://"):
+        return initialize_config_module(path.removeprefix("pkg://"), version_base="1.3", **named)
+    return initialize_config_dir(path, version_base="1.3", **named)
+
+
 @contextlib.contextmanager
 def global_hydra_aside() -> Iterator[None]:
     """Set a running Hydra app's global state (its ``GlobalHydra`` and job config) aside for
@@ -632,8 +674,8 @@ def compose(
             ``experiment=NAME``) and dotted ``key=value`` overrides (``data.policy=random``,
             ``model.hidden=[128,128]``), in Hydra's override grammar; ``hydra.searchpath``
             adds config folders. No sweeps (Hydra's multirun runs them).
-        config_dir: folder with the primary config and the group folders (default: the
-            repository's ``configs/``).
+        config_dir: folder with the primary config and the group folders (default:
+            ``DEFAULT_CONFIG_DIR``, the packaged ``configs/train/``).
         config_name: the primary config's name in ``config_dir``.
 
     Returns:

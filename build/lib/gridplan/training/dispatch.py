@@ -41,7 +41,12 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import MISSING, DictConfig
 
-from gridplan.training.config import DEFAULT_CONFIG_DIR, global_hydra_aside
+from gridplan.training.config import (
+    DEFAULT_CONFIG_DIR,
+    global_hydra_aside,
+    hydra_config_path,
+    hydra_initialized,
+)
 from gridplan.util.files import write_atomic
 
 #: ConfigStore name of a job's config (the primary config of the launched multirun).
@@ -63,7 +68,8 @@ class Launcher:
         name: a ``hydra/launcher`` choice (``launcher_options``), e.g. ``"joblib"``; None:
             this machine (``basic`` for one job, ``joblib`` for more).
         jobs: vectorized groups the runs of one architecture are dealt into, one job each
-            (None: one per usable core on this machine, one per architecture on a cluster;
+            (None: on this machine as many as pay for a worker's start, at most one per
+            usable core; one per architecture on a cluster;
             ``gridplan.training.runs.train_all``); also ``joblib``'s ``n_jobs``.
         overrides: further Hydra overrides of the launch (``hydra.launcher.partition=gpu``).
 
@@ -110,9 +116,7 @@ ConfigStore.instance().store(name=JOB_CONFIG, node=JobConfig)
 
 def launcher_options() -> list[str]:
     """The launchers Hydra finds for ``python -m train`` (``hydra/launcher`` choices)."""
-    from hydra import initialize_config_dir
-
-    with global_hydra_aside(), initialize_config_dir(str(DEFAULT_CONFIG_DIR), version_base="1.3"):
+    with global_hydra_aside(), hydra_initialized(DEFAULT_CONFIG_DIR):
         loader = GlobalHydra.instance().config_loader()
         return sorted(loader.get_group_options("hydra/launcher"))
 
@@ -174,9 +178,9 @@ def _job(cfg: DictConfig) -> None:
     write_atomic(result, lambda tmp: torch.save(("value", value), tmp))
 
 
-_app = hydra.main(version_base="1.3", config_path=str(DEFAULT_CONFIG_DIR), config_name=JOB_CONFIG)(
-    _job
-)
+_app = hydra.main(
+    version_base="1.3", config_path=hydra_config_path(DEFAULT_CONFIG_DIR), config_name=JOB_CONFIG
+)(_job)
 
 
 def launch(

@@ -4,7 +4,8 @@ writer interface over all of them (``docs/DESIGN.md``, "Dashboards and HParams")
 ``make_logger`` builds the run's logger writing into its run folder: Lightning's
 ``TensorBoardLogger`` (default), ``CSVLogger``, ``MLFlowLogger`` on a local file store (no
 server) or ``WandbLogger`` in offline mode. MLflow and W&B are optional: choosing one that is
-not installed raises ``ValueError`` naming the ``pyproject.toml`` extra that installs it.
+not installed raises ``gridplan.util.extras.MissingExtraError`` (a ``ValueError``) naming the
+command that installs its ``pyproject.toml`` extra, ``pip install "gridplan[mlflow]"``.
 
 ``metric_writer`` gives the code that logs scalars and figures (``gridplan.training.module``'s
 ``score_best`` and ``log_figures``, the vectorized trainer) a ``SummaryWriter``-shaped object
@@ -20,7 +21,6 @@ hparams and the YAML text (TensorBoard: the HParams session of
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import warnings
 from collections.abc import Iterable
@@ -39,9 +39,11 @@ from gridplan.training.hparams_summary import (
     trial_name,
     write_session,
 )
+from gridplan.util.extras import require
 
-#: Optional loggers: ``name -> (module imported, pyproject.toml extra installing it)``.
-EXTRAS = {"mlflow": ("mlflow", "mlflow"), "wandb": ("wandb", "wandb")}
+#: Optional loggers; each is the ``pyproject.toml`` extra that installs it
+#: (``gridplan.util.extras.EXTRAS``).
+OPTIONAL_LOGGERS = ("mlflow", "wandb")
 #: MLflow's switch that allows its file store (``file:`` tracking URIs).
 MLFLOW_FILE_STORE = "MLFLOW_ALLOW_FILE_STORE"
 #: Loggers of which one process can hold several runs at once (a vectorized group writes
@@ -49,23 +51,18 @@ MLFLOW_FILE_STORE = "MLFLOW_ALLOW_FILE_STORE"
 CONCURRENT_LOGGERS = ("tensorboard", "csv", "mlflow")
 
 
-def installed(module: str) -> bool:
-    """Whether ``module`` can be imported here (without importing it)."""
-    return importlib.util.find_spec(module) is not None
-
-
 def check_installed(name: str) -> None:
-    """Raises ValueError if logger ``name`` is unknown or its package is not installed,
-    naming the extra (``pip install -e '.[mlflow]'``)."""
+    """Check that logger ``name`` is known and its package installed (without importing it).
+
+    Raises:
+        ValueError: if ``name`` is not one of ``LOGGERS``.
+        gridplan.util.extras.MissingExtraError: (a ``ValueError``) naming the install
+            command, ``pip install "gridplan[wandb]"``, if its package is missing.
+    """
     if name not in LOGGERS:
         raise ValueError(f"unknown logger {name!r}; valid: {', '.join(LOGGERS)}")
-    if name in EXTRAS:
-        module, extra = EXTRAS[name]
-        if not installed(module):
-            raise ValueError(
-                f"logger={name} needs the {module!r} package, which is not installed: "
-                f"pip install -e '.[{extra}]' (the {extra!r} extra of pyproject.toml)"
-            )
+    if name in OPTIONAL_LOGGERS:
+        require(name, f"logger={name}")
 
 
 def check_group_loggers(configs: Iterable[dict]) -> None:

@@ -43,7 +43,9 @@ from gridplan.data.datasets import (
 )
 from gridplan.models.learned import CHECKPOINT_KEY, LearnedWorldModel, MLPDynamics, load_world_model
 from gridplan.training.config import config_task
-from gridplan.training.loggers import metric_writer
+from gridplan.training.loggers import finish_logger, log_final_metrics, metric_writer
+from gridplan.util.files import write_text_atomic
+from gridplan.util.jsonio import dumps
 
 log = logging.getLogger(__name__)
 
@@ -661,6 +663,48 @@ def score_best(path, windows, task: Task, writer, step: int, figures: bool) -> d
         log_figures(writer, scored, step, "best", task)
     writer.flush()
     return metrics
+
+
+def record_run(
+    run_dir: Path,
+    metrics: dict[str, Any],
+    dataset: dict[str, Any],
+    logger,
+    writer,
+    step: int,
+    checkpoints: tuple[Path | str, Path | str],
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """Close a finished run, trained alone or in a group (``gridplan.training.runs``,
+    ``gridplan.training.vectorized``): its HParams metrics (``log_final_metrics``), its logger,
+    and ``metrics.json`` (``{"metrics": ..., "dataset": ...}``, written atomically).
+
+    Args:
+        run_dir: the run folder.
+        metrics: the best checkpoint's scores plus ``epochs``, ``best_score``, ``monitor``
+            and ``train_seconds``.
+        dataset: ``TransitionDataModule.summary()`` of its training data.
+        logger, writer: the run's logger and its ``metric_writer``.
+        step: the run's last optimizer step.
+        checkpoints: its ``(best, last)`` checkpoint paths.
+
+    Returns:
+        ``(metrics, artifacts)`` as ``gridplan.training.runs.train`` returns them, less
+        ``status``.
+    """
+    log_final_metrics(writer, metrics, step)
+    finish_logger(logger)
+    run_dir = Path(run_dir)
+    metrics_path = run_dir / "metrics.json"
+    summary = {"metrics": metrics, "dataset": dataset}
+    write_text_atomic(metrics_path, dumps(summary, indent=2) + "\n")
+    return metrics, {
+        "run_dir": str(run_dir),
+        "config": str(run_dir / "config.yaml"),
+        "best_checkpoint": str(checkpoints[0]),
+        "last_checkpoint": str(checkpoints[1]),
+        "metrics": str(metrics_path),
+        "tensorboard": str(run_dir),
+    }
 
 
 # ---------------------------------------------------------------------------------------

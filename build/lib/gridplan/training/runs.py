@@ -75,6 +75,7 @@ from gridplan.training.module import (
     WorldModelModule,
     held_out_windows,
     keep_freed_memory,
+    record_run,
     score_best,
 )
 from gridplan.training.run_status import read_status, requeued_run, write_status
@@ -85,9 +86,9 @@ from gridplan.training.vectorized import (
     deal,
     group_key,
     train_group,
+    worker_slots,
 )
 from gridplan.util.files import write_text_atomic
-from gridplan.util.jsonio import dumps
 
 
 def new_run_dir(out_dir: str | os.PathLike, name: str) -> tuple[Path, int]:
@@ -359,21 +360,13 @@ def _fit(
         monitor=t["monitor"],
         train_seconds=round(seconds, 2),
     )
-    log_final_metrics(writer, metrics, trainer.global_step)
-    finish_logger(logger)
-    metrics_path = run_dir / "metrics.json"
-    summary = {"metrics": metrics, "dataset": module.hparams["dataset"]}
-    write_text_atomic(metrics_path, dumps(summary, indent=2) + "\n")
+    checkpoints = (best.best_model_path, run_dir / "checkpoints" / "last.ckpt")
+    summary = module.hparams["dataset"]
+    metrics, artifacts = record_run(
+        run_dir, metrics, summary, logger, writer, trainer.global_step, checkpoints
+    )
     write_status(run_dir, "complete", epochs=metrics["epochs"])
-    artifacts = {
-        "run_dir": str(run_dir),
-        "config": str(run_dir / "config.yaml"),
-        "status": str(status_path),
-        "best_checkpoint": str(best.best_model_path),
-        "last_checkpoint": str(run_dir / "checkpoints" / "last.ckpt"),
-        "metrics": str(metrics_path),
-        "tensorboard": str(run_dir),
-    }
+    artifacts["status"] = str(status_path)
     return metrics, artifacts
 
 
@@ -437,6 +430,46 @@ def member_configs(cfg: DictConfig, bootstrap: bool = True) -> list[tuple[DictCo
     return out
 
 
+@dataclasses.dataclass
+class _Plan:
+    """How ``train_all`` trains its configs: the group members (an ensemble's members
+    among them), the config each member is (None: an ensemble's member), the configs
+    trained alone, each ensemble's run folder and member slots, and every folder reserved."""
+
+    members: list[Member] = dataclasses.field(default_factory=list)
+    owners: list[int | None] = dataclasses.field(default_factory=list)
+    alone: list[int] = dataclasses.field(default_factory=list)
+    ensembles: dict[int, tuple[Path, list[int]]] = dataclasses.field(default_factory=dict)
+    reserved: list[Path] = dataclasses.field(default_factory=list)
+
+    def reserve(self, cfg: DictConfig, record: dict[str, str] | None) -> Path:
+        """A new run folder for ``cfg`` holding its ``record`` files and status."""
+        run_dir, _ = new_run_dir(cfg.out_dir, run_name(cfg))
+        self.reserved.append(run_dir)
+        for name, text in (record or {}).items():
+            write_text_atomic(run_dir / name, text)
+        write_status(run_dir, "running")
+        return run_dir
+
+    def add(self, i: int, cfg: DictConfig, record: dict[str, str] | None) -> None:
+        """Config ``i``: an ensemble's members, a group member, or a run alone."""
+        if int(cfg.model.members) > 1:
+            run_dir = self.reserve(cfg, record)
+            slots = []
+            for k, (mcfg, resample) in enumerate(member_configs(cfg, bool(cfg.model.bootstrap))):
+                slots.append(len(self.members))
+                member_dir = run_dir / "members" / f"member{k}"
+                write_status(member_dir, "running")
+                self.members.append(Member(mcfg, member_dir, resample))
+                self.owners.append(None)
+            self.ensembles[i] = (run_dir, slots)
+        elif cfg.train.vectorize and not is_latent(cfg):
+            self.members.append(Member(cfg, self.reserve(cfg, record)))
+            self.owners.append(i)
+        else:
+            self.alone.append(i)
+
+
 def train_all(
     cfgs: list[DictConfig],
     progress: bool = True,
@@ -448,8 +481,10 @@ def train_all(
 
     Runs whose ``train.vectorize`` is true (the default) and whose configs agree on
     ``gridplan.training.vectorized.GROUP_KEYS`` train as vectorized groups: dealt into
-    ``launcher.jobs`` groups, else ``train.workers`` (of the first such run), else one per
-    usable core on this machine and one per architecture on a cluster launcher. Each group,
+    ``launcher.jobs`` groups, else ``train.workers`` (of the first such run), else on this
+    machine as many as pay for a worker's start, at most one per usable core
+    (``gridplan.training.vectorized.auto_workers``), and one per architecture on a cluster
+    launcher. Each group,
     and each other run (trained by ``train``, resumable), is one job of the Hydra launcher
     (``gridplan.training.dispatch``; on this machine: in this process for one job, else in
     worker processes). Each member's run folder, checkpoints, ``metrics.json`` and
@@ -490,36 +525,12 @@ def train_all(
     if not cfgs:
         return []
     results: list[tuple[dict, dict] | None] = [None] * len(cfgs)
-    ensembles: dict[int, tuple[Path, list[int]]] = {}
-    members: list[Member] = []
-    owners: list[int | None] = []
-    alone: list[int] = []
-    reserved: list[Path] = []
-
-    def reserve(cfg: DictConfig, record: dict[str, str] | None) -> Path:
-        run_dir, _ = new_run_dir(cfg.out_dir, run_name(cfg))
-        reserved.append(run_dir)
-        for name, text in (record or {}).items():
-            write_text_atomic(run_dir / name, text)
-        write_status(run_dir, "running")
-        return run_dir
-
+    plan = _Plan()
     for i, cfg in enumerate(cfgs):
-        if int(cfg.model.members) > 1:
-            run_dir = reserve(cfg, records[i])
-            slots = []
-            for k, (mcfg, resample) in enumerate(member_configs(cfg, bool(cfg.model.bootstrap))):
-                slots.append(len(members))
-                member_dir = run_dir / "members" / f"member{k}"
-                write_status(member_dir, "running")
-                members.append(Member(mcfg, member_dir, resample))
-                owners.append(None)
-            ensembles[i] = (run_dir, slots)
-        elif cfg.train.vectorize and not is_latent(cfg):
-            members.append(Member(cfg, reserve(cfg, records[i])))
-            owners.append(i)
-        else:
-            alone.append(i)
+        plan.add(i, cfg, records[i])
+    members, owners, alone, ensembles, reserved = (
+        plan.members, plan.owners, plan.alone, plan.ensembles, plan.reserved
+    )
     if record_dir is None:
         record_dir, _ = new_run_dir(cfgs[0].out_dir, "groups")
         reserved.append(record_dir)
@@ -629,7 +640,7 @@ def _launch(groups, singles: list[Job], record_dir, launcher: Launcher, progress
     count = len(groups) + len(singles)
     if launcher.local:
         configs = [m.config for _, ms in groups for m in ms] + [j.kwargs["cfg"] for j in singles]
-        cores = max((auto_workers(c, count) for c in configs), default=1)
+        cores = min(count, max((worker_slots(c) for c in configs), default=1))
         parallel = max(1, min(count, launcher.jobs or cores))
         threads = max(1, torch.get_num_threads() // parallel)
     else:  # one thread per job, as each job of this machine has

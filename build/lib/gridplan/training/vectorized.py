@@ -73,8 +73,6 @@ from gridplan.training.config import config_task, run_name, to_yaml, validate
 from gridplan.training.hparams_summary import trial_name
 from gridplan.training.loggers import (
     check_group_loggers,
-    finish_logger,
-    log_final_metrics,
     make_logger,
     metric_writer,
     start_run_log,
@@ -91,6 +89,7 @@ from gridplan.training.module import (
     metric_scalars,
     metrics_due,
     next_rows,
+    record_run,
     score_best,
     write_dashboards,
 )
@@ -484,6 +483,9 @@ class MemberStack(pl.LightningModule):
     ) -> torch.Tensor:
         """Per-member predictions ``(K', N, 12)`` of the first ``cohorts`` cohorts' members on
         their own inputs ``state (K', N, 12)``, ``action (K', N)`` (raw, unclamped)."""
+        nets = [self.cohorts[c] for c in self.rank if self.cohort_members[c]]
+        if len(nets[:cohorts]) == 1:  # the stack's own layers: no parameters swapped in
+            return nets[0](state, action)
         return torch.func.functional_call(self._template(), self._params(cohorts), (state, action))
 
     def member_position(self, index: int) -> tuple[int, int]:
@@ -849,19 +851,10 @@ class MemberRuns(pl.Callback):
             monitor=t["monitor"],
             train_seconds=round(run.finished_seconds, 2),
         )
-        log_final_metrics(run.writer, metrics, step)
-        finish_logger(run.logger)
-        metrics_path = Path(run.member.run_dir) / "metrics.json"
-        metrics_path.write_text(json.dumps({"metrics": metrics, "dataset": run.summary}, indent=2))
-        artifacts = {
-            "run_dir": str(run.member.run_dir),
-            "config": str(Path(run.member.run_dir) / "config.yaml"),
-            "best_checkpoint": str(best_path),
-            "last_checkpoint": str(last_path),
-            "metrics": str(metrics_path),
-            "tensorboard": str(run.member.run_dir),
-        }
-        run.result = (metrics, artifacts)
+        run.result = record_run(
+            run.member.run_dir, metrics, run.summary, run.logger, run.writer, step,
+            (best_path, last_path),
+        )
 
     def on_exception(self, trainer, module: MemberStack, exception: BaseException) -> None:
         """Keep what the members still training have reached: their best and last
@@ -1087,7 +1080,24 @@ def train_group(
     missing = [r.label for r in runs if r.result is None]
     if missing:
         raise RuntimeError(f"group {name}: members {missing} did not finish")
-    record = {
+    record = _group_record(name, runs, module, trainer)
+    record.update(
+        setup_seconds=round(setup_seconds, 2),
+        wall_seconds=round(wall, 2),
+        cpu_seconds=round(time.process_time() - cpu, 2),
+        device=str(module.device),
+        threads=torch.get_num_threads(),
+    )
+    if record_dir is not None:
+        folder = Path(record_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "group.json").write_text(json.dumps(record, indent=2))
+    return GroupResult([r.result for r in runs], record)
+
+
+def _group_record(name: str, runs: list[_Run], module: MemberStack, trainer) -> dict:
+    """A finished group's record (``GroupResult.record``) less its times and device."""
+    return {
         "name": name,
         "members": [
             {
@@ -1111,37 +1121,81 @@ def train_group(
         "optimizer_steps": trainer.global_step,
         "member_steps": sum(r.global_step for r in runs),
         "member_epochs": sum(r.epochs for r in runs),
-        "setup_seconds": round(setup_seconds, 2),
-        "wall_seconds": round(wall, 2),
-        "cpu_seconds": round(time.process_time() - cpu, 2),
-        "device": str(module.device),
-        "threads": torch.get_num_threads(),
     }
-    if record_dir is not None:
-        folder = Path(record_dir)
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "group.json").write_text(json.dumps(record, indent=2))
-    return GroupResult([r.result for r in runs], record)
+
+
+def step_flops(batch: int, widths: Sequence[int]) -> int:
+    """FLOPs of one member's training step on ``batch`` rows of an MLP of ``widths``
+    ``(S + 4, hidden..., S)``: forward ``2 B in out`` per layer, the weight gradients as much
+    again, the input gradients of every layer but the first."""
+    layers = list(zip(widths[:-1], widths[1:], strict=True))
+    fwd = sum(2 * batch * i * o for i, o in layers)
+    return fwd + fwd + sum(2 * batch * i * o for i, o in layers[1:])
+
+
+def run_flops(config: DictConfig) -> float:
+    """The most training FLOPs one run of ``config`` takes: its optimizer steps
+    (``trainer.max_epochs`` epochs of ``ceil(train rows / batch_size)`` steps, capped by
+    ``trainer.limit_train_batches`` and ``trainer.max_steps``) x ``step_flops``."""
+    from gridplan.data.datasets import parse_budget
+
+    d, t, m = config.data, config.trainer, config.model
+    rows = parse_budget(d.budget) * (1.0 - float(d.val_fraction))
+    steps = math.ceil(rows / int(d.batch_size))
+    if t.limit_train_batches is not None:
+        steps = min(steps, int(t.limit_train_batches))
+    total = steps * int(t.max_epochs)
+    if t.get("max_steps") is not None:
+        total = min(total, int(t.max_steps))
+    width = worlds.get(config.world).state_dim
+    widths = (width + 4, *(int(h) for h in m.hidden), width)
+    return float(total * step_flops(int(d.batch_size), widths))
+
+
+#: Training work (FLOPs) a worker process must save to pay for its start. A worker is a
+#: fresh interpreter launched by Hydra's joblib launcher that imports torch and Lightning and
+#: reads its data again: on a quiet 2-core machine two workers trained 10 runs of 5 epochs
+#: on 20k transitions (K x 390 GFLOP) in 9.6 s, one process in about 4.4 s (2.6x faster than
+#: those runs one after another, where two workers were 1.2x), so a start costs about 6 s,
+#: 500 GFLOP of this process's training (docs/PERFORMANCE.md §12).
+WORKER_START_FLOP = 500e9
 
 
 def auto_workers(config: DictConfig, runs: int) -> int:
     """Worker processes for ``runs`` runs that share ``config``'s ``GROUP_KEYS``.
 
-    ``train.workers`` if set; otherwise, on CPU, one per core this process may use
-    (``gridplan.util.threads.available_cpus``): a worker process with one intra-op thread per
-    core trains a group faster than one process with a thread per core, whose threads meet
-    at a barrier after every op of a small step (docs/PERFORMANCE.md §12); on a GPU (or MPS), 1.
-    Never more than ``runs``.
+    ``train.workers`` if set; on a GPU (or MPS), 1. Otherwise, on CPU, as many as pay for
+    their start, up to one per core this process may use
+    (``gridplan.util.threads.available_cpus``): ``w`` workers instead of ``w - 1`` save
+    ``work / (w (w - 1))`` of a core's time and cost one worker's start, so ``w`` is the
+    largest with ``work > w (w - 1) WORKER_START_FLOP`` (``work``: ``runs x run_flops``).
+    A worker process with one intra-op thread per core trains a large group faster than
+    one process with a thread per core, whose threads meet at a barrier after every op of
+    a small step (docs/PERFORMANCE.md §12); a small group trains fastest in this process,
+    whose imports are done. Never more than ``runs``.
     """
     workers = config.train.workers
     if workers is None:
-        accelerator = str(config.trainer.accelerator)
-        if accelerator == "auto":
-            device = torch.cuda.is_available() or torch.backends.mps.is_available()
-        else:
-            device = accelerator != "cpu"
-        workers = 1 if device else available_cpus()
+        work, workers = runs * run_flops(config), 1
+        while workers < worker_slots(config):
+            if work <= (workers + 1) * workers * WORKER_START_FLOP:
+                break
+            workers += 1
     return max(1, min(int(workers), int(runs)))
+
+
+def worker_slots(config: DictConfig) -> int:
+    """Worker processes that may train ``config``'s groups at once: ``train.workers`` if
+    set; else 1 on a GPU (or MPS), where one process drives the device, and one per core
+    this process may use on CPU (``gridplan.util.threads.available_cpus``)."""
+    if config.train.workers is not None:
+        return int(config.train.workers)
+    accelerator = str(config.trainer.accelerator)
+    if accelerator == "auto":
+        device = torch.cuda.is_available() or torch.backends.mps.is_available()
+    else:
+        device = accelerator != "cpu"
+    return 1 if device else available_cpus()
 
 
 def deal(items: Sequence, parts: int) -> list[list]:

@@ -1,5 +1,5 @@
-"""CPU threads of the command lines: a passive OpenMP wait policy and a thread count that
-suits the machine (docs/PERFORMANCE.md §8).
+"""CPU threads of the command lines: a passive OpenMP wait policy and one intra-op thread
+unless told otherwise (docs/PERFORMANCE.md §8 and "Threads and allocations").
 
 torch's intra-op threads meet at a barrier after every parallel op. With OpenMP's default
 (active) wait policy a thread that arrives first spins there, so when another process holds
@@ -84,31 +84,34 @@ def available_cpus() -> int:
 
 
 def default_threads() -> int:
-    """The thread count that suits this machine: torch's own default (physical cores, or
-    ``OMP_NUM_THREADS``) capped by the CPUs this process may use (``available_cpus``)."""
-    import torch
+    """The intra-op threads the command lines take unless told: ``OMP_NUM_THREADS``, else 1.
 
-    return max(1, min(torch.get_num_threads(), available_cpus()))
-
-
-def training_threads(requested: int | None = None) -> int:
-    """Intra-op threads of a training process: ``requested``, else ``OMP_NUM_THREADS``, else 1.
-
-    One thread by default: a 256-row step of the paper's MLP gains nothing from a second
-    thread, and with the passive wait policy two threads train slower than one
-    (docs/PERFORMANCE.md §12). A vectorized sweep takes the cores as worker processes
-    instead (``gridplan.training.vectorized.auto_workers``).
+    One thread per process for every workload they run (docs/PERFORMANCE.md §16, "Threads
+    and allocations"; ``scripts/bench_threads.py`` measures it): in fresh processes one
+    thread planned the noise models (bound by their serial random stream) 1.4-1.6x faster
+    than two passive threads on a quiet machine and as fast as two spinning ones, which
+    collapse beside a busy process; the MLP's tree ran 1.2x faster on one thread (§8). A
+    training step is too small for a second thread (docs/PERFORMANCE.md §12); a vectorized
+    sweep or an experiment's model zoo takes the cores as worker processes instead
+    (``available_cpus``).
 
     Raises:
-        ValueError: if ``requested`` or ``OMP_NUM_THREADS`` is not an integer >= 1.
+        ValueError: if ``OMP_NUM_THREADS`` is set but not an integer >= 1.
     """
-    if requested is not None:
-        return check_threads(requested)
     value = os.environ.get("OMP_NUM_THREADS", "1")
     try:
         return check_threads(int(value))
     except ValueError:
         raise ValueError(f"OMP_NUM_THREADS must be an integer >= 1, got {value!r}") from None
+
+
+def training_threads(requested: int | None = None) -> int:
+    """Intra-op threads of a training process: ``requested``, else ``default_threads()``.
+
+    Raises:
+        ValueError: if ``requested`` or ``OMP_NUM_THREADS`` is not an integer >= 1.
+    """
+    return check_threads(requested) or default_threads()
 
 
 def check_threads(requested: int | None) -> int | None:
