@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import torch
 
+from gridplan.core import env
 from gridplan.core.doorkey_constants import (
     AGENT_X,
     AGENT_Y,
@@ -110,17 +111,7 @@ def check_action(action: torch.Tensor, batch: int) -> torch.Tensor:
     Raises:
         ValueError: on a wrong shape, a non-integer dtype or a value outside ``0..6``.
     """
-    if not isinstance(action, torch.Tensor):
-        raise ValueError(f"action must be a torch.Tensor, got {type(action).__name__}")
-    if action.shape != (batch,):
-        raise ValueError(f"action must have shape ({batch},), got {tuple(action.shape)}")
-    if action.is_floating_point() or action.dtype == torch.bool:
-        raise ValueError(f"action must be an integer tensor, got dtype {action.dtype}")
-    if action.numel():
-        low, high = (int(v) for v in torch.aminmax(action))
-        if low < 0 or high >= N_ACTIONS:
-            raise ValueError(f"action values must lie in 0..{N_ACTIONS - 1}, got [{low}, {high}]")
-    return action.long()
+    return env.check_action(action, batch, N_ACTIONS).long()
 
 
 def _fail(state: torch.Tensor, bad: torch.Tensor, field: str, rule: str) -> None:

@@ -82,15 +82,16 @@ def check_state(
     return state
 
 
-def check_action(action: torch.Tensor, batch: int) -> torch.Tensor:
+def check_action(action: torch.Tensor, batch: int, n_actions: int = N_ACTIONS) -> torch.Tensor:
     """Validate a batch of actions.
 
     Args:
-        action: ``(B,)`` integer tensor with values in ``0..3``.
+        action: ``(B,)`` integer tensor with values in ``0..n_actions - 1``.
         batch: expected ``B``.
+        n_actions: the action count (4 here; MiniGrid's 7 in ``doorkey_env``).
 
     Raises:
-        ValueError: on a wrong shape, a non-integer dtype or a value outside ``0..3``.
+        ValueError: on a wrong shape, a non-integer dtype or a value outside the range.
     """
     if not isinstance(action, torch.Tensor):
         raise ValueError(f"action must be a torch.Tensor, got {type(action).__name__}")
@@ -100,9 +101,9 @@ def check_action(action: torch.Tensor, batch: int) -> torch.Tensor:
         raise ValueError(f"action must be an integer tensor, got dtype {action.dtype}")
     if action.numel():
         low, high = (int(v) for v in torch.aminmax(action))
-        if low < 0 or high >= N_ACTIONS:
+        if low < 0 or high >= n_actions:
             raise ValueError(
-                f"action values must lie in 0..{N_ACTIONS - 1}, got range [{low}, {high}]"
+                f"action values must lie in 0..{n_actions - 1}, got range [{low}, {high}]"
             )
     return action
 
