@@ -1,1 +1,0 @@
-"""Evaluation entry points for gridplan."""
