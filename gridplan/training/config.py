@@ -70,7 +70,7 @@ def _configs_root() -> Path:
             install maps ``configs/`` to the package).
     """
     try:
-        return Path(str(resources.files(CONFIG_PACKAGE)))
+        return Path(str(resources.files(CONFIG_PACKAGE))).resolve()
     except ModuleNotFoundError as err:
         raise ImportError(
             f"{CONFIG_PACKAGE} (gridplan's configs/) is not installed: install gridplan "
