@@ -15,14 +15,21 @@ Examples::
     python -m eval --compare oracle noise,sigma_r=0.35,sigma_i=0.1   # paired, same draws
     python -m eval --model noise --sigma-r 0.2 --planner cem --planner-setting candidates=32
     python -m eval --model noise --sigma-r 0.2 --planner search-learned-v --levels L4,L7
+    python -m eval --model noise --sigma-r 0.35 --track quick-a        # a benchmark track
+    python -m eval --model oracle --spec my_spec.yaml --task B          # a spec file, overridden
+    python -m eval --suite quick --model scripts/example_model.py:make --board board/
 
 Without ladder options (``--levels``, ``--card``, ``--compare``) the report is the paper's
 (``gridplan.evaluation.ladder.paper_report``: the levels L1 and closed-loop success); with them
 it is ``gridplan.evaluate``'s, a superset measured by the same level functions
 (``eval.ladder``).
 
-A built-in model is evaluated with the controlled grid's protocol by default, a checkpoint of
-``python -m train`` with the learned models' (``gridplan.core.protocols``: paper §5.1, §5.4); the
+Every evaluation runs under one ``EvalSpec`` (``gridplan.evaluation.spec``), which the report
+records whole with its content hash: ``--spec FILE`` or ``--track NAME`` names one, and every
+other option (task, world, depth, seeds, episodes, windows, planner, tie rule, tree, levels)
+overrides a field of it (``eval.specs.command_line_spec``). Without either, a built-in model
+or plug-in is evaluated under the controlled protocol, a checkpoint of ``python -m train`` under
+the learned models' (``configs/eval/protocols/``: paper §5.1, §5.4); the
 checkpoint's report goes to ``<checkpoint>.eval.json`` beside it (``best.ckpt``
 -> ``best.eval.json``, so best and last never collide; another task or protocol gets a name
 that says so, ``checkpoint_json_path``) and into the run's TensorBoard folder under ``eval/``.
@@ -38,33 +45,28 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 
-from eval import ladder
+from eval import ladder, suite
 from eval.report import format_table
 from eval.specs import (
     BUILTIN_MODELS,
     check_complete,
-    comparison_protocol,
+    command_line_spec,
     expand_checkpoints,
     task_of,
 )
 from gridplan.core import readings, tasks
-from gridplan.core.protocols import CONTROLLED, LEARNED, Protocol
 from gridplan.evaluation.ladder import paper_report
 from gridplan.evaluation.schema import write_report
+from gridplan.evaluation.spec import CONTROLLED, LEARNED, EvalSpec, track_names
 from gridplan.models.plugins import PluginError, is_plugin_target
 from gridplan.planning.planner import TIES
 from gridplan.planning.planners import PLANNERS
+from gridplan.planning.registry import TREES
 from gridplan.util.threads import configure_threads, describe
-
-#: Options that set a ``gridplan.core.protocols.Protocol`` field of the same name; unset ones
-#: come from the default protocol: built-in models as the controlled grid (paper §5.1),
-#: checkpoints as the learned models of Table 3 (paper §5.4).
-PROTOCOL_OPTIONS = ("depth", "seeds", "episodes", "horizon", "n_windows")
 
 
 def _positive_int(text: str) -> int:
@@ -105,6 +107,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="checkpoint of python -m train (or its run folder: checkpoints/best.ckpt); "
         "repeat it or give a quoted glob for several",
     )
+    p.add_argument(
+        "--spec",
+        default=unset,
+        metavar="FILE",
+        help="an evaluation spec file (YAML, gridplan.evaluation.spec; 'base: controlled' "
+        "starts from a shipped protocol); the options below override its fields",
+    )
+    p.add_argument(
+        "--track",
+        default=unset,
+        metavar="NAME",
+        help=f"a benchmark track shipped in configs/eval/tracks ({', '.join(track_names())}); "
+        "the options below override its fields",
+    )
     p.add_argument("--sigma-r", type=_sigma, default=0.0, help="relevant noise, grid cells")
     p.add_argument("--sigma-i", type=_sigma, default=0.0, help="irrelevant noise, normalized")
     p.add_argument(
@@ -137,10 +153,18 @@ def build_parser() -> argparse.ArgumentParser:
         choices=TIES,
         default=None,
         help="the planner's rule among tied best first actions: first (lowest action index) "
-        "or random (uniform); default: the model's reading's (project: first; "
-        "docs/PREREGISTERED.md, Rule 1). Every report records it as ties",
+        "or random (uniform); default: the spec's (first; docs/PREREGISTERED.md, Rule 1), or "
+        "the --reading's. Every report records it",
     )
-    p.add_argument("--task", choices=tasks.names(), default="A")
+    p.add_argument(
+        "--tree",
+        choices=TREES,
+        default=None,
+        help="the law of a stochastic model's draws in the search: independent (every leaf "
+        "its own) or shared-prefix (one draw per tree node); default: the spec's "
+        "(independent), or the --reading's",
+    )
+    p.add_argument("--task", choices=tasks.names(), default=unset, help="default: the spec's (A)")
     p.add_argument(
         "--world",
         default=None,
@@ -188,6 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="overwrite an existing --json file")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     ladder.add_arguments(p)
+    suite.add_arguments(p)
     p.add_argument(
         "--allow-incomplete",
         action="store_true",
@@ -204,9 +229,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def fill_defaults(args: argparse.Namespace) -> None:
-    """Resolve --model vs --ckpt and set ``args.protocol`` from the protocol options, the
-    unset ones taken from that choice's default protocol (``--compare``: one protocol for
-    every model, ``eval.specs.comparison_protocol``, its rule in ``args.protocol_rule``)."""
+    """Resolve --model vs --ckpt and set ``args.spec`` (``eval.specs.command_line_spec``:
+    the spec of ``--spec``/``--track`` or of that choice's default protocol, every option given
+    overriding its field; ``--compare``: one spec for every model, its rule in
+    ``args.protocol_rule``), then ``args.task`` and ``args.world`` from it."""
     args.ckpt = getattr(args, "ckpt", None)
     args.model = getattr(args, "model", None)
     compare = getattr(args, "compare", None)
@@ -214,62 +240,97 @@ def fill_defaults(args: argparse.Namespace) -> None:
         raise ValueError("give either --model or --ckpt, not both")
     if compare and (args.ckpt or args.model):
         raise ValueError("--compare names both models; drop --model/--ckpt")
-    if not args.ckpt and not compare:
+    if getattr(args, "models", None) and not args.suite:
+        raise ValueError("--models names the models of --suite; give --suite NAME")
+    if args.suite:
+        _check_suite_options(args)
+    elif not args.ckpt and not compare:
         args.model = args.model or "oracle"
         if args.model not in BUILTIN_MODELS and not is_plugin_target(args.model):
             raise ValueError(
                 f"--model {args.model!r} is neither a built-in model ({', '.join(BUILTIN_MODELS)})"
                 " nor a plug-in factory pkg.module:factory / path/file.py:factory"
             )
-    builtin = args.model in BUILTIN_MODELS or compare
+    builtin = args.model in BUILTIN_MODELS or compare or args.suite
     if args.reading != readings.PROJECT.name and not builtin:
         raise ValueError(
             "--reading applies to the built-in models (oracle, noise), not to --ckpt or a plug-in"
         )
-    given = {name: getattr(args, name) for name in PROTOCOL_OPTIONS if hasattr(args, name)}
-    if "seeds" in given:
-        given["seeds"] = tuple(range(given["seeds"]))
-    args.protocol_rule = ""
-    if compare:
-        # One protocol for every model, chosen by a stated rule (eval.specs).
-        args.protocol, args.protocol_rule = comparison_protocol(compare, given)
+    if args.suite:
         return
-    args.protocol = (LEARNED if args.ckpt else CONTROLLED).replace(**given)
+    args.spec, args.protocol_rule = command_line_spec(args)
+    args.task = args.spec.task
+    if args.world is None and args.spec.world != "default":
+        args.world = args.spec.world
 
 
-def checkpoint_json_path(
-    ckpt: Path,
-    task: str = "A",
-    protocol: Protocol = LEARNED,
-    ties: str | None = None,
-    planner: str | None = None,
-    planner_settings: Sequence[str] = (),
-) -> Path:
-    """Where a checkpoint's report goes by default: ``best.ckpt`` -> ``best.eval.json`` for
-    Task A under the learned protocol (paper §5.4), the default tie rule and the paper's
-    search, and a name holding every field that differs otherwise, so a smoke, other-task or
-    other-planner evaluation never takes the protocol's file: ``best.eval.B-d4.json`` (task B,
-    depth 4), ``best.eval.A-d2-s1x5.json`` (1 seed x 5 episodes), ``-w100`` (held-out
-    windows), ``-h5`` (rollout horizon), ``-ties-random`` (a tie rule other than the default
-    reading's), ``-cem`` or ``-cem-candidates=32`` (a planner other than ``search`` and the
-    ``--planner-setting`` items given, in order)."""
-    other_ties = ties is not None and ties != readings.PROJECT.ties
-    other_planner = planner not in (None, "search") or bool(planner_settings)
-    if (task, protocol) == ("A", LEARNED) and not other_ties and not other_planner:
+#: Options that set a field of the spec: a suite runs each track's own spec.
+_SPEC_FIELD_OPTIONS = {
+    "spec": "--spec",
+    "track": "--track",
+    "task": "--task",
+    "world": "--world",
+    "depth": "--depth",
+    "seeds": "--seeds",
+    "episodes": "--episodes",
+    "horizon": "--horizon",
+    "n_windows": "--eval-windows",
+    "planner": "--planner",
+    "ties": "--ties",
+    "tree": "--tree",
+    "ladder_sizes": "--ladder-sizes",
+    "levels": "--levels",
+    "compare": "--compare",
+    "card": "--card",
+    "json": "--json",
+}
+
+
+def _check_suite_options(args: argparse.Namespace) -> None:
+    """Raises ValueError naming the options a ``--suite`` run cannot take: each track is its
+    own spec, and the board holds the rows."""
+    given = [flag for key, flag in _SPEC_FIELD_OPTIONS.items() if getattr(args, key, None)]
+    if args.reading != readings.PROJECT.name:
+        given.append("--reading (give it inline: noise,sigma_r=0.35,reading=paper)")
+    if given:
+        raise ValueError(
+            f"--suite evaluates every track under its own spec and writes rows to --board; "
+            f"drop {', '.join(given)} (a track's fields are changed in its file)"
+        )
+
+
+def checkpoint_json_path(ckpt: Path, spec: EvalSpec = LEARNED) -> Path:
+    """Where a checkpoint's report goes by default: ``best.ckpt`` -> ``best.eval.json`` under
+    the learned protocol (paper §5.4: Task A, depth 2, the default tie rule and tree, the
+    paper's search), and a name holding every field that differs otherwise, so a smoke,
+    other-task or other-planner evaluation never takes the protocol's file:
+    ``best.eval.B-d4.json`` (task B, depth 4), ``best.eval.A-d2-s1x5.json`` (1 seed x 5
+    episodes), ``-w100`` (held-out windows), ``-h5`` (rollout horizon), ``-ties-random``,
+    ``-tree-shared-prefix``, ``-cem`` or ``-cem-candidates=32`` (a planner other than
+    ``search`` and its settings); a track or spec file of another content adds its name and
+    the first 8 digits of its content hash (``best.eval.quick-a-1a2b3c4d.json``)."""
+    learned = LEARNED.replace(world=spec.world, levels=spec.levels)
+    if spec.content_hash() == learned.content_hash():
         return ckpt.with_suffix(".eval.json")
-    name = f"{task}-d{protocol.depth}"
-    if (protocol.seeds, protocol.episodes) != (LEARNED.seeds, LEARNED.episodes):
-        seeds = protocol.seeds
+    if spec.name not in ("custom", LEARNED.name, "controlled"):
+        return ckpt.with_suffix(f".eval.{spec.name}-{spec.content_hash()[:8]}.json")
+    name = f"{spec.task}-d{spec.depth}"
+    if (spec.seeds, spec.episodes) != (LEARNED.seeds, LEARNED.episodes):
+        seeds = spec.seeds
         first = "" if seeds == tuple(range(len(seeds))) else f"from{seeds[0]}-"
-        name += f"-s{first}{len(seeds)}x{protocol.episodes}"
-    if protocol.n_windows != LEARNED.n_windows:
-        name += f"-w{protocol.n_windows}"
-    if protocol.horizon != LEARNED.horizon:
-        name += f"-h{protocol.horizon}"
-    if other_ties:
-        name += f"-ties-{ties}"
-    if other_planner:
-        name += "".join(f"-{part}" for part in (planner or "search", *planner_settings))
+        name += f"-s{first}{len(seeds)}x{spec.episodes}"
+    if spec.n_windows != LEARNED.n_windows:
+        name += f"-w{spec.n_windows}"
+    if spec.horizon != LEARNED.horizon:
+        name += f"-h{spec.horizon}"
+    planner = spec.planner
+    if planner.ties != LEARNED.planner.ties:
+        name += f"-ties-{planner.ties}"
+    if planner.tree != LEARNED.planner.tree:
+        name += f"-tree-{planner.tree}"
+    if not planner.is_search or planner.settings:
+        settings = [f"{k}={v}" for k, v in planner.settings.items()]
+        name += "".join(f"-{part}" for part in (planner.name, *settings))
     return ckpt.with_suffix(f".eval.{name}.json")
 
 
@@ -308,17 +369,14 @@ def _checkpoint_info(path: Path, model) -> dict:
 
 
 def _report(model, info: dict, args: argparse.Namespace) -> dict:
-    """``paper_report`` with the protocol given on the command line."""
-    task = task_of(args, model)
+    """``paper_report`` under the command line's spec."""
     return paper_report(
         model,
         info,
-        task=task,
-        protocol=args.protocol,
+        args.spec,
         device=args.device,
         progress=not args.no_progress,
-        ties=args.ties,
-        planner=ladder.planner_choice(args, model, task),
+        learned_value=ladder.learned_value(args, model, task_of(args, model)),
     )
 
 
@@ -329,7 +387,7 @@ def _ensemble_uncertainty(model, args: argparse.Namespace) -> dict:
     from gridplan.data.datasets import eval_windows
     from gridplan.metrics.calibration import uncertainty_vs_error
 
-    p = args.protocol
+    p = args.spec
     windows = eval_windows(p.n_windows, p.horizon, task=task_of(args, model), device=args.device)
     quality = uncertainty_vs_error(model, windows)
     rho = quality.spearman
@@ -358,9 +416,7 @@ def _evaluate_checkpoints(args: argparse.Namespace) -> None:
     outs = [
         Path(args.json)
         if args.json
-        else checkpoint_json_path(
-            p, args.task, args.protocol, args.ties, args.planner, args.planner_setting
-        )
+        else checkpoint_json_path(p, args.spec)
         for p in paths
     ]
     for out in outs:
@@ -394,13 +450,16 @@ def _log_hparams(path: Path, model, report: dict, args, log_dir: Path | None, st
 
     if log_dir is None or not eval_metrics(report):
         return
+    spec = args.spec
+    learned = LEARNED.replace(world=spec.world, levels=spec.levels)
     differs = {
         "checkpoint": path.name != "best.ckpt",
-        "task": args.task != "A",
-        "protocol": args.protocol != LEARNED,
-        "tie rule": report.get("ties", readings.PROJECT.ties) != readings.PROJECT.ties,
-        "planner": report.get("planner", {"name": "search"})["name"] != "search"
-        or bool(args.planner_setting),
+        "task": spec.task != LEARNED.task,
+        "protocol": spec.replace(task=LEARNED.task, planner=learned.planner).content_hash()
+        != learned.content_hash(),
+        "tie rule": spec.planner.ties != LEARNED.planner.ties,
+        "tree": spec.planner.tree != LEARNED.planner.tree,
+        "planner": not spec.planner.is_search or bool(spec.planner.settings),
     }
     if any(differs.values()):
         print(
@@ -431,6 +490,9 @@ def main(argv: list[str] | None = None) -> int:
         check_device(args.device)
         print(describe(configure_threads(args.threads)), flush=True)
         fill_defaults(args)
+        if args.suite:
+            suite.run_suite(args)
+            return 0
         if args.compare:
             ladder.run_compare(args)
             return 0

@@ -19,22 +19,26 @@ import re
 from pathlib import Path
 
 from eval.report import format_table
-from eval.specs import builtin, plugin, spec_arm, spec_kind, task_of, unique_labels
+from eval.specs import (
+    LADDER_SIZES,
+    builtin,
+    plugin,
+    spec_arm,
+    spec_kind,
+    task_of,
+    unique_labels,
+)
 from gridplan.core import readings
 from gridplan.data.datasets import eval_windows
 from gridplan.evaluation.card import card_paths, write_card
 from gridplan.evaluation.compare_models import compare_models
-from gridplan.evaluation.ladder import check_levels, evaluate
-from gridplan.evaluation.ladder_protocol import PROTOCOLS, LadderProtocol
-from gridplan.evaluation.planner_choice import PlannerChoice, fit_learned_value
+from gridplan.evaluation.ladder import evaluate
+from gridplan.evaluation.planner_choice import fit_learned_value
 from gridplan.evaluation.schema import LEVELS, ladder_lines, log_ladder, write_report, write_text
+from gridplan.evaluation.spec import PAPER_LEVELS
 from gridplan.models.contract import check_model_world
 from gridplan.models.plugins import is_plugin_target, parse_args
 from gridplan.planning.planners import needs_learned_value, planner_settings
-
-#: Ladder sizes (branch states, anchors, probe questions, ...) of ``--ladder-sizes``; the
-#: closed loop and windows always come from the protocol options.
-LADDER_SIZES = ("default", "quick", "tiny")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -54,9 +58,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--ladder-sizes",
-        choices=LADDER_SIZES,
-        default="default",
-        help="sizes of the branch set, anchor runs, probe and XGap samples",
+        choices=tuple(LADDER_SIZES),
+        default=None,
+        help="sizes of the branch set, anchor runs, probe and XGap samples: those of the "
+        "controlled (default), quick-controlled or tiny-controlled protocol; default: the "
+        "spec's",
     )
     p.add_argument(
         "--card",
@@ -81,31 +87,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def wants_ladder(args: argparse.Namespace) -> bool:
-    """Whether the command asks for ladder levels (``--levels``, ``--card``, ``--compare``)."""
-    return bool(args.levels or args.card or args.compare)
-
-
-def parse_levels(text: str | None) -> tuple[str, ...] | None:
-    """``--levels`` -> level names (``None``: every level that applies).
-
-    Raises:
-        ValueError: on an unknown level.
-    """
-    if text is None or text.strip() == "all":
-        return None
-    return check_levels([part.strip() for part in text.split(",") if part.strip()])
-
-
-def ladder_protocol(args: argparse.Namespace) -> LadderProtocol:
-    """The ladder protocol: the closed loop and windows of ``args.protocol``, the ladder's own
-    sizes from ``--ladder-sizes``."""
-    sizes = PROTOCOLS[args.ladder_sizes]
-    return sizes.replace(
-        seeds=args.protocol.seeds,
-        episodes=args.protocol.episodes,
-        horizon=args.protocol.horizon,
-        n_windows=args.protocol.n_windows,
-    )
+    """Whether the command asks for ladder levels (``--levels``, ``--card``, ``--compare``,
+    or a spec whose levels are more than the paper's report)."""
+    levels = args.spec.levels
+    return bool(args.card or args.compare or levels is None or set(levels) - set(PAPER_LEVELS))
 
 
 def _slug(text: str) -> str:
@@ -173,50 +158,19 @@ def log_tensorboard(log_dir: Path, report: dict, step: int, task) -> None:
     log_ladder(log_dir, report, step, "eval")
 
 
-def parse_planner_settings(items: list[str]) -> dict[str, str]:
-    """``--planner-setting KEY=VALUE`` items -> ``{KEY: VALUE}`` (values converted and
-    checked by ``gridplan.planning.planners.planner_settings``).
-
-    Raises:
-        ValueError: on an item without ``=`` or a key given twice.
-    """
-    out: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"--planner-setting takes KEY=VALUE, got {item!r}")
-        if key.strip() in out:
-            raise ValueError(f"--planner-setting {key.strip()} given twice")
-        out[key.strip()] = value.strip()
-    return out
-
-
-def planner_choice(args: argparse.Namespace, model, task) -> PlannerChoice | None:
-    """The planner of ``--planner``/``--planner-setting`` (None without ``--planner``: the
-    paper's search, unrecorded). A planner with a learned value gets one fitted through
-    ``model`` on the states of the protocol's held-out windows (fitted value iteration,
-    ``gridplan.evaluation.planner_choice.fit_learned_value``).
-
-    Raises:
-        ValueError: on an unknown planner, a bad setting, or settings without ``--planner``.
-    """
-    name = getattr(args, "planner", None)
-    items = getattr(args, "planner_setting", None) or []
-    if name is None:
-        if items:
-            raise ValueError("--planner-setting needs --planner NAME")
+def learned_value(args: argparse.Namespace, model, task):
+    """The value a planner of ``args.spec`` that needs one plans with, fitted through
+    ``model`` on the states of the spec's held-out windows (fitted value iteration,
+    ``gridplan.evaluation.planner_choice.fit_learned_value``); None for any other planner."""
+    spec = args.spec
+    full = planner_settings(spec.planner.name, spec.depth, spec.planner.settings)
+    if not needs_learned_value(spec.planner.name, full):
         return None
-    depth = args.protocol.depth
-    settings = parse_planner_settings(items)
-    full = planner_settings(name, depth, settings)
-    learned = None
-    if needs_learned_value(name, full):
-        p = args.protocol
-        windows = eval_windows(p.n_windows, p.horizon, task=task, device=args.device)
-        states = windows.prev.reshape(-1, windows.prev.shape[-1])
-        print(f"planner {name}: fitting a learned value on {states.shape[0]} logged states")
-        learned = fit_learned_value(model, states, task)
-    return PlannerChoice.of(name, depth, full, learned)
+    windows = eval_windows(spec.n_windows, spec.horizon, task=task, device=args.device)
+    states = windows.prev.reshape(-1, windows.prev.shape[-1])
+    print(f"planner {spec.planner.name}: fitting a learned value on {states.shape[0]} logged "
+          "states", flush=True)
+    return fit_learned_value(model, states, task)
 
 
 def run_one(model, info: dict, args, out: Path | None, log_dir: Path | None, step: int = 0):
@@ -228,15 +182,11 @@ def run_one(model, info: dict, args, out: Path | None, log_dir: Path | None, ste
     task = task_of(args, model)
     report = evaluate(
         model,
-        task=task,
-        depth=args.protocol.depth,
-        protocol=ladder_protocol(args),
-        levels=parse_levels(args.levels),
+        args.spec,
         device=args.device,
         model_info=info,
         progress=not args.no_progress,
-        ties=args.ties,
-        planner=planner_choice(args, model, task),
+        learned_value=learned_value(args, model, task),
     ).to_dict()
     print_report(report)
     if out is not None:
@@ -286,16 +236,12 @@ def _compare_arms(args: argparse.Namespace, reading) -> tuple:
 
 
 def run_compare(args: argparse.Namespace) -> None:
-    """``--compare A B C ...``: every model under one protocol (``args.protocol``, chosen by
-    ``eval.specs.comparison_protocol``), the table against the first printed and written as
+    """``--compare A B C ...``: every model under one spec (``args.spec``, its base chosen by
+    ``eval.specs.comparison_protocol``) and any planner it names, the table against the first
+    printed and written as
     JSON, Markdown and a figure."""
     if len(args.compare) < 2:
         raise ValueError(f"--compare needs at least two models, got {len(args.compare)}")
-    if getattr(args, "planner", None) is not None:
-        raise ValueError(
-            "--planner measures one model (--model or --ckpt); --compare compares models "
-            "under the paper's planner"
-        )
     if args.card:
         raise ValueError("--card describes one model; evaluate each side of --compare alone")
     if args.model_arg:
@@ -314,24 +260,21 @@ def run_compare(args: argparse.Namespace) -> None:
         )
     task, arms = _compare_arms(args, readings.get(args.reading))
     names = unique_labels([arm.label for arm in arms])
-    p = args.protocol
+    p = args.spec.replace(task=task.name, world=task.world.name)
     print(
-        f"comparing {len(arms)} models under one protocol: task {task.name}, depth {p.depth}, "
-        f"{len(p.seeds)} seeds x {p.episodes} episodes",
+        f"comparing {len(arms)} models under one spec: task {task.name}, depth {p.depth}, "
+        f"{len(p.seeds)} seeds x {p.episodes} episodes, planner {p.planner.name}",
         flush=True,
     )
     result = compare_models(
         [arm.models for arm in arms],
         names,
         [arm.infos for arm in arms],
-        task=task,
-        depth=p.depth,
-        protocol=ladder_protocol(args),
-        levels=parse_levels(args.levels),
+        spec=p,
         device=args.device,
         progress=not args.no_progress,
         protocol_rule=args.protocol_rule,
-        ties=args.ties,
+        fit_value=lambda model: learned_value(args, model, task),
     )
     for line in result.lines():
         print(line)

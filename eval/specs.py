@@ -28,11 +28,19 @@ import glob
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gridplan.core import tasks
+from gridplan.core import readings, tasks
 from gridplan.core import world as worlds
-from gridplan.core.protocols import CONTROLLED, LEARNED, Protocol
 from gridplan.core.readings import PROJECT, Reading
 from gridplan.core.tasks import TASK_A, Task
+from gridplan.evaluation.ladder import check_levels
+from gridplan.evaluation.spec import (
+    CONTROLLED,
+    LEARNED,
+    PAPER_LEVELS,
+    EvalSpec,
+    load_spec,
+    load_track,
+)
 from gridplan.models.latent_contract import check_latent_model, is_latent_model
 from gridplan.models.plugins import (
     build,
@@ -107,13 +115,15 @@ def spec_kind(spec: str) -> str:
     return "checkpoint"
 
 
-def default_protocol(kind: str) -> Protocol:
+def default_protocol(kind: str) -> EvalSpec:
     """The default protocol of a kind of model (module docstring)."""
     return LEARNED if kind == "checkpoint" else CONTROLLED
 
 
-#: The command-line option of each protocol field.
+#: The command-line option of each spec field it overrides.
 _FLAGS = {
+    "task": "--task",
+    "world": "--world",
     "depth": "--depth",
     "seeds": "--seeds",
     "episodes": "--episodes",
@@ -122,16 +132,127 @@ _FLAGS = {
 }
 
 
-def _describe(p: Protocol) -> str:
+def _describe(p: EvalSpec) -> str:
     return f"depth {p.depth}, {len(p.seeds)} seeds x {p.episodes} episodes"
 
 
-def comparison_protocol(specs: list[str], given: dict) -> tuple[Protocol, str]:
+def parse_levels(text: str | None) -> tuple[str, ...] | None:
+    """``--levels`` -> level names (``None``: every level that applies).
+
+    Raises:
+        ValueError: on an unknown level.
+    """
+    if text is None or text.strip() == "all":
+        return None
+    return check_levels([part.strip() for part in text.split(",") if part.strip()])
+
+
+def parse_planner_settings(items: list[str]) -> dict[str, str]:
+    """``--planner-setting KEY=VALUE`` items -> ``{KEY: VALUE}`` (values converted and
+    checked by ``gridplan.planning.planners.planner_settings``).
+
+    Raises:
+        ValueError: on an item without ``=`` or a key given twice.
+    """
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--planner-setting takes KEY=VALUE, got {item!r}")
+        if key.strip() in out:
+            raise ValueError(f"--planner-setting {key.strip()} given twice")
+        out[key.strip()] = value.strip()
+    return out
+
+
+#: ``--ladder-sizes`` -> the protocol file whose ladder sizes it takes.
+LADDER_SIZES = {"default": "controlled", "quick": "quick-controlled", "tiny": "tiny-controlled"}
+#: The spec fields ``--ladder-sizes`` sets.
+SIZE_FIELDS = (
+    "branch_states",
+    "anchor_starts",
+    "anchor_rollouts",
+    "probe_questions",
+    "xgap_states",
+    "n_resamples",
+)
+
+
+def _planner_changes(args, base: EvalSpec) -> dict:
+    """The spec's planner fields that ``--planner``, ``--planner-setting``, ``--ties``,
+    ``--tree`` and ``--reading`` set: a reading other than the default names the planner's
+    tie rule and tree too (``gridplan.core.readings``), unless ``--ties``/``--tree`` say."""
+    changes: dict = {}
+    name = getattr(args, "planner", None)
+    items = getattr(args, "planner_setting", None) or []
+    if name is not None:
+        changes["name"] = name
+        changes["settings"] = parse_planner_settings(items)
+    elif items:
+        if base.planner.is_search:
+            raise ValueError("--planner-setting needs --planner NAME")
+        changes["settings"] = {**base.planner.settings, **parse_planner_settings(items)}
+    reading = readings.get(getattr(args, "reading", PROJECT.name))
+    if reading.name != PROJECT.name:
+        changes.update(ties=reading.ties, tree=reading.tree)
+    if getattr(args, "ties", None) is not None:
+        changes["ties"] = args.ties
+    if getattr(args, "tree", None) is not None:
+        changes["tree"] = args.tree
+    return changes
+
+
+def command_line_spec(args) -> tuple[EvalSpec, str]:
+    """The one spec of a ``python -m eval`` command and the rule that chose its base (empty
+    unless ``--compare`` needed one).
+
+    The base is ``--spec FILE`` or ``--track NAME``; else the default protocol of the kind of
+    model (``default_protocol``; ``--compare``: ``comparison_protocol``). Every option given
+    overrides its field: ``--task``, ``--world``, ``--depth``, ``--seeds`` (``0..N-1``),
+    ``--episodes``, ``--horizon``, ``--eval-windows``, the planner's (``_planner_changes``),
+    ``--ladder-sizes`` and ``--levels`` (``all``: every level). ``--card`` and ``--compare``
+    without ``--levels`` measure every level, unless a spec file or track names its own.
+
+    Raises:
+        ValueError: on both ``--spec`` and ``--track``, an unknown track or spec file, or an
+            override the spec refuses (naming the field).
+    """
+    if getattr(args, "spec", None) and getattr(args, "track", None):
+        raise ValueError("give --spec FILE or --track NAME, not both")
+    named = getattr(args, "spec", None) or getattr(args, "track", None)
+    given = {k: getattr(args, k) for k in _FLAGS if getattr(args, k, None) is not None}
+    if "seeds" in given:
+        given["seeds"] = tuple(range(given["seeds"]))
+    rule = ""
+    if named:
+        base = load_spec(args.spec) if getattr(args, "spec", None) else load_track(args.track)
+    elif getattr(args, "compare", None):
+        # One protocol for every model, chosen by a stated rule.
+        base, rule = comparison_protocol(args.compare, given)
+    else:
+        base = default_protocol("checkpoint" if getattr(args, "ckpt", None) else "builtin")
+    changes: dict = dict(given)
+    planner = _planner_changes(args, base)
+    if planner:
+        changes["planner"] = planner
+    sizes = getattr(args, "ladder_sizes", None)
+    if sizes is not None:
+        sized = load_spec(LADDER_SIZES[sizes])
+        changes.update({k: getattr(sized, k) for k in SIZE_FIELDS})
+    if getattr(args, "levels", None):
+        changes["levels"] = parse_levels(args.levels)
+    elif (getattr(args, "card", False) or getattr(args, "compare", None)) and not named:
+        changes["levels"] = None
+    elif not named:
+        changes["levels"] = PAPER_LEVELS
+    return base.replace(**changes), rule
+
     """The one protocol of a comparison and the rule that chose it (module docstring).
 
     Args:
         specs: the specs, the baseline first.
-        given: protocol fields set on the command line (``seeds`` as a tuple).
+        given: spec fields set on the command line (named in the rule; ``command_line_spec``
+            applies them).
 
     Returns:
         ``(protocol, rule)``; ``rule`` is empty when every spec defaults to the same protocol
@@ -139,7 +260,6 @@ def comparison_protocol(specs: list[str], given: dict) -> tuple[Protocol, str]:
     """
     kinds = [spec_kind(s) for s in specs]
     base = default_protocol(kinds[0])
-    protocol = base.replace(**given)
     others = {k: default_protocol(k) for k in kinds if default_protocol(k) != base}
     name = {CONTROLLED: "the controlled grid's", LEARNED: "the learned models'"}
     rule = ""
@@ -153,7 +273,7 @@ def comparison_protocol(specs: list[str], given: dict) -> tuple[Protocol, str]:
             "; every model runs under the protocol above (set --depth/--seeds/--episodes to "
             "choose another)"
         )
-    return protocol, rule
+    return base, rule
 
 
 @dataclass

@@ -11,10 +11,12 @@ Shape legend: ``B`` episodes, ``L`` leaves = 4^D, ``D`` depth, ``H`` horizon, ``
 The public API is re-exported here and imported on first use, so ``import gridplan.core.env``
 stays light:
 
-- ``evaluate(model, task=..., depth=..., protocol=..., levels=...) -> Report``: any world
-  model, evaluated for decisions (``gridplan.evaluation.ladder``);
+- ``evaluate(model, spec, **changes) -> Report``: any world model, evaluated for decisions
+  under one ``EvalSpec`` (``gridplan.evaluation.ladder``);
 - ``compare(a, b, ...)``: a paired comparison of two models (``gridplan.evaluation.compare``);
-- ``Report``, ``LadderProtocol``: the versioned report and the ladder's protocol;
+- ``EvalSpec``, ``load_spec``: every setting of an evaluation as one recorded object, and the
+  named specs, tracks and suites shipped in ``configs/eval/`` (``gridplan.evaluation.spec``);
+- ``Report``: the versioned report;
 - ``Task``: the task as data (``gridplan.core.tasks``);
 - ``WorldModel``: the model contract (``gridplan.models.contract``).
 
@@ -29,7 +31,8 @@ from gridplan.util.lazy import lazy_exports
 
 _EXPORTS = {
     "evaluate": "gridplan.evaluation.ladder",
-    "LadderProtocol": "gridplan.evaluation.ladder_protocol",
+    "EvalSpec": "gridplan.evaluation.spec",
+    "load_spec": "gridplan.evaluation.spec",
     "compare": "gridplan.evaluation.compare",
     "Report": "gridplan.evaluation.schema",
     "Task": "gridplan.core.tasks",

@@ -2,8 +2,8 @@
 
 Both run in one process on the same machine, interleaved (eval, ladder, eval, ladder, ...) so
 a change of load hits both alike, at the default protocol of a built-in model
-(``gridplan.core.protocols.CONTROLLED``, paper §5.1: depth 4, 10 seeds x 30 episodes, 1000 held-out
-windows of H = 10): ``python -m eval`` (``gridplan.evaluation.ladder.paper_report``) computes
+(``configs/eval/protocols/controlled.yaml``, paper §5.1: depth 4, 10 seeds x 30 episodes,
+1000 held-out windows of H = 10): ``python -m eval`` (``gridplan.evaluation.ladder.paper_report``) computes
 the L1 prediction metrics and the closed-loop success;
 ``gridplan.evaluate`` adds L4-L7, the WorldModelGym probe and, for models exposing it,
 uncertainty. The cost ratio is ladder / eval of the medians per model (the target is at most
@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 import gridplan  # noqa: E402
 from gridplan.core import tasks  # noqa: E402
 from gridplan.evaluation.ladder import paper_report  # noqa: E402
-from gridplan.evaluation.ladder_protocol import PROTOCOLS  # noqa: E402
+from gridplan.evaluation.spec import load_spec  # noqa: E402
 from gridplan.models.noise import NoiseModel, OracleModel  # noqa: E402
 from gridplan.models.plugins import build, checked  # noqa: E402
 from gridplan.util.jsonio import dumps  # noqa: E402
@@ -49,16 +49,16 @@ MODELS = {
 }
 
 
-def _eval_today(model, name: str, task, depth: int, protocol, device) -> float:
+def _eval_today(model, name: str, spec, device) -> float:
     start = time.perf_counter()
-    paper_report(model, {"name": name}, task, protocol.closed_loop(depth), device, progress=False)
+    paper_report(model, {"name": name}, spec, device, progress=False)
     return time.perf_counter() - start
 
 
-def _ladder(model, name: str, task, depth: int, protocol, device) -> tuple[float, dict]:
+def _ladder(model, name: str, spec, device) -> tuple[float, dict]:
     start = time.perf_counter()
     report = gridplan.evaluate(
-        model, task=task, depth=depth, protocol=protocol, device=device, model_info={"name": name}
+        model, spec.replace(levels=None), device=device, model_info={"name": name}
     )
     return time.perf_counter() - start, dict(report.timing)
 
@@ -78,7 +78,9 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--repeats must be >= 1")
     if args.json and Path(args.json).exists() and not args.force:
         p.error(f"{args.json} already exists; pass --force to overwrite it")
-    protocol = PROTOCOLS["quick" if args.quick else "default"]
+    protocol = load_spec("quick-controlled" if args.quick else "controlled").replace(
+        depth=args.depth, task=args.task
+    )
     repeats = 1 if args.quick else args.repeats
     task, device = tasks.get(args.task), torch.device(args.device)
     print(
@@ -91,12 +93,12 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.models:
         model = MODELS[name](task, device)
         # One untimed run of each warms caches (V* tables, anchor tables, imports).
-        _eval_today(model, name, task, args.depth, protocol, device)
-        _ladder(model, name, task, args.depth, protocol, device)
+        _eval_today(model, name, protocol, device)
+        _ladder(model, name, protocol, device)
         today, ladder, levels = [], [], []
         for _ in range(repeats):
-            today.append(_eval_today(model, name, task, args.depth, protocol, device))
-            seconds, timing = _ladder(model, name, task, args.depth, protocol, device)
+            today.append(_eval_today(model, name, protocol, device))
+            seconds, timing = _ladder(model, name, protocol, device)
             ladder.append(seconds)
             levels.append(timing)
         t, lad = statistics.median(today), statistics.median(ladder)

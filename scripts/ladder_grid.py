@@ -34,8 +34,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gridplan  # noqa: E402
-from gridplan.evaluation.ladder_protocol import PROTOCOLS  # noqa: E402
 from gridplan.evaluation.ranking import spearman  # noqa: E402
+from gridplan.evaluation.spec import load_spec  # noqa: E402
 from gridplan.experiments.settings import E1  # noqa: E402
 from gridplan.metrics.stats import spearman_ci  # noqa: E402
 from gridplan.models.noise import NoiseModel  # noqa: E402
@@ -43,7 +43,7 @@ from gridplan.util.jsonio import dumps  # noqa: E402
 
 #: Reproduction profile -> the ladder protocol whose closed loop and windows are that
 #: profile's E1 protocol (``gridplan.experiments.settings.E1``).
-LADDER_PROTOCOL = {"full": "default", "quick": "quick", "tiny": "tiny"}
+LADDER_PROTOCOL = {"full": "controlled", "quick": "quick-controlled", "tiny": "tiny-controlled"}
 LEVELS = ("L1", "L4", "L7", "probe")
 #: Predictors of success: (record key, label).
 PREDICTORS = (
@@ -57,6 +57,12 @@ PREDICTORS = (
 )
 
 
+def ladder_spec(profile: str):
+    """The ladder's spec of ``profile``: its protocol file at E1's depth, Task A, ``LEVELS``."""
+    spec = load_spec(LADDER_PROTOCOL[profile])
+    return spec.replace(depth=E1[profile].protocol.depth, task="A", levels=LEVELS)
+
+
 def grid_records(profile: str, device: torch.device, log) -> list[dict]:
     """One record per grid setting, ``sigma_r``-major: the sigmas, success and predictors.
 
@@ -64,9 +70,9 @@ def grid_records(profile: str, device: torch.device, log) -> list[dict]:
         ValueError: if the ladder protocol's closed loop is not the profile's E1 protocol.
     """
     cfg = E1[profile]
-    protocol = PROTOCOLS[LADDER_PROTOCOL[profile]]
-    depth = cfg.protocol.depth
-    if protocol.closed_loop(depth) != cfg.protocol:
+    protocol = ladder_spec(profile)
+    loop = ("depth", "seeds", "episodes", "n_windows", "horizon")
+    if any(getattr(protocol, k) != getattr(cfg.protocol, k) for k in loop):
         raise ValueError(f"ladder protocol {protocol} differs from E1's {cfg.protocol}")
     records = []
     for sr in cfg.sigma_r:
@@ -74,10 +80,7 @@ def grid_records(profile: str, device: torch.device, log) -> list[dict]:
             start = time.perf_counter()
             report = gridplan.evaluate(
                 NoiseModel.controlled(sr, si),
-                task="A",
-                depth=depth,
-                protocol=protocol,
-                levels=LEVELS,
+                protocol,
                 device=device,
                 model_info={"name": "noise", "sigma_r": sr, "sigma_i": si},
             ).to_dict()
@@ -172,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         out = {
             "profile": args.profile,
-            "protocol": PROTOCOLS[LADDER_PROTOCOL[args.profile]].to_dict(),
+            "protocol": ladder_spec(args.profile).to_dict(),
             "depth": E1[args.profile].protocol.depth,
             "levels": list(LEVELS),
             "records": records,

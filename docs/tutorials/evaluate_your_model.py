@@ -31,7 +31,7 @@ import gridplan
 from gridplan.core import tasks
 from gridplan.core.env import reset, step
 from gridplan.evaluation.card import write_card
-from gridplan.evaluation.ladder_protocol import PROTOCOLS
+from gridplan.evaluation.spec import load_spec
 from gridplan.models.noise import NoiseModel
 
 torch.set_num_threads(1)
@@ -78,14 +78,17 @@ print(states.shape, "->", predicted.shape, predicted.dtype)
 # `gridplan.evaluate` measures the levels of the decision ladder
 # ([concepts](../concepts/ladder.md)): L1 the paper's prediction errors (`E_tot`, `DRPE`),
 # L4 whether the planner's decisions with the model agree with the optimal ones, L7 closed-loop
-# success of the planner that uses the model. A small protocol keeps it fast: the `tiny`
-# preset's ladder sizes with 2 evaluation seeds x 8 episodes and 64 held-out windows, and a
-# depth-2 planner. (The paper's protocol is the default, `protocol=None`.)
+# success of the planner that uses the model. Every setting of an evaluation is one
+# `EvalSpec` ([concepts](../concepts/specs.md)), which the report records whole with its
+# content hash. A small spec keeps it fast: the `tiny-controlled` protocol file's ladder sizes
+# with 2 evaluation seeds x 8 episodes, 64 held-out windows and a depth-2 planner. (The paper's
+# protocol, `controlled`, is the default.)
 
 # %%
-protocol = PROTOCOLS["tiny"].replace(seeds=(0, 1), episodes=8, n_windows=64)
-levels = ("L1", "L4", "L7")
-report = gridplan.evaluate(model, task="A", depth=2, protocol=protocol, levels=levels)
+spec = load_spec("tiny-controlled").replace(
+    task="A", depth=2, seeds=(0, 1), episodes=8, n_windows=64, levels=("L1", "L4", "L7")
+)
+report = gridplan.evaluate(model, spec)
 result = report.to_dict()
 print(f"success   {result['success']['mean']:.2f} ± {result['success']['se']:.2f}")
 print(f"E_tot     {result['E_tot']:.4f}")
@@ -112,7 +115,7 @@ print(card[card.index("## What to fix") :].split("\n## ")[0] if "## What to fix"
 # the relevant dimensions exactly and adds Gaussian noise of 0.3 to the six irrelevant ones (the
 # colour bits and the distractors). Its total error comes out about as large as the forgetful
 # model's: the two are an iso-error pair, like the paper's Table 2 (§5.1). `gridplan.compare`
-# evaluates both under one protocol, on the same draws, and gives paired differences.
+# evaluates both under one spec, on the same draws, and gives paired differences.
 
 # %%
 noisy = NoiseModel.controlled(0.0, 0.3, task=task)
@@ -120,10 +123,7 @@ comparison = gridplan.compare(
     model,
     noisy,
     names=("forgetful", "M(0, 0.3)"),
-    task="A",
-    depth=2,
-    protocol=protocol,
-    levels=levels,
+    spec=spec,
 )
 print("\n".join(comparison.lines()))
 

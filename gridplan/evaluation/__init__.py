@@ -2,8 +2,9 @@
 
 ``ladder`` (``evaluate``, the public ``gridplan.evaluate``: every level under one protocol;
 ``paper_report``: the paper's report, metrics and closed-loop success, by the same levels),
-``levels`` (one function per level and the context they share), ``ladder_protocol``
-(``LadderProtocol`` and its presets), ``compare`` (paired comparison), ``schema`` (the versioned
+``levels`` (one function per level and the context they share), ``spec`` (``EvalSpec``,
+every setting of an evaluation, and the named protocols, tracks and suites of
+``configs/eval/``), ``compare`` (paired comparison), ``schema`` (the versioned
 report), ``card`` (the evaluation card), ``anchors`` and ``probe``.
 
 One module per concern: ``branch`` (the branch set ``Q`` of true states), ``fidelity`` (L4
@@ -23,9 +24,18 @@ from gridplan.util.lazy import lazy_exports
 _EXPORTS = {
     "evaluate": "ladder",
     "paper_report": "ladder",
-    "LadderProtocol": "ladder_protocol",
-    "PROTOCOLS": "ladder_protocol",
-    "get_protocol": "ladder_protocol",
+    "EvalSpec": "spec",
+    "PlannerSpec": "spec",
+    "Suite": "spec",
+    "CONTROLLED": "spec",
+    "LEARNED": "spec",
+    "load_spec": "spec",
+    "load_track": "spec",
+    "load_suite": "spec",
+    "resolve_spec": "spec",
+    "track_names": "spec",
+    "suite_names": "spec",
+    "protocol_names": "spec",
     "Comparison": "compare",
     "ModelComparison": "compare_models",
     "Report": "schema",

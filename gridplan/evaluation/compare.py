@@ -133,25 +133,28 @@ def compare(
     infos: tuple[Sequence[dict] | None, Sequence[dict] | None] = (None, None),
     n_resamples: int | None = None,
     seed: int = 0,
-    **evaluate_kwargs,
+    spec=None,
+    device="cpu",
+    progress=False,
+    **changes,
 ) -> Comparison:
-    """Evaluate two arms under one protocol and compare them pairwise.
+    """Evaluate two arms under one spec and compare them pairwise.
 
     Args:
         arm_a, arm_b: a model, or a sequence of models (one per training seed, paired by
             position; both arms the same length).
         names: the arms' names in reports.
         infos: per-arm sequences of ``model_info`` dicts (one per model), or None.
-        n_resamples: bootstrap resamples (default: the protocol's).
+        n_resamples: bootstrap resamples (default: the spec's).
         seed: bootstrap seed.
-        **evaluate_kwargs: ``task``, ``depth``, ``protocol``, ``levels``, ``device``,
-            ``progress`` for ``gridplan.evaluation.ladder.evaluate``.
+        spec, device, progress, **changes: as for ``gridplan.evaluation.ladder.evaluate``
+            (one spec for both arms).
 
     Raises:
         ValueError: if the arms hold different numbers of models, or as ``evaluate``.
     """
     from gridplan.evaluation.ladder import evaluate
-    from gridplan.evaluation.ladder_protocol import get_protocol
+    from gridplan.evaluation.spec import resolve_spec
 
     models_a = list(arm_a) if isinstance(arm_a, (list, tuple)) else [arm_a]
     models_b = list(arm_b) if isinstance(arm_b, (list, tuple)) else [arm_b]
@@ -160,14 +163,16 @@ def compare(
             f"paired arms need the same number of models (training seeds), got "
             f"{len(models_a)} and {len(models_b)}"
         )
+    spec = resolve_spec(spec)
+    spec = spec.replace(**changes) if changes else spec
     if n_resamples is None:
-        n_resamples = get_protocol(evaluate_kwargs.get("protocol")).n_resamples
+        n_resamples = spec.n_resamples
     reports = []
     for models, info, name in zip((models_a, models_b), infos, names, strict=True):
         info = list(info) if info is not None else [{"name": name}] * len(models)
         reports.append(
             [
-                evaluate(m, model_info=i, **evaluate_kwargs)
+                evaluate(m, spec, device=device, model_info=i, progress=progress)
                 for m, i in zip(models, info, strict=True)
             ]
         )

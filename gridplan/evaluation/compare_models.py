@@ -1,7 +1,7 @@
 """Any number of world models compared against a baseline under one protocol.
 
 ``compare_models(arms, names)`` evaluates every arm (a model, or several models: one per
-training seed) under the same task, depth and ``LadderProtocol``, so every model meets the same
+training seed) under the same task, depth and ``EvalSpec``, so every model meets the same
 start states, held-out windows, branch states and random streams (common random numbers).
 The first arm is the baseline. For every metric the table holds each arm's value (the mean over
 its models) and, for every other arm, the difference ``arm - baseline`` with a 95% paired
@@ -35,7 +35,7 @@ bootstrap of the JEPA prediction-vs-planning protocol (arXiv 2610.19375).
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -424,32 +424,31 @@ def compare_models(
     arms: Sequence,
     names: Sequence[str],
     infos: Sequence[Sequence[dict]] | None = None,
-    task="A",
-    depth: int | None = None,
-    protocol=None,
-    levels: Sequence[str] | None = None,
+    spec=None,
     device="cpu",
     progress: bool = False,
     protocol_rule: str = "",
     seed: int = 0,
-    ties: str | None = None,
+    fit_value: Callable | None = None,
 ) -> ModelComparison:
-    """Evaluate every arm under one protocol and compare each with the first (the baseline).
+    """Evaluate every arm under one spec and compare each with the first (the baseline).
 
     Args:
         arms: at least two arms, each a model or a sequence of models (training seeds).
         names: the arms' names, unique (plug-ins: name their file so that two files of the
             same name are told apart).
         infos: per arm, a ``model_info`` dict per model (default ``{"name": name}``).
-        task, depth, protocol, device: as for ``gridplan.evaluate``; one value for every arm.
-        levels: ladder levels to measure besides closed-loop success and L1, which every
-            comparison reports (default every level).
+        spec: the one ``EvalSpec`` (or its name) of every arm: task, world, planner (any
+            planner it names, with its tie rule and tree), depth, protocol; its levels are
+            measured besides closed-loop success and L1, which every comparison reports
+            (None: every level).
+        device: as for ``gridplan.evaluate``.
         progress: show each model's levels and closed loops, prefixed ``[i/n name]``.
         protocol_rule: how the protocol was chosen, recorded with the table.
         seed: bootstrap seed.
-        ties: the planners' tie rule for every arm (``"first"``, ``"random"``); None: each
-            model's reading's (``gridplan.planning.planner.resolve_ties``). Each report
-            records its rule; the comparison records the rule its reports share.
+        fit_value: ``model -> LearnedValue``, the value a planner that needs one plans with,
+            fitted for each model through that model
+            (``gridplan.evaluation.planner_choice.fit_learned_value``); None otherwise.
 
     Returns:
         ModelComparison.
@@ -458,9 +457,8 @@ def compare_models(
         ValueError: on fewer than two arms, repeated names, arms of different sizes, or as
             ``gridplan.evaluate``.
     """
-    from gridplan.core import tasks
     from gridplan.evaluation.ladder import check_levels, evaluate
-    from gridplan.evaluation.ladder_protocol import get_protocol
+    from gridplan.evaluation.spec import resolve_spec
 
     arms = [list(a) if isinstance(a, (list, tuple)) else [a] for a in arms]
     names = tuple(names)
@@ -470,15 +468,10 @@ def compare_models(
         raise ValueError(f"every arm needs its own name, got {list(names)}")
     if infos is None:
         infos = [[{"name": n}] * len(a) for n, a in zip(names, arms, strict=True)]
-    task = tasks.get(task)
-    proto = get_protocol(protocol)
-    if depth is None:
-        from gridplan.core.protocols import CONTROLLED, Protocol
-
-        depth = protocol.depth if isinstance(protocol, Protocol) else CONTROLLED.depth
-    wanted = check_levels(levels) if levels is not None else check_levels(None)
-    measured = tuple(dict.fromkeys(("L1", *wanted, "success")))
-    measured = check_levels(measured)
+    spec = resolve_spec(spec)
+    wanted = check_levels(spec.levels)
+    measured = check_levels(tuple(dict.fromkeys(("L1", *wanted, "success"))))
+    spec = spec.replace(levels=measured)
     total = sum(len(a) for a in arms)
     reports: list[list[Report]] = []
     k = 0
@@ -490,25 +483,22 @@ def compare_models(
             arm.append(
                 evaluate(
                     model,
-                    task=task,
-                    depth=depth,
-                    protocol=proto,
-                    levels=measured,
+                    spec,
                     device=device,
                     model_info=model_info,
                     progress=shown,
-                    ties=ties,
+                    learned_value=None if fit_value is None else fit_value(model),
                 )
             )
         reports.append(arm)
-    rows = table(names, reports, proto.n_resamples, seed)
+    rows = table(names, reports, spec.n_resamples, seed)
     return ModelComparison(
         names=names,
         infos=[list(i) for i in infos],
         reports=reports,
-        task=task.name,
-        depth=depth,
-        protocol=proto.to_dict(),
+        task=reports[0][0].task,
+        depth=spec.depth,
+        protocol=reports[0][0].protocol,
         levels=measured,
         protocol_rule=protocol_rule,
         rows=rows,

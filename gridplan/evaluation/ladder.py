@@ -1,7 +1,8 @@
 """``gridplan.evaluate``: every level of the decision-centric ladder for one world model, and
 the paper's report, measured by the same level functions.
 
-``evaluate(model, task, depth, protocol, levels) -> Report`` measures, on the same seeds for
+``evaluate(model, spec) -> Report`` measures, under one ``EvalSpec``
+(``gridplan.evaluation.spec``) and on the same seeds for
 every model (common random numbers):
 
 - ``L1``: the paper's prediction-error metrics on held-out windows (E_tot, DRPE, profiles,
@@ -23,31 +24,42 @@ stream feeds what is fixed per component (``gridplan.evaluation.levels.STREAMS``
 level out never changes another level's numbers.
 
 ``paper_report`` is what ``python -m eval`` prints and writes without ladder options: the
-levels ``L1`` and ``success`` (``gridplan.evaluation.levels.PAPER_LEVELS``) in the layout of
+levels ``L1`` and ``success`` (``gridplan.evaluation.spec.PAPER_LEVELS``) in the layout of
 ``gridplan.evaluation.schema.Report.paper_dict``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import torch
 
-from gridplan.core import tasks
-from gridplan.core.protocols import CONTROLLED, Protocol
-from gridplan.core.tasks import TASK_A, Task
 from gridplan.evaluation.common import has_reward
-from gridplan.evaluation.ladder_protocol import LadderProtocol, get_protocol
 from gridplan.evaluation.latent_eval import planning_note, prepare_latent
-from gridplan.evaluation.levels import PAPER_LEVELS, LevelContext, measure
+from gridplan.evaluation.levels import LevelContext, measure
 from gridplan.evaluation.planner_choice import PlannerChoice
 from gridplan.evaluation.schema import LEVELS, Report
+from gridplan.evaluation.spec import (
+    CONTROLLED,
+    PAPER_LEVELS,
+    EvalSpec,
+    fitted_to,
+    resolve_spec,
+)
 from gridplan.evaluation.uncertainty import uncertainty_source
 from gridplan.models.contract import check_model_world
 from gridplan.models.latent_contract import is_latent_model
 from gridplan.models.plugins import check_contract, checked
-from gridplan.planning.planner import Planner, resolve_ties
+from gridplan.planning.learned_value import LearnedValue
+from gridplan.planning.planner import Planner
 from gridplan.util.progress import Progress, as_progress
+
+
+def every_level(model) -> tuple[str, ...]:
+    """Every level of ``LEVELS`` that applies to ``model`` (``uncertainty`` only if it
+    exposes uncertainty)."""
+    return tuple(lv for lv in LEVELS if lv != "uncertainty" or uncertainty_source(model))
 
 
 def check_levels(levels: Sequence[str] | None, model=None) -> tuple[str, ...]:
@@ -59,8 +71,7 @@ def check_levels(levels: Sequence[str] | None, model=None) -> tuple[str, ...]:
         ValueError: on an unknown level, or ``uncertainty`` for a model without it.
     """
     if levels is None:
-        wanted = [lv for lv in LEVELS if lv != "uncertainty" or uncertainty_source(model)]
-        return tuple(wanted)
+        return every_level(model)
     unknown = [lv for lv in levels if lv not in LEVELS and lv != "success"]
     if unknown:
         raise ValueError(f"unknown levels {unknown}; valid: {', '.join(LEVELS)}")
@@ -77,24 +88,19 @@ def check_levels(levels: Sequence[str] | None, model=None) -> tuple[str, ...]:
 
 def _measure(
     model,
-    task: Task,
-    depth: int,
-    protocol: LadderProtocol,
+    spec: EvalSpec,
     levels: tuple[str, ...],
     device: torch.device,
     model_info: dict | None,
     progress: bool | Progress,
-    ties: str | None = None,
-    planner: PlannerChoice | None = None,
+    learned_value: LearnedValue | None,
 ) -> Report:
-    """The report of ``levels`` of the checked model (``gridplan.evaluation.levels.measure``),
-    with the notes on the model's own reward and on clamped predictions; ``ties`` is resolved
-    against the model's reading before the model is wrapped."""
-    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
-        raise ValueError(f"depth must be an integer >= 1, got {depth!r}")
+    """The report of ``levels`` of the checked model under ``spec``
+    (``gridplan.evaluation.levels.measure``), with the notes on the model's own reward and on
+    clamped predictions."""
     if getattr(model, "n_settings", 1) != 1:
         raise ValueError("evaluate takes a single-setting model (n_settings == 1)")
-    ties = resolve_ties(model, ties)
+    task = spec.resolved_task()
     name = (model_info or {}).get("name", type(model).__name__)
     check_model_world(model, task.world)
     latent = None
@@ -105,17 +111,21 @@ def _measure(
         model, latent = measured.model, measured.report
     model = checked(model, name)
     check_contract(model, task, device, name)
+    ties, tree = spec.planner.ties, spec.planner.tree
     # Building a planner checks the depth against its memory budget before any level runs.
-    Planner(model, depth, task, device=device, ties=ties)
-    if planner is not None:
-        planner.build(model, task, depth, device, ties)
+    Planner(model, spec.depth, task, device=device, ties=ties, tree=tree)
+    planner = None
+    if not spec.planner.is_search:
+        planner = PlannerChoice.of(spec.planner, spec.depth, learned_value)
+        planner.build(model, task, spec.depth, device)
     report = Report(
         model=dict(model_info or {"name": name}),
         task=task.name,
-        depth=depth,
+        depth=spec.depth,
         device=str(device),
         levels=levels,
-        protocol=protocol.to_dict(),
+        protocol=spec.to_dict(),
+        spec_hash=spec.content_hash(),
         world=task.world.spec(),
         ties=ties,
         planner=None if planner is None else planner.to_dict(),
@@ -131,18 +141,7 @@ def _measure(
         )
     clamped_before = getattr(model, "clamped", 0)
     predicted_before = getattr(model, "predicted", 0)
-    ctx = LevelContext(
-        model,
-        task,
-        depth,
-        protocol,
-        device,
-        levels,
-        report,
-        as_progress(progress),
-        ties,
-        planner,
-    )
+    ctx = LevelContext(model, task, spec, device, levels, report, as_progress(progress), planner)
     measure(ctx)
     clamped = getattr(model, "clamped", 0) - clamped_before
     predicted = getattr(model, "predicted", 0) - predicted_before
@@ -159,89 +158,78 @@ def _measure(
 
 def evaluate(
     model,
-    task: str | Task = "A",
-    depth: int | None = None,
-    protocol: str | LadderProtocol | Protocol | None = None,
-    levels: Sequence[str] | None = None,
+    spec: EvalSpec | str | Path | None = None,
+    *,
     device: torch.device | str = "cpu",
     model_info: dict | None = None,
     progress: bool | Progress = False,
-    ties: str | None = None,
-    planner: PlannerChoice | None = None,
+    learned_value: LearnedValue | None = None,
+    **changes,
 ) -> Report:
-    """Evaluate one world model for decisions.
+    """Evaluate one world model for decisions under one spec.
 
     Args:
         model: any object with ``predict(state, action, generator)`` (``gridplan.models.plugins``
             describes the contract and the optional methods); built-in models run as they
             are, any other model behind ``gridplan.models.plugins.CheckedModel``.
-        task: task name or ``Task``.
-        depth: planner depth ``D >= 1``; default the depth of ``protocol`` if it is a
-            ``gridplan.core.protocols.Protocol``, else ``CONTROLLED.depth`` (4).
-        protocol: a ``LadderProtocol``, a name in ``PROTOCOLS`` (default ``"default"``), or
-            a ``gridplan.core.protocols.Protocol`` (its closed loop and windows, default sizes).
-        levels: levels to measure (``gridplan.evaluation.schema.LEVELS``); default every level that
-            applies (``uncertainty`` only for models exposing it).
+        spec: the ``EvalSpec`` (``gridplan.evaluation.spec``): task, world, planner (tie rule,
+            tree, settings), depth, closed loop, windows, ladder sizes and levels; or the name
+            of a protocol or track file (``"controlled"``, ``"learned"``, ``"quick-a"``) or a
+            path to a spec file. Default: ``controlled`` (paper §5.1) with every level that
+            applies.
         device: where everything runs.
         model_info: description stored in the report (default: the model's type name).
         progress: True shows each level's stage and closed loops (labelled bars in a
             terminal, lines when piped; ``gridplan.util.progress.Progress``), or a
             ``Progress`` to report into (e.g. one with a model prefix).
-        ties: the planner's tie rule, ``"first"`` or ``"random"``; None: the model's
-            reading's (``gridplan.planning.planner.resolve_ties``). The report records it.
-        planner: the planner to measure with (``gridplan.evaluation.planner_choice``;
-            default: the paper's full-width search, unrecorded). Its closed loops, L4
-            decisions and XGap are that planner's (``gridplan.evaluation.levels``).
+        learned_value: the fitted value of a planner that needs one (``search-learned-v``,
+            ``value=learned``; ``gridplan.evaluation.planner_choice.fit_learned_value``).
+        **changes: spec fields to change (``EvalSpec.replace``), e.g. ``task="B"``,
+            ``levels=["L7"]``, ``planner={"ties": "random"}``.
 
     Returns:
-        Report.
+        Report; its ``protocol`` is the spec, whole, and ``spec_hash`` its content hash.
 
     Raises:
-        ValueError: on an unknown task, level, protocol or tie rule, ``depth < 1``, a multi-setting
-            model, a depth whose search does not fit the planner's memory budget, or a model
-            that breaks its contract (``gridplan.models.plugins.PluginError``, naming the
-            method, step and rows).
+        ValueError: on an unknown spec, spec key, task, level or tie rule, a multi-setting
+            model, a depth whose search does not fit the planner's memory budget, a model of
+            another world than the spec's, or a model that breaks its contract
+            (``gridplan.models.plugins.PluginError``, naming the method, step and rows).
     """
-    task = tasks.get(task)
-    if depth is None:
-        depth = protocol.depth if isinstance(protocol, Protocol) else CONTROLLED.depth
+    spec = resolve_spec(spec)
+    if spec.levels is None and "levels" not in changes:
+        changes["levels"] = every_level(model)
+    spec = spec.replace(**changes) if changes else spec
+    spec = fitted_to(spec, model)
     return _measure(
         model,
-        task,
-        depth,
-        get_protocol(protocol),
-        check_levels(levels, model),
+        spec,
+        check_levels(spec.levels, model),
         torch.device(device),
         model_info,
         progress,
-        ties,
-        planner,
+        learned_value,
     )
 
 
 def paper_report(
     model,
     model_info: dict,
-    task: Task = TASK_A,
-    protocol: Protocol = CONTROLLED,
+    spec: EvalSpec = CONTROLLED,
     device: str | torch.device = "cpu",
     progress: bool | Progress = True,
-    ties: str | None = None,
-    planner: PlannerChoice | None = None,
+    learned_value: LearnedValue | None = None,
 ) -> dict:
     """Prediction-error metrics (paper §4) and closed-loop success (paper §3) of one model:
-    the levels ``L1`` and ``success`` under ``protocol``'s depth, closed loop and windows.
+    the levels ``L1`` and ``success`` under ``spec`` (its other levels are ignored).
 
     Args:
         model: a single-setting world model (checked as by ``evaluate``).
         model_info: description stored under ``"model"`` (name, sigmas, checkpoint, ...).
-        task: the task (the report stores its name).
-        protocol: planner depth, seeds x episodes and held-out windows
-            (``gridplan.core.protocols``).
+        spec: task, world, planner, depth, closed loop and held-out windows.
         device: torch device for everything.
         progress: as for ``evaluate``.
-        ties: as for ``evaluate`` (recorded as the report's ``ties``).
-        planner: as for ``evaluate``.
+        learned_value: as for ``evaluate``.
 
     Returns:
         ``Report.paper_dict()`` (JSON-serializable).
@@ -249,16 +237,13 @@ def paper_report(
     Raises:
         ValueError: as ``evaluate``.
     """
-    report = _measure(
+    report = evaluate(
         model,
-        tasks.get(task),
-        protocol.depth,
-        LadderProtocol.of(protocol),
-        PAPER_LEVELS,
-        torch.device(device),
-        model_info,
-        progress,
-        ties,
-        planner,
+        spec,
+        device=device,
+        model_info=model_info,
+        progress=progress,
+        learned_value=learned_value,
+        levels=PAPER_LEVELS,
     )
     return report.paper_dict()

@@ -45,12 +45,12 @@ from gridplan.evaluation.fidelity import (
     interventional_fidelity,
     true_rollout,
 )
-from gridplan.evaluation.ladder_protocol import LadderProtocol
 from gridplan.evaluation.outcome import PolicyRuns, outcome_fidelity, run_anchor_policies
 from gridplan.evaluation.planner_choice import PlannerChoice
 from gridplan.evaluation.probe import answer, build_questions
 from gridplan.evaluation.ranking import policy_ranking
 from gridplan.evaluation.schema import LEVEL_TITLES, Report
+from gridplan.evaluation.spec import EvalSpec
 from gridplan.evaluation.uncertainty import rollout_uncertainty, uncertainty_fn, uncertainty_source
 from gridplan.metrics.bootstrap import paired_hierarchical_bootstrap
 from gridplan.metrics.calibration import uncertainty_quality
@@ -81,16 +81,15 @@ class LevelContext:
 
     Attributes:
         model: the (checked) single-setting world model.
-        task: the task.
-        depth: planner depth ``D``.
-        protocol: the ladder protocol.
+        task: the task (``spec.task`` on ``spec.world``).
+        spec: the evaluation spec (``gridplan.evaluation.spec.EvalSpec``): depth, closed loop,
+            windows, ladder sizes, and the planner's tie rule and tree, which every search of
+            the evaluation uses (the model's and the oracle's closed loops, the decisions at
+            ``Q`` and at XGap's states).
         device: where everything runs.
         levels: the levels requested (decides what the shared rollouts and decisions keep).
         report: the report being filled (levels keep their per-unit arrays in it).
         progress: where the levels' stages and closed loops report their progress.
-        ties: the tie rule of every planner of the evaluation (the model's and the oracle's
-            closed loops, the decisions at ``Q`` and at XGap's states;
-            ``gridplan.planning.planner.TIES``).
         planner: the planner measured (``gridplan.evaluation.planner_choice.PlannerChoice``);
             ``None`` or ``search`` is the paper's full-width search. Another planner runs the
             model's and the oracle's closed loops (success, L7) and makes the decisions of
@@ -100,19 +99,27 @@ class LevelContext:
 
     model: object
     task: Task
-    depth: int
-    protocol: LadderProtocol
+    spec: EvalSpec
     device: torch.device
     levels: tuple[str, ...]
     report: Report
     progress: Progress = field(default_factory=lambda: Progress(enabled=False))
-    ties: str = "first"
     planner: PlannerChoice | None = None
     _clock: float = field(default_factory=time.perf_counter, repr=False)
 
+    @property
+    def depth(self) -> int:
+        """Planner depth ``D`` (the spec's)."""
+        return self.spec.depth
+
+    @property
+    def search(self) -> dict:
+        """The full-width search's knobs of the spec: ``ties`` and ``tree``."""
+        return {"ties": self.spec.planner.ties, "tree": self.spec.planner.tree}
+
     def stream(self, name: str) -> torch.Generator:
-        """A fresh generator of component ``name`` (``STREAMS``), seeded from the protocol."""
-        seed = 1_000 * int(self.protocol.seed) + STREAMS[name]
+        """A fresh generator of component ``name`` (``STREAMS``), seeded from ``spec.seed``."""
+        seed = 1_000 * int(self.spec.seed) + STREAMS[name]
         return torch.Generator(device=self.device).manual_seed(seed)
 
     def lap(self, name: str) -> None:
@@ -124,7 +131,7 @@ class LevelContext:
     def closed_loop(self, model, what: str = "closed loop") -> EpisodeResults:
         """Recorded closed-loop episodes of the planner with ``model`` under the protocol
         (``what`` labels its progress)."""
-        p = self.protocol
+        p = self.spec
         return run_episodes(
             model,
             self.task,
@@ -135,7 +142,7 @@ class LevelContext:
             record=True,
             progress=self.progress,
             what=what,
-            ties=self.ties,
+            **self.search,
             planner_factory=None if self.is_search else self.build_planner,
         )
 
@@ -146,25 +153,25 @@ class LevelContext:
 
     def build_planner(self, model):
         """The measured planner for ``model`` (``PlannerChoice.build``)."""
-        return self.planner.build(model, self.task, self.depth, self.device, self.ties)
+        return self.planner.build(model, self.task, self.depth, self.device)
 
     def decide(self, roots: torch.Tensor, stream: str) -> Decisions:
         """The measured planner's decisions at ``roots`` with the model: ``decide`` for the
         search, ``decide_planner`` otherwise."""
         if self.is_search:
             return decide(
-                self.model, roots, self.task, self.depth, self.stream(stream), ties=self.ties
+                self.model, roots, self.task, self.depth, self.stream(stream), **self.search
             )
         return decide_planner(self.build_planner(self.model), roots, self.stream(stream))
 
     def success_matrix(self, results: EpisodeResults) -> np.ndarray:
         """``(S, E)`` per-episode success (evaluation seed x episode) of ``results``."""
-        p = self.protocol
+        p = self.spec
         return results.success.view(len(p.seeds), p.episodes).double().cpu().numpy()
 
     @cached_property
     def windows(self) -> EvalWindows:
-        p = self.protocol
+        p = self.spec
         return eval_windows(p.n_windows, p.horizon, task=self.task, device=self.device)
 
     @cached_property
@@ -183,12 +190,13 @@ class LevelContext:
                 OracleModel(world=self.task.world),
                 self.task,
                 self.depth,
-                list(self.protocol.seeds),
-                self.protocol.episodes,
+                list(self.spec.seeds),
+                self.spec.episodes,
                 self.device,
                 record=True,
                 progress=self.progress,
                 what="closed loop (oracle planner)",
+                **self.search,
             )
         return self.closed_loop(OracleModel(world=self.task.world), "closed loop (oracle planner)")
 
@@ -203,7 +211,7 @@ class LevelContext:
         q = branch_set(
             self.windows,
             self.search_oracle_loop,
-            self.protocol.branch_states,
+            self.spec.branch_states,
             self.stream("branch"),
         )
         self.lap("branch set")
@@ -217,7 +225,7 @@ class LevelContext:
         if not self.is_search:
             return self.decide(q.states, "decide")
         return decide(
-            self.model, q.states, self.task, self.depth, self.stream("decide"), keep, ties=self.ties
+            self.model, q.states, self.task, self.depth, self.stream("decide"), keep, **self.search
         )
 
     @cached_property
@@ -227,7 +235,7 @@ class LevelContext:
             return self.decisions
         q = self.branch_set
         return decide(
-            self.model, q.states, self.task, self.depth, self.stream("decide"), True, ties=self.ties
+            self.model, q.states, self.task, self.depth, self.stream("decide"), True, **self.search
         )
 
     @cached_property
@@ -235,7 +243,7 @@ class LevelContext:
         """``(predicted, true, scores)``: the model's and the true ``H``-step rollouts of ``Q``
         under random actions, ``(N, H, 12)`` each, and the model's uncertainty score at every
         step, ``(N, H)``, if ``uncertainty`` is measured (else None)."""
-        q, p = self.branch_set, self.protocol
+        q, p = self.branch_set, self.spec
         actions = torch.randint(
             0, 4, (len(q), p.horizon), generator=self.stream("actions"), device=self.device
         )
@@ -253,11 +261,11 @@ class LevelContext:
 
     @cached_property
     def anchors(self) -> AnchorSet:
-        return AnchorSet(get_anchors(tuple(self.protocol.anchors)), self.task, self.device)
+        return AnchorSet(get_anchors(tuple(self.spec.anchors)), self.task, self.device)
 
     @cached_property
     def anchor_runs(self) -> PolicyRuns:
-        p = self.protocol
+        p = self.spec
         starts = start_states([p.anchor_seed], p.anchor_starts, self.task, self.device)
         return run_anchor_policies(
             self.model,
@@ -279,7 +287,7 @@ class Level(NamedTuple):
 
 
 def _profile_intervals(
-    per_window: np.ndarray, protocol: LadderProtocol, names: tuple[str, ...]
+    per_window: np.ndarray, protocol: EvalSpec, names: tuple[str, ...]
 ) -> dict:
     """``{dim: [low, high]}``: percentile bootstrap 95% intervals of the ``(S,)`` profile,
     the held-out windows resampled (the rows of ``per_window``, ``(W, S)``)."""
@@ -305,7 +313,7 @@ def prediction(ctx: LevelContext) -> dict:
         ctx.report.per_window[f"DRPE_{name}"] = per_window @ w.double().numpy()
     return {
         **metrics.to_dict(),
-        "profile_ci": _profile_intervals(per_window, ctx.protocol, ctx.task.world.dim_names),
+        "profile_ci": _profile_intervals(per_window, ctx.spec, ctx.task.world.dim_names),
         "oracle_floor": {"E_tot": floor.E_tot, "DRPE": dict(floor.DRPE)},
     }
 
@@ -314,12 +322,12 @@ def closed_loop_success(ctx: LevelContext) -> dict:
     """The closed-loop success of the planner with the model (paper §3): ``seeds``,
     ``episodes``, ``success {mean, se, n}``, ``outcomes {goal, hazard, timeout}``,
     ``mean_steps``; the per-episode success goes to ``report.episode_success``."""
-    results, seeds = ctx.model_loop, list(ctx.protocol.seeds)
+    results, seeds = ctx.model_loop, list(ctx.spec.seeds)
     summary = summarize_episodes(results, n_seeds=len(seeds))[0]
     ctx.report.episode_success = ctx.success_matrix(results)
     return {
         "seeds": seeds,
-        "episodes": ctx.protocol.episodes,
+        "episodes": ctx.spec.episodes,
         "success": {"mean": summary.success, "se": summary.success_se, "n": summary.n_episodes},
         "outcomes": summary.outcomes,
         "mean_steps": float(results.steps.float().mean()),
@@ -349,7 +357,7 @@ def interventional(ctx: LevelContext) -> dict:
 
 def outcome(ctx: LevelContext) -> dict:
     """L5: reward, value and success fidelity of the anchor policies inside the model."""
-    p = ctx.protocol
+    p = ctx.spec
     runs, branches = ctx.anchor_runs, ctx.branches
     numbers = outcome_fidelity(runs, branches, p.n_resamples, p.seed).to_dict()
     return {**numbers, "n_starts": p.anchor_starts, "rollouts": p.anchor_rollouts}
@@ -357,12 +365,12 @@ def outcome(ctx: LevelContext) -> dict:
 
 def ranking(ctx: LevelContext) -> dict:
     """L6: how the model ranks the anchor policies against their true values."""
-    p = ctx.protocol
+    p = ctx.spec
     j_true, j_model = ctx.anchor_runs.values()
     return policy_ranking(ctx.anchors.names, j_true, j_model, p.n_resamples, p.seed).to_dict()
 
 
-def _difference(a: np.ndarray, b: np.ndarray, protocol: LadderProtocol) -> dict:
+def _difference(a: np.ndarray, b: np.ndarray, protocol: EvalSpec) -> dict:
     """``mean(a - b)`` with its paired hierarchical bootstrap interval over evaluation seed
     and episode."""
     diff = paired_hierarchical_bootstrap(
@@ -376,7 +384,7 @@ def _difference(a: np.ndarray, b: np.ndarray, protocol: LadderProtocol) -> dict:
 
 def _random_success(ctx: LevelContext) -> np.ndarray:
     """``(S, E)`` success of the uniform random policy from the closed loop's start states."""
-    p, seeds = ctx.protocol, list(ctx.protocol.seeds)
+    p, seeds = ctx.spec, list(ctx.spec.seeds)
     runs = run_anchor_policies(
         None,
         AnchorSet(get_anchors(("uniform_random",)), ctx.task, ctx.device),
@@ -392,7 +400,7 @@ def _random_success(ctx: LevelContext) -> np.ndarray:
 def planning_utility(ctx: LevelContext) -> dict:
     """L7: success against the oracle planner and the random policy (policy gain, optimality
     regret) and the exploitability gap at states of the model's own episodes."""
-    p = ctx.protocol
+    p = ctx.spec
     success = ctx.report.episode_success
     oracle = ctx.success_matrix(ctx.oracle_loop)
     random = _random_success(ctx)
@@ -413,7 +421,7 @@ def probe(ctx: LevelContext) -> dict:
     """The WorldModelGym probe on a sample of ``Q`` (``gridplan.evaluation.probe``)."""
     q, decisions = ctx.branch_set, ctx.search_decisions
     rows = sample_rows(
-        torch.arange(len(q), device=ctx.device), ctx.protocol.probe_questions, ctx.stream("probe")
+        torch.arange(len(q), device=ctx.device), ctx.spec.probe_questions, ctx.stream("probe")
     )
     questions = build_questions(decisions.true_scores[rows], ctx.depth, ctx.stream("probe"))
     return answer(questions, decisions.model_scores[rows]).to_dict()
@@ -428,8 +436,8 @@ def uncertainty(ctx: LevelContext) -> dict:
         rollout_uncertainty(scores).cpu().numpy(),
         per_row_error.double().cpu().numpy(),
         uncertainty_source(ctx.model),
-        ctx.protocol.n_resamples,
-        ctx.protocol.seed,
+        ctx.spec.n_resamples,
+        ctx.spec.seed,
     ).to_dict()
 
 
@@ -445,8 +453,6 @@ REGISTRY: dict[str, Level] = {
     "probe": Level(probe),
     "uncertainty": Level(uncertainty),
 }
-#: The paper's report: the prediction-error metrics and the closed-loop success.
-PAPER_LEVELS = ("L1", "success")
 
 
 def run_order(levels: tuple[str, ...]) -> tuple[str, ...]:

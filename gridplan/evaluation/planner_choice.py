@@ -1,10 +1,11 @@
 """The planner an evaluation measures with: its name, settings and learned value, and how a
 learned value is fitted (paper §3 "Planner"; appendix A "Relevance estimation" for the fit).
 
-``PlannerChoice`` is what ``python -m eval --planner NAME --planner-setting KEY=VALUE``
-builds and what the report records (``to_dict``). The default, ``search``, is the paper's
-full-width search with exact V* and changes nothing: every level measures exactly as
-without a choice. Another planner's closed loops, decisions and XGap are measured with that
+``PlannerChoice`` is a spec's planner (``gridplan.evaluation.spec.PlannerSpec``: what
+``python -m eval --planner NAME --planner-setting KEY=VALUE`` sets) resolved at the depth, with
+its learned value when it needs one; the report records it (``to_dict``). The default,
+``search``, is the paper's full-width search with exact V*. Another planner's closed loops,
+decisions and XGap are measured with that
 planner (``gridplan.evaluation.levels``; ``gridplan.evaluation.decisions.decide_planner``).
 
 A learned value (``search-learned-v``, or ``value=learned``) is fitted by fitted value
@@ -20,14 +21,10 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from gridplan.core.tasks import Task
+from gridplan.evaluation.spec import PlannerSpec
 from gridplan.metrics.relevance_estimation import FVIConfig, fitted_value_iteration
 from gridplan.planning.learned_value import LearnedValue
-from gridplan.planning.planners import (
-    check_planner,
-    make_planner,
-    needs_learned_value,
-    planner_settings,
-)
+from gridplan.planning.planners import make_planner, needs_learned_value, planner_settings
 
 
 def fit_learned_value(
@@ -55,60 +52,54 @@ def fit_learned_value(
 
 @dataclass(frozen=True)
 class PlannerChoice:
-    """A planner by name with complete settings (``gridplan.planning.planners``).
-
-    Build one with ``PlannerChoice.of``.
+    """The planner of a spec, resolved at a depth: its complete settings and, when it uses
+    one, its fitted learned value. Build one with ``PlannerChoice.of``.
 
     Attributes:
-        name: one of ``gridplan.planning.planners.PLANNERS``.
-        settings: its complete, validated settings (``planner_settings``).
+        spec: the spec's planner (name, settings given, tie rule, tree).
+        settings: its complete, validated settings at the depth (``planner_settings``).
         learned: the learned value, when the planner uses one.
     """
 
-    name: str = "search"
+    spec: PlannerSpec
     settings: dict = field(default_factory=dict)
     learned: LearnedValue | None = None
 
     @classmethod
     def of(
-        cls,
-        name: str,
-        depth: int,
-        settings: dict | None = None,
-        learned: LearnedValue | None = None,
+        cls, spec: PlannerSpec, depth: int, learned: LearnedValue | None = None
     ) -> PlannerChoice:
-        """Validate ``name`` and ``settings`` at ``depth``.
+        """Complete ``spec``'s settings at ``depth``.
 
         Raises:
             ValueError: as ``planner_settings``; if the planner needs a learned value and
                 none is given.
         """
-        full = planner_settings(check_planner(name), depth, settings)
-        if needs_learned_value(name, full) and learned is None:
-            raise ValueError(f"planner {name} with these settings needs a learned value")
-        return cls(name, full, learned if needs_learned_value(name, full) else None)
+        full = planner_settings(spec.name, depth, spec.settings)
+        needed = needs_learned_value(spec.name, full)
+        if needed and learned is None:
+            raise ValueError(f"planner {spec.name} with these settings needs a learned value")
+        return cls(spec, full, learned if needed else None)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
 
     @property
     def is_search(self) -> bool:
         """Whether this is the paper's planner (the exact-V* full-width search)."""
-        return self.name == "search"
+        return self.spec.is_search
 
-    def build(
-        self,
-        model,
-        task: Task,
-        depth: int,
-        device: torch.device | str = "cpu",
-        ties: str | None = None,
-    ):
-        """The planner for ``model`` (``gridplan.planning.planners.make_planner``); ``ties``
-        is the full-width searches' tie rule (None: the model's reading's).
+    def build(self, model, task: Task, depth: int, device: torch.device | str = "cpu"):
+        """The planner for ``model`` (``gridplan.planning.planners.make_planner``) with the
+        spec's tie rule and tree.
 
         Raises:
             ValueError: as ``make_planner`` (a learned value of another world or task).
         """
         return make_planner(
-            self.name, model, task, depth, self.settings, self.learned, device, ties
+            self.name, model, task, depth, self.settings, self.learned, device,
+            self.spec.ties, self.spec.tree,
         )
 
     def to_dict(self) -> dict:

@@ -9,7 +9,10 @@ the keys of the paper's measurements that scripts already read (``success {mean,
 
 - ``schema_version``: ``SCHEMA_VERSION``; readers reject other major versions;
 - ``levels``: the levels measured, in ``LEVELS`` order;
-- ``protocol``: every setting of the measurement (seeds, sizes, thresholds);
+- ``protocol``: the evaluation spec, whole (``gridplan.evaluation.spec.EvalSpec.to_dict``:
+  task, world, planner, depth, seeds, sizes, thresholds, levels) and ``spec_hash``, its content
+  hash (``EvalSpec.content_hash``); both are in the paper's report too (as ``spec``,
+  ``spec_hash``);
 - ``ladder``: level -> numbers, ``L4``, ``L5``, ``L6``, ``L7``, ``probe``, ``uncertainty``
   (each present only if measured). A mean is ``{"mean", "se", "low", "high", "n"}`` with a 95%
   interval; the README section "Evaluate your own model" defines every number;
@@ -28,7 +31,8 @@ the keys of the paper's measurements that scripts already read (``success {mean,
   (``gridplan.evaluation.latent_eval.prepare_latent``), in both layouts.
 
 Schema history: 1 (no ``schema_version`` key, ``Report.paper_dict``) holds only the paper's
-measurements; 2 adds the keys above.
+measurements; 2 adds the keys above; 2.1 records the whole spec under ``protocol`` and its
+``spec_hash``.
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ from gridplan.evaluation.ranking import spearman_text
 from gridplan.util.jsonio import dumps, to_jsonable
 
 #: Version of the JSON layout, ``"<major>.<minor>"``; a major change breaks readers.
-SCHEMA_VERSION = "2.0"
+SCHEMA_VERSION = "2.1"
 #: Every level, in report order. L1: the paper's prediction-error metrics; L7 includes the
 #: closed-loop success of the paper's planner.
 LEVELS = ("L1", "L4", "L5", "L6", "L7", "probe", "uncertainty")
@@ -88,7 +92,7 @@ class Report:
         depth: planner depth ``D``.
         device: torch device the evaluation ran on.
         levels: the levels measured.
-        protocol: the protocol's settings.
+        protocol: the evaluation spec, whole (``EvalSpec.to_dict``).
         prediction: the L1 metrics (``gridplan.metrics.prediction.PredictionMetrics.to_dict``) or
             None.
         closed_loop: ``seeds``, ``episodes``, ``success``, ``outcomes``, ``mean_steps``, or
@@ -113,6 +117,7 @@ class Report:
             when no planner was chosen.
         latent: a latent model's frozen-decoder protocol result
             (``gridplan.evaluation.latent_eval.LatentMeasurement.report``), or None.
+        spec_hash: the spec's content hash (``EvalSpec.content_hash``).
     """
 
     model: dict
@@ -134,6 +139,7 @@ class Report:
     ties: str | None = None
     planner: dict | None = None
     latent: dict | None = None
+    spec_hash: str | None = None
 
     def latent_dict(self) -> dict:
         """``E_repr``, ``E_pred``, ``E_excess`` (frozen decoder) and ``latent``, or ``{}``."""
@@ -154,6 +160,7 @@ class Report:
             "device": self.device,
             "levels": list(self.levels),
             "protocol": self.protocol,
+            "spec_hash": self.spec_hash,
             **({} if self.ties is None else {"ties": self.ties}),
             **({} if self.planner is None else {"planner": self.planner}),
         }
@@ -173,7 +180,8 @@ class Report:
         """The paper's report (schema 1, no ``schema_version``): ``model``, ``task``,
         ``depth``, ``seeds``, ``episodes``, ``success {mean, se, n}``, ``outcomes``,
         ``mean_steps``, ``device``, then the L1 metrics (``E_tot``, ``DRPE``, ``profile``,
-        ``step_profile``, ``event_audit``, ``VPE``, ``horizon``, ``n_windows``), then ``ties``.
+        ``step_profile``, ``event_audit``, ``VPE``, ``horizon``, ``n_windows``), then ``ties``,
+        ``spec`` (the evaluation spec, whole) and ``spec_hash``.
 
         Raises:
             ValueError: if the L1 metrics or the closed-loop success were not measured.
@@ -194,6 +202,8 @@ class Report:
             **{k: v for k, v in self.prediction.items() if k not in LADDER_ONLY_L1},
             **({} if self.ties is None else {"ties": self.ties}),
             **to_jsonable(self.latent_dict()),
+            "spec": self.protocol,
+            "spec_hash": self.spec_hash,
         }
 
 

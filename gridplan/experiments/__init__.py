@@ -5,7 +5,8 @@ worlds) and their registry.
 
 - ``groups``: ``GROUPS``, the registry of every group;
 - ``runner``: ``Group``, ``GroupContext``, ``run_groups`` (temp folders, skip/force, done.json);
-- ``settings``: every group's config per profile (protocols from ``gridplan.core.protocols``);
+- ``settings``: every group's config per profile (protocols: ``profiles``, spec files of
+  ``configs/eval/protocols/``);
 - ``records``: the typed records groups write and the model-record files they exchange;
 - ``measure``, ``pools``, ``learned_runs``: shared computation (windows and closed-loop
   summaries; the controlled grid and sweep; training the learned models);
@@ -25,7 +26,8 @@ from gridplan.util.lazy import lazy_exports
 
 _EXPORTS = {
     "GROUPS": "groups",
-    "PROFILES": "gridplan.core.protocols",
+    "PROFILES": "profiles",
+    "Profile": "profiles",
     "Group": "runner",
     "GroupContext": "runner",
     "run_groups": "runner",

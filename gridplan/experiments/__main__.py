@@ -31,7 +31,8 @@ them) through the Hydra launcher ``python -m train`` uses (``hydra/launcher=NAME
 submitit_local, the SLURM preset ``slurm`` of ``configs/train/hydra/launcher/``, ...;
 ``gridplan/training/dispatch.py``); without it they train in worker processes here. The
 models are the same either way, and finished groups are still skipped. See
-``gridplan/experiments`` and, for the profiles' protocols, ``gridplan/core/protocols.py``.
+``gridplan/experiments`` and, for the profiles' protocols, the spec files of
+``configs/eval/protocols/``.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=PROFILES,
         default="full",
         help="; ".join(f"{name}: {profile.summary}" for name, profile in PROFILES.items())
-        + " (gridplan.core.protocols)",
+        + " (gridplan.experiments.profiles)",
     )
     p.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda")
     p.add_argument(

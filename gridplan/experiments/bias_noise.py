@@ -43,11 +43,11 @@ from dataclasses import dataclass
 
 import torch
 
-from gridplan.core.protocols import Protocol
 from gridplan.core.readings import PROJECT
 from gridplan.core.tasks import TASK_A, Task
 from gridplan.core.values import value_table
 from gridplan.data.datasets import EvalWindows
+from gridplan.evaluation.spec import EvalSpec
 from gridplan.experiments.measure import closed_loop
 from gridplan.experiments.runner import GroupContext
 from gridplan.metrics.prediction import prediction_metrics
@@ -273,7 +273,7 @@ def twin_model(twins: list[Twin], task: Task = TASK_A) -> NoiseModel:
 
 
 def twin_success(
-    ctx: GroupContext, model: NoiseModel, protocol: Protocol, ties: str, task: Task = TASK_A
+    ctx: GroupContext, model: NoiseModel, protocol: EvalSpec, ties: str, task: Task = TASK_A
 ) -> tuple[list[float], list[float], EpisodeResults]:
     """Success of every twin on the protocol's seeds x episodes under tie rule ``ties``: per
     twin the mean over the seeds' success rates and its SE over them, and the recorded

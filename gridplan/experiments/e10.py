@@ -33,6 +33,7 @@ from gridplan.core import tasks
 from gridplan.core.values import relevance_weights, value_table
 from gridplan.evaluation.planner_choice import PlannerChoice, fit_learned_value
 from gridplan.evaluation.planner_relevance import planner_weights, saliency_states, value_kind
+from gridplan.evaluation.spec import PlannerSpec
 from gridplan.experiments import paper
 from gridplan.experiments.figures import planners_figure
 from gridplan.experiments.learned_runs import (
@@ -120,10 +121,13 @@ def learned_value(ctx: GroupContext, cfg: E10Config):
         )
 
 
-def choices(cfg: E10Config, learned) -> dict[str, PlannerChoice]:
+def choices(cfg: E10Config, learned, reading) -> dict[str, PlannerChoice]:
+    """Every planner of ``cfg`` with the run's reading's tie rule and tree."""
     return {
         name: PlannerChoice.of(
-            name, cfg.protocol.depth, learned=learned if name == "search-learned-v" else None
+            PlannerSpec(name, ties=reading.ties, tree=reading.tree),
+            cfg.protocol.depth,
+            learned=learned if name == "search-learned-v" else None,
         )
         for name in cfg.planners
     }
@@ -398,7 +402,7 @@ def run(ctx: GroupContext) -> GroupReport:
     cfg: E10Config = ctx.config
     t_start = time.perf_counter()
     learned = learned_value(ctx, cfg)
-    planners = choices(cfg, learned)
+    planners = choices(cfg, learned, ctx.reading)
     weights = {
         p: planner_weights(choice, TASK, cfg.protocol.depth, device=ctx.device)
         for p, choice in planners.items()

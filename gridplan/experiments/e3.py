@@ -4,7 +4,7 @@ Seven MLP world models of Table 3 — ``uniform`` / ``event_weighted`` / ``anti_
 ``rel_heavy`` / ``rel_only`` on 20k balanced transitions, ``uniform`` on 12k and 4k — plus the
 model trained on 12k uniform-random transitions (``data.policy=random``), each trained once per
 training seed (``gridplan.experiments.learned_runs``; the full profile trains with
-``python -m train``'s defaults). Protocol (``gridplan.core.protocols.LEARNED``):
+``python -m train``'s defaults). Protocol (``gridplan.evaluation.spec.LEARNED``):
 
 - The models of training seed ``k`` (all rows at once, one setting each) play the
   ``episodes`` start states of closed-loop seed ``k`` with the depth-2 planner: the rows share
@@ -45,9 +45,9 @@ import numpy as np
 import torch
 
 from gridplan.core.constants import CARRYING, DOOR_OPEN
-from gridplan.core.protocols import LEARNED
 from gridplan.core.readings import PROJECT
 from gridplan.core.tasks import TASK_A
+from gridplan.evaluation.spec import LEARNED
 from gridplan.experiments import bias_noise, paper
 from gridplan.experiments.bias_noise import Cycling, add_cycling, setting_cycling
 from gridplan.experiments.figures import failure_figure, learned_success_figure

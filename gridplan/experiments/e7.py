@@ -542,7 +542,8 @@ def _ladder_report(job: tuple) -> tuple[Any, dict, set]:
     model, depth, ladder, device, behaviour, variant_depth, ties = job
     torch.set_num_threads(1)
     levels = [lv for lv in check_levels(None, model) if lv != "L1"]
-    report = ladder_evaluate(model, TASK_A, depth, ladder, levels, device, ties=ties)
+    spec = ladder.replace(depth=depth, levels=tuple(levels), planner={"ties": ties})
+    report = ladder_evaluate(model, spec, device=device)
     variants = noncircular(model, behaviour, (depth, variant_depth), ladder.seed, ties)
     # The ladder's closed loop again (run_episodes is seeded by its arguments): the states
     # XGap sampled from are among its decision states.

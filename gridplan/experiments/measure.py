@@ -7,9 +7,9 @@ cached per process) and summarize closed loops the same way ``python -m eval`` d
 
 from __future__ import annotations
 
-from gridplan.core.protocols import Protocol
 from gridplan.core.tasks import TASK_A, Task
 from gridplan.data.datasets import EvalWindows, eval_windows
+from gridplan.evaluation.spec import EvalSpec
 from gridplan.experiments.runner import GroupContext
 from gridplan.metrics.stats import EpisodeSummary, summarize_episodes
 from gridplan.planning.closed_loop import EpisodeResults, run_episodes
@@ -25,7 +25,7 @@ def tie_rules(main: str) -> tuple[str, ...]:
     return (main, *(r for r in TIES if r != main))
 
 
-def standard_windows(ctx: GroupContext, protocol: Protocol, task: Task = TASK_A) -> EvalWindows:
+def standard_windows(ctx: GroupContext, protocol: EvalSpec, task: Task = TASK_A) -> EvalWindows:
     """The protocol's held-out evaluation windows (``protocol.n_windows`` windows of
     ``protocol.horizon`` steps, default seed of ``eval_windows``), cached per process."""
     key = (protocol.n_windows, protocol.horizon, task, str(ctx.device))
@@ -40,7 +40,7 @@ def closed_loop(
     ctx: GroupContext,
     model,
     task: Task,
-    protocol: Protocol,
+    protocol: EvalSpec,
     record: bool = False,
     ties: str | None = None,
 ) -> tuple[list[EpisodeSummary], EpisodeResults]:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from gridplan.core.protocols import Protocol
 from gridplan.core.tasks import TASK_A
+from gridplan.evaluation.spec import EvalSpec
 from gridplan.experiments import settings
 from gridplan.experiments.measure import closed_loop, standard_windows
 from gridplan.experiments.records import ControlledRecord, SweepRecord, read_models
@@ -24,7 +24,7 @@ from gridplan.models.noise import noise_grid
 
 
 def controlled_pool(
-    ctx: GroupContext, sigma_r: Sequence[float], sigma_i: Sequence[float], protocol: Protocol
+    ctx: GroupContext, sigma_r: Sequence[float], sigma_i: Sequence[float], protocol: EvalSpec
 ) -> list[ControlledRecord]:
     """Prediction metrics and closed-loop success of every ``(σR, σI)`` setting, σR-major."""
     model = noise_grid(sigma_r, sigma_i, reading=ctx.reading)

@@ -53,9 +53,9 @@ import torch
 from tqdm.auto import tqdm
 
 import gridplan
-from gridplan.core.protocols import PROFILES
 from gridplan.core.readings import PROJECT, Reading
 from gridplan.core.readings import check as check_reading
+from gridplan.experiments.profiles import PROFILES
 from gridplan.util.jsonio import dumps, to_jsonable
 from gridplan.util.progress import bar
 from gridplan.util.threads import available_cpus
@@ -97,7 +97,7 @@ class GroupContext:
 
     Attributes:
         name: group name, e.g. ``"e1"``.
-        profile: ``"full"``, ``"quick"`` or ``"tiny"`` (``gridplan.core.protocols.PROFILES``).
+        profile: ``"full"``, ``"quick"`` or ``"tiny"`` (``gridplan.experiments.profiles.PROFILES``).
         config: the group's config for the profile (``gridplan.experiments.settings``).
         out: the (temporary) folder the group writes into.
         root: the results root holding the other groups' finished folders.
@@ -241,7 +241,8 @@ class Group:
         name: short name used on the command line, e.g. ``"e1"``.
         title: heading of its report.
         run: ``run(ctx) -> GroupReport``; writes its CSV/JSON/PNG files through ``ctx``.
-        configs: profile name -> config for every name in ``gridplan.core.protocols.PROFILES``.
+        configs: profile name -> config for every name in
+            ``gridplan.experiments.profiles.PROFILES``.
         reads: groups whose finished results it reuses when present; they run first.
         reading_free: no reading switch can change its results (it builds no controlled
             model), so one folder serves every reading.

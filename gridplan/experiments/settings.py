@@ -3,10 +3,10 @@
 One public place for what groups share: the E1 grid that e2, e4 and e6 reuse, E2's
 relevance sweep that e4 reuses, E3's training rows and overrides that e4 trains with, E7's
 learned-model zoos (read from ``configs/zoo/``), E8's worlds. Each ``E<n>`` maps a profile name
-(``gridplan.core.protocols.PROFILES``) to that group's config.
+(``gridplan.experiments.profiles.PROFILES``) to that group's config.
 
 The values live in Hydra configs, ``configs/experiments/``: ``settings.yaml`` selects the
-profile (its protocols, from ``gridplan.core.protocols``, in Hydra's ConfigStore as group
+profile (its protocols, from ``gridplan.experiments.profiles``, in Hydra's ConfigStore as group
 ``profile``) and one file per experiment group of that profile, ``e<n>/<profile>.yaml``; a
 ``quick`` or ``tiny`` file takes ``full`` through its defaults list and sets only what the
 profile changes, and the closed-loop and window counts are interpolations of the profile's
@@ -35,8 +35,8 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from gridplan.core import world as worlds
-from gridplan.core.protocols import PROFILES, Profile, Protocol
-from gridplan.evaluation.ladder_protocol import LadderProtocol
+from gridplan.evaluation.spec import EvalSpec
+from gridplan.experiments.profiles import PROFILES, Profile
 from gridplan.metrics.relevance_estimation import FVIConfig
 from gridplan.metrics.stats import ISO_TOLERANCE
 from gridplan.training.config import CONFIGS_ROOT, compose_config
@@ -58,16 +58,16 @@ class _TupleFields:
 class GroupConfig(_TupleFields):
     """Base of the group configs: the recorded form (see the module docstring)."""
 
-    #: Keys written in place of the ``Protocol`` field, in this order: protocol fields, or
+    #: Keys written in place of the ``EvalSpec`` field, in this order: protocol fields, or
     #: (where a group has always recorded one among them) a field of the config itself.
     recorded: ClassVar[tuple[str, ...]] = ("depth", "seeds", "episodes", "n_windows", "horizon")
 
     def to_dict(self) -> dict:
-        """Field name -> value, the ``Protocol`` field replaced by the ``recorded`` keys."""
+        """Field name -> value, the ``EvalSpec`` field replaced by the ``recorded`` keys."""
         out = {}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if isinstance(value, Protocol):
+            if isinstance(value, EvalSpec):
                 for key in self.recorded:
                     out[key] = getattr(value if hasattr(value, key) else self, key)
             elif f.name not in out:
@@ -92,7 +92,7 @@ class E1Config(GroupConfig):
 
     sigma_r: tuple[float, ...]
     sigma_i: tuple[float, ...]
-    protocol: Protocol
+    protocol: EvalSpec
     iso_tolerance: float = ISO_TOLERANCE
     n_resamples: int
 
@@ -115,7 +115,7 @@ class E2Config(GroupConfig):
 
     sweep_sigma_r: tuple[float, ...]
     sweep_sigma_i: tuple[float, ...]
-    protocol: Protocol
+    protocol: EvalSpec
     iso_tolerance: float = ISO_TOLERANCE
     n_resamples: int
 
@@ -177,7 +177,7 @@ class E3Config(GroupConfig):
 
     rows: tuple[LearnedRow, ...]
     random_row: LearnedRow
-    protocol: Protocol
+    protocol: EvalSpec
     train_overrides: tuple[str, ...] = ()
     n_resamples: int
 
@@ -228,7 +228,7 @@ class E5Config(GroupConfig):
     """
 
     sigma: float = 0.8
-    protocol: Protocol
+    protocol: EvalSpec
 
 
 # --------------------------------------------------------------------------- E6
@@ -261,7 +261,7 @@ class E6Config(GroupConfig):
     # The pairs are typed Any: OmegaConf has no fixed-length tuple type.
     models: tuple[Any, ...]
     depths: tuple[int, ...]
-    protocol: Protocol
+    protocol: EvalSpec
     horizons: tuple[int, ...]
     fan_models: tuple[Any, ...] = ((0.0, 1.2), (0.35, 0.0))
     fan_depth: int
@@ -431,7 +431,7 @@ class E7Config(GroupConfig):
         deep_episodes: the same at the second depth (its tree is 4^2 times larger).
         n_windows: held-out windows of the prediction metrics (E1's, so grid and zoo share
             them); horizon: their ``H``.
-        ladder_sizes: the ladder's own sizes (``LadderProtocol`` fields).
+        ladder_sizes: the ladder's own sizes (``EvalSpec`` fields).
         n_resamples: bootstrap resamples of every meta-evaluation CI.
         train_overrides: extra overrides of every training run (``learned_runs.run_config``).
         heldout_episodes: episodes of the held-out success every ranking verdict uses
@@ -461,16 +461,16 @@ class E7Config(GroupConfig):
     heldout_seed: int = 30_000
     variant_depth: int = 3
 
-    def closed_loop(self, zoo: Zoo, depth: int) -> Protocol:
+    def closed_loop(self, zoo: Zoo, depth: int) -> EvalSpec:
         """The closed loop of ``zoo``'s models at ``depth``."""
-        return Protocol(depth, zoo.eval_seeds, self.episodes, self.n_windows, self.horizon)
+        return EvalSpec(depth, zoo.eval_seeds, self.episodes, self.n_windows, self.horizon)
 
-    def ladder(self, zoo: Zoo) -> LadderProtocol:
+    def ladder(self, zoo: Zoo) -> EvalSpec:
         """The ladder protocol of ``zoo``'s models (its closed loop at the first depth)."""
         sizes = dict(self.ladder_sizes)
         windows = sizes.pop("n_windows")
-        loop = Protocol(self.depths[0], zoo.eval_seeds, self.episodes, windows, self.horizon)
-        return LadderProtocol.of(loop, **sizes)
+        loop = EvalSpec(self.depths[0], zoo.eval_seeds, self.episodes, windows, self.horizon)
+        return loop.replace(**sizes)
 
 
 # --------------------------------------------------------------------------- E8
@@ -509,7 +509,7 @@ class E8Config(GroupConfig):
     extra_worlds: tuple[str, ...] = ()
     sigma_r: tuple[float, ...]
     sigma_i: tuple[float, ...]
-    protocol: Protocol
+    protocol: EvalSpec
     learned_rows: tuple[LearnedRow, ...] = ()
     learned_worlds: tuple[str, ...] = ()
     learned_seeds: tuple[int, ...] = (0,)
@@ -561,7 +561,7 @@ class E10Config(GroupConfig):
 
     sigma_r: tuple[float, ...]
     sigma_i: tuple[float, ...]
-    protocol: Protocol
+    protocol: EvalSpec
     planners: tuple[str, ...]
     regret_states: int
     fvi_states: int
@@ -616,7 +616,7 @@ class E9Config(GroupConfig):
     budgets: tuple[str, ...]
     train_seeds: tuple[int, ...]
     train_overrides: tuple[str, ...] = ()
-    protocol: Protocol
+    protocol: EvalSpec
     branch_states: int
     n_resamples: int
 

@@ -22,11 +22,13 @@ from typing import NamedTuple
 import numpy as np
 from scipy.stats import rankdata, spearmanr
 
-from gridplan.core.protocols import BOOTSTRAP_RESAMPLES
 from gridplan.planning.closed_loop import OUTCOMES
 
 #: Iso-error pairs: E_tot within this relative tolerance (paper §5.2: 10%).
 ISO_TOLERANCE = 0.10
+
+#: Bootstrap resamples of every bootstrap interval (paper §5: 2,000).
+BOOTSTRAP_RESAMPLES = 2000
 
 
 def _as_1d(values, name: str) -> np.ndarray:

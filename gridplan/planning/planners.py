@@ -162,6 +162,7 @@ def make_planner(
     learned=None,
     device: torch.device | str = "cpu",
     ties: str | None = None,
+    tree: str | None = None,
 ):
     """Planner ``name`` for ``model`` on ``task`` (module docstring).
 
@@ -176,6 +177,8 @@ def make_planner(
         ties: the tie rule of the full-width searches (``gridplan.planning.planner.TIES``;
             None: the model's reading's); the sampling planners have no tied first actions
             to break (they commit to one sampled sequence).
+        tree: the full-width searches' law of a stochastic model's draws
+            (``gridplan.planning.registry.TREES``; None: the model's reading's).
 
     Returns:
         The planner; ``"search"`` is the plain ``Planner(model, depth, task, device=device)``.
@@ -186,13 +189,15 @@ def make_planner(
     """
     full = planner_settings(name, depth, settings)
     if name == "search":
-        return Planner(model, depth, task, device=device, ties=ties)
-    if name == "search-learned-v":
-        value = terminal_value("learned", task, device, learned)
-        return ValueSearchPlanner(model, depth, task, value, device=device, name=name, ties=ties)
-    if name == "search-no-heuristic":
+        return Planner(model, depth, task, device=device, ties=ties, tree=tree)
+    if name in ("search-learned-v", "search-no-heuristic"):
+        value = (
+            terminal_value("learned", task, device, learned)
+            if name == "search-learned-v"
+            else ZeroValue(task, device)
+        )
         return ValueSearchPlanner(
-            model, depth, task, ZeroValue(task, device), device=device, name=name, ties=ties
+            model, depth, task, value, device=device, tree=tree, name=name, ties=ties
         )
     value = terminal_value(full.pop("value"), task, device, learned)
     if name == "mcts":

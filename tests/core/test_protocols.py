@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from gridplan.core.protocols import CONTROLLED, LEARNED, PROFILES, Protocol, profile
 
 

@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
+from gridplan.evaluation.ladder_protocol import LadderProtocol
 
 import gridplan
 from gridplan.evaluation.card import GATES, build_card, card_paths, write_card
-from gridplan.evaluation.ladder_protocol import LadderProtocol
 from gridplan.evaluation.schema import check_schema, ladder_scalars
 from gridplan.models.noise import NoiseModel, OracleModel
 

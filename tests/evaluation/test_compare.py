@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from gridplan.evaluation.ladder_protocol import LadderProtocol
 
 import gridplan
-from gridplan.evaluation.ladder_protocol import LadderProtocol
 from gridplan.models.noise import NoiseModel, OracleModel
 
 PROTOCOL = LadderProtocol(

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from gridplan.evaluation.ladder_protocol import LadderProtocol
 from helpers_learned import module_checkpoint, tiny_module
 
 from eval.cli import build_parser, fill_defaults, main
 from gridplan.evaluation.compare_models import compare_models
-from gridplan.evaluation.ladder_protocol import LadderProtocol
 from gridplan.models.noise import NoiseModel, OracleModel
 from gridplan.training.run_status import write_status
 

@@ -8,11 +8,11 @@ import math
 from pathlib import Path
 
 import pytest
+from gridplan.core.protocols import CONTROLLED, LEARNED
 from helpers_learned import module_checkpoint, tiny_module
 
 from eval.cli import build_parser, checkpoint_json_path, fill_defaults, main
 from eval.report import format_table
-from gridplan.core.protocols import CONTROLLED, LEARNED
 from gridplan.util.jsonio import dumps
 
 

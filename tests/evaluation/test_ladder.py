@@ -9,6 +9,7 @@ import json
 
 import pytest
 import torch
+from gridplan.evaluation.ladder_protocol import LadderProtocol
 from paper_layout import CELL_SCALE
 
 import gridplan
@@ -18,7 +19,6 @@ from gridplan.core.env import transition
 from gridplan.core.values import value_table
 from gridplan.evaluation.decisions import decide, exploitability
 from gridplan.evaluation.ladder import check_levels, paper_report
-from gridplan.evaluation.ladder_protocol import LadderProtocol
 from gridplan.evaluation.levels import PAPER_LEVELS, REGISTRY, run_order
 from gridplan.evaluation.schema import LEVELS
 from gridplan.models.noise import NoiseModel, OracleModel, noise_grid

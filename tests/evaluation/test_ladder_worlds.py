@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+from gridplan.evaluation.ladder_protocol import LadderProtocol
 
 import gridplan
 from gridplan.core import tasks
 from gridplan.core import world as worlds
 from gridplan.core.env import reset
 from gridplan.evaluation.decisions import leaf_scores
-from gridplan.evaluation.ladder_protocol import LadderProtocol
 from gridplan.metrics.relevance_estimation import FVIConfig, fitted_value_iteration
 from gridplan.models.noise import NoiseModel, OracleModel
 from gridplan.planning.planner import Planner

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from gridplan.evaluation.ladder_protocol import LadderProtocol
 
 from eval.cli import main
 from gridplan.core.constants import N_ACTIONS, RIGHT
@@ -18,7 +19,6 @@ from gridplan.core.tasks import TASK_A
 from gridplan.core.values import value_table
 from gridplan.evaluation.card import profile_rows
 from gridplan.evaluation.compare_models import compare_models, table
-from gridplan.evaluation.ladder_protocol import LadderProtocol
 from gridplan.evaluation.latent_eval import LatentProtocol, planning_note, prepare_latent
 from gridplan.evaluation.ranking import constant_sides, policy_ranking
 from gridplan.evaluation.schema import ladder_lines

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from gridplan.evaluation.ladder_protocol import LadderProtocol
 
 import gridplan
 from gridplan.core import tasks
 from gridplan.core.constants import RIGHT
 from gridplan.core.env import reset, transition
 from gridplan.evaluation.decisions import decide
-from gridplan.evaluation.ladder_protocol import LadderProtocol
 from gridplan.models.noise import OracleModel
 from gridplan.models.plugins import (
     CheckedModel,

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from gridplan.core.protocols import LEARNED
 
 from gridplan.core.constants import LEFT, RIGHT, UP
-from gridplan.core.protocols import LEARNED
 from gridplan.data.datasets import eval_windows
 from gridplan.experiments.bias_noise import (
     calibrate_scale,

@@ -8,10 +8,10 @@ import json
 from pathlib import Path
 
 import pytest
+from gridplan.core.protocols import PROFILES
 
 from eval.cli import main as eval_main
 from gridplan.core import readings
-from gridplan.core.protocols import PROFILES
 from gridplan.experiments import GROUPS
 from gridplan.experiments.runner import (
     Group,

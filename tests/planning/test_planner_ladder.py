@@ -8,13 +8,13 @@ import json
 import jsonschema
 import pytest
 import torch
+from gridplan.evaluation.ladder_protocol import PROTOCOLS
 from helpers_schema import validate
 
 from eval.cli import main
 from gridplan.core.tasks import TASK_A
 from gridplan.evaluation.decisions import decide, decide_planner
 from gridplan.evaluation.ladder import evaluate
-from gridplan.evaluation.ladder_protocol import PROTOCOLS
 from gridplan.evaluation.planner_choice import PlannerChoice
 from gridplan.models.noise import NoiseModel, OracleModel
 from gridplan.planning.closed_loop import start_states

@@ -285,8 +285,9 @@ def test_eval_reports_bad_checkpoint_arguments(args, message, capsys):
 
 
 def test_eval_reports_of_another_task_or_depth_go_beside_the_default_one():
-    from eval.cli import checkpoint_json_path
     from gridplan.core.protocols import LEARNED
+
+    from eval.cli import checkpoint_json_path
 
     ckpt = Path("runs/x/version_0/checkpoints/best.ckpt")
     assert checkpoint_json_path(ckpt).name == "best.eval.json"

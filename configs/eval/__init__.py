@@ -1,0 +1,1 @@
+"""Config folder of ``gridplan.conf`` (``configs/__init__.py``)."""
