@@ -260,7 +260,7 @@ def fill_defaults(args: argparse.Namespace) -> None:
         return
     args.spec, args.protocol_rule = command_line_spec(args)
     args.task = args.spec.task
-    if args.world is None and args.spec.world != "default":
+    if args.world is None and args.spec.world is not None:
         args.world = args.spec.world
 
 

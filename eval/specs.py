@@ -247,7 +247,9 @@ def command_line_spec(args) -> tuple[EvalSpec, str]:
         changes["levels"] = PAPER_LEVELS
     return base.replace(**changes), rule
 
-    """The one protocol of a comparison and the rule that chose it (module docstring).
+
+def comparison_protocol(specs: list[str], given: dict) -> tuple[EvalSpec, str]:
+    """The base protocol of a comparison and the rule that chose it (module docstring).
 
     Args:
         specs: the specs, the baseline first.

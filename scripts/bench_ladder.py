@@ -3,8 +3,9 @@
 Both run in one process on the same machine, interleaved (eval, ladder, eval, ladder, ...) so
 a change of load hits both alike, at the default protocol of a built-in model
 (``configs/eval/protocols/controlled.yaml``, paper §5.1: depth 4, 10 seeds x 30 episodes,
-1000 held-out windows of H = 10): ``python -m eval`` (``gridplan.evaluation.ladder.paper_report``) computes
-the L1 prediction metrics and the closed-loop success;
+1000 held-out windows of H = 10): ``python -m eval``
+(``gridplan.evaluation.ladder.paper_report``) computes the L1 prediction metrics and the
+closed-loop success;
 ``gridplan.evaluate`` adds L4-L7, the WorldModelGym probe and, for models exposing it,
 uncertainty. The cost ratio is ladder / eval of the medians per model (the target is at most
 3x); the per-level seconds of the ladder come from its report.

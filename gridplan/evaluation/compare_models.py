@@ -430,6 +430,7 @@ def compare_models(
     protocol_rule: str = "",
     seed: int = 0,
     fit_value: Callable | None = None,
+    **changes,
 ) -> ModelComparison:
     """Evaluate every arm under one spec and compare each with the first (the baseline).
 
@@ -449,6 +450,7 @@ def compare_models(
         fit_value: ``model -> LearnedValue``, the value a planner that needs one plans with,
             fitted for each model through that model
             (``gridplan.evaluation.planner_choice.fit_learned_value``); None otherwise.
+        **changes: spec fields to change (``EvalSpec.replace``), e.g. ``depth=2``.
 
     Returns:
         ModelComparison.
@@ -469,6 +471,7 @@ def compare_models(
     if infos is None:
         infos = [[{"name": n}] * len(a) for n, a in zip(names, arms, strict=True)]
     spec = resolve_spec(spec)
+    spec = spec.replace(**changes) if changes else spec
     wanted = check_levels(spec.levels)
     measured = check_levels(tuple(dict.fromkeys(("L1", *wanted, "success"))))
     spec = spec.replace(levels=measured)

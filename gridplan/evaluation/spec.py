@@ -137,9 +137,11 @@ class EvalSpec:
         n_windows: held-out open-loop windows of the prediction metrics (L1).
         horizon: rollout length ``H`` of those windows and of L4's interventional rollouts.
         task: task name (``gridplan.core.tasks``: ``"A"``, ``"B"``).
-        world: world name (``gridplan.core.world``: ``default``, ``g16-k8``, ``g{N}-k{K}``).
-        obs: the observation kind the model reads (``OBS_KINDS``); a state model reads
-            ``state``.
+        world: world name (``gridplan.core.world``: ``default``, ``g16-k8``, ``g{N}-k{K}``), or
+            None for the model's own world (the default world for a model without one).
+        obs: the observation kind the model reads (``OBS_KINDS``; a state model reads
+            ``state``), or None for the model's own. A track states both; ``fitted_to``
+            fills None from the model and refuses a model of another world or kind.
         planner: the planner (``PlannerSpec``).
         levels: levels measured (``SPEC_LEVELS``), or None for every level that applies.
         branch_states: states per part of the branch set ``Q`` (L4).
@@ -172,8 +174,8 @@ class EvalSpec:
     n_windows: int = 1000
     horizon: int = 10
     task: str = "A"
-    world: str = "default"
-    obs: str = "state"
+    world: str | None = None
+    obs: str | None = None
     planner: PlannerSpec = field(default_factory=PlannerSpec)
     levels: tuple[str, ...] | None = None
     branch_states: int = 512
@@ -212,8 +214,9 @@ class EvalSpec:
                 )
             object.__setattr__(self, "levels", levels)
         tasks.get(self.task)
-        worlds.get(self.world)
-        if self.obs not in OBS_KINDS:
+        if self.world is not None:
+            worlds.get(self.world)
+        if self.obs is not None and self.obs not in OBS_KINDS:
             raise ValueError(f"EvalSpec.obs must be one of {OBS_KINDS}, got {self.obs!r}")
         if not (isinstance(self.xgap_threshold, (int, float)) and
                 0.0 <= self.xgap_threshold < math.inf):
@@ -234,8 +237,8 @@ class EvalSpec:
         return len(self.seeds) * self.episodes
 
     def resolved_task(self) -> tasks.Task:
-        """The ``Task`` this spec names, on its world."""
-        return tasks.get(self.task, world=worlds.get(self.world))
+        """The ``Task`` this spec names, on its world (None: the default world)."""
+        return tasks.get(self.task, world=worlds.get(self.world or "default"))
 
     def replace(self, **changes) -> EvalSpec:
         """A copy with ``changes`` (field names; ``planner`` may be a dict of
@@ -322,32 +325,29 @@ def model_obs(model) -> str:
 
 
 def fitted_to(spec: EvalSpec, model) -> EvalSpec:
-    """``spec`` for ``model``: a spec of the default world and the ``state`` observation
-    takes the model's own world and observation kind (a model predicts its own world from its
-    own observations only), so the recorded spec says what was measured.
+    """``spec`` for ``model``, its world and observation kind filled in: where the spec
+    leaves them None, the model's own (a model predicts its own world from its own
+    observations only), so the recorded spec says what was measured.
 
     Raises:
         ValueError: if the spec names another world or observation kind than the model's,
             naming both.
     """
-    own_world = getattr(model, "world", None)
-    changes = {}
-    if isinstance(own_world, worlds.World) and own_world != worlds.get(spec.world):
-        if spec.world != "default":
-            raise ValueError(
-                f"spec {spec.name!r} is on world {spec.world}, but the model predicts "
-                f"{own_world.describe()}"
-            )
-        changes["world"] = own_world.name
+    own = getattr(model, "world", None)
+    own = own if isinstance(own, worlds.World) else worlds.get("default")
+    if spec.world is not None and worlds.get(spec.world) != own:
+        raise ValueError(
+            f"spec {spec.name!r} is on world {spec.world}, but the model predicts "
+            f"{own.describe()}; evaluate it under a spec of its world (world: {own.name}) or "
+            "one that leaves the world to the model (world: null)"
+        )
     obs = model_obs(model)
-    if obs != spec.obs:
-        if spec.obs != "state":
-            raise ValueError(
-                f"spec {spec.name!r} evaluates {spec.obs} observations, but the model reads "
-                f"{obs} (its obs_kind)"
-            )
-        changes["obs"] = obs
-    return spec.replace(**changes) if changes else spec
+    if spec.obs is not None and spec.obs != obs:
+        raise ValueError(
+            f"spec {spec.name!r} evaluates {spec.obs} observations, but the model reads {obs} "
+            "(its obs_kind)"
+        )
+    return spec.replace(world=spec.world or own.name, obs=obs)
 
 
 def _names(folder: str) -> tuple[str, ...]:

@@ -134,8 +134,9 @@ def test_a_model_of_another_world_is_refused_naming_both(g16_model):
 def test_evaluate_refuses_a_model_of_another_world(g16_model):
     from gridplan.evaluation.ladder import evaluate
 
-    with pytest.raises(ValueError, match=r"predicts world g16-k8.*played on default"):
-        evaluate(g16_model, "A", depth=1, levels=["L1"])
+    with pytest.raises(ValueError, match=r"spec 'quick-a' is on world default, but the model "
+                                         r"predicts g16-k8"):
+        evaluate(g16_model, "quick-a", depth=1, levels=["L1"])
 
 
 # --- windows and datasets of another world -------------------------------------------------------

@@ -7,14 +7,14 @@ import json
 from pathlib import Path
 
 import pytest
-from gridplan.evaluation.ladder_protocol import LadderProtocol
 
 import gridplan
 from gridplan.evaluation.card import GATES, build_card, card_paths, write_card
 from gridplan.evaluation.schema import check_schema, ladder_scalars
+from gridplan.evaluation.spec import EvalSpec
 from gridplan.models.noise import NoiseModel, OracleModel
 
-PROTOCOL = LadderProtocol(
+PROTOCOL = EvalSpec(
     seeds=(0,),
     episodes=6,
     horizon=4,
@@ -32,12 +32,12 @@ PROTOCOL = LadderProtocol(
 def reports() -> dict:
     return {
         "oracle": gridplan.evaluate(
-            OracleModel(), depth=2, protocol=PROTOCOL, model_info={"name": "oracle"}
+            OracleModel(), depth=2, spec=PROTOCOL, model_info={"name": "oracle"}
         ).to_dict(),
         "noisy": gridplan.evaluate(
             NoiseModel.controlled(0.35, 0.1),
             depth=2,
-            protocol=PROTOCOL,
+            spec=PROTOCOL,
             model_info={"name": "noise", "sigma_r": 0.35, "sigma_i": 0.1},
         ).to_dict(),
     }
@@ -78,7 +78,7 @@ def test_relevant_noise_fails_the_gates_with_reasons(reports):
 
 
 def test_a_card_without_gate_levels_gives_no_verdict():
-    report = gridplan.evaluate(OracleModel(), depth=2, protocol=PROTOCOL, levels=["L7"])
+    report = gridplan.evaluate(OracleModel(), depth=2, spec=PROTOCOL, levels=["L7"])
     card = build_card(report.to_dict())
     assert all(g["passed"] is None for g in card["gates"])
     assert card["verdict"].startswith("No verdict")

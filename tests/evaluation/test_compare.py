@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from gridplan.evaluation.ladder_protocol import LadderProtocol
 
 import gridplan
+from gridplan.evaluation.spec import EvalSpec
 from gridplan.models.noise import NoiseModel, OracleModel
 
-PROTOCOL = LadderProtocol(
+PROTOCOL = EvalSpec(
     seeds=(0, 1),
     episodes=5,
     horizon=4,
@@ -30,7 +30,7 @@ def test_a_model_compared_with_itself_differs_by_exactly_zero():
         NoiseModel.controlled(0.2, 0.1),
         NoiseModel.controlled(0.2, 0.1),
         depth=2,
-        protocol=PROTOCOL,
+        spec=PROTOCOL,
     )
     assert (c.success.difference, c.success.low, c.success.high) == (0.0, 0.0, 0.0)
     assert c.decision_regret.difference == 0.0
@@ -40,7 +40,7 @@ def test_a_model_compared_with_itself_differs_by_exactly_zero():
 def test_irrelevant_noise_against_the_oracle_differs_by_exactly_nothing():
     # Common random numbers and Prop. 1: M(0, sigma_i) decides exactly like the oracle, so
     # every decision-level difference is 0 and so is its interval.
-    c = gridplan.compare(NoiseModel.controlled(0.0, 0.5), OracleModel(), depth=2, protocol=PROTOCOL)
+    c = gridplan.compare(NoiseModel.controlled(0.0, 0.5), OracleModel(), depth=2, spec=PROTOCOL)
     assert (c.success.difference, c.success.low, c.success.high) == (0.0, 0.0, 0.0)
     assert c.decision_regret.difference == 0.0
     rows = {(r["level"], r["metric"]): r["difference"] for r in c.side_by_side}
@@ -55,7 +55,7 @@ def test_oracle_against_relevant_noise_with_an_indicative_interval():
         NoiseModel.controlled(1.5, 0.1),
         names=("oracle", "noisy"),
         depth=2,
-        protocol=PROTOCOL,
+        spec=PROTOCOL,
         levels=["L4", "L7"],
     )
     assert c.success.levels == ("training seed", "evaluation seed", "episode")
@@ -74,9 +74,9 @@ def test_oracle_against_relevant_noise_with_an_indicative_interval():
 def test_training_seeds_pair_by_position():
     arm_a = [NoiseModel.controlled(0.0, 0.1), NoiseModel.controlled(0.0, 0.3)]
     arm_b = [NoiseModel.controlled(0.3, 0.1), NoiseModel.controlled(0.3, 0.3)]
-    c = gridplan.compare(arm_a, arm_b, depth=2, protocol=PROTOCOL, levels=["L7"])
+    c = gridplan.compare(arm_a, arm_b, depth=2, spec=PROTOCOL, levels=["L7"])
     assert c.success.units == (2, 2, 5)
     assert "only 2 top-level units (training seed)" in c.success.warning
     assert len(c.reports_a) == 2
     with pytest.raises(ValueError, match="same number of models"):
-        gridplan.compare(arm_a, arm_b[:1], depth=2, protocol=PROTOCOL, levels=["L7"])
+        gridplan.compare(arm_a, arm_b[:1], depth=2, spec=PROTOCOL, levels=["L7"])

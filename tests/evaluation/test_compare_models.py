@@ -11,11 +11,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from gridplan.evaluation.ladder_protocol import LadderProtocol
 from helpers_learned import module_checkpoint, tiny_module
 
 from eval.cli import build_parser, fill_defaults, main
 from gridplan.evaluation.compare_models import compare_models
+from gridplan.evaluation.spec import EvalSpec
 from gridplan.models.noise import NoiseModel, OracleModel
 from gridplan.training.run_status import write_status
 
@@ -36,7 +36,7 @@ TINY = [
     "4",
     "--no-progress",
 ]
-PROTOCOL = LadderProtocol(
+PROTOCOL = EvalSpec(
     seeds=(0, 1),
     episodes=4,
     horizon=4,
@@ -153,11 +153,11 @@ def test_missing_paths_and_folders_are_named(tmp_path, monkeypatch, capsys):
 def test_the_protocol_is_the_baselines_default_and_says_so(run_folder):
     args = build_parser().parse_args(["--compare", str(run_folder), "oracle"])
     fill_defaults(args)
-    assert (args.protocol.depth, len(args.protocol.seeds), args.protocol.episodes) == (2, 5, 40)
+    assert (args.spec.depth, len(args.spec.seeds), args.spec.episodes) == (2, 5, 40)
     assert "the learned models'" in args.protocol_rule and "builtin alone" in args.protocol_rule
     args = build_parser().parse_args(["--compare", "oracle", "noise"])
     fill_defaults(args)
-    assert args.protocol.depth == 4 and args.protocol_rule == ""
+    assert args.spec.depth == 4 and args.protocol_rule == ""
 
 
 def test_two_plugins_of_the_same_file_name_are_told_apart(tmp_path, monkeypatch, capsys):
@@ -179,7 +179,7 @@ def test_paired_differences_against_the_baseline_in_python():
         [OracleModel(), NoiseModel.controlled(0.0, 0.5), NoiseModel.controlled(1.5, 0.1)],
         ["oracle", "irrelevant", "relevant"],
         depth=2,
-        protocol=PROTOCOL,
+        spec=PROTOCOL,
         levels=["L4"],
     )
     rows = {r["metric"]: r for r in c.rows}
@@ -197,7 +197,7 @@ def test_paired_differences_against_the_baseline_in_python():
 
 def test_one_model_arms_pair_with_every_training_seed():
     arms = [OracleModel(), [NoiseModel.controlled(0.3, 0.1), NoiseModel.controlled(0.3, 0.3)]]
-    c = compare_models(arms, ["oracle", "noisy"], depth=2, protocol=PROTOCOL, levels=["L1"])
+    c = compare_models(arms, ["oracle", "noisy"], depth=2, spec=PROTOCOL, levels=["L1"])
     diff = next(r for r in c.rows if r["metric"] == "success")["differences"]["noisy"]
     assert diff["units"] == [2, 2, 4]
     assert np.isclose(
@@ -206,7 +206,7 @@ def test_one_model_arms_pair_with_every_training_seed():
     )
     with pytest.raises(ValueError, match="same number of models"):
         compare_models(
-            [arms[1], arms[1][:1] * 3], ["a", "b"], depth=2, protocol=PROTOCOL, levels=["L1"]
+            [arms[1], arms[1][:1] * 3], ["a", "b"], depth=2, spec=PROTOCOL, levels=["L1"]
         )
     with pytest.raises(ValueError, match="its own name"):
-        compare_models(arms, ["x", "x"], depth=2, protocol=PROTOCOL, levels=["L1"])
+        compare_models(arms, ["x", "x"], depth=2, spec=PROTOCOL, levels=["L1"])

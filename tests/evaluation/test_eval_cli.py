@@ -8,18 +8,18 @@ import math
 from pathlib import Path
 
 import pytest
-from gridplan.core.protocols import CONTROLLED, LEARNED
 from helpers_learned import module_checkpoint, tiny_module
 
 from eval.cli import build_parser, checkpoint_json_path, fill_defaults, main
 from eval.report import format_table
+from gridplan.evaluation.spec import CONTROLLED, LEARNED
 from gridplan.util.jsonio import dumps
 
 
 def _protocol(*argv: str):
     args = build_parser().parse_args(list(argv))
     fill_defaults(args)
-    return args.protocol
+    return args.spec
 
 
 def test_built_in_models_default_to_the_controlled_protocol_and_checkpoints_to_the_learned():
@@ -45,7 +45,7 @@ def test_a_noise_model_is_reported_as_json_with_its_protocol(tmp_path, capsys):
         *("model", "task", "world", "depth", "seeds", "episodes", "success", "outcomes"),
         "mean_steps",
         *("device", "E_tot", "DRPE", "profile", "step_profile", "event_audit", "VPE"),
-        *("horizon", "n_windows", "ties"),
+        *("horizon", "n_windows", "ties", "spec", "spec_hash"),
     ]
     assert report["ties"] == "first"  # the default reading's rule (docs/PREREGISTERED.md)
     assert (report["task"], report["depth"], report["seeds"], report["episodes"]) == (
@@ -98,16 +98,16 @@ def test_a_single_episode_report_is_strict_json_with_a_null_se_printed_as_na(tmp
 def test_a_non_default_protocol_names_its_report_file():
     ckpt = Path("runs/x/version_0/checkpoints/best.ckpt")
     smoke = LEARNED.replace(seeds=(0,), episodes=5)
-    assert checkpoint_json_path(ckpt, "A", smoke).name == "best.eval.A-d2-s1x5.json"
-    assert checkpoint_json_path(ckpt, "A", LEARNED.replace(episodes=10)).name == (
+    assert checkpoint_json_path(ckpt, smoke).name == "best.eval.A-d2-s1x5.json"
+    assert checkpoint_json_path(ckpt, LEARNED.replace(episodes=10)).name == (
         "best.eval.A-d2-s5x10.json"
     )
-    assert checkpoint_json_path(ckpt, "A", LEARNED.replace(seeds=(3, 4))).name == (
+    assert checkpoint_json_path(ckpt, LEARNED.replace(seeds=(3, 4))).name == (
         "best.eval.A-d2-sfrom3-2x40.json"
     )
     quick = LEARNED.replace(depth=3, n_windows=100, horizon=5)
-    assert checkpoint_json_path(ckpt, "B", quick).name == "best.eval.B-d3-w100-h5.json"
-    assert checkpoint_json_path(ckpt, "A", LEARNED).name == "best.eval.json"
+    assert checkpoint_json_path(ckpt, quick.replace(task="B")).name == "best.eval.B-d3-w100-h5.json"
+    assert checkpoint_json_path(ckpt, LEARNED).name == "best.eval.json"
 
 
 def test_a_smoke_evaluation_of_a_checkpoint_never_takes_the_protocol_report(tmp_path, capsys):
@@ -136,8 +136,9 @@ def test_ties_random_is_recorded_and_names_a_checkpoint_report_of_its_own(tmp_pa
     assert main([*args, "--json", str(out)]) == 0
     assert json.loads(out.read_text())["ties"] == "random"
     ckpt = Path("runs/x/version_0/checkpoints/best.ckpt")
-    assert checkpoint_json_path(ckpt, "A", LEARNED, "first").name == "best.eval.json"
-    assert checkpoint_json_path(ckpt, "A", LEARNED, "random").name == (
+    first = LEARNED.replace(planner={"ties": "first"})
+    assert checkpoint_json_path(ckpt, first).name == "best.eval.json"
+    assert checkpoint_json_path(ckpt, LEARNED.replace(planner={"ties": "random"})).name == (
         "best.eval.A-d2-ties-random.json"
     )
     with pytest.raises(SystemExit):
@@ -147,7 +148,11 @@ def test_ties_random_is_recorded_and_names_a_checkpoint_report_of_its_own(tmp_pa
 
 def test_another_planner_takes_its_own_checkpoint_file(tmp_path):
     ckpt = tmp_path / "best.ckpt"
-    assert checkpoint_json_path(ckpt, "A", LEARNED, None, "search").name == "best.eval.json"
-    assert checkpoint_json_path(ckpt, "A", LEARNED, None, "cem").name == "best.eval.A-d2-cem.json"
-    named = checkpoint_json_path(ckpt, "A", LEARNED, "random", "mppi", ["candidates=32"])
+    search = LEARNED.replace(planner={"name": "search"})
+    assert checkpoint_json_path(ckpt, search).name == "best.eval.json"
+    assert checkpoint_json_path(
+        ckpt, LEARNED.replace(planner={"name": "cem"})
+    ).name == "best.eval.A-d2-cem.json"
+    mppi = {"name": "mppi", "ties": "random", "settings": {"candidates": 32}}
+    named = checkpoint_json_path(ckpt, LEARNED.replace(planner=mppi))
     assert named.name == "best.eval.A-d2-ties-random-mppi-candidates=32.json"

@@ -49,7 +49,7 @@ def test_a_plugin_file_runs_every_level_and_writes_its_card(tmp_path, monkeypatc
     assert "L4 interventional fidelity" in out and "uncertainty (uncertainty)" in out
     report_path = tmp_path / "example_model.make-slip0.2.eval.json"
     report = json.loads(report_path.read_text())
-    assert report["schema_version"] == "2.0"
+    assert report["schema_version"] == "2.1"
     assert report["model"] == {
         "name": "example_model.make",
         "factory": f"{EXAMPLE}:make",

@@ -9,7 +9,6 @@ import json
 
 import pytest
 import torch
-from gridplan.evaluation.ladder_protocol import LadderProtocol
 from paper_layout import CELL_SCALE
 
 import gridplan
@@ -19,13 +18,14 @@ from gridplan.core.env import transition
 from gridplan.core.values import value_table
 from gridplan.evaluation.decisions import decide, exploitability
 from gridplan.evaluation.ladder import check_levels, paper_report
-from gridplan.evaluation.levels import PAPER_LEVELS, REGISTRY, run_order
+from gridplan.evaluation.levels import REGISTRY, run_order
 from gridplan.evaluation.schema import LEVELS
+from gridplan.evaluation.spec import PAPER_LEVELS, EvalSpec
 from gridplan.models.noise import NoiseModel, OracleModel, noise_grid
 from gridplan.planning.closed_loop import start_states
 
 TASK_A = tasks.get("A")
-PROTOCOL = LadderProtocol(
+PROTOCOL = EvalSpec(
     seeds=(0,),
     episodes=8,
     horizon=6,
@@ -41,7 +41,7 @@ DEPTH = 2
 
 
 def _ladder(model, **kwargs) -> dict:
-    kwargs.setdefault("protocol", PROTOCOL)
+    kwargs.setdefault("spec", PROTOCOL)
     kwargs.setdefault("depth", DEPTH)
     return gridplan.evaluate(model, **kwargs).to_dict()
 
@@ -102,12 +102,17 @@ def test_a_level_alone_gives_the_same_numbers_as_in_the_full_ladder(oracle_repor
 
 def test_the_paper_report_is_the_ladder_s_l1_and_closed_loop_success():
     model, info = NoiseModel.controlled(0.35, 0.1), {"name": "noise"}
-    paper = paper_report(model, info, TASK_A, PROTOCOL.closed_loop(DEPTH), progress=False)
+    paper = paper_report(model, info, PROTOCOL.replace(depth=DEPTH), progress=False)
     ladder = _ladder(model, levels=["L1", "L7"], model_info=info)
     head = ["model", "task", "world", "depth", "seeds", "episodes", "success", "outcomes"]
     head.append("mean_steps")
     assert list(paper)[: len(head) + 2] == [*head, "device", "E_tot"]
-    assert paper == {key: ladder[key] for key in paper}
+    # The same measurement; the two specs differ in their levels only.
+    labels = ("spec", "spec_hash")
+    assert {k: v for k, v in paper.items() if k not in labels} == {
+        k: ladder[k] for k in paper if k not in labels
+    }
+    assert paper["spec"] == {**ladder["protocol"], "levels": ["L1", "success"]}
     assert paper["success"]["n"] == len(PROTOCOL.seeds) * PROTOCOL.episodes
     assert ladder["ladder"]["L7"]["success"]["mean"] == paper["success"]["mean"]
     # L7's closed-loop success is a level of its own, timed with L7.
@@ -116,7 +121,7 @@ def test_the_paper_report_is_the_ladder_s_l1_and_closed_loop_success():
 
 
 def test_the_paper_report_needs_l1_and_the_closed_loop():
-    report = gridplan.evaluate(OracleModel(), depth=DEPTH, protocol=PROTOCOL, levels=["L6"])
+    report = gridplan.evaluate(OracleModel(), depth=DEPTH, spec=PROTOCOL, levels=["L6"])
     with pytest.raises(ValueError, match="L1 metrics and the closed-loop success"):
         report.paper_dict()
 
@@ -143,13 +148,13 @@ def test_bad_arguments_are_errors():
     with pytest.raises(ValueError, match="unknown levels"):
         check_levels(["L4", "L9"])
     with pytest.raises(ValueError, match="depth"):
-        gridplan.evaluate(OracleModel(), depth=0, protocol=PROTOCOL)
+        gridplan.evaluate(OracleModel(), depth=0, spec=PROTOCOL)
     with pytest.raises(ValueError, match="single-setting"):
-        gridplan.evaluate(noise_grid([0.0, 0.1], [0.0]), protocol=PROTOCOL)
+        gridplan.evaluate(noise_grid([0.0, 0.1], [0.0]), spec=PROTOCOL)
     with pytest.raises(ValueError, match="uncertainty"):
-        gridplan.evaluate(OracleModel(), protocol=PROTOCOL, levels=["uncertainty"])
-    with pytest.raises(ValueError, match="unknown protocol"):
-        gridplan.evaluate(OracleModel(), protocol="huge")
+        gridplan.evaluate(OracleModel(), spec=PROTOCOL, levels=["uncertainty"])
+    with pytest.raises(ValueError, match="unknown spec 'huge'; valid tracks: obs-grid"):
+        gridplan.evaluate(OracleModel(), "huge")
 
 
 class FrozenModel:

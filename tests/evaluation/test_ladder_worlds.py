@@ -6,20 +6,20 @@ from __future__ import annotations
 
 import pytest
 import torch
-from gridplan.evaluation.ladder_protocol import LadderProtocol
 
 import gridplan
 from gridplan.core import tasks
 from gridplan.core import world as worlds
 from gridplan.core.env import reset
 from gridplan.evaluation.decisions import leaf_scores
+from gridplan.evaluation.spec import EvalSpec
 from gridplan.metrics.relevance_estimation import FVIConfig, fitted_value_iteration
 from gridplan.models.noise import NoiseModel, OracleModel
 from gridplan.planning.planner import Planner
 
 G16 = worlds.get("g16-k8")
 TASK = tasks.get("A", world=G16)
-PROTOCOL = LadderProtocol(
+PROTOCOL = EvalSpec(
     seeds=(0,),
     episodes=4,
     horizon=6,
@@ -34,7 +34,7 @@ PROTOCOL = LadderProtocol(
 
 
 def _ladder(model) -> dict:
-    return gridplan.evaluate(model, TASK, depth=2, protocol=PROTOCOL).to_dict()
+    return gridplan.evaluate(model, PROTOCOL, depth=2, world=G16.name).to_dict()
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from gridplan.evaluation.ladder_protocol import LadderProtocol
 
 from eval.cli import main
 from gridplan.core.constants import N_ACTIONS, RIGHT
@@ -22,13 +21,14 @@ from gridplan.evaluation.compare_models import compare_models, table
 from gridplan.evaluation.latent_eval import LatentProtocol, planning_note, prepare_latent
 from gridplan.evaluation.ranking import constant_sides, policy_ranking
 from gridplan.evaluation.schema import ladder_lines
+from gridplan.evaluation.spec import EvalSpec
 from gridplan.models.latent_contract import LatentContractError, LatentThroughDecoder
 from gridplan.models.latent_reference import PersistenceLatentModel, StateLatentModel
 from gridplan.models.noise import OracleModel
 from gridplan.planning.latent_scorer import LatentScorer
 from gridplan.training.config import compose
 
-PROTOCOL = LadderProtocol(
+PROTOCOL = EvalSpec(
     seeds=(0,),
     episodes=2,
     horizon=4,
@@ -52,7 +52,7 @@ def comparison():
         [StateLatentModel(), PersistenceLatentModel(), OracleModel()],
         ["state", "still", "oracle"],
         depth=1,
-        protocol=PROTOCOL,
+        spec=PROTOCOL,
         levels=["L1"],
     )
 

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from gridplan.evaluation.ladder_protocol import LadderProtocol
 
 import gridplan
 from gridplan.core import tasks
 from gridplan.core.constants import RIGHT
 from gridplan.core.env import reset, transition
 from gridplan.evaluation.decisions import decide
+from gridplan.evaluation.spec import EvalSpec
 from gridplan.models.noise import OracleModel
 from gridplan.models.plugins import (
     CheckedModel,
@@ -35,7 +35,7 @@ from gridplan.planning.scorers import GenericScorer, RewardScorer
 
 TASK_A = tasks.get("A")
 EXAMPLE = Path(__file__).resolve().parents[2] / "scripts" / "example_model.py"
-PROTOCOL = LadderProtocol(
+PROTOCOL = EvalSpec(
     seeds=(0,),
     episodes=4,
     horizon=4,
@@ -214,7 +214,7 @@ def test_non_finite_outputs_name_the_imagined_step():
         model.predict(state, action, gen)
     # Inside the ladder the same error ends the evaluation.
     with pytest.raises(PluginError, match="non-finite"):
-        gridplan.evaluate(Broken(_nan_rows, at=2), depth=2, protocol=PROTOCOL, levels=["L4"])
+        gridplan.evaluate(Broken(_nan_rows, at=2), depth=2, spec=PROTOCOL, levels=["L4"])
 
 
 def test_outputs_outside_the_unit_interval_are_clamped_with_one_warning():
@@ -231,7 +231,7 @@ def test_outputs_outside_the_unit_interval_are_clamped_with_one_warning():
     assert model.clamped == 96
     with pytest.warns(OutOfRangeWarning):
         report = gridplan.evaluate(
-            Broken(lambda out: out * 1.5), depth=2, protocol=PROTOCOL, levels=["L4"]
+            Broken(lambda out: out * 1.5), depth=2, spec=PROTOCOL, levels=["L4"]
         )
     assert any("and clamped into it" in note for note in report.notes)
     # The clamp count is a fraction of all predicted values.
@@ -289,7 +289,7 @@ def test_built_in_models_are_trusted_and_plugins_wrapped():
 )
 def test_evaluate_refuses_an_object_that_is_not_a_model_by_name(thing, match):
     with pytest.raises(PluginError, match=match):
-        gridplan.evaluate(thing, depth=1, protocol="tiny", levels=["L4"])
+        gridplan.evaluate(thing, depth=1, spec="tiny-controlled", levels=["L4"])
 
 
 def test_the_planner_scores_the_models_own_reward(make_state):
@@ -311,7 +311,7 @@ def test_the_planner_scores_the_models_own_reward(make_state):
 
 
 def test_a_plugin_of_the_true_dynamics_is_as_perfect_as_the_oracle():
-    kwargs = {"depth": 2, "protocol": PROTOCOL, "levels": ["L4", "L5", "L6", "probe"]}
+    kwargs = {"depth": 2, "spec": PROTOCOL, "levels": ["L4", "L5", "L6", "probe"]}
     oracle = gridplan.evaluate(OracleModel(), **kwargs).to_dict()
     plugin = gridplan.evaluate(TrueDynamicsAndReward(), **kwargs).to_dict()
     assert plugin["ladder"] == oracle["ladder"]
@@ -322,7 +322,7 @@ def test_a_plugin_of_the_true_dynamics_is_as_perfect_as_the_oracle():
 def test_the_worked_example_runs_every_level_from_its_file():
     model = build(f"{EXAMPLE}:make", {"slip": 0.3}, TASK_A, "cpu")
     assert model.slip == 0.3 and str(EXAMPLE.parent) not in sys.path
-    report = gridplan.evaluate(model, depth=2, protocol=PROTOCOL).to_dict()
+    report = gridplan.evaluate(model, depth=2, spec=PROTOCOL).to_dict()
     assert report["levels"] == ["L1", "L4", "L5", "L6", "L7", "probe", "uncertainty"]
     lad = report["ladder"]
     # Slipping moves: some decisions are sub-optimal, yet it ranks the policies well and its

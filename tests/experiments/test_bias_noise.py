@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from gridplan.core.protocols import LEARNED
 
 from gridplan.core.constants import LEFT, RIGHT, UP
 from gridplan.data.datasets import eval_windows
+from gridplan.evaluation.spec import LEARNED
 from gridplan.experiments.bias_noise import (
     calibrate_scale,
     cycling_of,

@@ -9,8 +9,8 @@ import json
 
 import numpy as np
 import pytest
-from gridplan.core.protocols import LEARNED
 
+from gridplan.evaluation.spec import LEARNED
 from gridplan.experiments import GROUPS, settings
 from gridplan.experiments.e9 import (
     CLAIMS,

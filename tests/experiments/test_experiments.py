@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from gridplan.core.protocols import PROFILES
 
 from gridplan.experiments import GROUPS, settings
 from gridplan.experiments.learned_runs import DATA_CACHE
+from gridplan.experiments.profiles import PROFILES
 from gridplan.experiments.records import (
     MODEL_FIELDS,
     ControlledRecord,

@@ -8,11 +8,11 @@ import json
 from pathlib import Path
 
 import pytest
-from gridplan.core.protocols import PROFILES
 
 from eval.cli import main as eval_main
 from gridplan.core import readings
 from gridplan.experiments import GROUPS
+from gridplan.experiments.profiles import PROFILES
 from gridplan.experiments.runner import (
     Group,
     group_folders,

@@ -3,9 +3,9 @@
 holding only their changes, each dataclass checking itself."""
 
 import pytest
-from gridplan.core.protocols import PROFILES
 
 from gridplan.experiments import settings
+from gridplan.experiments.profiles import PROFILES
 from gridplan.experiments.settings import E6Config, load_settings
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from gridplan.core.protocols import PROFILES
 
+from gridplan.experiments.profiles import PROFILES
 from gridplan.experiments.runner import Group, read_done, run_groups
 from gridplan.experiments.tables import SMOKE_LABEL, VERDICT_PROFILES, GroupReport
 

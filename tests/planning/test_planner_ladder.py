@@ -8,7 +8,6 @@ import json
 import jsonschema
 import pytest
 import torch
-from gridplan.evaluation.ladder_protocol import PROTOCOLS
 from helpers_schema import validate
 
 from eval.cli import main
@@ -16,11 +15,12 @@ from gridplan.core.tasks import TASK_A
 from gridplan.evaluation.decisions import decide, decide_planner
 from gridplan.evaluation.ladder import evaluate
 from gridplan.evaluation.planner_choice import PlannerChoice
+from gridplan.evaluation.spec import PlannerSpec, load_spec
 from gridplan.models.noise import NoiseModel, OracleModel
 from gridplan.planning.closed_loop import start_states
 from gridplan.planning.planner import Planner
 
-TINY = PROTOCOLS["tiny"].replace(seeds=(0,), episodes=6)
+TINY = load_spec("tiny-controlled").replace(seeds=(0,), episodes=6)
 
 
 def test_decide_planner_of_the_search_equals_decide():
@@ -41,17 +41,17 @@ def test_oracle_decisions_of_the_sampling_planners_are_near_optimal():
     # committed sequence achieves (XGap 0: the oracle's relevant dims are exact).
     roots = start_states((2,), 32, TASK_A)
     for name in ("cem", "mppi"):
-        planner = PlannerChoice.of(name, 4).build(OracleModel(), TASK_A, 4)
+        planner = PlannerChoice.of(PlannerSpec(name), 4).build(OracleModel(), TASK_A, 4)
         d = decide_planner(planner, roots, torch.Generator().manual_seed(1))
         assert float(d.optimal.double().mean()) >= 0.9
         torch.testing.assert_close(d.xgap, torch.zeros(32), atol=1e-6, rtol=0)
 
 
 def test_evaluate_records_the_planner_and_measures_with_it():
-    plain = evaluate(OracleModel(), "A", 3, TINY, levels=("L4",)).to_dict()
+    plain = evaluate(OracleModel(), TINY, depth=3, levels=("L4",)).to_dict()
     assert "planner" not in plain
     cem = evaluate(
-        OracleModel(), "A", 3, TINY, levels=("L4", "L7"), planner=PlannerChoice.of("cem", 3)
+        OracleModel(), TINY, depth=3, levels=("L4", "L7"), planner={"name": "cem"}
     ).to_dict()
     assert cem["planner"] == {
         "name": "cem",
@@ -111,13 +111,3 @@ def test_the_card_describes_the_chosen_planner():
     assert "value=none" in cem
 
 
-def test_planner_search_leaves_every_number_unchanged():
-    model = NoiseModel.controlled(0.3, 0.2)
-    levels = ("L1", "L4", "L7")
-    plain = evaluate(model, "A", 2, TINY, levels=levels).to_dict()
-    chosen = evaluate(model, "A", 2, TINY, levels=levels, planner=PlannerChoice.of("search", 2))
-    chosen = chosen.to_dict()
-    assert chosen.pop("planner") == {"name": "search", "settings": {}}
-    for report in (plain, chosen):
-        report.pop("timing")
-    assert chosen == plain

@@ -285,14 +285,14 @@ def test_eval_reports_bad_checkpoint_arguments(args, message, capsys):
 
 
 def test_eval_reports_of_another_task_or_depth_go_beside_the_default_one():
-    from gridplan.core.protocols import LEARNED
-
     from eval.cli import checkpoint_json_path
+    from gridplan.evaluation.spec import LEARNED
 
     ckpt = Path("runs/x/version_0/checkpoints/best.ckpt")
     assert checkpoint_json_path(ckpt).name == "best.eval.json"
-    assert checkpoint_json_path(ckpt, "B", LEARNED.replace(depth=4)).name == "best.eval.B-d4.json"
-    assert checkpoint_json_path(ckpt, "A", LEARNED.replace(depth=4)).name == "best.eval.A-d4.json"
+    task_b = LEARNED.replace(task="B", depth=4)
+    assert checkpoint_json_path(ckpt, task_b).name == "best.eval.B-d4.json"
+    assert checkpoint_json_path(ckpt, LEARNED.replace(depth=4)).name == "best.eval.A-d4.json"
 
 
 def test_a_sweep_composes_its_points_with_a_config_folder_outside_the_repository(tmp_path):
