@@ -62,6 +62,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--board", metavar="DIR", help="with --suite: the board folder of the rows")
     p.add_argument(
+        "--baselines",
+        action="store_true",
+        help="with --suite: add every built-in model family (the oracle, points of the "
+        "controlled family, MLP variants, an ensemble, latent families; eval.baselines), the "
+        "learned ones trained once into <board>/baselines",
+    )
+    p.add_argument(
+        "--baseline-override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="with --baselines: a python -m train override of every learned baseline "
+        "(data=4k, trainer.max_epochs=3); repeatable",
+    )
+    p.add_argument(
         "--launcher",
         default=None,
         metavar="NAME",
@@ -126,9 +141,12 @@ def fingerprint(spec: str) -> str:
     return _sha256_file(path)
 
 
-def suite_models(args: argparse.Namespace) -> list[SuiteModel]:
-    """The models of a suite run: ``--models`` specs, or ``--model`` (with
-    ``--sigma-r``/``--sigma-i``/``--model-arg`` folded in), or every ``--ckpt`` path.
+def suite_models(
+    args: argparse.Namespace, labelled: list[tuple[str, str]] = ()
+) -> list[SuiteModel]:
+    """The models of a suite run: ``--models`` specs, ``--model`` (with
+    ``--sigma-r``/``--sigma-i``/``--model-arg`` folded in), every ``--ckpt`` path, then the
+    ``(spec, label)`` pairs of ``labelled`` (the baselines).
 
     Raises:
         ValueError: on no model, a glob or checkpoint that matches nothing, or a checkpoint of
@@ -153,9 +171,13 @@ def suite_models(args: argparse.Namespace) -> list[SuiteModel]:
             for path in paths:
                 check_complete(path)
         expanded += [str(p) for p in paths]
-    if not expanded:
-        raise ValueError("--suite needs models: --models SPEC ..., --model or --ckpt")
-    return [SuiteModel(s, spec_label(s), fingerprint(s)) for s in dict.fromkeys(expanded)]
+    pairs = [(s, spec_label(s)) for s in expanded] + list(labelled)
+    if not pairs:
+        raise ValueError(
+            "--suite needs models: --models SPEC ..., --model, --ckpt or --baselines"
+        )
+    unique = dict(pairs)
+    return [SuiteModel(s, label, fingerprint(s)) for s, label in unique.items()]
 
 
 def _build(spec: str, track: EvalSpec, device: str):
@@ -220,7 +242,7 @@ def row_of(
     report: dict, suite: str, track: EvalSpec, model: SuiteModel, wall_s: float, path: str
 ) -> dict:
     """The board row of one (model, track) report (``gridplan.board.schema``)."""
-    from gridplan.board.schema import SCHEMA_VERSION
+    from gridplan.board.row_schema import SCHEMA_VERSION
 
     from gridplan import __version__
 
@@ -319,8 +341,14 @@ def run_suite(args: argparse.Namespace) -> None:
 
     if not args.board:
         raise ValueError("--suite needs --board DIR (the folder of the rows)")
+    from eval.baselines import baseline_specs
+
     suite = load_suite(args.suite)
-    models = suite_models(args)
+    if args.baseline_override and not args.baselines:
+        raise ValueError("--baseline-override changes the training of --baselines; add it")
+    labelled = baseline_specs(args.board, args.baseline_override, args.device) if (
+        args.baselines) else []
+    models = suite_models(args, labelled)
     board = Board(args.board)
     todo, lines = [], []
     for model in models:

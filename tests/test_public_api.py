@@ -24,15 +24,15 @@ from gridplan.util.extras import EXTRAS
 
 PUBLIC = {
     "gridplan": [
-        "LadderProtocol", "Report", "Task", "WorldModel", "compare", "evaluate",
+        "EvalSpec", "Report", "Task", "WorldModel", "compare", "evaluate", "load_spec",
     ],
     "gridplan.adapters": [
         "GridEnv", "GridPlanEnv", "GridPlanVectorEnv", "ImaginedEnv", "WorldModelEnv",
         "planning_policy", "register_envs", "value_operator",
     ],
     "gridplan.core": [
-        "ACTION_NAMES", "CONTROLLED", "LEARNED", "N_ACTIONS", "OBS_KINDS", "PROFILES", "PROJECT",
-        "Profile", "Protocol", "Reading", "STATE_LAYOUT_VERSION", "TASK_A", "TASK_B", "Task",
+        "ACTION_NAMES", "N_ACTIONS", "OBS_KINDS", "PROJECT",
+        "Reading", "STATE_LAYOUT_VERSION", "TASK_A", "TASK_B", "Task",
         "ValueTable", "World", "binary_weights", "check_action", "check_state", "obs_shape",
         "observe", "perturbation_saliency", "relevance_weights", "reset", "state_outcome", "step",
         "transition", "value_table",
@@ -44,12 +44,13 @@ PUBLIC = {
         "parse_budget",
     ],
     "gridplan.evaluation": [
-        "Comparison", "LEVELS", "LadderProtocol", "ModelComparison", "PROTOCOLS", "ProbeResult",
-        "Report", "SCHEMA_VERSION", "build_card", "evaluate", "get_protocol", "paper_report",
-        "write_card", "write_report",
+        "CONTROLLED", "Comparison", "EvalSpec", "LEARNED", "LEVELS", "ModelComparison",
+        "PlannerSpec", "ProbeResult", "Report", "SCHEMA_VERSION", "Suite", "build_card",
+        "evaluate", "load_spec", "load_suite", "load_track", "paper_report", "protocol_names",
+        "resolve_spec", "suite_names", "track_names", "write_card", "write_report",
     ],
     "gridplan.experiments": [
-        "GROUPS", "Group", "GroupContext", "GroupReport", "PROFILES", "run_groups",
+        "GROUPS", "Group", "GroupContext", "GroupReport", "PROFILES", "Profile", "run_groups",
         "select_groups",
     ],
     "gridplan.metrics": [

@@ -2,8 +2,8 @@
 
 ``constants`` (dims by name, geometry, actions), ``tasks`` (``Task``, frozen, with its registry),
 ``env`` (pure batched ``reset``/``step``), ``values`` (value iteration V*, Q*, Eq. 1 saliency),
-``readings`` (the paper's ambiguous choices as named data), ``protocols`` (evaluation protocols and
-reproduction profiles). Paper §3, appendix D.
+``readings`` (the paper's ambiguous choices as named data). Paper §3, appendix D. The evaluation
+protocols are specs of ``gridplan.evaluation.spec``.
 
 Its public names (``__all__``) are imported on first use: ``import gridplan.core``
 imports none of its modules.
@@ -21,11 +21,6 @@ _EXPORTS = {
     "World": "world",
     "Reading": "readings",
     "PROJECT": "readings",
-    "Protocol": "protocols",
-    "Profile": "protocols",
-    "PROFILES": "protocols",
-    "CONTROLLED": "protocols",
-    "LEARNED": "protocols",
     "reset": "env",
     "step": "env",
     "transition": "env",
