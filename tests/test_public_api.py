@@ -30,6 +30,10 @@ PUBLIC = {
         "GridEnv", "GridPlanEnv", "GridPlanVectorEnv", "ImaginedEnv", "WorldModelEnv",
         "planning_policy", "register_envs", "value_operator",
     ],
+    "gridplan.board": [
+        "Board", "BoardError", "ROW_SCHEMA", "SCHEMA_VERSION", "SuiteTable", "render_site",
+        "suite_tables", "validate_row",
+    ],
     "gridplan.core": [
         "ACTION_NAMES", "CONTROLLED", "LEARNED", "N_ACTIONS", "OBS_KINDS", "PROFILES", "PROJECT",
         "Profile", "Protocol", "Reading", "STATE_LAYOUT_VERSION", "TASK_A", "TASK_B", "Task",
