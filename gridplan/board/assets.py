@@ -22,6 +22,7 @@ th[aria-sort="descending"]::after { content: " \\25BC"; }
 .outdated { color: #888; }
 .rankings { display: flex; flex-wrap: wrap; gap: 2rem; }
 .rankings ol { margin-top: 0.25rem; }
+.figures { display: flex; flex-wrap: wrap; gap: 1rem; }
 img { max-width: 100%; border: 1px solid #ddd; }
 pre { background: #f7f7f7; padding: 0.5rem; overflow-x: auto; }
 code { font-size: 0.9em; }

@@ -18,6 +18,7 @@ from gridplan.board.leaderboard import (
     TABLE_METRICS,
     SuiteTable,
     TrackRanking,
+    model_labels,
     newest_tracks,
     value,
 )
@@ -156,7 +157,7 @@ def suite_page(table: SuiteTable, figures: Mapping[str, str | None]) -> str:
     """The page of one suite; ``figures``: error metric -> figure file (None: no points)."""
     notes = "".join(
         f'<p class="note">Track {escape(name)}: {plural(n, "row")} of other '
-        "versions of this track left out (only the newest version is compared).</p>"
+        "versions (hashes) of this track left out: only its newest version is compared.</p>"
         for name, n in sorted(table.left_out.items())
     )
     shown = []
@@ -176,7 +177,8 @@ def suite_page(table: SuiteTable, figures: Mapping[str, str | None]) -> str:
         f"<p>{escape(summary(table))}. "
         "Cells: value [95% interval]; click a column title to sort.</p>\n"
         f"{notes}\n{leaderboard_table(table)}\n{rankings_section(table)}\n"
-        f"<h2>Figures</h2>\n{''.join(shown)}\n<h2>Tracks</h2>\n{specs}"
+        f'<h2>Figures</h2>\n<div class="figures">{"".join(shown)}</div>\n'
+        f"<h2>Tracks</h2>\n{specs}"
     )
     return page(f"suite {table.suite}", body)
 
@@ -189,7 +191,7 @@ def index_page(tables: Sequence[SuiteTable], rows: Sequence[dict]) -> str:
         f'<td class="num">{len(t.cells)}</td><td class="num">{sum(t.left_out.values())}</td>'
         "</tr>" for t in tables
     )
-    labels = tables[0].labels
+    labels = model_labels(rows)
     models = {row["model"]["fingerprint"]: row["model"]["kind"] for row in rows}
     cards = "".join(
         f'<li><a href="{model_file(fp)}">{escape(labels[fp])}</a> ({escape(kind)})</li>'
@@ -218,7 +220,7 @@ def model_page(fp: str, rows: Sequence[dict], tables: Sequence[SuiteTable],
     """
     mine = sorted((r for r in rows if r["model"]["fingerprint"] == fp),
                   key=lambda r: (r["track"]["name"], -r["track"]["version"], r["suite"]))
-    model, newest, label = mine[0]["model"], newest_tracks(rows), tables[0].labels[fp]
+    model, newest, label = mine[0]["model"], newest_tracks(rows), model_labels(rows)[fp]
     suites = " ".join(f'<a href="../{suite_file(t.suite)}">{escape(t.suite)}</a>'
                       for t in tables if fp in t.models)
     names = _metric_names(mine)

@@ -25,6 +25,7 @@
 from __future__ import annotations
 
 import json
+import math
 from datetime import datetime
 from pathlib import PurePosixPath
 
@@ -131,6 +132,13 @@ def _where(path) -> str:
 
 def _check_rules(row: dict) -> str | None:
     """The first rule of the module docstring that ``row`` (schema-valid) breaks, or None."""
+    numbers = [("wall_s", row["wall_s"])]
+    for name, metric in row["metrics"].items():
+        numbers += [(f"metrics.{name}.{key}", metric.get(key)) for key in ("value", "se")]
+        numbers += [(f"metrics.{name}.ci", x) for x in metric.get("ci") or ()]
+    for where, x in numbers:
+        if x is not None and not math.isfinite(x):
+            return f"{where}: {x} is not a finite number (null is a value that is not defined)"
     for name, metric in row["metrics"].items():
         ci = metric.get("ci")
         if ci is not None and ci[0] > ci[1]:

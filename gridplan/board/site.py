@@ -22,8 +22,7 @@ from gridplan.board.leaderboard import suite_tables
 from gridplan.board.plots import success_scatter
 from gridplan.board.row_schema import BoardError
 from gridplan.board.store import Board
-from gridplan.util.files import write_atomic
-from gridplan.util.jsonio import dumps
+from gridplan.util.files import write_atomic, write_text_atomic
 
 #: The file that marks a folder as a board site and lists the files of that site.
 MARKER = "board-site.json"
@@ -128,5 +127,5 @@ def render_site(board: Board | str | Path, out_dir: str | Path, force: bool = Fa
     for name, content in files.items():
         write_atomic(out / name, lambda tmp, content=content: tmp.write_bytes(content))
     marker = {"site_version": SITE_VERSION, "files": sorted(files)}
-    write_atomic(out / MARKER, lambda tmp: tmp.write_text(dumps(marker, indent=2) + "\n"))
+    write_text_atomic(out / MARKER, json.dumps(marker, indent=2) + "\n")
     return out / "index.html"

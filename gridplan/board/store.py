@@ -16,7 +16,6 @@ from pathlib import Path
 
 from gridplan.board.row_schema import BoardError, validate_row
 from gridplan.util.files import write_text_atomic
-from gridplan.util.jsonio import dumps
 
 #: The sub-folder of a board folder that holds its rows.
 ROWS = "rows"
@@ -92,6 +91,9 @@ class Board:
                 and ``force`` is False, or that file holds another model or track whose
                 fingerprint and hash share the file name's prefixes.
         """
+        # Imported here: reading a board (gridplan-board) needs neither it nor torch.
+        from gridplan.util.jsonio import dumps
+
         validate_row(row, "the row to write")
         path = self._path_of(row)
         if path.exists():

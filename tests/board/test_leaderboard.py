@@ -87,3 +87,14 @@ def test_two_models_of_one_name_are_told_apart_by_their_fingerprints():
     labels = model_labels([make_row("oracle", "quick-a"), twin, make_row("mlp-20k", "quick-a")])
     assert labels == {ORACLE: f"oracle [{ORACLE[:8]}]", "0" * 64: "oracle [00000000]",
                       MLP: "mlp-20k"}
+
+
+def test_a_figure_has_one_point_per_row_with_both_metrics(table):
+    from gridplan.board.plots import points
+
+    assert points(table, "drpe") == [
+        (ORACLE, "quick-a", 0.0012, 0.92), (ORACLE, "quick-b", 0.0009, 0.88),
+        (MLP, "quick-a", 0.015, 0.74),
+        (NOISE, "quick-a", 0.034, 0.61), (NOISE, "quick-b", 0.041, 0.55),
+    ]
+    assert len(points(table, "e_tot")) == 6 and points(table, "VPE") == []

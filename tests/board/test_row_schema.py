@@ -63,6 +63,10 @@ def _broken(change) -> dict:
         (lambda r: r.pop("wall_s"), "rows/a.json: the row: 'wall_s' is a required property"),
         (lambda r: r["metrics"]["success"].update(ci=[0.9, 0.5]),
          "rows/a.json: metrics.success.ci: low 0.9 is above high 0.5"),
+        (lambda r: r["metrics"]["e_tot"].update(value=float("nan")),
+         "rows/a.json: metrics.e_tot.value: nan is not a finite number"),
+        (lambda r: r["metrics"]["regret"].update(ci=[0.0, float("inf")]),
+         "rows/a.json: metrics.regret.ci: inf is not a finite number"),
         (lambda r: r.update(created="yesterday"),
          "rows/a.json: created: 'yesterday' is not an ISO 8601 time"),
         (lambda r: r.update(created="2026-12-04T18:00:00"),
@@ -73,7 +77,7 @@ def _broken(change) -> dict:
          "rows/a.json: report: '/abs/report.json' is not a path inside the board"),
     ],
     ids=["no-success", "success-str", "success-null", "success-1.2", "short-ci", "typo",
-         "hash", "version-0", "track-path", "kind", "no-wall", "ci-order", "created",
+         "hash", "version-0", "track-path", "kind", "no-wall", "ci-order", "nan", "inf", "created",
          "created-naive", "report-up", "report-abs"],
 )
 def test_a_broken_row_is_refused_naming_its_source_and_field(change, message):
