@@ -97,4 +97,4 @@ def test_a_figure_has_one_point_per_row_with_both_metrics(table):
         (MLP, "quick-a", 0.015, 0.74),
         (NOISE, "quick-a", 0.034, 0.61), (NOISE, "quick-b", 0.041, 0.55),
     ]
-    assert len(points(table, "e_tot")) == 6 and points(table, "VPE") == []
+    assert len(points(table, "e_tot")) == 6 and points(table, "not_measured") == []
