@@ -23,20 +23,24 @@ from gridplan.board.leaderboard import (
     value,
 )
 
+#: Metric key -> its title on the pages (``"regret"`` -> ``"decision regret"``).
 TITLES = {key: title for key, title, _ in TABLE_METRICS}
 #: The figures of a suite page: error metric -> its axis title.
 FIGURE_METRICS = {"e_tot": "E_tot", "drpe": "DRPE"}
 
 
 def suite_file(suite: str) -> str:
+    """The page of suite ``suite``, relative to the site's top."""
     return f"suite-{suite}.html"
 
 
 def model_file(fingerprint: str) -> str:
+    """The card of the model of ``fingerprint``, relative to the site's top."""
     return f"models/{fingerprint[:16]}.html"
 
 
 def figure_name(suite: str, metric: str) -> str:
+    """The figure of success against ``metric`` of suite ``suite``, relative to the top."""
     return f"figures/{suite}-success-vs-{metric}.png"
 
 

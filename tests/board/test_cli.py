@@ -72,6 +72,8 @@ def test_a_site_folder_of_other_files_needs_force(tmp_path, capsys):
 def test_python_dash_m_runs_it(tmp_path, monkeypatch, capsys):
     Board(tmp_path / "board").write(make_row("oracle", "quick-a"))
     monkeypatch.setattr(sys, "argv", ["gridplan-board", str(tmp_path / "board")])
+    # As under python -m: the module runs fresh as __main__, not as the imported one.
+    monkeypatch.delitem(sys.modules, "gridplan.board.__main__", raising=False)
     with pytest.raises(SystemExit) as done:
         runpy.run_module("gridplan.board", run_name="__main__")
     assert (done.value.code, capsys.readouterr().out) == (0, "quick: 1 model, 1 track, 1 row\n")
