@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -126,3 +127,26 @@ def replay_draws():
 def ref_of():
     """``(12,) row -> RefState``."""
     return to_ref
+
+
+@pytest.fixture
+def browser():
+    """Headless Chromium driven by Selenium (Debian's ``chromium`` and ``chromium-driver``);
+    skips the test where they are not installed."""
+    chromium, chromedriver = shutil.which("chromium"), shutil.which("chromedriver")
+    if chromium is None or chromedriver is None:
+        pytest.skip(
+            "Debian's chromium and chromium-driver are not installed "
+            "(GRIDPLAN_BROWSER=1 bash scripts/setup.sh installs them)"
+        )
+    webdriver = pytest.importorskip("selenium.webdriver")
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(chromedriver))
+    driver.set_page_load_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()

@@ -30,6 +30,10 @@ PUBLIC = {
         "GridEnv", "GridPlanEnv", "GridPlanVectorEnv", "ImaginedEnv", "WorldModelEnv",
         "planning_policy", "register_envs", "value_operator",
     ],
+    "gridplan.board": [
+        "Board", "BoardError", "ROW_SCHEMA", "SCHEMA_VERSION", "SuiteTable", "render_site",
+        "suite_tables", "validate_row",
+    ],
     "gridplan.core": [
         "ACTION_NAMES", "N_ACTIONS", "OBS_KINDS", "PROJECT",
         "Reading", "STATE_LAYOUT_VERSION", "TASK_A", "TASK_B", "Task",

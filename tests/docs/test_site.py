@@ -1,14 +1,13 @@
 """The built site in a real browser: `mkdocs build --strict` into a temporary folder, served on
-127.0.0.1 by ``http.server``, opened in headless Chromium (Debian's ``chromium`` and
-``chromium-driver``, driven by Selenium). The home page and a results page render with their
-headings, every image of the results page loaded, and every internal link they hold answers 200.
+127.0.0.1 by ``http.server``, opened in headless Chromium (the ``browser`` fixture of
+``tests/conftest.py``). The home page and a results page render with their headings, every
+image of the results page loaded, and every internal link they hold answers 200.
 """
 
 from __future__ import annotations
 
 import functools
 import http.server
-import shutil
 import threading
 import urllib.error
 import urllib.request
@@ -17,7 +16,6 @@ from urllib.parse import urldefrag, urlparse
 import pytest
 from helpers_docs import build_site
 
-CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 #: Pages opened in the browser, with a heading each must show.
 PAGES = {"": "gridplan", "results/e1/": "E1 — matched total error"}
 
@@ -42,26 +40,6 @@ def served_site(tmp_path):
     finally:
         server.shutdown()
         server.server_close()
-
-
-@pytest.fixture
-def browser():
-    if CHROMIUM is None or CHROMEDRIVER is None:
-        pytest.skip(
-            "Debian's chromium and chromium-driver are not installed "
-            "(GRIDPLAN_BROWSER=1 bash scripts/setup.sh installs them)"
-        )
-    webdriver = pytest.importorskip("selenium.webdriver")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
-        options.add_argument(arg)
-    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(CHROMEDRIVER))
-    driver.set_page_load_timeout(60)
-    try:
-        yield driver
-    finally:
-        driver.quit()
 
 
 def _status(url: str) -> int:

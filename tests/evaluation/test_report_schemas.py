@@ -46,7 +46,9 @@ def written(tmp_path_factory) -> dict:
 
 def test_every_published_schema_is_a_valid_json_schema():
     names = sorted(p.name for p in SCHEMA_DIR.glob("*.schema.json"))
-    assert names == ["card.schema.json", "compare.schema.json", "eval.schema.json"]
+    assert names == [
+        "board.schema.json", "card.schema.json", "compare.schema.json", "eval.schema.json"
+    ]
     for name in names:
         jsonschema.Draft202012Validator.check_schema(json.loads((SCHEMA_DIR / name).read_text()))
 
