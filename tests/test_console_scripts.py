@@ -1,6 +1,6 @@
-"""``gridplan-train``, ``gridplan-eval``, ``gridplan-data`` and ``gridplan-experiments`` run
-gridplan's own command lines, even from a folder whose ``train.py`` / ``eval.py`` shadows
-``python -m train`` / ``-m eval``."""
+"""``gridplan-train``, ``gridplan-eval``, ``gridplan-data``, ``gridplan-experiments`` and
+``gridplan-board`` run gridplan's own command lines, even from a folder whose ``train.py`` /
+``eval.py`` shadows ``python -m train`` / ``-m eval``."""
 
 from __future__ import annotations
 
@@ -36,12 +36,13 @@ def decoy_folder(tmp_path, monkeypatch):
     return tmp_path
 
 
-def test_pyproject_declares_the_four_console_scripts():
+def test_pyproject_declares_the_five_console_scripts():
     assert _scripts() == {
         "gridplan-train": "gridplan_cli:train_main",
         "gridplan-eval": "gridplan_cli:eval_main",
         "gridplan-data": "gridplan.data.__main__:main",
         "gridplan-experiments": "gridplan.experiments.__main__:main",
+        "gridplan-board": "gridplan.board.__main__:main",
     }
 
 

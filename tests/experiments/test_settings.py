@@ -20,13 +20,19 @@ def test_groups_take_the_profiles_protocols(name):
     assert all(getattr(settings, g)[name].n_resamples == p.n_resamples for g in ("E1", "E6"))
 
 
+def _loop(spec) -> tuple:
+    """The closed loop and windows of a spec: what a group's protocol sets."""
+    return (spec.depth, spec.seeds, spec.episodes, spec.n_windows, spec.horizon)
+
+
 def test_profiles_change_only_what_their_files_set():
     assert settings.E2["tiny"].sweep_sigma_r == settings.E1["tiny"].sigma_r == (0.0, 0.35)
     assert settings.E2["quick"].protocol.seeds == (100, 101)
     assert settings.E2["quick"].protocol.episodes == 6
     assert settings.E5["full"].protocol.seeds == tuple(range(8))
-    assert settings.E5["quick"].protocol == PROFILES["quick"].controlled.replace(episodes=15)
-    assert settings.E6["quick"].protocol == PROFILES["quick"].controlled.replace(episodes=8)
+    quick = PROFILES["quick"].controlled
+    assert _loop(settings.E5["quick"].protocol) == _loop(quick.replace(episodes=15))
+    assert _loop(settings.E6["quick"].protocol) == _loop(quick.replace(episodes=8))
     assert settings.E3["quick"].rows == settings.E3["full"].rows
     assert [r.budget for r in settings.E3["tiny"].settings] == ["600", "600", "200", "400"]
     assert settings.E7["quick"].zoo.seeds == settings.E7["full"].zoo.seeds[:1]
@@ -46,7 +52,7 @@ def test_overrides_compose_and_tuples_stay_tuples():
         (["e6.ar1_models=[[0.1,0.1]]"], "ar1_models"),
         (["e6.depths=[1]"], "must end at the protocol's depth"),
         (["e1.n_resamples=many"], "could not be converted to Integer at e1.n_resamples"),
-        (["profile.learned.episodes=0"], "Protocol.episodes must be an integer >= 1"),
+        (["profile.learned.episodes=0"], "EvalSpec.episodes must be an integer >= 1"),
         (["+e2.sweep=1"], "sweep"),
     ],
 )
