@@ -242,9 +242,8 @@ def row_of(
     report: dict, suite: str, track: EvalSpec, model: SuiteModel, wall_s: float, path: str
 ) -> dict:
     """The board row of one (model, track) report (``gridplan.board.schema``)."""
-    from gridplan.board.row_schema import SCHEMA_VERSION
-
     from gridplan import __version__
+    from gridplan.board.row_schema import SCHEMA_VERSION
 
     return {
         "schema_version": SCHEMA_VERSION,
@@ -289,7 +288,6 @@ def run_job(
     "computed" | "skipped", "row" | "reason"}``; a pair that does not apply (another world or
     observation kind) is skipped with its reason."""
     from gridplan.board.store import Board
-
     from gridplan.evaluation.ladder import evaluate
     from gridplan.evaluation.schema import write_report
 
@@ -336,7 +334,6 @@ def run_suite(args: argparse.Namespace) -> None:
             ``suite_models``; a job's error as it raised it (``launch``).
     """
     from gridplan.board.store import Board
-
     from gridplan.training.dispatch import Job, Launcher, launch
 
     if not args.board:
