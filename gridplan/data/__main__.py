@@ -14,9 +14,10 @@ fingerprint``. With ``--sequences KIND`` each file is the same dataset as episod
 sequences of ``KIND`` observations (``state``, ``grid`` or ``pixels``) for multi-step
 training, ``<...>-seq-<KIND>.npz`` (``gridplan.data.export.export_sequences``: ``obs``,
 ``state``, ``action``, ``reward``, ``is_first``/``is_last``/``is_terminal``, ``episode``,
-``step``, ...; ``obs[k + 1]`` is the observation after ``action[k]``). Every argument is checked before anything is written: a bad one (a budget
-below 2 transitions, a seed outside the trainer's range, an ``--out`` that is a file) exits 2
-naming it, and so does an existing ``.npz`` or ``.json`` without ``--force``.
+``step``, ...; ``obs[k + 1]`` is the observation after ``action[k]``). Every argument is
+checked before anything is written: a bad one (a budget below 2 transitions, a seed outside
+the trainer's range, an ``--out`` that is a file) exits 2 naming it, and so does an existing
+``.npz`` or ``.json`` without ``--force``.
 """
 
 from __future__ import annotations

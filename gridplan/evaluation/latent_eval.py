@@ -37,8 +37,8 @@ from gridplan.metrics.frozen_decoder import (
 )
 from gridplan.models.latent import LATENT_KIND, load_latent_model
 from gridplan.models.latent_contract import LatentThroughDecoder, check_latent_model
-from gridplan.models.signatures import label
 from gridplan.models.learned import CHECKPOINT_KEY, _read_checkpoint, load_world_model
+from gridplan.models.signatures import label
 from gridplan.planning.latent_scorer import LatentScorer
 
 

@@ -56,7 +56,6 @@ from torch import nn
 from gridplan.core.tasks import TASK_A, Task
 from gridplan.data.datasets import TransitionDataset
 from gridplan.metrics.prediction import standard_weights
-from gridplan.models.signatures import label
 from gridplan.models.latent_contract import (
     check_decoded,
     check_latent,
@@ -65,6 +64,7 @@ from gridplan.models.latent_contract import (
     is_latent_model,
     step_latent,
 )
+from gridplan.models.signatures import label
 
 #: Decoder width, epochs, patience, learning rate and batch size (seed 004 uses width 512,
 #: 60 epochs, patience 10; width 256 and batches of 1024 keep a fit of the evaluation's 6k
@@ -401,14 +401,14 @@ def effective_rank(z: torch.Tensor) -> float:
     effective dimensionality", EUSIPCO 2007). Between 1 and ``min(N, Z)``, ``Z`` for latents
     spread evenly over every dim; 0 for a constant latent (a fully collapsed encoder).
     """
-    centred = (z - z.mean(dim=0, keepdim=True)).double()
-    sv = torch.linalg.svdvals(centred)
-    total = float(sv.sum())
-    # Singular values at round-off level of the largest are numerical zeros.
-    if total <= 0 or float(sv.max()) <= 1e-9 * max(1.0, float(z.abs().max())):
+    x = z.double()
+    sv = torch.linalg.svdvals(x - x.mean(dim=0, keepdim=True))
+    # Below float32 resolution of the latents' magnitude a singular value is round-off.
+    tol = max(z.shape) * torch.finfo(torch.float32).eps * max(1.0, float(x.abs().max()))
+    sv = sv[sv > tol]
+    if sv.numel() == 0:
         return 0.0
     p = sv / sv.sum()
-    p = p[p > 0]
     return float(torch.exp(-(p * p.log()).sum()))
 
 
@@ -446,8 +446,8 @@ def latent_fidelity(
 
     Raises:
         ValueError: on episode leakage between the decoder's episodes and ``test``, a test set
-            without predictions, or a zero-variance state dim; ``LatentContractError`` (a ValueError) naming ``source`` on misshapen or
-            non-finite decoded states.
+            without predictions, or a zero-variance state dim; ``LatentContractError`` (a
+            ValueError) naming ``source`` on misshapen or non-finite decoded states.
     """
     if test.z_pred is None:
         raise ValueError(

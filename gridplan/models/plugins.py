@@ -248,8 +248,9 @@ def sibling_imports(folder: Path) -> Iterator[None]:
     once the file has run (the plug-in keeps its references to them), unless the same files
     are importable without ``folder`` (an installed package: it stays, so it never exists
     twice). So two plug-ins in two folders that each ``import wm`` get their own ``wm``, and
-    nothing of one folder is found by a later import elsewhere. The price: a plug-in must import its siblings when its file
-    runs (at the top of the file), not inside a method called later.
+    nothing of one folder is found by a later import elsewhere. The price: a plug-in must
+    import its siblings when its file runs (at the top of the file), not inside a method
+    called later.
     """
     folder = folder.resolve()
     siblings = _sibling_names(folder)

@@ -306,10 +306,11 @@ def test_a_missing_gymnasium_names_the_extra():
 
 @pytest.mark.parametrize("observation", ["state", "grid", "pixels"])
 def test_info_state_passes_the_env_checker_without_warnings(observation):
-    env = GridPlanEnv("A", observation=observation, info_state=True)
+    env = gym.make(ENV_IDS["A"], observation=observation, info_state=True)
+    assert env.unwrapped.info_state
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        check_env(env)
+        check_env(env.unwrapped)
     assert [str(w.message) for w in caught] == []
 
 

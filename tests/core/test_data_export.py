@@ -232,9 +232,9 @@ def test_sequence_rows_of_a_hand_played_episode_are_aligned(make_state):
     assert rows["is_last"].tolist() == [False, False, True, False, True]
     assert rows["is_terminal"].tolist() == [False, False, False, False, True]
     # By hand: RIGHT moves the agent one cell east (x / 7 in the normalized state).
-    assert rows["state"][:3, 0].tolist() == [1 / 7, 2 / 7, 3 / 7]
-    assert rows["state"][:3, 1].tolist() == [1 / 7] * 3
-    assert rows["state"][3:, 0].tolist() == [6 / 7, 1.0]
+    cells = rows["state"][:, :2] * 7
+    assert torch.equal(cells.round(), cells.round(decimals=4))
+    assert cells.round().tolist() == [[1, 1], [2, 1], [3, 1], [6, 4], [7, 4]]
     # state[k + 1] is the env's step of (state[k], action[k]): the logged next state.
     step = ~rows["is_last"]
     torch.testing.assert_close(rows["state"][torch.roll(step, 1)], data.next_states, rtol=0, atol=0)

@@ -149,7 +149,8 @@ def test_a_latent_plugin_with_a_wrong_reward_signature_is_a_plugin_error():
 
 
 def test_a_latent_model_from_python_with_a_wrong_signature_is_a_contract_error():
-    with pytest.raises(LatentContractError, match=r"^TwoArgumentLatentReward\.reward has the wrong"):
+    message = r"^TwoArgumentLatentReward\.reward has the wrong signature"
+    with pytest.raises(LatentContractError, match=message):
         check_latent_model(TwoArgumentLatentReward(), TASK_A.world)
 
 
