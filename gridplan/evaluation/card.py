@@ -317,19 +317,20 @@ def representation_findings(report: dict) -> list[str]:
 
 
 def what_to_fix(report: dict) -> list[str]:
-    """What to fix first, derived from the measurements, most important first: the failed
-    gates, a latent model's collapsed representation (``representation_findings``), the
+    """What to fix first, derived from the measurements, most important first: a latent
+    model's collapsed representation (``representation_findings``), the failed gates, the
     relevant dimension that weighs most in the graded DRPE (its share of it), missed
     decision-critical events (event audit), and how much of E_tot sits on irrelevant
     dimensions (error there never changes a decision). Never empty."""
     from gridplan.core.values import relevance_weights
 
-    out = [
+    # A collapsed representation comes first: it is the cause of any gate it fails.
+    out = representation_findings(report)
+    out += [
         f"{g['level']} ({g['rule']}): {g['explanation']}"
         for g in gates(report)
         if g["passed"] is False
     ]
-    out += representation_findings(report)
     if "profile" not in report:
         return out or ["L1 was not measured: add it (--levels L1,...) to see which error to fix"]
     task = report_task(report)
