@@ -15,7 +15,9 @@ within 0.05 (return units, values lie in [0, 1]) of their true values on average
 orders at least 80% of the anchor pairs like the environment (0.5 is a random ordering).
 The card also lists L1 beside the oracle's floor (the oracle's own E_tot on the same windows,
 not 0 because the distractors are stochastic), the clamped share of a plug-in's predictions,
-and what to fix first (``what_to_fix``: derived from the measurements).
+why L0 does not apply to this model (``l0_status``: what it observes, its world's state size)
+and what to fix first (``what_to_fix``: derived from the measurements; for a latent model, a
+collapsed representation first, ``representation_findings``).
 Card format: "How Should World Models Be Evaluated for Embodied Decision-Making?"
 (arXiv 2606.15032), §5-6 (decision contract, gated profile, evaluation card).
 """
