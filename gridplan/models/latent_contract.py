@@ -118,9 +118,8 @@ def observations(model, state: torch.Tensor) -> torch.Tensor:
         ValueError: on a malformed state (``gridplan.core.env.check_state``).
     """
     check_state(state, "state", model.world)
-    own = getattr(model, "observe", None)
-    if callable(own):
-        return own(state)
+    if callable(getattr(model, "observe", None)):
+        return invoke(model, "observe", state)
     return observe(state, model.world, model.obs_kind)
 
 

@@ -257,3 +257,30 @@ def test_the_pages_pixel_model_loads_from_its_folder_and_passes_the_contract(tmp
     checked = check_plugin(model, g16, "cpu", "plugin.make", "plugin.py")
     assert isinstance(checked, CheckedLatentModel)
     assert checked.world == g16.world and checked.obs_kind == "pixels"
+
+
+def test_the_eval_cli_names_the_file_of_a_latent_plugin_of_another_world(tmp_path, capsys):
+    from eval.cli import main
+
+    folder = _write(
+        tmp_path,
+        {
+            "default_world.py": """
+                from gridplan.models.latent_reference import PersistenceLatentModel
+
+
+                def make():
+                    return PersistenceLatentModel()
+            """
+        },
+    )
+    out = tmp_path / "report.json"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--model", f"{folder / 'default_world.py'}:make", "--world", "g16-k8",
+              "--levels", "L1", "--json", str(out), "--no-progress"])  # fmt: skip
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    source = folder / "default_world.py"
+    assert f"error: default_world.make (from {source}) reads observations of world default" in err
+    assert "evaluate it on its own world (--world default)" in err
+    assert not out.exists()
