@@ -2,11 +2,12 @@
 
 A plug-in is a factory, named ``pkg.module:factory`` (importable) or ``path/to/file.py:factory``
 (a file, loaded under a private module name; the modules beside it are importable while it
-runs, ``sibling_imports``), called with keyword arguments (``--model-arg key=value``, or
-inline ``TARGET,key=value,...``) and returning a model of one of two contracts. If the factory
-has parameters named ``task`` or ``device`` that the arguments leave unset, it receives the
-evaluation's ``Task`` and device. The page ``docs/how-to/plug-ins.md`` says the same with a
-worked latent model; ``gridplan.models.signatures.METHODS`` holds the signatures below as data.
+and its factory run, ``sibling_imports``), called with keyword arguments (``--model-arg
+key=value``, or inline ``TARGET,key=value,...``) and returning a model of one of two
+contracts. If the factory has parameters named ``task`` or ``device`` that the arguments
+leave unset, it receives the evaluation's ``Task`` and device. The page
+``docs/how-to/plug-ins.md`` says the same with a worked latent model;
+``gridplan.models.signatures.METHODS`` holds the signatures below as data.
 
 Letter legend: ``N`` rows of a call, ``S`` state dims (``world.state_dim``: 12 in the default
 world, 24 in ``g16-k8``), ``Z`` a latent model's ``latent_dim``, ``K`` ensemble members.
@@ -83,7 +84,7 @@ import sysconfig
 import traceback
 import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import torch
@@ -237,20 +238,25 @@ def _found_elsewhere(top: str) -> bool:
     return False
 
 
+#: The modules each plug-in folder provided, kept out of ``sys.modules`` between its uses.
+_FOLDER_MODULES: dict[Path, dict[str, object]] = {}
+
+
 @contextmanager
 def sibling_imports(folder: Path) -> Iterator[None]:
-    """Make the modules beside a plug-in file importable while the file runs.
+    """Make the modules beside a plug-in file importable while its file and its factory run.
 
     The rule: ``folder`` goes first on ``sys.path`` for the duration, so ``import wm`` finds
     ``folder/wm.py`` (or the package ``folder/wm/``) before anything installed. A module
     already imported under a sibling's name from elsewhere is set aside meanwhile and put back
-    afterwards; the modules imported from ``folder`` are taken out of ``sys.modules`` again
-    once the file has run (the plug-in keeps its references to them), unless the same files
-    are importable without ``folder`` (an installed package: it stays, so it never exists
-    twice). So two plug-ins in two folders that each ``import wm`` get their own ``wm``, and
-    nothing of one folder is found by a later import elsewhere. The price: a plug-in must
-    import its siblings when its file runs (at the top of the file), not inside a method
-    called later.
+    afterwards. The modules imported from ``folder`` are taken out of ``sys.modules`` again
+    afterwards (the plug-in keeps its references to them) and put back, the same objects, the
+    next time the folder's plug-in runs (its factory, ``build``: an unpickled checkpoint of a
+    sibling's class finds that class), unless the same files are importable without
+    ``folder`` (an installed package: it stays, so it never exists twice). So two plug-ins in
+    two folders that each ``import wm`` get their own ``wm``, and nothing of one folder is
+    found by a later import elsewhere. The price: a method called during evaluation must not
+    import a sibling it did not import when its file ran.
     """
     folder = folder.resolve()
     siblings = _sibling_names(folder)
@@ -259,7 +265,7 @@ def sibling_imports(folder: Path) -> Iterator[None]:
         for name in list(sys.modules)
         if name.partition(".")[0] in siblings and not _inside(sys.modules[name], folder)
     }
-    before = set(sys.modules)
+    sys.modules.update(_FOLDER_MODULES.get(folder, {}))
     entry = str(folder)
     sys.path.insert(0, entry)
     try:
@@ -267,11 +273,16 @@ def sibling_imports(folder: Path) -> Iterator[None]:
     finally:
         if entry in sys.path:
             sys.path.remove(entry)
-        for name in set(sys.modules) - before:
-            top = name.partition(".")[0]
-            module = sys.modules[name]
-            if top in siblings and _inside(module, folder) and not _found_elsewhere(top):
-                del sys.modules[name]
+        own = {
+            name: module
+            for name, module in sys.modules.items()
+            if name.partition(".")[0] in siblings
+            and _inside(module, folder)
+            and not _found_elsewhere(name.partition(".")[0])
+        }
+        for name in own:
+            del sys.modules[name]
+        _FOLDER_MODULES[folder] = own
         sys.modules.update(hidden)
 
 
@@ -344,6 +355,8 @@ def build(target: str, args: dict, task: Task, device: torch.device | str) -> ob
             returns something without a callable ``predict``.
     """
     factory = load_factory(target)
+    module = target.rpartition(":")[0]
+    folder = Path(module).parent if module.endswith(".py") else None
     kwargs = dict(args)
     try:
         params = inspect.signature(factory).parameters
@@ -353,7 +366,8 @@ def build(target: str, args: dict, task: Task, device: torch.device | str) -> ob
         if name in params and name not in kwargs:
             kwargs[name] = value
     try:
-        model = factory(**kwargs)
+        with sibling_imports(folder) if folder is not None else nullcontext():
+            model = factory(**kwargs)
     except TypeError as err:
         raise PluginError(f"factory {target!r} rejected its arguments {args}: {err}") from err
     except Exception as err:

@@ -60,6 +60,37 @@ def test_a_plugin_imports_its_sibling_module_without_pythonpath(tmp_path):
     assert "wm" not in sys.modules
 
 
+def test_the_factory_finds_the_same_sibling_modules_the_file_imported(tmp_path):
+    # A checkpoint pickled with a sibling's class unpickles inside the factory.
+    plugin = """
+        import pickle
+
+        import wm
+
+        SAVED = pickle.dumps(wm.Net(3))
+
+
+        class Model:
+            def __init__(self, facts):
+                self.facts = facts
+
+            def predict(self, state, action, generator):
+                return state
+
+
+        def make():
+            import wm as again
+
+            net = pickle.loads(SAVED)
+            return Model((again is wm, type(net) is wm.Net, net.width))
+    """
+    net = "class Net:\n    def __init__(self, width):\n        self.width = width\n"
+    folder = _write(tmp_path / "a", {"wm.py": net, "plugin.py": plugin})
+    model = build(f"{folder / 'plugin.py'}:make", {}, TASK_A, "cpu")
+    assert model.facts == (True, True, 3)
+    assert "wm" not in sys.modules
+
+
 def test_two_plugins_in_two_folders_each_get_their_own_sibling(tmp_path):
     a = _write(tmp_path / "a", {"wm.py": "VALUE = 1\n", "plugin.py": SIBLING_PLUGIN})
     b = _write(tmp_path / "b", {"wm.py": "VALUE = 2\n", "plugin.py": SIBLING_PLUGIN})
