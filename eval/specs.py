@@ -41,11 +41,9 @@ from gridplan.evaluation.spec import (
     load_spec,
     load_track,
 )
-from gridplan.models.latent_contract import check_latent_model, is_latent_model
 from gridplan.models.plugins import (
     build,
-    check_contract,
-    checked,
+    check_plugin,
     display_path,
     is_plugin_target,
     split_spec,
@@ -350,13 +348,7 @@ def plugin(target: str, options: dict, task, device) -> tuple[object, dict]:
     is_file = module.endswith(".py")
     name = f"{Path(module).stem if is_file else module}.{factory}"
     source = display_path(module) if is_file else None
-    model = build(target, options, task, device)
-    if is_latent_model(model) and not callable(getattr(model, "predict", None)):
-        # Held to the latent contract; gridplan.evaluate measures it through a decoder.
-        check_latent_model(model, task.world, device)
-    else:
-        model = checked(model, name, source)
-        check_contract(model, task, device, name)
+    model = check_plugin(build(target, options, task, device), task, device, name, source)
     info = {"name": name, "factory": target, **options}
     if source is not None:
         info["path"] = source

@@ -14,7 +14,14 @@ left, right), batched as ``MultiDiscrete([4] * B)``.
 Episodes end with ``terminated`` on the goal or hazard and with ``truncated`` after
 ``max_episode_steps`` steps without either (default the task's ``horizon``, 60 in the paper).
 ``info`` carries the step's events as bools: ``goal``, ``hazard``, ``pickup``, ``door_opened``
-(arrays of ``(B,)`` with Gymnasium's ``_key`` masks in the vector env). ``render_mode="ansi"``
+(arrays of ``(B,)`` with Gymnasium's ``_key`` masks in the vector env). With
+``info_state=True`` (off by default, so ``info`` stays the events alone) ``info`` also carries
+the physical state of the observation returned, on ``reset`` and every ``step``: ``state``,
+the ``(S,)`` float32 normalized state (``S`` = 12 in the default world; ``(B, S)`` with mask
+``_state`` in the vector env, and in ``final_info`` of a ``SAME_STEP`` autoreset) and, in the
+single envs, ``state_dims``, the world's dim names (``World.dim_names``, a tuple of ``S``
+strings). A model trained on pixels can so be scored against the state it saw.
+``render_mode="ansi"``
 makes ``render()`` return the state as an 8x8 text grid, ``render_mode="rgb_array"`` as a
 ``(32, 32, 3)`` uint8 image (``gridplan.adapters.rendering``).
 
@@ -142,6 +149,13 @@ def episode_steps(max_episode_steps: int | None, task: Task) -> int:
     return int(max_episode_steps)
 
 
+def _check_info_state(info_state) -> bool:
+    """``info_state`` if it is a bool; Raises ValueError otherwise."""
+    if not isinstance(info_state, bool):
+        raise ValueError(f"info_state must be True or False, got {info_state!r}")
+    return info_state
+
+
 def _check_options(options: dict | None, allowed: tuple[str, ...]) -> dict:
     options = {} if options is None else dict(options)
     unknown = sorted(set(options) - set(allowed))
@@ -164,6 +178,12 @@ def _event_info(events: dict[str, torch.Tensor], present: torch.Tensor) -> dict[
     return out
 
 
+def _state_info(state: torch.Tensor, world: World) -> dict[str, Any]:
+    """A single env's ``info`` of its ``(1, S)`` state: ``state`` ``(S,)`` float32 and
+    ``state_dims`` (module docstring)."""
+    return {"state": _numpy(state[0]), "state_dims": world.dim_names}
+
+
 class _EpisodeEnv(gym.Env):
     """One episode over ``(1, S)`` state tensors; subclasses define a step (``_advance``)."""
 
@@ -177,10 +197,12 @@ class _EpisodeEnv(gym.Env):
         max_episode_steps: int | None,
         world: str | World | None,
         observation: str = "state",
+        info_state: bool = False,
     ) -> None:
         self.task = backend.resolve(task, world)
         self.device = torch.device(device)
         self.render_mode = rendering.check_render_mode(render_mode)
+        self.info_state = _check_info_state(info_state)
         #: Steps after which the env truncates; None: never (an outer ``TimeLimit`` does).
         self.max_episode_steps: int | None = episode_steps(max_episode_steps, self.task)
         self.observation = render.check_kind(observation)
@@ -200,8 +222,8 @@ class _EpisodeEnv(gym.Env):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
-        """Start an episode: ``(observation, info {})``; the observation ``(S,)`` float32 (or
-        the ``observation`` kind's drawing)."""
+        """Start an episode: ``(observation, info)``; the observation ``(S,)`` float32 (or
+        the ``observation`` kind's drawing), ``info`` empty, or the state with ``info_state``."""
         options = _check_options(options, ("state",))
         given = None
         if "state" in options:
@@ -216,13 +238,15 @@ class _EpisodeEnv(gym.Env):
         self._begin(self._generator)
         self._steps = 0
         self._ended = False
-        return _observations(self._state, self.task.world, self.observation)[0], {}
+        info = _state_info(self._state, self.task.world) if self.info_state else {}
+        return _observations(self._state, self.task.world, self.observation)[0], info
 
     def step(self, action) -> tuple[np.ndarray, float, bool, bool, dict[str, bool]]:
         """One step: ``(observation, reward, terminated, truncated, info)``.
 
         ``reward`` is +1 on arriving at the goal, -1 on the hazard, else 0; ``info`` holds the
-        event bools ``goal``, ``hazard``, ``pickup``, ``door_opened``.
+        event bools ``goal``, ``hazard``, ``pickup``, ``door_opened`` (and, with
+        ``info_state``, the new ``state`` and ``state_dims``).
         """
         if self._ended:
             raise gym.error.ResetNeeded("the episode has ended (or never started): call reset()")
@@ -236,7 +260,9 @@ class _EpisodeEnv(gym.Env):
         limit = self.max_episode_steps
         truncated = not terminated and limit is not None and self._steps >= limit
         self._ended = terminated or truncated
-        info = {name: bool(events[name][0]) for name in EVENTS}
+        info: dict[str, Any] = {name: bool(events[name][0]) for name in EVENTS}
+        if self.info_state:
+            info.update(_state_info(state, self.task.world))
         obs = _observations(state, self.task.world, self.observation)[0]
         return obs, float(reward[0]), terminated, truncated, info
 
@@ -273,6 +299,7 @@ class GridPlanEnv(_EpisodeEnv):
             ``g16-k8`` or a ``World``; default the task's own).
         observation: ``"state"`` (default), ``"grid"`` or ``"pixels"``: what ``reset`` and
             ``step`` return (``observation_space``, ``gridplan.core.render``).
+        info_state: put the physical state in ``info`` (module docstring).
 
     ``reset(seed=s)`` seeds the torch generator that draws the start state and the
     distractors with ``s``; an unseeded first reset seeds it from ``self.np_random``; later
@@ -293,8 +320,11 @@ class GridPlanEnv(_EpisodeEnv):
         max_episode_steps: int | None = None,
         world: str | World | None = None,
         observation: str = "state",
+        info_state: bool = False,
     ) -> None:
-        super().__init__(task, device, render_mode, max_episode_steps, world, observation)
+        super().__init__(
+            task, device, render_mode, max_episode_steps, world, observation, info_state
+        )
 
     def _advance(self, state, action, generator):
         return backend.step(state, action, generator, self.task)
@@ -316,7 +346,8 @@ class ImaginedEnv(_EpisodeEnv):
 
     Args:
         model: anything with ``predict(state (N, S), action (N,), generator) -> (N, S)``.
-        task, device, render_mode, max_episode_steps, observation: as ``GridPlanEnv``.
+        task, device, render_mode, max_episode_steps, observation, info_state: as
+            ``GridPlanEnv`` (``info["state"]`` is the predicted state).
         world: as ``GridPlanEnv``; default the world the model declares (``model.world``).
 
     ``reset(seed=s)`` seeds the one torch generator of the start state and of the model's
@@ -337,9 +368,12 @@ class ImaginedEnv(_EpisodeEnv):
         max_episode_steps: int | None = None,
         world: str | World | None = None,
         observation: str = "state",
+        info_state: bool = False,
     ) -> None:
         world = backend.model_world(model, world)
-        super().__init__(task, device, render_mode, max_episode_steps, world, observation)
+        super().__init__(
+            task, device, render_mode, max_episode_steps, world, observation, info_state
+        )
         self.imagination = backend.Imagination(model, self.task, self.device)
 
     @property
@@ -377,6 +411,7 @@ class GridPlanVectorEnv(VectorEnv):
             the task's ``horizon``; ``gym.make_vec`` passes the spec's or the caller's).
         world: as ``GridPlanEnv``.
         observation: as ``GridPlanEnv`` (observations batched ``(B, ...)``).
+        info_state: put the ``(B, S)`` states in ``info["state"]`` (module docstring).
 
     Seeding follows Gymnasium's ``SyncVectorEnv`` of ``GridPlanEnv``: ``reset(seed=s)`` seeds
     sub-environment ``i`` with ``s + i``, ``reset(seed=[s_0, ..., s_{B-1}])`` with ``s_i``,
@@ -410,6 +445,7 @@ class GridPlanVectorEnv(VectorEnv):
         max_episode_steps: int | None = None,
         world: str | World | None = None,
         observation: str = "state",
+        info_state: bool = False,
     ) -> None:
         if not isinstance(num_envs, int) or num_envs < 1:
             raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}")
@@ -418,6 +454,7 @@ class GridPlanVectorEnv(VectorEnv):
         self.num_envs = num_envs
         self.autoreset_mode = AutoresetMode(autoreset_mode)
         self.render_mode = rendering.check_render_mode(render_mode)
+        self.info_state = _check_info_state(info_state)
         self.max_episode_steps = episode_steps(max_episode_steps, self.task)
         self.metadata = {"autoreset_mode": self.autoreset_mode, **METADATA}
         self.observation = render.check_kind(observation)
@@ -472,7 +509,16 @@ class GridPlanVectorEnv(VectorEnv):
             self._state[rows] = fresh
         self._steps[rows] = 0
         self._ended[rows] = False
-        return _observations(self._state, self.task.world, self.observation), {}
+        info = self._states_info(torch.ones_like(rows)) if self.info_state else {}
+        return _observations(self._state, self.task.world, self.observation), info
+
+    def _states_info(self, present: torch.Tensor) -> dict[str, np.ndarray]:
+        """Vector ``info`` of the current states: ``state`` ``(B, S)`` (zeros where absent)
+        and its ``_state`` mask."""
+        return {
+            "state": _numpy(self._state * present.unsqueeze(1)),
+            "_state": _numpy(present),
+        }
 
     def _seeds(self, seed) -> list[int] | None:
         """``B`` per-sub-environment seeds of ``reset(seed=...)`` (``s + i`` for an int)."""
@@ -563,6 +609,8 @@ class GridPlanVectorEnv(VectorEnv):
                 final[i] = row
             info["final_obs"], info["_final_obs"] = final, _numpy(ended)
             info["final_info"] = _event_info(events, ended)
+            if self.info_state:
+                info["final_info"].update(self._states_info(ended))
             info["_final_info"] = _numpy(ended)
             self._restart(ended)
             live = live & ~ended
@@ -572,6 +620,8 @@ class GridPlanVectorEnv(VectorEnv):
                 self._restart(~live)
             self._ended = ended
         info.update(_event_info(events, live))
+        if self.info_state:
+            info.update(self._states_info(torch.ones_like(live)))
         return (
             _observations(self._state, self.task.world, self.observation),
             _numpy(reward).astype(np.float64),

@@ -6,12 +6,18 @@ Examples::
     gridplan-data export                                   # the default run's: balanced 20k seed 0
     gridplan-data export --policy balanced random --budget 4k 12k 20k --seed 0 1 2 --out data
     gridplan-data export --policy expert --budget 12k --seed 3 --out data --force
+    gridplan-data export --budget 4k --sequences pixels --out data  # episodes of pixel frames
 
 Each (policy, budget, seed) becomes ``<out>/<task>-<policy>-<transitions>-seed<seed>.npz`` and
 its metadata record ``.json`` beside it; the last line per file is ``exported: PATH
-fingerprint``. Every argument is checked before anything is written: a bad one (a budget
-below 2 transitions, a seed outside the trainer's range, an ``--out`` that is a file) exits 2
-naming it, and so does an existing ``.npz`` or ``.json`` without ``--force``.
+fingerprint``. With ``--sequences KIND`` each file is the same dataset as episode
+sequences of ``KIND`` observations (``state``, ``grid`` or ``pixels``) for multi-step
+training, ``<...>-seq-<KIND>.npz`` (``gridplan.data.export.export_sequences``: ``obs``,
+``state``, ``action``, ``reward``, ``is_first``/``is_last``/``is_terminal``, ``episode``,
+``step``, ...; ``obs[k + 1]`` is the observation after ``action[k]``). Every argument is
+checked before anything is written: a bad one (a budget below 2 transitions, a seed outside
+the trainer's range, an ``--out`` that is a file) exits 2 naming it, and so does an existing
+``.npz`` or ``.json`` without ``--force``.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import sys
 from pathlib import Path
 
 from gridplan.core import tasks
+from gridplan.core.render import OBS_KINDS
 from gridplan.data.datasets import BEHAVIOUR_POLICIES, check_val_fraction, parse_budget
 from gridplan.data.export import (
     VAL_FRACTION,
@@ -30,6 +37,8 @@ from gridplan.data.export import (
     check_transitions,
     export_dataset,
     export_name,
+    export_sequences,
+    sequence_name,
     sidecar,
 )
 
@@ -64,6 +73,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"the trainer's data.val_fraction (default {VAL_FRACTION})")
     export.add_argument("--out", type=Path, default=Path("."),
                         help="output folder (default: the working folder)")
+    export.add_argument("--sequences", choices=OBS_KINDS, metavar="KIND",
+                        help="write episode sequences of KIND observations (state, grid or "
+                        "pixels) for multi-step training instead of transitions: arrays obs, "
+                        "state, action, reward, pickup, door_opened, goal, is_first, is_last, "
+                        "is_terminal, episode, step, val; obs[k+1] follows action[k]")
     export.add_argument("--force", action="store_true", help="replace existing files")
     return parser
 
@@ -111,8 +125,13 @@ def _plan(args: argparse.Namespace) -> tuple[tasks.Task, list[tuple[str, int, in
         raise ValueError("\n".join(errors))
     _check_out(args.out)
     task = found[0]
+    def name(policy: str, n: int, seed: int) -> str:
+        if args.sequences:
+            return sequence_name(policy, n, seed, task, args.sequences)
+        return export_name(policy, n, seed, task)
+
     jobs = {
-        args.out / export_name(policy, n, seed, task): (policy, n, seed)
+        args.out / name(policy, n, seed): (policy, n, seed)
         for policy, n, seed in itertools.product(args.policy, budgets, seeds)
     }
     outputs = [p for path in jobs for p in (path, sidecar(path)) if p.exists()]
@@ -132,7 +151,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         task, jobs = _plan(args)
         for policy, n, seed, path in jobs:
-            record = export_dataset(path, policy, n, seed, task, args.val_fraction, args.force)
+            if args.sequences:
+                record = export_sequences(
+                    path, policy, n, seed, task, args.sequences, args.val_fraction, args.force
+                )
+            else:
+                record = export_dataset(
+                    path, policy, n, seed, task, args.val_fraction, args.force
+                )
             counts = record["event_counts"]
             print(
                 f"{policy} {n} seed {seed}: {counts['episodes']} episodes, "

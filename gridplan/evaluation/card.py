@@ -15,7 +15,9 @@ within 0.05 (return units, values lie in [0, 1]) of their true values on average
 orders at least 80% of the anchor pairs like the environment (0.5 is a random ordering).
 The card also lists L1 beside the oracle's floor (the oracle's own E_tot on the same windows,
 not 0 because the distractors are stochastic), the clamped share of a plug-in's predictions,
-and what to fix first (``what_to_fix``: derived from the measurements).
+why L0 does not apply to this model (``l0_status``: what it observes, its world's state size)
+and what to fix first (``what_to_fix``: derived from the measurements; for a latent model, a
+collapsed representation first, ``representation_findings``).
 Card format: "How Should World Models Be Evaluated for Embodied Decision-Making?"
 (arXiv 2606.15032), §5-6 (decision contract, gated profile, evaluation card).
 """
@@ -122,12 +124,34 @@ CARD_LEVELS = {
     "L3": "physical plausibility",
     **{k: v for k, v in LEVEL_TITLES.items() if k != "L1"},
 }
-#: Levels of the ladder that this laboratory cannot measure, and why.
+#: Levels of the ladder that this laboratory cannot measure, and why (L0's reason depends on
+#: the model's observations: ``l0_status``).
 NOT_APPLICABLE = {
-    "L0": "no observations are rendered: states are 12 numbers",
     "L2": "no instructions or semantics to align with",
     "L3": "the physics is the gridworld's rules, checked at L4 (action effects)",
 }
+
+
+def l0_status(report: dict) -> str:
+    """Why L0 (visual plausibility) is not measured, for the report's model: what it observes
+    (a latent model's ``obs_kind``, else the state) and its world's state size."""
+    from gridplan.core.render import obs_shape
+
+    world = report_task(report).world
+    kind = (report.get("latent") or {}).get("obs_kind", "state")
+    state = f"the {world.state_dim}-number state of world {world.describe()}"
+    if kind == "state":
+        return f"no observations are rendered: the model reads {state} itself"
+    shape = "x".join(map(str, obs_shape(world, kind)))
+    return (
+        f"the model reads {kind} observations ({shape}) rendered from {state}, and is "
+        "measured through decoded states: it generates no observations to judge"
+    )
+
+
+def not_applicable(report: dict) -> dict[str, str]:
+    """Every level the card marks not applicable, with the reason for this report."""
+    return {"L0": l0_status(report), **NOT_APPLICABLE}
 
 
 def card_stem(json_path: str | Path) -> Path:
@@ -265,14 +289,46 @@ def verdict(report: dict, checked: list[dict] | None = None) -> str:
 EVENT_MISSED = 0.5
 
 
+def representation_findings(report: dict) -> list[str]:
+    """A latent model's collapsed representation, from its frozen-decoder protocol
+    (``gridplan.metrics.frozen_decoder``): ``E_repr`` at or above the persistence baseline
+    means the actual next latent tells the frozen decoder less about the next state than
+    copying the current state does, so a small ``E_excess`` says nothing of the dynamics. The
+    finding gives both errors, ``E_excess``, the latent's effective rank where the report has
+    it, and the fix. Empty for a state model or a representation that beats persistence."""
+    latent = report.get("latent")
+    frozen = (latent or {}).get("frozen")
+    if not frozen or frozen["E_repr"] < frozen["E_persistence"]:
+        return []
+    rank = frozen.get("effective_rank")
+    rank_text = (
+        ""
+        if rank is None
+        else f"; the latent's effective rank is {rank:.1f} of Z = {latent['latent_dim']}"
+    )
+    return [
+        "the representation has collapsed: through the frozen protocol decoder the actual "
+        "next latent tells less about the next state than copying the current state does "
+        f"(E_repr {frozen['E_repr']:.3f} against the persistence baseline "
+        f"{frozen['E_persistence']:.3f}, variance-normalized d){rank_text}. E_excess "
+        f"{frozen['E_excess']:+.4f} is small because there is little left to predict, not "
+        "because the dynamics are right. Fix the encoder first: a reconstruction loss or a "
+        "variance-covariance term (VICReg) against collapse, and check that encode reads its "
+        "input (pixels scaled to [0, 1], no constant or detached features)"
+    ]
+
+
 def what_to_fix(report: dict) -> list[str]:
-    """What to fix first, derived from the measurements, most important first: the failed
-    gates, the relevant dimension that weighs most in the graded DRPE (its share of it), missed
+    """What to fix first, derived from the measurements, most important first: a latent
+    model's collapsed representation (``representation_findings``), the failed gates, the
+    relevant dimension that weighs most in the graded DRPE (its share of it), missed
     decision-critical events (event audit), and how much of E_tot sits on irrelevant
     dimensions (error there never changes a decision). Never empty."""
     from gridplan.core.values import relevance_weights
 
-    out = [
+    # A collapsed representation comes first: it is the cause of any gate it fails.
+    out = representation_findings(report)
+    out += [
         f"{g['level']} ({g['rule']}): {g['explanation']}"
         for g in gates(report)
         if g["passed"] is False
@@ -555,8 +611,8 @@ def _markdown(card: dict, report: dict) -> str:
         "| --- | --- | --- |",
     ]
     for level, what in CARD_LEVELS.items():
-        if level in NOT_APPLICABLE:
-            status = f"not applicable: {NOT_APPLICABLE[level]}"
+        if level in card["not_applicable"]:
+            status = f"not applicable: {card['not_applicable'][level]}"
         else:
             status = "yes" if level in card["levels"] else "no"
         lines.append(f"| {level} | {what} | {status} |")
@@ -618,7 +674,7 @@ def build_card(report: dict, json_name: str = "report.json") -> dict:
         "model": report["model"],
         "contract": contract(report),
         "levels": list(report["levels"]),
-        "not_applicable": dict(NOT_APPLICABLE),
+        "not_applicable": not_applicable(report),
         "gates": checked,
         "profile": profile_rows(report),
         "verdict": verdict(report, checked),

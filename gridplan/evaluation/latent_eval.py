@@ -38,6 +38,7 @@ from gridplan.metrics.frozen_decoder import (
 from gridplan.models.latent import LATENT_KIND, load_latent_model
 from gridplan.models.latent_contract import LatentThroughDecoder, check_latent_model
 from gridplan.models.learned import CHECKPOINT_KEY, _read_checkpoint, load_world_model
+from gridplan.models.signatures import label
 from gridplan.planning.latent_scorer import LatentScorer
 
 
@@ -127,7 +128,7 @@ def prepare_latent(
             decoder.fit_keys,
             {"kind": "model"},
             decoder.normalization,
-            source=f"{type(latent).__name__}.decode",
+            source=label(latent, "decode"),
         )
         model = LatentThroughDecoder(latent, heads=heads)
     else:

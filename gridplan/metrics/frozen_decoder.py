@@ -31,13 +31,15 @@ in the project's units (``DRPE_*``: ``sum_j w_j mean (s_hat_j - s_j)^2`` with th
 relevance weights of ``gridplan.metrics.prediction.standard_weights``, unnormalized like every
 DRPE of the ladder) and the decoded ``E_tot_*``; the event version (transitions with a key
 pickup or a door opening); the latent drift ``mean ||z_hat' - z'||^2 / Z``, also relative to
-the mean per-dim variance of the actual latents; and the persistence baseline
-``d(s, s')`` (the current state as the prediction).
+the mean per-dim variance of the actual latents (None when that variance is 0); the effective
+rank of the actual latents; and the persistence baseline ``d(s, s')`` (the current state as the
+prediction): an ``E_repr`` at or above it means the encoding tells the decoder less about the
+next state than the current state does (a collapsed representation).
 
 Errors (ValueError, naming the problem): an episode in both the decoder's fit or validation
 set and the test set (leakage; episodes are keyed by their dataset's source and id), fit and
 validation sets sharing an episode, non-finite latents or states, a state dim with zero
-variance, a fully collapsed latent (zero variance in every dim).
+variance.
 
 Letter legend: ``N`` transitions, ``Z`` latent dims, ``S`` state dims.
 """
@@ -62,6 +64,7 @@ from gridplan.models.latent_contract import (
     is_latent_model,
     step_latent,
 )
+from gridplan.models.signatures import label
 
 #: Decoder width, epochs, patience, learning rate and batch size (seed 004 uses width 512,
 #: 60 epochs, patience 10; width 256 and batches of 1024 keep a fit of the evaluation's 6k
@@ -167,7 +170,7 @@ def encode_transitions(
             non-finite latent (``LatentContractError``, naming the method).
     """
     if not is_latent_model(model):
-        raise ValueError(f"{type(model).__name__} is not a latent model (encode, predict_latent)")
+        raise ValueError(f"{label(model)} is not a latent model (encode, predict_latent)")
     device = data.device
     check_latent_model(model, data.world, device)
     generator = generator or torch.Generator(device=device).manual_seed(0)
@@ -361,7 +364,9 @@ class LatentFidelity:
     """The frozen-decoder protocol's numbers on test episodes (module docstring).
 
     ``E_*`` are in ``d`` units (variance-normalized); ``DRPE_*`` and ``E_tot_*`` in
-    normalized state units like the ladder's L1. ``*_event`` are None without events.
+    normalized state units like the ladder's L1. ``*_event`` are None without events;
+    ``latent_drift_relative`` is None for a collapsed latent (zero variance in every dim);
+    ``effective_rank`` is that of the actual next latents (``effective_rank``).
     """
 
     E_repr: float
@@ -375,7 +380,8 @@ class LatentFidelity:
     E_persistence: float
     DRPE_persistence: float
     latent_drift: float
-    latent_drift_relative: float
+    latent_drift_relative: float | None
+    effective_rank: float
     per_dim: dict[str, list[float]]
     E_repr_event: float | None
     E_pred_event: float | None
@@ -389,12 +395,29 @@ class LatentFidelity:
         return dict(vars(self))
 
 
+def effective_rank(z: torch.Tensor) -> float:
+    """The effective rank of ``(N, Z)`` latents: ``exp`` of the entropy of the normalized
+    singular values of the centred matrix (Roy & Vetterli, "The effective rank: a measure of
+    effective dimensionality", EUSIPCO 2007). Between 1 and ``min(N, Z)``, ``Z`` for latents
+    spread evenly over every dim; 0 for a constant latent (a fully collapsed encoder).
+    """
+    x = z.double()
+    sv = torch.linalg.svdvals(x - x.mean(dim=0, keepdim=True))
+    # Below float32 resolution of the latents' magnitude a singular value is round-off.
+    tol = max(z.shape) * torch.finfo(torch.float32).eps * max(1.0, float(x.abs().max()))
+    sv = sv[sv > tol]
+    if sv.numel() == 0:
+        return 0.0
+    p = sv / sv.sum()
+    return float(torch.exp(-(p * p.log()).sum()))
+
+
 def _decoder_name(decode) -> str:
     """``Class.method`` of a bound method (a model's own ``decode``), else the callable's class
     (``FrozenDecoder``)."""
     owner = getattr(decode, "__self__", None)
     if owner is not None:
-        return f"{type(owner).__name__}.{decode.__name__}"
+        return label(owner, decode.__name__)
     return type(decode).__name__
 
 
@@ -423,9 +446,8 @@ def latent_fidelity(
 
     Raises:
         ValueError: on episode leakage between the decoder's episodes and ``test``, a test set
-            without predictions, a zero-variance state dim, or a latent with zero variance in
-            every dim; ``LatentContractError`` (a ValueError) naming ``source`` on misshapen or
-            non-finite decoded states.
+            without predictions, or a zero-variance state dim; ``LatentContractError`` (a
+            ValueError) naming ``source`` on misshapen or non-finite decoded states.
     """
     if test.z_pred is None:
         raise ValueError(
@@ -454,12 +476,9 @@ def latent_fidelity(
     raw_repr, raw_pred = episode_mean(sq_repr, ep), episode_mean(sq_pred, ep)
     raw_persist = episode_mean(sq_persist, ep)
     drift = ((test.z_pred - test.z_next) ** 2).mean(dim=1)
+    # A fully collapsed encoder (zero variance in every dim) leaves the relative drift
+    # undefined; it is reported as None and the card diagnoses the collapse.
     scale = float(test.z_next.var(dim=0, unbiased=False).mean())
-    if scale <= 0:
-        raise ValueError(
-            "the actual latents have zero variance in every dim (a collapsed encoder); "
-            "latent drift has no scale"
-        )
     event = {"E_repr_event": None, "E_pred_event": None, "E_excess_event": None}
     n_events = int(test.event.sum())
     if n_events:
@@ -483,7 +502,8 @@ def latent_fidelity(
         E_persistence=float(persist_dim.mean()),
         DRPE_persistence=float((weights * raw_persist).sum()),
         latent_drift=float(episode_mean(drift, ep)),
-        latent_drift_relative=float(episode_mean(drift, ep)) / scale,
+        latent_drift_relative=float(episode_mean(drift, ep)) / scale if scale > 0 else None,
+        effective_rank=effective_rank(test.z_next),
         per_dim={
             "repr": repr_dim.tolist(),
             "pred": pred_dim.tolist(),

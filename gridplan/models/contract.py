@@ -74,7 +74,10 @@ def check_model_world(model, world: World) -> None:
     """
     own = getattr(model, "world", None)
     if isinstance(own, World) and own != world:
+        # A plug-in wrapper names its factory and file (gridplan.models.plugins).
+        who = getattr(model, "who", None)
         raise ValueError(
-            f"the model predicts world {own.describe()}, but the task is played on "
+            f"{who() if callable(who) else 'the model'} predicts world {own.describe()}, but "
+            "the task is played on "
             f"{world.describe()}; evaluate it on its own world (--world {own.name})"
         )

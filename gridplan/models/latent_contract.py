@@ -43,6 +43,14 @@ from gridplan.core.render import OBS_KINDS, observe
 from gridplan.core.tasks import task_a
 from gridplan.core.world import World
 from gridplan.models.contract import WorldModel
+from gridplan.models.signatures import (
+    METHODS,
+    binding_error,
+    describe_call,
+    describe_value,
+    label,
+    mismatch_message,
+)
 
 #: Rows of the contract check's probe batch.
 LATENT_CHECK_ROWS = 8
@@ -80,8 +88,26 @@ def is_latent_model(model) -> bool:
     )
 
 
-def _name(model) -> str:
-    return type(model).__name__
+def invoke(model, method: str, *args):
+    """``model.method(*args)``; a call the method's signature cannot take (a missing or extra
+    parameter) raises ``LatentContractError`` naming the model, the signature the contract
+    expects with its shapes, and the shapes passed (``gridplan.models.signatures``)."""
+    fn = getattr(model, method)
+    try:
+        return fn(*args)
+    except TypeError as err:
+        why = binding_error(fn, args)
+        if why is None:
+            raise
+        spec = METHODS[("latent", method)]
+        raise LatentContractError(
+            mismatch_message(label(model, method), spec, fn, args, why)
+        ) from err
+
+
+def _called(method: str, *args) -> str:
+    """``" (called with z (8, 32) float32, ...)"``: the arguments of a call, for messages."""
+    return f" (called with {describe_call(METHODS[('latent', method)], args)})"
 
 
 def observations(model, state: torch.Tensor) -> torch.Tensor:
@@ -92,39 +118,62 @@ def observations(model, state: torch.Tensor) -> torch.Tensor:
         ValueError: on a malformed state (``gridplan.core.env.check_state``).
     """
     check_state(state, "state", model.world)
-    own = getattr(model, "observe", None)
-    if callable(own):
-        return own(state)
+    if callable(getattr(model, "observe", None)):
+        return invoke(model, "observe", state)
     return observe(state, model.world, model.obs_kind)
 
 
-def _check_finite_rows(x: torch.Tensor, rows: int, what: str) -> None:
+#: The fix of an output holding NaN or inf, as errors state it.
+NON_FINITE_FIX = (
+    "look for a division by zero, a log or sqrt of 0 or of a negative number, an untrained or "
+    "diverged network, or a uint8 observation fed to the network without .float()"
+)
+
+
+def _check_finite_rows(x: torch.Tensor, rows: int, what: str, called: str = "") -> None:
     """Raise ``LatentContractError`` naming ``what`` and the rows of ``(rows, ...)`` ``x`` that
-    hold NaN or inf."""
+    hold NaN or inf (``called``: the call's arguments, appended)."""
     if x.numel() and not torch.isfinite(x).all():
         bad = (~torch.isfinite(x.reshape(rows, -1))).any(dim=1).nonzero().flatten()
         raise LatentContractError(
             f"{what} holds non-finite values (NaN or inf) in {bad.numel()} of {rows} rows "
-            f"(first rows {bad[:5].tolist()})"
+            f"(first rows {bad[:5].tolist()}){called}; {NON_FINITE_FIX}"
         )
 
 
-def check_latent(z, rows: int, latent_dim: int, what: str) -> torch.Tensor:
+def check_latent(z, rows: int, latent_dim: int, what: str, called: str = "") -> torch.Tensor:
     """``z`` if it is a finite float32 ``(rows, latent_dim)`` tensor.
 
+    Args:
+        z: the output checked.
+        rows, latent_dim: the shape it must have.
+        what: who returned it (``"mine.make.encode (from mine.py)"``).
+        called: the call's arguments (``_called``), appended to the message.
+
     Raises:
-        LatentContractError: naming ``what``, the shape or dtype found, or the rows holding
-            NaN or inf.
+        LatentContractError: naming ``what``, the shape or dtype found and the one expected,
+            or the rows holding NaN or inf, with the fix.
     """
     if not isinstance(z, torch.Tensor):
-        raise LatentContractError(f"{what} must be a torch.Tensor, got {type(z).__name__}")
-    if tuple(z.shape) != (rows, latent_dim):
         raise LatentContractError(
-            f"{what} must have shape ({rows}, {latent_dim}), got {tuple(z.shape)}"
+            f"{what} must be a torch.Tensor, got {type(z).__name__}{called}"
+        )
+    if tuple(z.shape) != (rows, latent_dim):
+        got = tuple(z.shape)
+        fix = "return one latent of latent_dim numbers per row"
+        if z.dim() == 2 and z.shape[0] == rows:
+            fix += f", or declare latent_dim = {z.shape[1]} if the latent has {z.shape[1]}"
+        elif z.dim() > 2 and z.shape[0] == rows:
+            fix += " (flatten it: z.flatten(1))"
+        raise LatentContractError(
+            f"{what} must have shape ({rows}, {latent_dim}) (rows, latent_dim), got "
+            f"{got}{called}; {fix}"
         )
     if z.dtype != torch.float32:
-        raise LatentContractError(f"{what} must be float32, got {z.dtype}")
-    _check_finite_rows(z, rows, what)
+        raise LatentContractError(
+            f"{what} must be float32, got {z.dtype}{called}; convert it with .float()"
+        )
+    _check_finite_rows(z, rows, what, called)
     return z
 
 
@@ -134,8 +183,11 @@ def encode_states(model, state: torch.Tensor) -> torch.Tensor:
     Raises:
         ValueError: on a malformed state; ``LatentContractError`` on a bad latent.
     """
-    z = model.encode(observations(model, state))
-    return check_latent(z, state.shape[0], model.latent_dim, f"{_name(model)}.encode")
+    obs = observations(model, state)
+    z = invoke(model, "encode", obs)
+    return check_latent(
+        z, state.shape[0], model.latent_dim, label(model, "encode"), _called("encode", obs)
+    )
 
 
 def step_latent(
@@ -146,42 +198,41 @@ def step_latent(
     Raises:
         LatentContractError: on a misshapen or non-finite prediction.
     """
-    out = model.predict_latent(z, action, generator)
-    return check_latent(out, z.shape[0], model.latent_dim, f"{_name(model)}.predict_latent")
+    out = invoke(model, "predict_latent", z, action, generator)
+    called = _called("predict_latent", z, action, generator)
+    return check_latent(out, z.shape[0], model.latent_dim, label(model, "predict_latent"), called)
 
 
-def check_decoded(state, rows: int, world: World, what: str) -> torch.Tensor:
+def check_decoded(state, rows: int, world: World, what: str, called: str = "") -> torch.Tensor:
     """``state`` if it is a finite floating ``(rows, S)`` tensor of ``world``.
 
+    Args:
+        state: the decoded states checked.
+        rows, world: the shape they must have (``world.state_dim`` columns).
+        what: who decoded (``"mine.make.decode (from mine.py)"``).
+        called: the call's arguments, appended to the message.
+
     Raises:
-        LatentContractError: naming ``what`` and the problem.
+        LatentContractError: naming ``what``, the problem and the fix.
     """
     if not isinstance(state, torch.Tensor):
-        raise LatentContractError(f"{what} must be a torch.Tensor, got {type(state).__name__}")
+        raise LatentContractError(
+            f"{what} must be a torch.Tensor, got {type(state).__name__}{called}"
+        )
     if tuple(state.shape) != (rows, world.state_dim) or not state.is_floating_point():
         raise LatentContractError(
             f"{what} must be a floating ({rows}, {world.state_dim}) tensor (world "
-            f"{world.name!r}), got {state.dtype} {tuple(state.shape)}"
+            f"{world.describe()}), got {state.dtype} {tuple(state.shape)}{called}; decode each "
+            f"latent into the {world.state_dim} normalized state numbers of its world, in the "
+            "order of World.dim_names"
         )
-    _check_finite_rows(state, rows, what)
+    _check_finite_rows(state, rows, what, called)
     return state
 
 
-def check_latent_model(model, world: World, device: torch.device | str = "cpu") -> None:
-    """Hold ``model`` to the latent contract on ``LATENT_CHECK_ROWS`` reset states of
-    ``world``: its attributes, ``encode`` of their observations, ``predict_latent`` (twice with
-    differently seeded generators for a model declared deterministic, which must agree),
-    ``decode``, ``reward`` and ``value`` where it has them.
-
-    Raises:
-        LatentContractError: naming the attribute or method and what is wrong with it.
-    """
-    who = _name(model)
-    if not is_latent_model(model):
-        raise LatentContractError(
-            f"{who} is not a latent model: it needs callable encode(obs) and "
-            "predict_latent(z, action, generator)"
-        )
+def _check_attributes(model, world: World) -> None:
+    """The latent contract's attributes (module docstring), and ``model.world == world``."""
+    who = label(model)
     kind = getattr(model, "obs_kind", None)
     if kind not in OBS_KINDS:
         raise LatentContractError(
@@ -192,51 +243,81 @@ def check_latent_model(model, world: World, device: torch.device | str = "cpu") 
         raise LatentContractError(f"{who}.latent_dim must be an integer >= 1, got {z_dim!r}")
     own = getattr(model, "world", None)
     if not isinstance(own, World):
-        raise LatentContractError(f"{who}.world must be a gridplan World, got {own!r}")
+        raise LatentContractError(
+            f"{who}.world must be a gridplan World (e.g. gridplan.core.world.get('default')), "
+            f"got {own!r}"
+        )
     if own != world:
         raise LatentContractError(
             f"{who} reads observations of world {own.describe()}, but the task is played on "
-            f"{world.describe()}"
+            f"{world.describe()}; evaluate it on its own world (--world {own.name}), or set "
+            "its world attribute to the world it was trained on"
         )
     if not isinstance(getattr(model, "deterministic", None), bool):
         raise LatentContractError(f"{who}.deterministic must be a bool")
     if not isinstance(getattr(model, "metadata", None), dict):
         raise LatentContractError(f"{who}.metadata must be a dict")
+
+
+def check_latent_model(model, world: World, device: torch.device | str = "cpu") -> None:
+    """Hold ``model`` to the latent contract on ``LATENT_CHECK_ROWS`` reset states of
+    ``world``: its attributes, ``encode`` of their observations, ``predict_latent`` (twice with
+    differently seeded generators for a model declared deterministic, which must agree),
+    ``decode``, ``reward`` and ``value`` where it has them.
+
+    Raises:
+        LatentContractError: naming the model (a plug-in's factory and file,
+            ``gridplan.models.signatures.label``), the attribute or method, what is wrong
+            with it, the shapes passed and the fix; a method whose signature cannot take the
+            contract's arguments names the signature expected.
+    """
+    if not is_latent_model(model):
+        raise LatentContractError(
+            f"{label(model)} is not a latent model: it needs callable encode(obs) and "
+            "predict_latent(z, action, generator)"
+        )
+    _check_attributes(model, world)
     dev = torch.device(device)
     rows = LATENT_CHECK_ROWS
     gen = torch.Generator(device=dev).manual_seed(0)
     state = reset(rows, gen, task_a(world))
     with torch.no_grad():
-        z = check_latent(model.encode(observations(model, state)), rows, z_dim, f"{who}.encode")
+        z = encode_states(model, state)
         action = torch.arange(rows, device=dev) % N_ACTIONS
-        first = model.predict_latent(z, action, torch.Generator(device=dev).manual_seed(1))
-        nxt = check_latent(first, rows, z_dim, f"{who}.predict_latent")
+        nxt = step_latent(model, z, action, torch.Generator(device=dev).manual_seed(1))
         if model.deterministic:
-            again = model.predict_latent(z, action, torch.Generator(device=dev).manual_seed(2))
-            if not torch.equal(check_latent(again, rows, z_dim, f"{who}.predict_latent"), nxt):
+            again = step_latent(model, z, action, torch.Generator(device=dev).manual_seed(2))
+            if not torch.equal(again, nxt):
                 raise LatentContractError(
-                    f"{who} declares deterministic = True but predict_latent returned different "
-                    "latents for differently seeded generators"
+                    f"{label(model, 'predict_latent')} declares deterministic = True but "
+                    "returned different latents for differently seeded generators; set "
+                    "deterministic = False, or draw no random numbers"
                 )
         if callable(getattr(model, "decode", None)):
-            check_decoded(model.decode(nxt), rows, world, f"{who}.decode")
+            decoded = invoke(model, "decode", nxt)
+            check_decoded(decoded, rows, world, label(model, "decode"), _called("decode", nxt))
         if callable(getattr(model, "reward", None)):
-            check_head(model.reward(z, action, nxt), rows, f"{who}.reward")
+            out = invoke(model, "reward", z, action, nxt)
+            check_head(out, rows, label(model, "reward"), _called("reward", z, action, nxt))
         if callable(getattr(model, "value", None)):
-            check_head(model.value(nxt), rows, f"{who}.value")
+            out = invoke(model, "value", nxt)
+            check_head(out, rows, label(model, "value"), _called("value", nxt))
 
 
-def check_head(out, rows: int, what: str) -> torch.Tensor:
+def check_head(out, rows: int, what: str, called: str = "") -> torch.Tensor:
     """``out`` if it is a finite ``(rows,)`` tensor: a reward or value head's output.
 
     Raises:
-        LatentContractError: naming ``what`` and the shape found or the non-finite values.
+        LatentContractError: naming ``what``, the shape found or the non-finite values, the
+            call's arguments (``called``) and the fix.
     """
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != (rows,):
         got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-        raise LatentContractError(f"{what} must return a ({rows},) tensor, got {got}")
-    if not torch.isfinite(out).all():
-        raise LatentContractError(f"{what} returned non-finite values (NaN or inf)")
+        fix = "; squeeze the last dim: out.squeeze(-1)" if got == (rows, 1) else ""
+        raise LatentContractError(
+            f"{what} must return a ({rows},) tensor, one number per row, got {got}{called}{fix}"
+        )
+    _check_finite_rows(out, rows, what, called)
     return out
 
 
@@ -274,21 +355,21 @@ class LatentThroughDecoder(WorldModel):
         own = getattr(latent, "decode", None)
         if decode is None and not callable(own):
             raise LatentContractError(
-                f"{_name(latent)} has no decode(z); plan and measure it through the frozen "
+                f"{label(latent)} has no decode(z); plan and measure it through the frozen "
                 "protocol decoder (gridplan.metrics.frozen_decoder.fit_frozen_decoder)"
             )
         if heads and not callable(getattr(latent, "reward", None)):
             raise LatentContractError(
-                f"heads=True plans with the model's reward head, but {_name(latent)} has no "
+                f"heads=True plans with the model's reward head, but {label(latent)} has no "
                 "reward(z, action, z_next)"
             )
         self.latent = latent
         self.decode_fn = decode if decode is not None else own
         # Errors name who decoded: the plug-in's own method, or the decoder it was given.
         self._decode_name = (
-            f"{_name(latent)}.decode"
+            label(latent, "decode")
             if decode is None
-            else f"the {type(decode).__name__} of {_name(latent)}"
+            else f"the {type(decode).__name__} of {label(latent)}"
         )
         self.decoder = dict(decoder or {"kind": "model"})
         self.heads = heads
@@ -316,7 +397,8 @@ class LatentThroughDecoder(WorldModel):
 
     def decode_latent(self, z: torch.Tensor) -> torch.Tensor:
         """``(B, Z)`` -> ``(B, S)`` checked decoded states, clamped into ``[0, 1]``."""
-        out = check_decoded(self.decode_fn(z), z.shape[0], self.world, self._decode_name)
+        called = f" (called with z {describe_value(z)})"
+        out = check_decoded(self.decode_fn(z), z.shape[0], self.world, self._decode_name, called)
         return out.float().clamp(0.0, 1.0)
 
     @torch.no_grad()

@@ -1,38 +1,73 @@
-"""Bring your own world model: load it by import path and hold it to the ``WorldModel`` contract.
+"""Bring your own world model: load it by import path and hold it to its contract.
 
 A plug-in is a factory, named ``pkg.module:factory`` (importable) or ``path/to/file.py:factory``
-(a file, loaded under a private module name), called with keyword arguments
-(``--model-arg key=value``, or inline ``TARGET,key=value,...``) and returning a model:
+(a file, loaded under a private module name; the modules beside it are importable while it
+and its factory run, ``sibling_imports``), called with keyword arguments (``--model-arg
+key=value``, or inline ``TARGET,key=value,...``) and returning a model of one of two
+contracts. If the factory has parameters named ``task`` or ``device`` that the arguments
+leave unset, it receives the evaluation's ``Task`` and device. The page
+``docs/how-to/plug-ins.md`` says the same with a worked latent model;
+``gridplan.models.signatures.METHODS`` holds the signatures below as data.
 
-- ``predict(state (N, 12), action (N,), generator) -> (N, 12)`` (required): one imagined step;
-  ``state`` is float32 in ``[0, 1]`` on the evaluation device (possibly the model's own previous
-  output), ``action`` long in ``0..3``, ``generator`` the only randomness it may use. The output
-  must be a tensor of the input's shape, dtype and device;
-- ``start_rollout(batch, generator)`` (optional): called before each imagined rollout;
-- ``predict_reward(state, action, next_state) -> (N,)`` (optional): the model's own reward;
-  where given, the planner (``gridplan.planning.scorers.RewardScorer``, the scorer it picks for
-  a ``CheckedModel`` that predicts its reward), the probes and the ladder's imagined rollouts
+Letter legend: ``N`` rows of a call, ``S`` state dims (``world.state_dim``: 12 in the default
+world, 24 in ``g16-k8``), ``Z`` a latent model's ``latent_dim``, ``K`` ensemble members.
+
+**The state contract** (``gridplan.models.contract.WorldModel``): the model predicts the
+normalized state.
+
+- ``predict(state, action, generator) -> next_state`` (required): ``state`` ``(N, S)``
+  float32 in ``[0, 1]`` on the evaluation device (possibly the model's own previous output),
+  ``action`` ``(N,)`` int64 in ``0..3``, ``generator`` a ``torch.Generator``, the only
+  randomness it may use; returns ``(N, S)`` of the input's dtype and device;
+- ``start_rollout(batch, generator) -> None``: ``batch`` int; called before each imagined
+  rollout (a model with memory resets it here);
+- ``predict_reward(state, action, next_state) -> (N,)``: ``next_state`` ``(N, S)`` its own
+  prediction; the input's dtype and device. Where given, the planner
+  (``gridplan.planning.scorers.RewardScorer``), the probes and the ladder's imagined rollouts
   use it instead of the true reward on predicted states (termination is still read from them);
-- ``uncertainty(state, action) -> (N,)`` or ``predict_members(state, action) -> (K, N, 12)``
-  (optional): see ``gridplan.evaluation.uncertainty``.
+- ``uncertainty(state, action) -> (N,)`` scores ``>= 0``, or
+  ``predict_members(state, action) -> (K, N, S)``: see ``gridplan.evaluation.uncertainty``;
+- attributes ``world`` (a ``gridplan.core.world.World``; default the task's) and
+  ``n_settings`` (1).
 
-A factory may instead return a latent model (``gridplan.models.latent_contract``: ``encode(obs)``,
-``predict_latent(z, action, generator)``, optional ``decode``, ``reward``, ``value``). It is held
-to the latent contract (``check_latent_model``: attributes, shapes, dtypes, finite values,
-declared determinism) and evaluated through its decoder, or the frozen protocol decoder
-(``gridplan.evaluation.latent_eval``).
+**The latent contract** (``gridplan.models.latent_contract``): the model reads an observation
+and rolls a latent.
 
-If the factory has parameters named ``task`` or ``device`` that the arguments leave unset, it
-receives the evaluation's ``Task`` and device.
+- attributes ``obs_kind`` (``"state"``, ``"grid"`` or ``"pixels"``), ``latent_dim`` (int
+  ``Z``), ``world`` (a ``World``), ``deterministic`` (bool: ``predict_latent`` ignores its
+  generator), ``metadata`` (a dict), optionally ``bytes_per_row`` (int, working memory per row
+  of one ``predict_latent`` call, for the planner's batch sizes);
+- ``encode(obs) -> z`` (required): ``obs`` ``(N, *obs_shape)`` as
+  ``gridplan.core.render.observe`` draws it (``state``: the ``(N, S)`` float32 state;
+  ``grid``: ``(N, C, G, G)`` float32; ``pixels``: ``(N, 3, P, P)`` uint8, ``P = 4 G``, 32 in
+  the default world); returns ``(N, Z)`` float32;
+- ``predict_latent(z, action, generator) -> z_next`` (required): ``z`` ``(N, Z)`` float32,
+  ``action`` ``(N,)`` int64 in ``0..3``, ``generator`` its only randomness; returns ``(N, Z)``
+  float32;
+- ``decode(z) -> state``: ``(N, Z)`` float32 -> ``(N, S)`` floating normalized states (without
+  it the frozen protocol decoder reads the latent, ``gridplan.evaluation.latent_eval``);
+- ``reward(z, action, z_next) -> (N,)``: ``z`` and ``z_next`` ``(N, Z)`` float32 (``z_next``
+  its own prediction), ``action`` ``(N,)`` int64; finite;
+- ``value(z) -> (N,)``: ``z`` ``(N, Z)`` float32; finite (the planner may score leaves with
+  ``reward`` and ``value``, ``gridplan.planning.latent_scorer``);
+- ``observe(state) -> obs``: ``(N, S)`` float32 true states -> ``(N, *obs_shape)``, when it reads
+  more than ``gridplan.core.render.observe(state, world, obs_kind)`` draws (another tile size).
 
-Every call of a plug-in goes through ``CheckedModel``, which turns a broken output into an error
-that names the method, the imagined step and the rows: wrong type, shape, dtype or device, and
-non-finite values are errors. Values outside ``[0, 1]`` are clamped to it with one
+Every call of a plug-in goes through a wrapper: ``CheckedModel`` for the state contract,
+``CheckedLatentModel`` for the latent one (``check_plugin`` picks). Errors are
+``PluginError`` and name the factory and its file, the method and what is wrong: an
+exception inside the method (with the ``file:line`` of the user's code and the shapes the
+call passed), a signature that cannot take the contract's arguments (the signature it has,
+the one expected with its shapes, and how to define it), wrong type, shape, dtype or device,
+non-finite values (how many rows), a latent model of another world than the task's (and the
+``--world`` that fits). Values of ``predict`` outside ``[0, 1]`` are clamped to it with one
 ``OutOfRangeWarning`` per model (how many values, their range, the step) and a note in the
-report. The planner, V* and the anchor policies read a state through rounded, clamped cells and
-flags thresholded at 0.5, so clamping never changes how a predicted state is read; the model's
-next imagined step starts from the clamped state, and squared errors measure the clamped
-prediction.
+report. The planner, V* and the anchor policies read a state through rounded, clamped cells
+and flags thresholded at 0.5, so clamping never changes how a predicted state is read; the
+model's next imagined step starts from the clamped state, and squared errors measure the
+clamped prediction. A latent model is held to ``check_latent_model`` (attributes, shapes,
+dtypes, finite values, declared determinism) and evaluated through its decoder, or the frozen
+protocol decoder (``gridplan.evaluation.latent_eval``).
 """
 
 from __future__ import annotations
@@ -48,6 +83,8 @@ import sys
 import sysconfig
 import traceback
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import torch
@@ -56,9 +93,15 @@ from gridplan.core.constants import N_ACTIONS
 from gridplan.core.env import reset
 from gridplan.core.tasks import Task
 from gridplan.models.contract import WorldModel
-from gridplan.models.latent_contract import LatentThroughDecoder, is_latent_model
+from gridplan.models.latent_contract import (
+    LatentContractError,
+    LatentThroughDecoder,
+    check_latent_model,
+    is_latent_model,
+)
 from gridplan.models.learned import LearnedWorldModel
 from gridplan.models.noise import AR1NoiseModel, NoiseModel, OracleModel
+from gridplan.models.signatures import METHODS, binding_error, describe_call, mismatch_message
 
 #: Model types evaluated as they are (already validated, and eligible for the fused rollout).
 TRUSTED = (NoiseModel, OracleModel, AR1NoiseModel, LearnedWorldModel, LatentThroughDecoder)
@@ -164,7 +207,88 @@ def is_plugin_target(target: str) -> bool:
     return bool(sep and left and right)
 
 
+def _inside(module, folder: Path) -> bool:
+    """Whether ``module`` was loaded from a file (or is a package) under ``folder``."""
+    places = [getattr(module, "__file__", None), *(getattr(module, "__path__", None) or ())]
+    return any(p and Path(p).resolve().is_relative_to(folder) for p in places)
+
+
+def _sibling_names(folder: Path) -> set[str]:
+    """Top-level module names ``folder`` provides: its ``*.py`` files and sub-folders."""
+    return {p.stem for p in folder.glob("*.py")} | {
+        p.name for p in folder.iterdir() if p.is_dir() and p.name.isidentifier()
+    }
+
+
+def _found_elsewhere(top: str) -> bool:
+    """Whether ``import top`` finds the same files without the plug-in's folder on
+    ``sys.path`` (an installed package, or the working folder): such modules stay imported, so
+    one package never exists twice."""
+    loaded = getattr(sys.modules.get(top), "__spec__", None)
+    for finder in sys.meta_path:
+        find = getattr(finder, "find_spec", None)
+        spec = find(top, None) if callable(find) else None
+        if spec is not None:
+            return bool(
+                loaded is not None
+                and spec.origin
+                and loaded.origin
+                and Path(spec.origin).resolve() == Path(loaded.origin).resolve()
+            )
+    return False
+
+
+#: The modules each plug-in folder provided, kept out of ``sys.modules`` between its uses.
+_FOLDER_MODULES: dict[Path, dict[str, object]] = {}
+
+
+@contextmanager
+def sibling_imports(folder: Path) -> Iterator[None]:
+    """Make the modules beside a plug-in file importable while its file and its factory run.
+
+    The rule: ``folder`` goes first on ``sys.path`` for the duration, so ``import wm`` finds
+    ``folder/wm.py`` (or the package ``folder/wm/``) before anything installed. A module
+    already imported under a sibling's name from elsewhere is set aside meanwhile and put back
+    afterwards. The modules imported from ``folder`` are taken out of ``sys.modules`` again
+    afterwards (the plug-in keeps its references to them) and put back, the same objects, the
+    next time the folder's plug-in runs (its factory, ``build``: an unpickled checkpoint of a
+    sibling's class finds that class), unless the same files are importable without
+    ``folder`` (an installed package: it stays, so it never exists twice). So two plug-ins in
+    two folders that each ``import wm`` get their own ``wm``, and nothing of one folder is
+    found by a later import elsewhere. The price: a method called during evaluation must not
+    import a sibling it did not import when its file ran.
+    """
+    folder = folder.resolve()
+    siblings = _sibling_names(folder)
+    hidden = {
+        name: sys.modules.pop(name)
+        for name in list(sys.modules)
+        if name.partition(".")[0] in siblings and not _inside(sys.modules[name], folder)
+    }
+    sys.modules.update(_FOLDER_MODULES.get(folder, {}))
+    entry = str(folder)
+    sys.path.insert(0, entry)
+    try:
+        yield
+    finally:
+        if entry in sys.path:
+            sys.path.remove(entry)
+        own = {
+            name: module
+            for name, module in sys.modules.items()
+            if name.partition(".")[0] in siblings
+            and _inside(module, folder)
+            and not _found_elsewhere(name.partition(".")[0])
+        }
+        for name in own:
+            del sys.modules[name]
+        _FOLDER_MODULES[folder] = own
+        sys.modules.update(hidden)
+
+
 def _load_file(path: Path):
+    """The module of a plug-in file, under a private name (its folder importable while it runs,
+    ``sibling_imports``)."""
     if not path.is_file():
         raise PluginError(f"plug-in file {str(path)!r} does not exist")
     digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]
@@ -175,7 +299,8 @@ def _load_file(path: Path):
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
+        with sibling_imports(path.parent):
+            spec.loader.exec_module(module)
     except Exception as err:
         sys.modules.pop(name, None)
         raise PluginError(f"importing {str(path)!r} failed: {_raised(err)}: {err}") from err
@@ -230,6 +355,8 @@ def build(target: str, args: dict, task: Task, device: torch.device | str) -> ob
             returns something without a callable ``predict``.
     """
     factory = load_factory(target)
+    module = target.rpartition(":")[0]
+    folder = Path(module).parent if module.endswith(".py") else None
     kwargs = dict(args)
     try:
         params = inspect.signature(factory).parameters
@@ -239,7 +366,8 @@ def build(target: str, args: dict, task: Task, device: torch.device | str) -> ob
         if name in params and name not in kwargs:
             kwargs[name] = value
     try:
-        model = factory(**kwargs)
+        with sibling_imports(folder) if folder is not None else nullcontext():
+            model = factory(**kwargs)
     except TypeError as err:
         raise PluginError(f"factory {target!r} rejected its arguments {args}: {err}") from err
     except Exception as err:
@@ -259,7 +387,49 @@ def _describe_rows(bad: torch.Tensor) -> str:
     return f"{idx.numel()} of {rows.numel()} rows (first rows {idx[:5].tolist()})"
 
 
-class CheckedModel(WorldModel):
+class _PluginCalls:
+    """What the plug-in wrappers share: how errors name the plug-in, and guarded calls.
+
+    Attributes:
+        name: what to call the plug-in in messages (``file.factory``).
+        source: the file it comes from, or None.
+        contract: ``"state"`` or ``"latent"``: which table of ``signatures.METHODS`` its
+            methods are checked against.
+    """
+
+    contract = "state"
+    name = "model"
+    source: str | None = None
+
+    def who(self, method: str | None = None) -> str:
+        """``name.method`` (or ``name``), and the file it comes from when known."""
+        base = f"{self.name}.{method}" if method else self.name
+        return base + (f" (from {self.source})" if self.source else "")
+
+    def _where(self) -> str:
+        """Where in a rollout a call happened, for messages ("" when not in one)."""
+        return ""
+
+    def _call(self, method: str, fn, *args):
+        """``fn(*args)``; any exception becomes a ``PluginError`` naming the plug-in, the
+        method and the shapes passed, and a call the method's signature cannot take names
+        the signature expected (``signatures.mismatch_message``)."""
+        try:
+            return fn(*args)
+        except PluginError:
+            raise
+        except Exception as err:
+            spec = METHODS[(self.contract, method)]
+            who = self.who(method) + (f" ({self._where()})" if self._where() else "")
+            why = binding_error(fn, args) if isinstance(err, TypeError) else None
+            if why is not None:
+                raise PluginError(mismatch_message(who, spec, fn, args, why)) from err
+            raise PluginError(
+                f"{who} raised {_raised(err)}: {err} (called with {describe_call(spec, args)})"
+            ) from err
+
+
+class CheckedModel(_PluginCalls, WorldModel):
     """A plug-in behind the contract checks of the module docstring.
 
     Optional methods (``start_rollout``, ``predict_reward``, ``predict_members``,
@@ -315,20 +485,6 @@ class CheckedModel(WorldModel):
         if callable(start):
             self._call("start_rollout", start, batch, generator)
 
-    def _call(self, method: str, fn, *args):
-        try:
-            return fn(*args)
-        except PluginError:
-            raise
-        except Exception as err:
-            raise PluginError(
-                f"{self._who(method)} raised {_raised(err)} (imagined step {self.step}): {err}"
-            ) from err
-
-    def _who(self, method: str) -> str:
-        """``name.method``, and the file it comes from when known."""
-        return f"{self.name}.{method}" + (f" (from {self.source})" if self.source else "")
-
     def _where(self) -> str:
         return f"at imagined step {self.step}"
 
@@ -338,21 +494,21 @@ class CheckedModel(WorldModel):
         """Check type, shape, dtype, device and finiteness; returns ``(min, max)``."""
         if not isinstance(out, torch.Tensor):
             raise PluginError(
-                f"{self._who(method)} must return a torch.Tensor, got {type(out).__name__}"
+                f"{self.who(method)} must return a torch.Tensor, got {type(out).__name__}"
             )
         if tuple(out.shape) != shape:
             raise PluginError(
-                f"{self._who(method)} returned shape {tuple(out.shape)}, expected {shape} "
+                f"{self.who(method)} returned shape {tuple(out.shape)}, expected {shape} "
                 f"{self._where()}"
             )
         if out.dtype != like.dtype:
             raise PluginError(
-                f"{self._who(method)} returned dtype {out.dtype}, expected {like.dtype} "
+                f"{self.who(method)} returned dtype {out.dtype}, expected {like.dtype} "
                 f"(the input's) {self._where()}"
             )
         if out.device != like.device:
             raise PluginError(
-                f"{self._who(method)} returned a tensor on {out.device}, expected "
+                f"{self.who(method)} returned a tensor on {out.device}, expected "
                 f"{like.device} (the input's device) {self._where()}"
             )
         return self._range(method, out)
@@ -371,7 +527,7 @@ class CheckedModel(WorldModel):
             return lo, hi
         bad = ~torch.isfinite(out)
         raise PluginError(
-            f"{self._who(method)} returned non-finite values (NaN or inf) in "
+            f"{self.who(method)} returned non-finite values (NaN or inf) in "
             f"{_describe_rows(bad)} {self._where()}"
         )
 
@@ -385,7 +541,7 @@ class CheckedModel(WorldModel):
             self.clamped += outside
             if not self._warned:
                 warnings.warn(
-                    f"{self._who('predict')} returned {outside} values outside [0, 1] "
+                    f"{self.who('predict')} returned {outside} values outside [0, 1] "
                     f"(range [{lo:.4g}, {hi:.4g}]) {self._where()}; clamped to [0, 1] "
                     "(warned once per model)",
                     OutOfRangeWarning,
@@ -406,7 +562,7 @@ class CheckedModel(WorldModel):
         if not isinstance(out, torch.Tensor) or out.dim() != 3:
             got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
             raise PluginError(
-                f"{self._who('predict_members')} must return (K, {rows}, {width}), got {got}"
+                f"{self.who('predict_members')} must return (K, {rows}, {width}), got {got}"
             )
         self._check_tensor("predict_members", out, (out.shape[0], rows, width), state)
         return out
@@ -416,9 +572,91 @@ class CheckedModel(WorldModel):
         lowest, _ = self._check_tensor("uncertainty", out, (state.shape[0],), state)
         if lowest < 0:
             raise PluginError(
-                f"{self._who('uncertainty')} returned negative scores in {_describe_rows(out < 0)}"
+                f"{self.who('uncertainty')} returned negative scores in {_describe_rows(out < 0)}"
             )
         return out
+
+
+class CheckedLatentModel(_PluginCalls):
+    """A latent plug-in (``gridplan.models.latent_contract``) behind guarded calls: an
+    exception in any of its methods, or a call its signature cannot take, becomes a
+    ``PluginError`` naming the factory, its file, the method, the signature expected and the
+    shapes passed; the latent contract's own checks (``check_latent_model``, and every output
+    checked during evaluation) name it the same way through ``who``.
+
+    The attributes ``obs_kind``, ``latent_dim``, ``world``, ``deterministic``, ``metadata``
+    and ``bytes_per_row`` read the plug-in's (None where it has none); the optional methods
+    (``decode``, ``reward``, ``value``, ``observe``) exist on the wrapper exactly when the
+    plug-in has them.
+
+    Args:
+        model: the plug-in (callable ``encode`` and ``predict_latent``).
+        name, source: as ``CheckedModel``.
+
+    Raises:
+        PluginError: if ``model`` lacks a callable ``encode`` or ``predict_latent``.
+    """
+
+    contract = "latent"
+    _OPTIONAL = ("decode", "reward", "value", "observe")
+    _ATTRIBUTES = ("obs_kind", "latent_dim", "world", "deterministic", "metadata")
+
+    def __init__(self, model, name: str = "model", source: str | None = None) -> None:
+        if not is_latent_model(model):
+            raise PluginError(
+                f"{name} is a {type(model).__name__} without callable encode(obs) and "
+                "predict_latent(z, action, generator)"
+            )
+        self.inner = model
+        self.name = name
+        self.source = source
+        for attr in self._ATTRIBUTES:
+            setattr(self, attr, getattr(model, attr, None))
+        if hasattr(model, "bytes_per_row"):
+            self.bytes_per_row = model.bytes_per_row
+        for method in self._OPTIONAL:
+            fn = getattr(model, method, None)
+            if callable(fn):
+                setattr(self, method, self._guarded(method, fn))
+
+    def _guarded(self, method: str, fn):
+        def call(*args):
+            return self._call(method, fn, *args)
+
+        call.__name__ = method
+        return call
+
+    def encode(self, obs: torch.Tensor) -> torch.Tensor:
+        return self._call("encode", self.inner.encode, obs)
+
+    def predict_latent(
+        self, z: torch.Tensor, action: torch.Tensor, generator: torch.Generator
+    ) -> torch.Tensor:
+        return self._call("predict_latent", self.inner.predict_latent, z, action, generator)
+
+
+def check_plugin(
+    model, task: Task, device: torch.device | str, name: str = "model", source: str | None = None
+):
+    """The plug-in ``model`` behind its contract's checks, each method exercised once: a
+    latent model (``encode`` and ``predict_latent``, no ``predict``) as a
+    ``CheckedLatentModel`` held to the latent contract on ``task.world``
+    (``check_latent_model``), any other as ``checked`` and ``check_contract``.
+
+    Raises:
+        PluginError: naming the plug-in (``name`` and ``source``), the first broken method or
+            attribute and what is wrong with it.
+    """
+    if is_latent_model(model) and not callable(getattr(model, "predict", None)):
+        latent = CheckedLatentModel(model, name, source)
+        try:
+            check_latent_model(latent, task.world, device)
+        except LatentContractError as err:
+            raise PluginError(str(err)) from err
+        return latent
+    model = checked(model, name, source)
+    check_contract(model, task, device, name)
+    return model
 
 
 def checked(model, name: str = "model", source: str | None = None):
@@ -453,7 +691,7 @@ def check_contract(model, task: Task, device: torch.device | str, name: str = "m
 
 
 def _label(model, name: str, method: str) -> str:
-    who = getattr(model, "_who", None)
+    who = getattr(model, "who", None)
     return who(method) if callable(who) else f"{name}.{method}"
 
 

@@ -33,6 +33,7 @@ import torch
 from gridplan.core.env import state_outcome
 from gridplan.core.tasks import Task
 from gridplan.models.latent_contract import LatentThroughDecoder, check_head
+from gridplan.models.signatures import label
 from gridplan.planning.registry import register_scorer
 from gridplan.planning.scorers import DEFAULT_MAX_MEMORY, GenericScorer, LeafScorer
 
@@ -65,7 +66,6 @@ class LatentScorer(GenericScorer):
     def scores(self, root: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         model: LatentThroughDecoder = self.model
         latent = model.latent
-        who = type(latent).__name__
         b, n = root.shape[0], self.n_leaves
         z = model.encode_states(root).repeat_interleave(n, dim=0)
         score = torch.zeros(b * n, device=root.device)
@@ -77,12 +77,13 @@ class LatentScorer(GenericScorer):
             reward, goal, hazard = state_outcome(decoded, self.task)
             if model.heads:
                 out = latent.reward(z, action, z_next)
-                reward = check_head(out, z.shape[0], f"{who}.reward").float().to(root.device)
+                reward = check_head(out, z.shape[0], label(latent, "reward"))
+                reward = reward.float().to(root.device)
             score += self.discounts[t] * reward * alive
             alive &= ~(goal | hazard)
             z = z_next
         if model.heads and callable(getattr(latent, "value", None)):
-            leaf = check_head(latent.value(z), z.shape[0], f"{who}.value").float()
+            leaf = check_head(latent.value(z), z.shape[0], label(latent, "value")).float()
             leaf = leaf.to(root.device)
         else:
             leaf = self.values.lookup(decoded)

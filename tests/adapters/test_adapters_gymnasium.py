@@ -18,7 +18,8 @@ from gymnasium.wrappers.vector import RecordEpisodeStatistics
 
 from gridplan.adapters.gymnasium import ENV_IDS, GridPlanEnv, GridPlanVectorEnv
 from gridplan.core import env as core
-from gridplan.core import tasks
+from gridplan.core import render, tasks
+from gridplan.core import world as worlds
 from gridplan.core.constants import DOWN, LEFT, RIGHT, UP
 
 #: Dims that the actions decide (agent, key, flags); the distractors are random.
@@ -298,3 +299,58 @@ def test_a_missing_gymnasium_names_the_extra():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert 'pip install "gridplan[gymnasium]"' in out.stdout
+
+
+# info_state: the physical state beside any observation -----------------------------------------
+
+
+@pytest.mark.parametrize("observation", ["state", "grid", "pixels"])
+def test_info_state_passes_the_env_checker_without_warnings(observation):
+    env = gym.make(ENV_IDS["A"], observation=observation, info_state=True)
+    assert env.unwrapped.info_state
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        check_env(env.unwrapped)
+    assert [str(w.message) for w in caught] == []
+
+
+def test_info_state_is_the_state_the_observation_draws_on_reset_and_every_step():
+    world = worlds.get("g16-k8")
+    env = GridPlanEnv("A", world=world, observation="pixels", info_state=True)
+    obs, info = env.reset(seed=5)
+    gen = torch.Generator().manual_seed(5)
+    state = core.reset(1, gen, tasks.get("A", world=world))
+    assert info["state_dims"] == world.dim_names and len(info["state_dims"]) == 24
+    assert info["state"].dtype == np.float32 and info["state"].shape == (24,)
+    np.testing.assert_array_equal(info["state"], state[0].numpy())
+    np.testing.assert_array_equal(obs, render.observe(state, world, "pixels")[0].numpy())
+    for action in (RIGHT, DOWN, DOWN):
+        obs, _, _, _, info = env.step(action)
+        state = core.step(state, torch.tensor([action]), gen, tasks.get("A", world=world))[0]
+        np.testing.assert_array_equal(info["state"], state[0].numpy())
+        np.testing.assert_array_equal(obs, render.observe(state, world, "pixels")[0].numpy())
+        assert {"goal", "pickup", "state", "state_dims"} <= set(info)
+
+
+def test_info_state_is_off_by_default_and_must_be_a_bool():
+    assert GridPlanEnv("A").reset(seed=0)[1] == {}
+    with pytest.raises(ValueError, match="info_state must be True or False, got 1"):
+        GridPlanEnv("A", info_state=1)
+
+
+def test_vector_info_state_holds_every_row_and_the_final_state_of_ended_rows(make_state):
+    envs = GridPlanVectorEnv(
+        2, "A", autoreset_mode=AutoresetMode.SAME_STEP, observation="grid", info_state=True
+    )
+    start = torch.cat([make_state(agent=(6, 4), carrying=True, door_open=True),
+                       make_state(agent=(1, 1))])
+    _, info = envs.reset(seed=0, options={"state": start.numpy()})
+    np.testing.assert_array_equal(info["state"], start.numpy())
+    assert info["_state"].tolist() == [True, True]
+    _, _, terminated, _, info = envs.step(np.array([RIGHT, RIGHT]))
+    assert terminated.tolist() == [True, False]
+    np.testing.assert_array_equal(info["state"], envs._state.numpy())
+    final = info["final_info"]
+    assert final["_state"].tolist() == [True, False]
+    assert final["state"][0, :2].tolist() == [1.0, pytest.approx(4 / 7)]
+    assert final["state"][1].tolist() == [0.0] * 12

@@ -7,13 +7,27 @@ import json
 
 import numpy as np
 import pytest
+import torch
 from helpers_learned import tiny_config
 from omegaconf import OmegaConf
 
+from gridplan.core import render
+from gridplan.core.constants import RIGHT
+from gridplan.core.env import transition
 from gridplan.core.tasks import TASK_A
 from gridplan.data.__main__ import main
-from gridplan.data.datasets import TENSOR_FIELDS
-from gridplan.data.export import EXPORT_SCHEMA, VAL_FRACTION, load_export, sidecar
+from gridplan.data.datasets import TENSOR_FIELDS, TransitionDataset, collect
+from gridplan.data.export import (
+    EXPORT_SCHEMA,
+    SEQUENCE_SCHEMA,
+    VAL_FRACTION,
+    export_sequences,
+    load_export,
+    load_sequences,
+    sequence_rows,
+    sidecar,
+    transitions_of,
+)
 from gridplan.training.config import DataConfig
 from gridplan.training.module import TransitionDataModule
 
@@ -177,3 +191,99 @@ def test_a_path_without_npz_is_refused(tmp_path):
 
     with pytest.raises(ValueError, match="must end in .npz"):
         export_dataset(tmp_path / "x.pt", "random", 100, 0, TASK_A)
+
+
+# sequences: episodes of observations for multi-step training -----------------------------------
+
+
+def _hand_episodes(make_state) -> TransitionDataset:
+    """Two hand-played episodes of the true env: RIGHT, RIGHT from (1, 1) (cut after two
+    steps), then RIGHT onto the goal from (6, 4) with the key and the door open."""
+    gen = torch.Generator().manual_seed(0)
+    rows = {name: [] for name in TENSOR_FIELDS}
+    for episode, (start, actions) in enumerate(
+        [(make_state(agent=(1, 1), key=(1, 3)), [RIGHT, RIGHT]),
+         (make_state(agent=(6, 4), carrying=True, door_open=True), [RIGHT])]
+    ):
+        state = start
+        for t, action in enumerate(actions):
+            nxt, reward, terminated, info = transition(state, torch.tensor([action]), gen, TASK_A)
+            logged = {"states": state, "actions": torch.tensor([action]), "next_states": nxt,
+                      "rewards": reward.float(), "terminated": terminated,
+                      "pickup": info["pickup"], "door_opened": info["door_opened"],
+                      "goal": info["goal"], "episode": torch.tensor([episode]),
+                      "t": torch.tensor([t])}
+            for name, value in logged.items():
+                rows[name].append(value)
+            state = nxt
+    return TransitionDataset(**{k: torch.cat(v) for k, v in rows.items()}, meta={})
+
+
+def test_sequence_rows_of_a_hand_played_episode_are_aligned(make_state):
+    data = _hand_episodes(make_state)
+    rows = sequence_rows(data)
+    # 3 transitions in 2 episodes: 5 rows, each episode closed by its last state.
+    assert rows["episode"].tolist() == [0, 0, 0, 1, 1]
+    assert rows["step"].tolist() == [0, 1, 2, 0, 1]
+    assert rows["action"].tolist() == [RIGHT, RIGHT, -1, RIGHT, -1]
+    assert rows["reward"].tolist() == [0.0, 0.0, 0.0, 1.0, 0.0]
+    assert rows["goal"].tolist() == [False, False, False, True, False]
+    assert rows["is_first"].tolist() == [True, False, False, True, False]
+    assert rows["is_last"].tolist() == [False, False, True, False, True]
+    assert rows["is_terminal"].tolist() == [False, False, False, False, True]
+    # By hand: RIGHT moves the agent one cell east (x / 7 in the normalized state).
+    cells = rows["state"][:, :2] * 7
+    assert torch.equal(cells.round(), cells.round(decimals=4))
+    assert cells.round().tolist() == [[1, 1], [2, 1], [3, 1], [6, 4], [7, 4]]
+    # state[k + 1] is the env's step of (state[k], action[k]): the logged next state.
+    step = ~rows["is_last"]
+    torch.testing.assert_close(rows["state"][torch.roll(step, 1)], data.next_states, rtol=0, atol=0)
+    assert transitions_of(rows, {}).fingerprint() == data.fingerprint()
+
+
+def test_sequences_refuse_transitions_that_do_not_chain(make_state):
+    data = _hand_episodes(make_state)
+    repeated = dataclasses.replace(data, states=data.states[[0, 0, 2]])
+    with pytest.raises(ValueError, match=r"transition 1 \(episode 0, step 1\) does not follow"):
+        sequence_rows(repeated)
+    skipped = dataclasses.replace(data, t=torch.tensor([0, 2, 0]))
+    with pytest.raises(ValueError, match=r"transition 1 \(episode 0, step 2\) does not follow"):
+        sequence_rows(skipped)
+
+
+def test_exported_pixel_sequences_are_the_renderings_of_the_env_steps(tmp_path, capsys):
+    out = tmp_path / "export"
+    assert main(["export", "--budget", "300", "--seed", "1", "--sequences", "pixels",
+                 "--out", str(out)]) == 0
+    path = out / "A-balanced-300-seed1-seq-pixels.npz"
+    data = collect("balanced", 300, 1, TASK_A)
+    assert capsys.readouterr().out.splitlines()[-1] == f"exported: {path} {data.fingerprint()}"
+    arrays, record = load_sequences(path)
+    episodes = record["event_counts"]["episodes"]
+    assert record["rows"] == 300 + episodes == len(arrays["obs"])
+    assert record["obs_shape"] == [3, 32, 32] and arrays["obs"].dtype == np.uint8
+    assert record["schema"] == SEQUENCE_SCHEMA and set(record["fields"]) == set(arrays)
+    state = torch.from_numpy(arrays["state"])
+    # obs[k] is the rendering of state[k], on every row.
+    np.testing.assert_array_equal(arrays["obs"], render.observe(state, TASK_A.world, "pixels"))
+    # state[k + 1] = env.step(state[k], action[k]) within an episode: the decided dims
+    # (agent, key, flags) and the reward and termination are the env's.
+    k = np.flatnonzero(~arrays["is_last"])
+    nxt, reward, terminated, _ = transition(state[k], torch.from_numpy(arrays["action"][k]),
+                                            torch.Generator().manual_seed(0), TASK_A)
+    np.testing.assert_array_equal(arrays["state"][k + 1][:, :8], nxt[:, :8].numpy())
+    np.testing.assert_array_equal(arrays["reward"][k], reward.numpy())
+    np.testing.assert_array_equal(arrays["is_terminal"][k + 1], terminated.numpy())
+    assert (arrays["action"][arrays["is_last"]] == -1).all()
+    assert arrays["is_first"].sum() == arrays["is_last"].sum() == episodes
+
+
+def test_an_altered_sequence_file_is_refused(tmp_path):
+    path = tmp_path / "seq.npz"
+    export_sequences(path, "random", 40, 0, TASK_A, "state")
+    with np.load(path) as npz:
+        arrays = dict(npz)
+    arrays["action"] = np.where(arrays["action"] >= 0, (arrays["action"] + 1) % 4, -1)
+    np.savez(path, **arrays)
+    with pytest.raises(ValueError, match="the rows' fingerprint .* is not the recorded"):
+        load_sequences(path)

@@ -74,8 +74,16 @@ def test_a_latent_plugin_report_carries_the_protocol_beside_success(plugins, cap
 @pytest.mark.parametrize(
     ("factory", "message"),
     [
-        ("nan", "NaNLatent.predict_latent holds non-finite values"),
-        ("wide", r"WideLatent.encode must have shape \(8, 12\), got \(8, 3\)"),
+        (
+            "nan",
+            r"latent_plugins.nan.predict_latent \(from latent_plugins.py\) holds non-finite "
+            r"values",
+        ),
+        (
+            "wide",
+            r"latent_plugins.wide.encode \(from latent_plugins.py\) must have shape \(8, 12\) "
+            r"\(rows, latent_dim\), got \(8, 3\) \(called with obs \(8, 12\) float32\)",
+        ),
     ],
 )
 def test_a_broken_latent_plugin_is_a_clear_error_and_nothing_is_written(

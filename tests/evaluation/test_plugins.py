@@ -240,12 +240,15 @@ def test_outputs_outside_the_unit_interval_are_clamped_with_one_warning():
     assert clamped["fraction"] == clamped["values"] / clamped["of"]
 
 
-def test_a_raising_predict_names_the_method_and_step():
+def test_a_predict_of_the_wrong_signature_names_the_method_and_step():
     class ForgotTheGenerator:
         def predict(self, state, action):
             return state
 
-    message = r"user_model.predict raised TypeError \(imagined step 1\)"
+    message = (
+        r"user_model.predict \(at imagined step 1\) has the wrong signature: it is "
+        r"predict\(state, action\)"
+    )
     with pytest.raises(PluginError, match=message):
         check_contract(ForgotTheGenerator(), TASK_A, "cpu", "user_model")
 
