@@ -11,13 +11,13 @@ import gridplan
 from gridplan.core import world as worlds
 from gridplan.core.tasks import TASK_A
 from gridplan.evaluation.card import build_card, l0_status, representation_findings
-from gridplan.evaluation.ladder_protocol import LadderProtocol
 from gridplan.evaluation.latent_eval import LatentProtocol, prepare_latent
+from gridplan.evaluation.spec import EvalSpec
 from gridplan.metrics.frozen_decoder import effective_rank
 from gridplan.models.latent_reference import PersistenceLatentModel, StateLatentModel
 from gridplan.models.noise import OracleModel
 
-PROTOCOL = LadderProtocol(seeds=(0,), episodes=2, horizon=4, n_windows=16, n_resamples=50)
+PROTOCOL = EvalSpec(seeds=(0,), episodes=2, horizon=4, n_windows=16, n_resamples=50)
 SMALL = LatentProtocol(transitions=3000)
 
 
@@ -31,7 +31,7 @@ class ConstantEncoder(PersistenceLatentModel):
 @pytest.fixture(scope="module")
 def state_report() -> dict:
     return gridplan.evaluate(
-        OracleModel(), depth=2, protocol=PROTOCOL, levels=["L1"], model_info={"name": "oracle"}
+        OracleModel(), depth=2, spec=PROTOCOL, levels=["L1"], model_info={"name": "oracle"}
     ).to_dict()
 
 
