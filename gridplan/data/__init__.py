@@ -28,6 +28,10 @@ _EXPORTS = {
     "export_name": "export",
     "export_dataset": "export",
     "load_export": "export",
+    "SEQUENCE_SCHEMA": "export",
+    "export_sequences": "export",
+    "load_sequences": "export",
+    "sequence_rows": "export",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

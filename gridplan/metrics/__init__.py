@@ -42,6 +42,7 @@ _EXPORTS = {
     "LatentFidelity": "frozen_decoder",
     "fit_frozen_decoder": "frozen_decoder",
     "latent_fidelity": "frozen_decoder",
+    "effective_rank": "frozen_decoder",
     "ActionConsistency": "action_consistency",
 }
 __all__ = sorted(_EXPORTS)

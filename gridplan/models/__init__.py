@@ -3,7 +3,8 @@
 ``contract`` (the ``WorldModel`` contract and its optional declarations), ``noise`` (the
 oracle, ``M(sigma_r, sigma_i)``, AR(1) noise; paper §4.2), ``learned`` (MLP dynamics and
 self-describing checkpoints; §5.4), ``ensemble`` (bootstrapped ensembles), ``plugins`` (a
-user's model from ``file.py:factory`` behind contract checks). Models know nothing of the
+user's model from ``file.py:factory`` behind contract checks), ``signatures`` (every method
+of the state and latent contracts, with shapes, as data). Models know nothing of the
 planner; the planner chooses how to score a model's leaves (``gridplan.planning.registry``).
 
 Its public names (``__all__``) are imported on first use: ``import gridplan.models``
@@ -32,6 +33,10 @@ _EXPORTS = {
     "checked": "plugins",
     "build": "plugins",
     "check_contract": "plugins",
+    "check_plugin": "plugins",
+    "CheckedLatentModel": "plugins",
+    "sibling_imports": "plugins",
+    "METHODS": "signatures",
     "LatentWorldModel": "latent_contract",
     "LatentContractError": "latent_contract",
     "is_latent_model": "latent_contract",
