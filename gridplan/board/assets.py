@@ -4,7 +4,8 @@ beside the pages (no CDN, no server: the site opens from the file system).
 ``SORT_JS`` sorts every ``table.sortable`` by the column whose title is clicked: a cell's
 ``data-sort`` holds its raw value (empty: n/a, always last); a title's ``data-kind`` says how
 to compare (``text``; ``high``: highest first on the first click; ``low``: lowest first), and a
-second click reverses the order. The title's ``aria-sort`` records the order shown.
+second click reverses the order; Enter or Space on a focused title does the same. The title's
+``aria-sort`` records the order shown.
 """
 
 STYLE_CSS = """\
@@ -59,7 +60,14 @@ function sortTable(table, title) {
 }
 for (const table of document.querySelectorAll("table.sortable")) {
   for (const title of table.querySelectorAll("th[data-col]")) {
+    title.tabIndex = 0;
     title.addEventListener("click", function () { sortTable(table, title); });
+    title.addEventListener("keydown", function (event) {
+      if (event.key === "Enter" || event.key === " ") {
+        event.preventDefault();
+        sortTable(table, title);
+      }
+    });
   }
 }
 """

@@ -5,7 +5,9 @@ The file of a row is named from the model's fingerprint and the track's hash,
 model is measured once per version of a track and an evaluation that is re-run skips the rows
 the folder holds (``Board.has``). A row is written through a temporary file and an atomic
 rename (``gridplan.util.files.write_text_atomic``): a reader sees no row or the whole row,
-never half of one. An existing row is replaced only when asked (``force=True``).
+never half of one. An existing row is replaced only when asked (``force=True``); two
+processes that write the same new row at once both pass that check, and the last rename wins
+(both rows measure the same model on the same track).
 """
 
 from __future__ import annotations

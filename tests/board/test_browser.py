@@ -34,6 +34,9 @@ def test_the_suite_table_sorts_on_click_and_every_link_reaches_a_file(tmp_path, 
     assert _click(browser, 8) == ["oracle", "noise(0.35,0.1)", "mlp-20k"]
     assert _click(browser, 2) == ["oracle", "mlp-20k", "noise(0.35,0.1)"]
     assert _click(browser, 0) == ["mlp-20k", "noise(0.35,0.1)", "oracle"]
+    title = browser.find_element("css selector", '#leaderboard th[data-col="0"]')
+    title.send_keys("\ue007")  # Enter, on the focused title: the order reverses
+    assert browser.execute_script(MODELS_SHOWN) == ["oracle", "noise(0.35,0.1)", "mlp-20k"]
     sorted_by = browser.execute_script(
         "return [...document.querySelectorAll('th[aria-sort]')].map(th => th.dataset.col)")
     assert sorted_by == ["0"]
