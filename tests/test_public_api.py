@@ -48,10 +48,6 @@ PUBLIC = {
         "export_name", "export_sequences", "load_export", "load_sequences", "parse_budget",
         "sequence_rows",
     ],
-    "gridplan.board": [
-        "Board", "BoardError", "ROW_SCHEMA", "SCHEMA_VERSION", "SuiteTable", "render_site",
-        "suite_tables", "validate_row",
-    ],
     "gridplan.evaluation": [
         "CONTROLLED", "Comparison", "EvalSpec", "LEARNED", "LEVELS", "ModelComparison",
         "PlannerSpec", "ProbeResult", "Report", "SCHEMA_VERSION", "Suite", "build_card",
@@ -66,8 +62,8 @@ PUBLIC = {
         "ActionConsistency", "EpisodeSummary", "FVIConfig", "FrozenDecoder", "LatentFidelity",
         "PairedDifference", "PredictionMetrics", "RelevanceEstimate", "STANDARD_WEIGHTS",
         "SpearmanResult", "UncertaintyQuality", "aurc", "check_weights", "drpe", "e_tot",
-        "effective_rank", "estimate_relevance", "event_audit", "fit_frozen_decoder", "iso_error_pairs",
-        "latent_fidelity", "mean_se", "paired_hierarchical_bootstrap", "prediction_metrics",
+        "effective_rank", "estimate_relevance", "event_audit", "fit_frozen_decoder",
+        "iso_error_pairs", "latent_fidelity", "mean_se", "paired_hierarchical_bootstrap", "prediction_metrics",
         "profile", "risk_coverage", "rollout_predictions", "spearman_ci", "squared_errors",
         "standard_weights", "step_profile", "summarize_episodes", "uncertainty_quality",
     ],
