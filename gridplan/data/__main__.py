@@ -49,21 +49,42 @@ def build_parser() -> argparse.ArgumentParser:
         "rewards, terminated, pickup, door_opened, goal, episode, t, val (the trainer's "
         "validation episodes) and the dataset fingerprint a checkpoint records.",
     )
-    export.add_argument("--policy", nargs="+", default=["balanced"], choices=BEHAVIOUR_POLICIES,
-                        help="behaviour policies (data.policy; default balanced)")
-    export.add_argument("--budget", nargs="+", default=["20k"],
-                        help="transition budgets, e.g. 4k 12k 20k or 5000 (data.budget; "
-                        "default 20k)")
-    export.add_argument("--seed", nargs="+", type=int, default=[0],
-                        help="data seeds (data.seed, which follows the run's seed; default 0)")
+    export.add_argument(
+        "--policy",
+        nargs="+",
+        default=["balanced"],
+        choices=BEHAVIOUR_POLICIES,
+        help="behaviour policies (data.policy; default balanced)",
+    )
+    export.add_argument(
+        "--budget",
+        nargs="+",
+        default=["20k"],
+        help="transition budgets, e.g. 4k 12k 20k or 5000 (data.budget; default 20k)",
+    )
+    export.add_argument(
+        "--seed",
+        nargs="+",
+        type=int,
+        default=[0],
+        help="data seeds (data.seed, which follows the run's seed; default 0)",
+    )
     export.add_argument("--task", default="A", choices=tasks.names(), help="task (default A)")
-    export.add_argument("--world", default="default",
-                        help="world (gridplan.core.world: default, g16-k8, g32-k64, g{N}-k{K}; "
-                        "the trainer's world key)")
-    export.add_argument("--val-fraction", type=float, default=VAL_FRACTION,
-                        help=f"the trainer's data.val_fraction (default {VAL_FRACTION})")
-    export.add_argument("--out", type=Path, default=Path("."),
-                        help="output folder (default: the working folder)")
+    export.add_argument(
+        "--world",
+        default="default",
+        help="world (gridplan.core.world: default, g16-k8, g32-k64, g{N}-k{K}; "
+        "the trainer's world key)",
+    )
+    export.add_argument(
+        "--val-fraction",
+        type=float,
+        default=VAL_FRACTION,
+        help=f"the trainer's data.val_fraction (default {VAL_FRACTION})",
+    )
+    export.add_argument(
+        "--out", type=Path, default=Path("."), help="output folder (default: the working folder)"
+    )
     export.add_argument("--force", action="store_true", help="replace existing files")
     return parser
 
