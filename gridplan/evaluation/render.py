@@ -36,7 +36,10 @@ MEANINGS: dict[str, tuple[str, int]] = {
     "L1/event_audit/carrying_at_pickup": ("predicted carrying at key pickups (truth 1)", 4),
     "L1/event_audit/door_open_at_opening": ("predicted door_open at door openings (truth 1)", 4),
     "L1/event_audit/event_mse": ("event error: flag MSE at pickups and door openings", 4),
-    "L1/oracle_floor/E_tot": ("oracle's E_tot on the same windows (stochastic distractors)", 4),
+    "L1/oracle_floor/E_tot": (
+        "the oracle's E_tot, same windows (not 0: stochastic distractors)",
+        4,
+    ),
     "L1/E_repr": ("E_repr, frozen decoder of the actual latent", 4),
     "L1/E_pred": ("E_pred, frozen decoder of the predicted latent", 4),
     "L1/E_excess": ("E_excess = E_pred - E_repr", 4),
