@@ -1,11 +1,11 @@
 """Printing a report of ``python -m eval`` (the paper's, ``Report.paper_dict``, or the
 ladder's, ``Report.to_dict``): a rendering of the dict that is written as JSON, by the tables
-the card also writes (``gridplan.evaluation.render``)."""
+the card also writes (``gridplan.evaluation.tabular``)."""
 
 from __future__ import annotations
 
-from gridplan.evaluation.render import report_tables
 from gridplan.evaluation.schema import report_task
+from gridplan.evaluation.tabular import report_tables
 
 
 def _header(report: dict) -> list[tuple[str, str]]:

@@ -27,8 +27,8 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from gridplan.evaluation.render import report_tables
 from gridplan.evaluation.schema import LEVEL_TITLES, check_schema, report_task, write_text
+from gridplan.evaluation.tabular import report_tables
 from gridplan.util.jsonio import dumps
 
 CARD_SCHEMA = "1.0"
@@ -302,7 +302,7 @@ def what_to_fix(report: dict) -> list[str]:
 
 def profile_rows(report: dict) -> list[dict]:
     """The measured profile: every recorded number of the report's tables
-    (``gridplan.evaluation.render.report_tables``, as the terminal prints them), with its
+    (``gridplan.evaluation.tabular.report_tables``, as the terminal prints them), with its
     section, path, meaning, shown value and interval, and the recorded value."""
     return [
         {

@@ -43,8 +43,8 @@ from matplotlib.figure import Figure
 
 from gridplan.evaluation.common import Estimate
 from gridplan.evaluation.compare import HEADLINE
-from gridplan.evaluation.render import Table, number
 from gridplan.evaluation.schema import Report
+from gridplan.evaluation.tabular import Table, number
 from gridplan.metrics.bootstrap import paired_hierarchical_bootstrap
 from gridplan.util.progress import Progress
 

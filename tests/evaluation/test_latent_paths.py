@@ -21,7 +21,7 @@ from gridplan.evaluation.compare_models import compare_models, table
 from gridplan.evaluation.ladder_protocol import LadderProtocol
 from gridplan.evaluation.latent_eval import LatentProtocol, planning_note, prepare_latent
 from gridplan.evaluation.ranking import constant_sides, policy_ranking
-from gridplan.evaluation.render import report_tables
+from gridplan.evaluation.tabular import report_tables
 from gridplan.models.latent_contract import LatentContractError, LatentThroughDecoder
 from gridplan.models.latent_reference import PersistenceLatentModel, StateLatentModel
 from gridplan.models.noise import OracleModel

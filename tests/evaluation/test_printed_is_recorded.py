@@ -3,7 +3,7 @@
 written, and every recorded number of the levels asked for is printed.
 
 The reference here walks the JSON on its own (``_recorded``), apart from the renderer
-(``gridplan.evaluation.render``), so a row that shows another row's number, or a measured level
+(``gridplan.evaluation.tabular``), so a row that shows another row's number, or a measured level
 left unprinted, fails."""
 
 from __future__ import annotations
