@@ -127,6 +127,7 @@ class Table:
 
     @classmethod
     def of_rows(cls, title: str, section: str, rows: list[Row]) -> Table:
+        """A table of numbers: one line per row, columns ``METRIC_HEADER``."""
         body = tuple((r.metric, r.value, r.interval, r.what) for r in rows)
         return cls(title, section, METRIC_HEADER, body, tuple(rows))
 
