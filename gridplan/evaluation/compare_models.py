@@ -26,9 +26,11 @@ training seed (a built-in or plug-in has no training seed); arms of different ``
 error. With three or fewer units at the top level that varies an interval is flagged as
 indicative only.
 
-``ModelComparison`` renders as text (``lines``), Markdown (``markdown``), a figure
-(``figure``: each metric per model with its 95% interval) and JSON (``to_dict``, schema
-``COMPARE_SCHEMA``, ``docs/schema/compare.schema.json``). Method: the paired hierarchical
+``ModelComparison`` is written as JSON (``to_dict``, schema ``COMPARE_SCHEMA``,
+``docs/schema/compare.schema.json``); the text (``comparison_lines``) and Markdown
+(``comparison_markdown``) are renderings of that JSON form by one table (``comparison_table``,
+a row per recorded row, named by level and metric), so what is printed is what is recorded;
+``figure`` draws each metric per model with its 95% interval. Method: the paired hierarchical
 bootstrap of the JEPA prediction-vs-planning protocol (arXiv 2610.19375).
 """
 
@@ -200,8 +202,8 @@ class ModelComparison:
         return self.names[0]
 
     def protocol_line(self) -> str:
-        """The protocol in one line (``protocol_line`` of ``to_dict()``)."""
-        return protocol_line(self.to_dict())
+        """The protocol in one line (``protocol_line``)."""
+        return protocol_line({"protocol": self.protocol, "task": self.task, "depth": self.depth})
 
     def to_dict(self) -> dict:
         """JSON form (schema ``COMPARE_SCHEMA``): the protocol, the table, every report."""

@@ -233,7 +233,6 @@ def test_levels_l1_l4_print_the_l1_section_as_recorded(tmp_path, capsys):
     assert ("L1", "E_tot") in printed and ("L1", "DRPE/graded") in printed
 
 
-@pytest.mark.slow
 def test_card_prints_every_recorded_number_and_writes_the_same_tables(tmp_path, capsys):
     out = tmp_path / "noisy.json"
     argv = ["--model", "noise", "--sigma-r", "0.35", "--sigma-i", "0.1", "--card"]
