@@ -131,8 +131,8 @@ class Table:
 
     Attributes:
         title: one line above the table.
-        section: ``"closed loop"``, ``"L1"``, ``"L1 profile"``, ``"latent"`` or a level of
-            ``LEVELS``.
+        section: ``"closed loop"``, ``"L1"``, ``"L1 profile"``, ``"latent"``, a level of
+            ``LEVELS``, or ``"comparison"`` (``gridplan.evaluation.compare_models``).
         header, body: the cells as shown.
         rows: of a table of numbers, the ``Row`` each line of ``body`` shows (else empty).
     """
@@ -150,8 +150,9 @@ class Table:
         return cls(title, section, METRIC_HEADER, body, tuple(rows))
 
     def text(self, header: bool = False, indent: str = "  ") -> list[str]:
-        """The title, then one line per row, columns two spaces apart (a cell never holds two
-        spaces in a row, so the columns split back on them)."""
+        """The title, then one line per row (after the header with ``header``), each column
+        padded to its widest cell and two spaces from the next, so every column starts at
+        the same place as its header."""
         lines = [list(self.header)] if header else []
         lines += [list(cells) for cells in self.body]
         widths = [max(len(cells[i]) for cells in lines) for i in range(len(self.header))]
