@@ -383,21 +383,14 @@ def _report(model, info: dict, args: argparse.Namespace) -> dict:
 def _ensemble_uncertainty(model, args: argparse.Namespace) -> dict:
     """An ensemble's disagreement against its rollout error on the report's held-out windows
     (``gridplan.metrics.calibration.uncertainty_vs_error``: Spearman with a seeded bootstrap 95% CI,
-    AURC), printed; the card (``--card``) adds the ladder's risk–coverage figure."""
+    AURC), printed with the report's tables; the card (``--card``) adds the ladder's
+    risk–coverage figure."""
     from gridplan.data.datasets import eval_windows
     from gridplan.metrics.calibration import uncertainty_vs_error
 
     p = args.spec
     windows = eval_windows(p.n_windows, p.horizon, task=task_of(args, model), device=args.device)
-    quality = uncertainty_vs_error(model, windows)
-    rho = quality.spearman
-    print(
-        f"uncertainty of the {model.members} members on {quality.n} held-out windows: "
-        f"Spearman(disagreement, rollout error) {rho.rho:.3f} [{rho.low:.3f}, {rho.high:.3f}], "
-        f"AURC {quality.aurc:.5f} (optimal {quality.aurc_optimal:.5f}, random "
-        f"{quality.aurc_random:.5f}); --card draws the risk-coverage curve"
-    )
-    return quality.to_dict()
+    return uncertainty_vs_error(model, windows).to_dict()
 
 
 def _evaluate_checkpoints(args: argparse.Namespace) -> None:
@@ -433,9 +426,9 @@ def _evaluate_checkpoints(args: argparse.Namespace) -> None:
             _log_hparams(path, model, report, args, log_dir, step)
             continue
         report = _report(model, info, args)
-        print(format_table(report))
         if getattr(model, "members", 1) >= 2:
             report["uncertainty"] = _ensemble_uncertainty(model, args)
+        print(format_table(report))
         write_report(report, out, overwrite=args.force)
         log_report(log_dir, report, step, "eval", task_of(args, model))
         print(f"json: {out}\ntensorboard: {log_dir} (eval/)", flush=True)

@@ -31,10 +31,14 @@ from eval.specs import (
 from gridplan.core import readings
 from gridplan.data.datasets import eval_windows
 from gridplan.evaluation.card import card_paths, write_card
-from gridplan.evaluation.compare_models import compare_models
+from gridplan.evaluation.compare_models import (
+    compare_models,
+    comparison_lines,
+    comparison_markdown,
+)
 from gridplan.evaluation.ladder import evaluate
 from gridplan.evaluation.planner_choice import fit_learned_value
-from gridplan.evaluation.schema import LEVELS, ladder_lines, log_ladder, write_report, write_text
+from gridplan.evaluation.schema import LEVELS, log_ladder, write_report, write_text
 from gridplan.evaluation.spec import PAPER_LEVELS
 from gridplan.models.contract import check_model_world
 from gridplan.models.plugins import is_plugin_target, parse_args
@@ -138,17 +142,6 @@ def check_outputs(json_path: Path, card: bool, force: bool) -> None:
         raise FileExistsError(f"{', '.join(taken)} {verb}; pass --force to overwrite")
 
 
-def print_report(report: dict) -> None:
-    """The paper's table (when L1 and L7 were measured) and the ladder's lines."""
-    if "E_tot" in report and "success" in report:
-        print(format_table(report))
-    else:
-        model = ", ".join(f"{k}={v}" for k, v in report["model"].items())
-        print(f"model  {model}\ntask / depth  {report['task']} / {report['depth']}")
-    for line in ladder_lines(report):
-        print(line)
-
-
 def log_tensorboard(log_dir: Path, report: dict, step: int, task) -> None:
     """The paper's scalars and figures (when L1 was measured) and ``eval/ladder/...``."""
     from gridplan.training.module import log_report
@@ -188,7 +181,7 @@ def run_one(model, info: dict, args, out: Path | None, log_dir: Path | None, ste
         progress=not args.no_progress,
         learned_value=learned_value(args, model, task),
     ).to_dict()
-    print_report(report)
+    print(format_table(report))
     if out is not None:
         write_report(report, out, overwrite=args.force)
         print(f"json: {out}")
@@ -276,14 +269,15 @@ def run_compare(args: argparse.Namespace) -> None:
         protocol_rule=args.protocol_rule,
         fit_value=lambda model: learned_value(args, model, task),
     )
-    for line in result.lines():
-        print(line)
-    write_report(result.to_dict(), paths["json"], overwrite=args.force)
+    # The recorded dict is what is printed and what the Markdown shows.
+    recorded = result.to_dict()
+    print("\n".join(comparison_lines(recorded)))
+    write_report(recorded, paths["json"], overwrite=args.force)
     fig = result.figure()
     tmp = paths["figure"].with_name(f".{paths['figure'].name}.tmp")
     fig.savefig(tmp, dpi=120, format="png")
     tmp.replace(paths["figure"])
-    write_text(paths["markdown"], result.markdown(paths["figure"].name))
+    write_text(paths["markdown"], comparison_markdown(recorded, paths["figure"].name))
     print(f"json: {paths['json']}\ntable: {paths['markdown']}\nfigure: {paths['figure']}")
 
 

@@ -14,6 +14,8 @@ import pytest
 import gridplan_cli
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
 def _scripts() -> dict[str, str]:
     import tomllib  # Python 3.11+, as tests/test_layout.py
 
@@ -94,9 +96,17 @@ def test_each_entry_point_runs_from_a_temp_folder_with_decoys(tmp_path, script, 
     module, func = _scripts()[script].split(":")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     done = subprocess.run(
-        [sys.executable, "-c", f"import sys; from {module} import {func}; sys.exit({func}())",
-         "--help"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-c",
+            f"import sys; from {module} import {func}; sys.exit({func}())",
+            "--help",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     assert "DECOY" not in done.stdout and expect in done.stdout

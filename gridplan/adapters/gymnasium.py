@@ -123,10 +123,12 @@ def _given_states(value: Any, rows: int, device, world: World) -> torch.Tensor:
     if array.shape != (rows, s) and not (rows == 1 and array.shape == (s,)):
         raise ValueError(
             f'options["state"] must have shape ({rows}, {s})'
-            + (f" or ({s},)" if rows == 1 else "") + f", got {array.shape}"
+            + (f" or ({s},)" if rows == 1 else "")
+            + f", got {array.shape}"
         )
-    state = check_state(torch.tensor(array.reshape(rows, s), device=device),
-                        'options["state"]', world)
+    state = check_state(
+        torch.tensor(array.reshape(rows, s), device=device), 'options["state"]', world
+    )
     if (state < 0).any() or (state > 1).any():
         raise ValueError(
             'options["state"] must lie in [0, 1] (normalized, see gridplan.core.constants)'

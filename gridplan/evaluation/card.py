@@ -29,8 +29,8 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from gridplan.evaluation.ranking import spearman_text
 from gridplan.evaluation.schema import LEVEL_TITLES, check_schema, report_task, write_text
+from gridplan.evaluation.tabular import report_tables
 from gridplan.util.jsonio import dumps
 
 CARD_SCHEMA = "1.0"
@@ -93,29 +93,6 @@ GATES = (
     ),
 )
 
-#: Rows of the card's profile: (level, key, label, digits).
-PROFILE_ROWS = (
-    ("L4", "decision_agreement", "decision agreement", 3),
-    ("L4", "decision_regret", "decision regret", 4),
-    ("L4", "ipe", "interventional prediction error (IPE)", 4),
-    ("L4", "teacher_forced", "teacher-forced error, same starts", 4),
-    ("L4", "action_effect", "action-effect error", 4),
-    ("L5", "reward_error", "reward-prediction error", 4),
-    ("L5", "value_error", "value error", 4),
-    ("L5", "brier", "success Brier score", 4),
-    ("L5", "brier_floor", "success Brier floor (true probability)", 4),
-    ("L6", "spearman", "Spearman rho of policy values", 3),
-    ("L6", "pra", "pairwise ranking accuracy", 3),
-    ("L6", "mmrv", "mean maximum rank violation", 4),
-    ("L7", "success", "closed-loop success", 3),
-    ("L7", "success_oracle", "oracle planner's success", 3),
-    ("L7", "policy_gain", "policy gain over random", 3),
-    ("L7", "optimality_regret", "optimality regret", 3),
-    ("L7", "xgap", "exploitability gap XGap", 4),
-    ("L7", "xgap_exceed", "decisions with XGap above threshold", 3),
-    ("probe", "regret", "WorldModelGym normalized regret", 3),
-    ("probe", "reward_error", "WorldModelGym reward error", 4),
-)
 #: Every rung of the ladder the card lists, with its name.
 CARD_LEVELS = {
     "L0": "visual plausibility",
@@ -379,61 +356,22 @@ def what_to_fix(report: dict) -> list[str]:
     return out
 
 
-def _fmt(entry, digits: int) -> tuple[str, str]:
-    if not isinstance(entry, dict) or entry.get("mean") is None:
-        return "n/a", ""
-    value = f"{entry['mean']:.{digits}f}"
-    if entry.get("low") is None or entry.get("high") is None:
-        return value, ""
-    return value, f"[{entry['low']:.{digits}f}, {entry['high']:.{digits}f}]"
-
-
 def profile_rows(report: dict) -> list[dict]:
-    """The measured profile: one row per ladder number with its 95% interval."""
-    rows = []
-    for level, key, label, digits in PROFILE_ROWS:
-        entry = report.get("ladder", {}).get(level, {}).get(key)
-        if entry is None:
-            continue
-        value, interval = _fmt(entry, digits)
-        if (level, key) == ("L6", "spearman"):
-            value = spearman_text(value, report["ladder"]["L6"]["anchors"])
-        rows.append(
-            {
-                "level": level,
-                "metric": key,
-                "label": label,
-                "value": value,
-                "interval": interval,
-                "estimate": entry,
-            }
-        )
-    unc = report.get("ladder", {}).get("uncertainty")
-    if unc is not None:
-        rho = unc["spearman"]
-        rows.append(
-            {
-                "level": "uncertainty",
-                "metric": "spearman",
-                "label": "Spearman(uncertainty, rollout error)",
-                "value": "n/a" if rho["rho"] is None else f"{rho['rho']:.3f}",
-                "interval": "" if rho["low"] is None else f"[{rho['low']:.3f}, {rho['high']:.3f}]",
-                "estimate": rho,
-            }
-        )
-        rows.append(
-            {
-                "level": "uncertainty",
-                "metric": "aurc",
-                "label": (
-                    f"AURC (optimal {unc['aurc_optimal']:.4f}, random {unc['aurc_random']:.4f})"
-                ),
-                "value": f"{unc['aurc']:.4f}",
-                "interval": "",
-                "estimate": unc["aurc"],
-            }
-        )
-    return rows
+    """The measured profile: every recorded number of the report's tables
+    (``gridplan.evaluation.tabular.report_tables``, as the terminal prints them), with its
+    section, path, meaning, shown value and interval, and the recorded value."""
+    return [
+        {
+            "level": table.section,
+            "metric": row.metric,
+            "label": row.what or row.metric,
+            "value": row.value,
+            "interval": row.interval,
+            "estimate": row.recorded,
+        }
+        for table in report_tables(report)
+        for row in table.rows
+    ]
 
 
 def _profile_figure(report: dict) -> Figure | None:
@@ -523,67 +461,6 @@ def _risk_figure(report: dict) -> Figure | None:
     return fig
 
 
-def _profile_table(report: dict) -> list[str]:
-    """The L1 error profile per dimension with its 95% interval and relevance weight."""
-    from gridplan.core.values import relevance_weights
-
-    task = report_task(report)
-    names = task.world.dim_names
-    weights = relevance_weights(task).tolist()
-    ci = report.get("profile_ci") or {}
-    lines = [
-        "",
-        f"L1 error profile (open-loop MSE over H={report['horizon']} steps, 95% bootstrap "
-        "intervals over the held-out windows):",
-        "",
-        "| dim | relevant | weight | error | interval |",
-        "| --- | --- | --- | --- | --- |",
-    ]
-    for d in sorted(range(len(names)), key=lambda d: -weights[d]):
-        name = names[d]
-        interval = f"[{ci[name][0]:.4f}, {ci[name][1]:.4f}]" if name in ci else ""
-        relevant = "yes" if d in task.relevant_dims else "no"
-        lines.append(
-            f"| {name} | {relevant} | {weights[d]:.3f} | {report['profile'][name]:.4f} | "
-            f"{interval} |"
-        )
-    return lines
-
-
-def _latent_table(report: dict) -> list[str]:
-    """A latent model's frozen-decoder protocol (``gridplan.metrics.frozen_decoder``): one row per
-    decoder, then the action-consistency probe; nothing for a state model."""
-    latent = report.get("latent")
-    if not latent:
-        return []
-    lines = [
-        "",
-        "## Latent model: frozen-decoder protocol",
-        "",
-        f"Observations {latent['obs_kind']}, Z = {latent['latent_dim']}. E_* in "
-        "variance-normalized units d (E_excess = E_pred - E_repr, never clipped); DRPE in "
-        "normalized state units, graded weights, one step on isolated test episodes.",
-        "",
-        "| decoder | E_repr | E_pred | E_excess | decoded DRPE | DRPE excess | persistence E |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for which in ("frozen", "own"):
-        f = latent.get(which)
-        if f is not None:
-            lines.append(
-                f"| {which} | {f['E_repr']:.4f} | {f['E_pred']:.4f} | {f['E_excess']:+.4f} | "
-                f"{f['DRPE_pred']:.5f} | {f['DRPE_excess']:+.5f} | {f['E_persistence']:.4f} |"
-            )
-    probe = latent["action_consistency"]
-    shown = "n/a" if probe["consistency"] is None else f"{probe['consistency']:.3f}"
-    lines += [
-        "",
-        f"Action consistency {shown} (probe accuracy on real transitions "
-        f"{probe['accuracy_real']:.3f}, on predicted ones {probe['accuracy_pred']:.3f}).",
-    ]
-    return lines
-
-
 def _markdown(card: dict, report: dict) -> str:
     c = card["contract"]
     t = c["task"]
@@ -627,29 +504,9 @@ def _markdown(card: dict, report: dict) -> str:
         value = "n/a" if g["value"] is None else f"{g['value']:.4g}"
         result = {True: "pass", False: "FAIL", None: "not measured"}[g["passed"]]
         lines.append(f"| {g['level']} | {g['rule']} | {g['meaning']} | {value} | {result} |")
-    lines += [
-        "",
-        "## Profile (95% intervals)",
-        "",
-        "| level | metric | value | interval |",
-        "| --- | --- | --- | --- |",
-    ]
-    for row in card["profile"]:
-        lines.append(f"| {row['level']} | {row['label']} | {row['value']} | {row['interval']} |")
-    if "E_tot" in report:
-        drpe = ", ".join(f"{k} {v:.4f}" for k, v in report["DRPE"].items())
-        lines.append(
-            f"| L1 | E_tot / DRPE (H={report['horizon']}) | {report['E_tot']:.4f} | DRPE {drpe} |"
-        )
-        floor = report.get("oracle_floor")
-        if floor is not None:
-            lines.append(
-                f"| L1 | oracle floor: the oracle's E_tot on the same windows (not 0: the "
-                f"distractors are stochastic) | {floor['E_tot']:.4f} | DRPE graded "
-                f"{floor['DRPE']['graded']:.4f} |"
-            )
-        lines += _profile_table(report)
-    lines += _latent_table(report)
+    lines += ["", "## Profile (every recorded number, 95% intervals)"]
+    for table in report_tables(report):
+        lines += ["", *table.markdown()]
     lines += ["", "## What to fix", ""] + [f"- {item}" for item in card["what_to_fix"]]
     lines += ["", "## Figures", ""]
     for name, path in card["figures"].items():

@@ -26,9 +26,11 @@ training seed (a built-in or plug-in has no training seed); arms of different ``
 error. With three or fewer units at the top level that varies an interval is flagged as
 indicative only.
 
-``ModelComparison`` renders as text (``lines``), Markdown (``markdown``), a figure
-(``figure``: each metric per model with its 95% interval) and JSON (``to_dict``, schema
-``COMPARE_SCHEMA``, ``docs/schema/compare.schema.json``). Method: the paired hierarchical
+``ModelComparison`` is written as JSON (``to_dict``, schema ``COMPARE_SCHEMA``,
+``docs/schema/compare.schema.json``); the text (``comparison_lines``) and Markdown
+(``comparison_markdown``) are renderings of that JSON form by one table (``comparison_table``,
+a row per recorded row, named by level and metric), so what is printed is what is recorded;
+``figure`` draws each metric per model with its 95% interval. Method: the paired hierarchical
 bootstrap of the JEPA prediction-vs-planning protocol (arXiv 2610.19375).
 """
 
@@ -44,6 +46,7 @@ from matplotlib.figure import Figure
 from gridplan.evaluation.common import Estimate
 from gridplan.evaluation.compare import HEADLINE
 from gridplan.evaluation.schema import Report
+from gridplan.evaluation.tabular import Table, number
 from gridplan.metrics.bootstrap import paired_hierarchical_bootstrap
 from gridplan.util.progress import Progress
 
@@ -199,18 +202,8 @@ class ModelComparison:
         return self.names[0]
 
     def protocol_line(self) -> str:
-        """The protocol in one line: task, depth, seeds x episodes, windows, sizes."""
-        p = self.protocol
-        seeds = p["seeds"]
-        span = (
-            f"{seeds[0]}..{seeds[-1]}" if seeds == list(range(seeds[0], seeds[-1] + 1)) else seeds
-        )
-        return (
-            f"task {self.task}, depth {self.depth}, seeds {span} ({len(seeds)}) x "
-            f"{p['episodes']} episodes, {p['n_windows']} held-out windows of H={p['horizon']}, "
-            f"{p['branch_states']} branch states per part, {p['n_resamples']} bootstrap "
-            "resamples"
-        )
+        """The protocol in one line (``protocol_line``)."""
+        return protocol_line({"protocol": self.protocol, "task": self.task, "depth": self.depth})
 
     def to_dict(self) -> dict:
         """JSON form (schema ``COMPARE_SCHEMA``): the protocol, the table, every report."""
@@ -238,88 +231,13 @@ class ModelComparison:
             }
         )
 
-    def _cells(self, row: dict, name: str, digits: int = 4) -> tuple[str, str]:
-        value = row["values"][name]
-        shown = "n/a" if value is None else f"{value:.{digits}f}"
-        diff = row["differences"].get(name)
-        if diff is None or diff["difference"] is None:
-            return shown, ""
-        text = f"{diff['difference']:+.{digits}f}"
-        if diff["low"] is not None:
-            text += f" [{diff['low']:+.{digits}f}, {diff['high']:+.{digits}f}]"
-            if diff.get("indicative"):
-                text += "*"
-        return shown, text
-
-    def _legend(self) -> list[str]:
-        return [
-            f"baseline: {self.baseline}; beside each other model's value: model - baseline "
-            "[95% paired bootstrap interval over the metric's units: episodes, windows or "
-            "branch states, common random numbers]; * indicative only (three or fewer "
-            "top-level units); no interval: the level reports no per-unit values to pair",
-        ]
-
     def lines(self) -> list[str]:
-        """Human-readable lines: the protocol, the models (numbered), then one row per
-        metric: the baseline's value, and each other model's value with its difference."""
-        out = [f"protocol: {self.protocol_line()}"]
-        if self.protocol_rule:
-            out.append(f"protocol rule: {self.protocol_rule}")
-        for i, (name, infos) in enumerate(zip(self.names, self.infos, strict=True)):
-            role = " (baseline)" if i == 0 else ""
-            many = f", {len(infos)} models (training seeds)" if len(infos) > 1 else ""
-            out.append(f"[{i + 1}] {name}{role}{many}")
-        cells = {}
-        for row in self.rows:
-            cells[row["metric"]] = [self._cells(row, self.names[0])[0]] + [
-                " ".join(part for part in self._cells(row, n) if part) for n in self.names[1:]
-            ]
-        width = max([10] + [len(c) for cs in cells.values() for c in cs]) + 2
-        out.append(
-            f"{'level':<12}{'metric':<20}"
-            + "".join(f"{f'[{i + 1}]':>{width}}" for i in range(len(self.names)))
-        )
-        for row in self.rows:
-            out.append(
-                f"{row['level']:<12}{row['metric']:<20}"
-                + "".join(f"{c:>{width}}" for c in cells[row["metric"]])
-            )
-        out += self._legend()
-        warnings = sorted(
-            {
-                d["warning"]
-                for row in self.rows
-                for d in row["differences"].values()
-                if d and d.get("warning")
-            }
-        )
-        out += [f"warning: {w}" for w in warnings]
-        return out
+        """The comparison as text: ``comparison_lines(self.to_dict())``."""
+        return comparison_lines(self.to_dict())
 
     def markdown(self, figure: str | None = None) -> str:
-        """The table as Markdown: one column per model, the differences with intervals."""
-        lines = [
-            "# Model comparison",
-            "",
-            f"Protocol: {self.protocol_line()}.",
-            "",
-        ]
-        if self.protocol_rule:
-            lines += [f"Protocol rule: {self.protocol_rule}", ""]
-        names = list(self.names)
-        header = ["level", "metric", f"{names[0]} (baseline)"]
-        for n in names[1:]:
-            header += [n, f"d({n})"]
-        lines += ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
-        for row in self.rows:
-            cells = [row["level"], row["label"], self._cells(row, names[0])[0]]
-            for n in names[1:]:
-                cells += list(self._cells(row, n))
-            lines.append("| " + " | ".join(cells) + " |")
-        lines += ["", *self._legend(), ""]
-        if figure:
-            lines += [f"![comparison]({figure})", ""]
-        return "\n".join(lines)
+        """The comparison as Markdown: ``comparison_markdown(self.to_dict(), figure)``."""
+        return comparison_markdown(self.to_dict(), figure)
 
     def figure(self) -> Figure:
         """Each paired metric per model (the arm's mean with its own normal 95% interval
@@ -347,6 +265,103 @@ class ModelComparison:
         fig.supxlabel(textwrap.fill(names + " ([1]: baseline)", width), fontsize=7)
         fig.suptitle(textwrap.fill(self.protocol_line(), width), fontsize=7)
         return fig
+
+
+def protocol_line(data: dict) -> str:
+    """The protocol of a comparison's JSON form (``ModelComparison.to_dict``) in one line:
+    task, depth, seeds x episodes, windows, sizes."""
+    p = data["protocol"]
+    seeds = p["seeds"]
+    span = f"{seeds[0]}..{seeds[-1]}" if seeds == list(range(seeds[0], seeds[-1] + 1)) else seeds
+    return (
+        f"task {data['task']}, depth {data['depth']}, seeds {span} ({len(seeds)}) x "
+        f"{p['episodes']} episodes, {p['n_windows']} held-out windows of H={p['horizon']}, "
+        f"{p['branch_states']} branch states per part, {p['n_resamples']} bootstrap resamples"
+    )
+
+
+def _cells(row: dict, name: str, digits: int = 4) -> tuple[str, str]:
+    """A model's value in a row, and its difference from the baseline with its interval
+    (``*``: indicative only)."""
+    shown = number(row["values"][name], digits)
+    diff = row["differences"].get(name)
+    if diff is None or diff["difference"] is None:
+        return shown, ""
+    text = f"{diff['difference']:+.{digits}f}"
+    if diff["low"] is not None:
+        text += f" [{diff['low']:+.{digits}f}, {diff['high']:+.{digits}f}]"
+        if diff.get("indicative"):
+            text += "*"
+    return shown, text
+
+
+def comparison_table(data: dict, markdown: bool = False) -> Table:
+    """The table of a comparison's JSON form, one row per recorded row (keyed by level and
+    metric): the level, the metric (its key in text, its label in Markdown), the baseline's
+    value, then each other model's value and its difference from the baseline. Text names
+    the models by number (``[i]``, ``d[i]``), Markdown by name."""
+    names = [m["name"] for m in data["models"]]
+    if markdown:
+        header = ["level", "metric", f"{names[0]} (baseline)"]
+        header += [h for n in names[1:] for h in (n, f"d({n})")]
+    else:
+        header = ["level", "metric", "[1]"]
+        header += [h for i in range(2, len(names) + 1) for h in (f"[{i}]", f"d[{i}]")]
+    body = []
+    for row in data["rows"]:
+        cells = [row["level"], row["label" if markdown else "metric"], _cells(row, names[0])[0]]
+        for name in names[1:]:
+            cells += _cells(row, name)
+        body.append(tuple(cells))
+    return Table("", "comparison", tuple(header), tuple(body))
+
+
+def _legend(data: dict) -> list[str]:
+    return [
+        f"baseline: {data['baseline']}; d: model - baseline [95% paired bootstrap interval "
+        "over the metric's units: episodes, windows or branch states, common random numbers]; "
+        "* indicative only (three or fewer top-level units); no interval: the level reports no "
+        "per-unit values to pair",
+    ]
+
+
+def comparison_lines(data: dict) -> list[str]:
+    """A comparison's JSON form (``ModelComparison.to_dict``) as text, what ``python -m eval
+    --compare`` prints: the protocol and its rule, the models numbered, the table
+    (``comparison_table``), its legend and the bootstrap's warnings."""
+    out = [f"protocol: {protocol_line(data)}"]
+    if data["protocol_rule"]:
+        out.append(f"protocol rule: {data['protocol_rule']}")
+    for i, model in enumerate(data["models"]):
+        role = " (baseline)" if i == 0 else ""
+        many = len(model["models"])
+        out.append(
+            f"[{i + 1}] {model['name']}{role}"
+            + (f", {many} models (training seeds)" if many > 1 else "")
+        )
+    out += comparison_table(data).text(header=True, indent="")
+    out += _legend(data)
+    warnings = sorted(
+        {
+            d["warning"]
+            for row in data["rows"]
+            for d in row["differences"].values()
+            if d and d.get("warning")
+        }
+    )
+    return out + [f"warning: {w}" for w in warnings]
+
+
+def comparison_markdown(data: dict, figure: str | None = None) -> str:
+    """A comparison's JSON form as Markdown (the ``.md`` beside ``--compare``'s JSON): the
+    protocol, the table (``comparison_table``), its legend and the figure."""
+    lines = ["# Model comparison", "", f"Protocol: {protocol_line(data)}.", ""]
+    if data["protocol_rule"]:
+        lines += [f"Protocol rule: {data['protocol_rule']}", ""]
+    lines += [*comparison_table(data, markdown=True).markdown(), "", *_legend(data), ""]
+    if figure:
+        lines += [f"![comparison]({figure})", ""]
+    return "\n".join(lines)
 
 
 def _difference(a: np.ndarray, b: np.ndarray, levels, n_resamples: int, seed: int) -> dict:

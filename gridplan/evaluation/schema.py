@@ -45,7 +45,6 @@ import numpy as np
 
 from gridplan.core import tasks
 from gridplan.core.world import recorded
-from gridplan.evaluation.ranking import spearman_text
 from gridplan.util.jsonio import dumps, to_jsonable
 
 #: Version of the JSON layout, ``"<major>.<minor>"``; a major change breaks readers.
@@ -238,79 +237,6 @@ def ladder_scalars(report: dict, prefix: str = "eval") -> dict[str, float]:
             for key in ("J_true", "J_model"):
                 out[f"{prefix}/ladder/{level}/{key}/{anchor['name']}"] = float(anchor[key])
     return out
-
-
-def _fmt(est: dict | None, digits: int = 3) -> str:
-    if est is None or est.get("mean") is None:
-        return "n/a"
-    text = f"{est['mean']:.{digits}f}"
-    if est.get("low") is not None and est.get("high") is not None:
-        text += f" [{est['low']:.{digits}f}, {est['high']:.{digits}f}]"
-    return text
-
-
-def ladder_lines(report: dict) -> list[str]:
-    """Human-readable lines of a report's ladder (95% intervals in brackets)."""
-    lad = report.get("ladder", {})
-    lines = []
-    if "L4" in lad:
-        x = lad["L4"]
-        lines += [
-            "L4 interventional fidelity",
-            f"  decision agreement  {_fmt(x['decision_agreement'])}",
-            f"  decision regret     {_fmt(x['decision_regret'], 4)}",
-            f"  IPE (H={x['horizon']})         {_fmt(x['ipe'], 4)}  behaviour "
-            f"{_fmt(x['ipe_behaviour'], 4)}, oracle-visited {_fmt(x['ipe_shifted'], 4)}; "
-            f"teacher-forced {_fmt(x['teacher_forced'], 4)}",
-            f"  action effect       {_fmt(x['action_effect'], 4)}",
-        ]
-    if "L5" in lad:
-        x = lad["L5"]
-        lines += [
-            "L5 outcome fidelity",
-            f"  reward error        {_fmt(x['reward_error'], 4)} "
-            f"(at rewards {_fmt(x['reward_error_events'], 4)})",
-            f"  value error         {_fmt(x['value_error'], 4)}",
-            f"  success Brier       {_fmt(x['brier'], 4)} (floor {_fmt(x['brier_floor'], 4)})",
-        ]
-    if "L6" in lad:
-        x = lad["L6"]
-        lines += [
-            f"L6 policy ranking ({len(x['anchors'])} anchors)",
-            f"  Spearman rho        {spearman_text(_fmt(x['spearman']), x['anchors'])}",
-            f"  PRA                 {_fmt(x['pra'])}",
-            f"  MMRV                {_fmt(x['mmrv'], 4)}",
-        ]
-    if "L7" in lad:
-        x = lad["L7"]
-        lines += [
-            "L7 planning utility",
-            f"  success             {_fmt(x['success'])}  oracle planner "
-            f"{_fmt(x['success_oracle'])}, random {_fmt(x['success_random'])}",
-            f"  policy gain         {_fmt(x['policy_gain'])}",
-            f"  optimality regret   {_fmt(x['optimality_regret'])}",
-            f"  XGap                {_fmt(x['xgap'], 4)}; exceeds {x['xgap_threshold']}: "
-            f"{_fmt(x['xgap_exceed'])}",
-        ]
-    if "probe" in lad:
-        x = lad["probe"]
-        lines += [
-            f"WorldModelGym probe ({x['n_questions']} questions, {x['n_dropped']} dropped)",
-            f"  normalized regret   {_fmt(x['regret'])}",
-            f"  reward error        {_fmt(x['reward_error'], 4)}",
-        ]
-    if "uncertainty" in lad:
-        x = lad["uncertainty"]
-        rho = x["spearman"]
-        lines += [
-            f"uncertainty ({x['source']})",
-            f"  Spearman(u, error)  {_fmt({**rho, 'mean': rho['rho']})}",
-            f"  AURC                {x['aurc']:.4f} (optimal {x['aurc_optimal']:.4f}, "
-            f"random {x['aurc_random']:.4f})",
-        ]
-    for note in report.get("notes", []):
-        lines.append(f"note: {note}")
-    return lines
 
 
 def log_ladder(log_dir: str | Path, report: dict, step: int = 0, prefix: str = "eval") -> int:

@@ -425,8 +425,17 @@ def run_group(
     tmp.mkdir(parents=True)
     config = group.configs[profile]
     ctx = GroupContext(
-        group.name, profile, config, tmp, out, device, progress, reading=reading,
-        folders=dict(folders or {}), launcher=launcher, baseline=dict(baseline or {}),
+        group.name,
+        profile,
+        config,
+        tmp,
+        out,
+        device,
+        progress,
+        reading=reading,
+        folders=dict(folders or {}),
+        launcher=launcher,
+        baseline=dict(baseline or {}),
     )
     started = datetime.now(timezone.utc)
     t0 = time.perf_counter()
@@ -434,8 +443,10 @@ def run_group(
         report = group.run(ctx)
         report.apply_profile(profile)  # docs/PREREGISTERED.md, Rule 5
         wall = time.perf_counter() - t0
-        shown = "" if reading.name == PROJECT.name or group.reading_free else (
-            f"reading `{reading.name}`, "
+        shown = (
+            ""
+            if reading.name == PROJECT.name or group.reading_free
+            else (f"reading `{reading.name}`, ")
         )
         footer = (
             f"*Profile `{profile}`, {shown}device `{device}` ({torch.get_num_threads()} CPU "
@@ -527,7 +538,15 @@ def run_groups(
         torch.set_num_threads(int(threads))
     try:
         return _run_all(
-            registry, order, folders, profile, device, force, progress, reading, launcher,
+            registry,
+            order,
+            folders,
+            profile,
+            device,
+            force,
+            progress,
+            reading,
+            launcher,
             baseline,
         )
     finally:

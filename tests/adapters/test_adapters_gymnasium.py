@@ -65,8 +65,9 @@ def test_a_seeded_episode_is_gridplan_env_on_a_generator_seeded_alike():
         assert info == {name: bool(events[name][0]) for name in info}
     # An unseeded reset continues the stream; a reseed replays the first episode.
     assert not np.array_equal(env.reset()[0], env.reset(seed=11)[0])
-    np.testing.assert_array_equal(env.reset(seed=11)[0], core.reset(1, torch.Generator()
-                                  .manual_seed(11), TASK_B)[0].numpy())
+    np.testing.assert_array_equal(
+        env.reset(seed=11)[0], core.reset(1, torch.Generator().manual_seed(11), TASK_B)[0].numpy()
+    )
 
 
 def test_goal_terminates_with_reward_one_and_the_goal_event(make_state):

@@ -42,8 +42,10 @@ def _trainer_data(tmp_path, *overrides):
 def test_exported_arrays_are_the_trainers_dataset_and_its_fingerprint(tmp_path, capsys):
     module = _trainer_data(tmp_path, "data.policy=random", "seed=3")
     out = tmp_path / "export"
-    assert main(["export", "--policy", "random", "--budget", "600", "--seed", "3",
-                 "--out", str(out)]) == 0
+    assert (
+        main(["export", "--policy", "random", "--budget", "600", "--seed", "3", "--out", str(out)])
+        == 0
+    )
     path = out / "A-random-600-seed3.npz"
     fingerprint = module.summary()["fingerprint"]
     assert capsys.readouterr().out.splitlines()[-1] == f"exported: {path} {fingerprint}"
@@ -55,8 +57,9 @@ def test_exported_arrays_are_the_trainers_dataset_and_its_fingerprint(tmp_path, 
         val = npz["val"]
         record = json.loads(str(npz["metadata"]))
     # The val mask picks out exactly the trainer's validation split, rows in order.
-    np.testing.assert_array_equal(npz_rows := module.dataset.states.numpy()[val],
-                                  module.val_set.states.numpy())
+    np.testing.assert_array_equal(
+        npz_rows := module.dataset.states.numpy()[val], module.val_set.states.numpy()
+    )
     assert len(npz_rows) == len(module.val_set) and (~val).sum() == len(module.train_set)
     assert record == json.loads(sidecar(path).read_text())
     assert (record["schema"], record["fingerprint"]) == (EXPORT_SCHEMA, fingerprint)
@@ -73,8 +76,19 @@ def test_the_default_val_fraction_is_the_trainers():
 
 
 def test_every_combination_is_written_and_nothing_is_replaced_without_force(tmp_path, capsys):
-    args = ["export", "--policy", "random", "expert", "--budget", "300", "--seed", "0", "1",
-            "--out", str(tmp_path)]
+    args = [
+        "export",
+        "--policy",
+        "random",
+        "expert",
+        "--budget",
+        "300",
+        "--seed",
+        "0",
+        "1",
+        "--out",
+        str(tmp_path),
+    ]
     assert main(args) == 0
     names = sorted(p.name for p in tmp_path.glob("*.npz"))
     assert names == [f"A-{p}-300-seed{s}.npz" for p in ("expert", "random") for s in (0, 1)]
@@ -150,8 +164,18 @@ def test_an_out_that_is_a_file_is_refused_and_nothing_is_written(tmp_path, capsy
 def test_an_existing_metadata_record_stops_every_file_without_force(tmp_path, capsys):
     # Only the second file's .json exists; the first file, new, is not written either.
     (tmp_path / "A-random-300-seed1.json").write_text("mine")
-    args = ["export", "--policy", "random", "--budget", "300", "--seed", "0", "1",
-            "--out", str(tmp_path)]
+    args = [
+        "export",
+        "--policy",
+        "random",
+        "--budget",
+        "300",
+        "--seed",
+        "0",
+        "1",
+        "--out",
+        str(tmp_path),
+    ]
     assert main(args) == 2
     err = capsys.readouterr().err
     assert f"{tmp_path / 'A-random-300-seed1.json'} already exist(s); pass --force" in err

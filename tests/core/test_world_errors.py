@@ -70,8 +70,11 @@ def test_value_iteration_refuses_a_world_too_large_before_allocating(monkeypatch
         raise AssertionError("value iteration allocated before checking the memory limit")
 
     monkeypatch.setattr(values_module, "_cells", allocates)
-    with pytest.raises(ValueError, match=rf"world '{name}' \({task.world.size}x{task.world.size}\)"
-                       r" is too large for exact V\*.*MAX_VALUE_BYTES"):
+    with pytest.raises(
+        ValueError,
+        match=rf"world '{name}' \({task.world.size}x{task.world.size}\)"
+        r" is too large for exact V\*.*MAX_VALUE_BYTES",
+    ):
         value_table(task)
 
 
@@ -89,8 +92,21 @@ def test_eval_refuses_a_world_too_large_and_writes_nothing(tmp_path, capsys):
 
     out = tmp_path / "report.json"
     with pytest.raises(SystemExit) as exit_info:
-        main(["--world", "g128-k2", "--model", "oracle", "--json", str(out), "--no-progress",
-              "--seeds", "1", "--episodes", "1"])
+        main(
+            [
+                "--world",
+                "g128-k2",
+                "--model",
+                "oracle",
+                "--json",
+                str(out),
+                "--no-progress",
+                "--seeds",
+                "1",
+                "--episodes",
+                "1",
+            ]
+        )
     assert exit_info.value.code == 2
     assert "world 'g128-k2'" in capsys.readouterr().err
     assert _files(tmp_path) == []
@@ -149,8 +165,9 @@ def g16_windows():
 
 def test_prediction_metrics_refuses_windows_of_another_world(g16_windows, g16_model):
     assert g16_windows.world == G16 and g16_windows.start.shape == (4, 24)
-    with pytest.raises(ValueError, match="windows were logged in world 'g16-k8', the task is "
-                                         "played in 'default'"):
+    with pytest.raises(
+        ValueError, match="windows were logged in world 'g16-k8', the task is played in 'default'"
+    ):
         prediction_metrics(OracleModel(), g16_windows, TASK_A)
     default_windows = eval_windows(4, horizon=3)
     with pytest.raises(ValueError, match="predicts world g16-k8"):

@@ -144,8 +144,7 @@ def test_the_card_shows_l1_beside_the_oracle_floor_with_profile_intervals(report
     assert noisy["profile_ci"]["agent_x"][1] > noisy["profile_ci"]["agent_x"][0]
     written = write_card(noisy, tmp_path / "noisy.json")
     text = written["markdown"].read_text()
-    assert "| L1 | oracle floor: the oracle's E_tot on the same windows" in text
-    assert f"| {floor:.4f} |" in text
+    assert f"| oracle_floor/E_tot | {floor:.4f} |  | the oracle's E_tot, same windows" in text
     assert "| agent_x | yes | " in text and "| d2_y | no | 0.000 |" in text
     card = json.loads(written["json"].read_text())
     assert card["l1"]["oracle_floor"]["E_tot"] == pytest.approx(floor)

@@ -4,6 +4,7 @@ its seeded CI, AURC, and the risk-coverage figure on the card."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -35,7 +36,8 @@ def test_the_report_of_an_ensemble_run_holds_its_uncertainty_with_a_seeded_ci(
     for out in outs:
         assert main(["--ckpt", str(ensemble_run), "--json", str(out), *TINY]) == 0
     out = capsys.readouterr().out
-    assert "uncertainty of the 3 members on 24 held-out windows: Spearman" in out
+    assert "uncertainty (predict_members)\n  spearman " in out
+    assert re.search(r"\n  n +24 +rollouts scored\n", out)
     first, second = (json.loads(p.read_text())["uncertainty"] for p in outs)
     assert first == second  # the bootstrap is seeded
     rho = first["spearman"]

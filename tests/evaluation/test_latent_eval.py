@@ -58,7 +58,8 @@ def test_a_latent_plugin_report_carries_the_protocol_beside_success(plugins, cap
     out = plugins.parent / "state.json"
     assert main(["--model", f"{plugins}:state", "--json", str(out), "--card", *TINY]) == 0
     printed = capsys.readouterr().out
-    assert "latent (own decoder)" in printed and "action consistency" in printed
+    assert "latent model: frozen-decoder protocol" in printed
+    assert "\n  own/E_excess " in printed and "\n  action_consistency/consistency " in printed
     report = json.loads(out.read_text())
     assert validate_file(out) == "eval.schema.json"
     assert report["success"]["mean"] == 1.0
@@ -68,7 +69,7 @@ def test_a_latent_plugin_report_carries_the_protocol_beside_success(plugins, cap
     assert report["latent"]["planning"]["leaf_score"] == "decoder"
     assert report["ladder"]["L4"]["decision_agreement"]["mean"] == 1.0
     card = (plugins.parent / "state.card.md").read_text()
-    assert "## Latent model: frozen-decoder protocol" in card
+    assert "**latent model: frozen-decoder protocol" in card
 
 
 @pytest.mark.parametrize(

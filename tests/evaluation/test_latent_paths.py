@@ -20,8 +20,8 @@ from gridplan.evaluation.card import profile_rows
 from gridplan.evaluation.compare_models import compare_models, table
 from gridplan.evaluation.latent_eval import LatentProtocol, planning_note, prepare_latent
 from gridplan.evaluation.ranking import constant_sides, policy_ranking
-from gridplan.evaluation.schema import ladder_lines
 from gridplan.evaluation.spec import EvalSpec
+from gridplan.evaluation.tabular import report_tables
 from gridplan.models.latent_contract import LatentContractError, LatentThroughDecoder
 from gridplan.models.latent_reference import PersistenceLatentModel, StateLatentModel
 from gridplan.models.noise import OracleModel
@@ -137,8 +137,9 @@ def test_spearman_of_a_constant_model_side_says_j_model_is_constant():
     l6 = _l6([[0.0, 0.0]] * 3)
     assert l6["spearman"]["mean"] is None
     assert constant_sides(l6["anchors"]) == "constant: J_model 0 at every anchor"
-    lines = ladder_lines({"ladder": {"L6": l6}})
-    assert "  Spearman rho        n/a (constant: J_model 0 at every anchor)" in lines
+    (table,) = report_tables({"ladder": {"L6": l6}})
+    (shown,) = [line for line in table.text() if line.split()[0] == "spearman"]
+    assert "  n/a (constant: J_model 0 at every anchor)  " in shown
     (row,) = [r for r in profile_rows({"ladder": {"L6": l6}}) if r["metric"] == "spearman"]
     assert row["value"] == "n/a (constant: J_model 0 at every anchor)"
 
@@ -151,7 +152,9 @@ def test_spearman_names_both_constant_sides_and_nothing_when_it_is_defined():
     l6 = _l6([[0.1, 0.1], [0.3, 0.3], [0.2, 0.2]])
     assert l6["spearman"]["mean"] == 1.0
     assert constant_sides(l6["anchors"]) is None
-    assert "  Spearman rho        1.000" in "\n".join(ladder_lines({"ladder": {"L6": l6}}))
+    (table,) = report_tables({"ladder": {"L6": l6}})
+    (shown,) = [line for line in table.text() if line.split()[0] == "spearman"]
+    assert shown.split()[1] == "1.000"
 
 
 # 3. non-finite outputs on full batches name the plug-in's method -----------------------------
