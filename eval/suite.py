@@ -309,6 +309,7 @@ def run_job(
     write_report(report, Path(board) / rel, overwrite=True)
     row = row_of(report, suite, track, model, wall, rel)
     store.write(row, force=True)
+    print(_line(track, model, _row_text(row)), flush=True)
     return {"status": "computed", "row": row}
 
 
@@ -365,18 +366,19 @@ def run_suite(args: argparse.Namespace) -> None:
     print(f"suite {suite.name}: {len(models)} model(s) x {len(suite.tracks)} track(s); "
           f"{len(jobs)} to compute, {len(models) * len(suite.tracks) - len(jobs)} on the board",
           flush=True)
+    if lines:
+        print("\n".join(lines), flush=True)
     start = time.perf_counter()
     folder = board.folder / "jobs" / datetime.now().strftime("%Y%m%d-%H%M%S-%f")
     results = launch(jobs, folder, Launcher(args.launcher, None, tuple(args.launcher_override)),
                      parallel) if jobs else []
-    skipped = 0
-    for (track, model), result in zip(todo, results, strict=True):
-        if result["status"] == "skipped":
-            skipped += 1
-            lines.append(_line(track, model, f"skipped: {result['reason']}"))
-        else:
-            lines.append(_line(track, model, _row_text(result["row"])))
-    print("\n".join(lines))
-    print(f"board: {board.folder} ({len(jobs) - skipped} computed, {skipped} skipped, "
+    skipped = [
+        _line(track, model, f"skipped: {result['reason']}")
+        for (track, model), result in zip(todo, results, strict=True)
+        if result["status"] == "skipped"
+    ]
+    if skipped:
+        print("\n".join(skipped))
+    print(f"board: {board.folder} ({len(jobs) - len(skipped)} computed, {len(skipped)} skipped, "
           f"{len(models) * len(suite.tracks) - len(jobs)} unchanged) in "
           f"{time.perf_counter() - start:.1f} s", flush=True)
