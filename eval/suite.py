@@ -141,6 +141,22 @@ def fingerprint(spec: str) -> str:
     return _sha256_file(path)
 
 
+def _expanded(spec: str, allow_incomplete: bool) -> list[str]:
+    """A model spec as one spec per model: a built-in or plug-in as it is; a checkpoint, run
+    folder or glob as its checkpoint files (``best.ckpt`` of a run folder), each of a complete
+    run unless ``allow_incomplete``."""
+    target = spec.split(",")[0]
+    if target in BUILTIN_MODELS or (
+        is_plugin_target(target) and not target.endswith(".ckpt") and not Path(target).exists()
+    ):
+        return [spec]
+    paths = expand_checkpoints([target], "--models")
+    if not allow_incomplete:
+        for path in paths:
+            check_complete(path)
+    return [str(p) for p in paths]
+
+
 def suite_models(
     args: argparse.Namespace, labelled: list[tuple[str, str]] = ()
 ) -> list[SuiteModel]:
@@ -157,21 +173,12 @@ def suite_models(
         extra = [f"sigma_r={args.sigma_r}", f"sigma_i={args.sigma_i}"] if (
             args.model in BUILTIN_MODELS and (args.sigma_r or args.sigma_i)) else []
         specs.append(",".join([args.model, *extra, *args.model_arg]))
-    expanded = []
-    for spec in specs + list(args.ckpt or []):
-        target = spec.split(",")[0]
-        is_model = target in BUILTIN_MODELS or (
-            is_plugin_target(target) and not target.endswith(".ckpt") and not Path(target).exists()
-        )
-        if is_model:
-            expanded.append(spec)
-            continue
-        paths = expand_checkpoints([target], "--models")
-        if not args.allow_incomplete:
-            for path in paths:
-                check_complete(path)
-        expanded += [str(p) for p in paths]
-    pairs = [(s, spec_label(s)) for s in expanded] + list(labelled)
+    pairs = [
+        (model, spec_label(model))
+        for spec in specs + list(args.ckpt or [])
+        for model in _expanded(spec, args.allow_incomplete)
+    ]
+    pairs += [(model, label) for spec, label in labelled for model in _expanded(spec, False)]
     if not pairs:
         raise ValueError(
             "--suite needs models: --models SPEC ..., --model, --ckpt or --baselines"
