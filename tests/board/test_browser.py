@@ -59,3 +59,27 @@ def test_the_suite_table_sorts_on_click_and_every_link_reaches_a_file(tmp_path, 
                 pages.append(target)
     cards = {p.name for p in seen if p.parent.name == "models"}
     assert len(cards) == 3 and site / "suite-quick.html" in seen
+
+
+BASELINES = Path(__file__).resolve().parents[2] / "docs" / "board-site"
+CELL = "return [...document.querySelectorAll('#leaderboard tbody tr')].map(tr => " \
+    "tr.children[{col}].dataset.sort ?? tr.children[{col}].textContent)"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("suite", ["quick", "paper"])
+def test_the_published_baseline_board_renders_and_sorts(browser, suite):
+    # The baseline board of docs/board-site (gridplan-eval --suite NAME --baselines): at least
+    # ten models, and a click on a track's E_tot title orders the rows by that number.
+    page = BASELINES / f"suite-{suite}.html"
+    browser.get(page.as_uri())
+    models = browser.execute_script(MODELS_SHOWN)
+    assert len(models) >= 10 and "oracle" in models
+    header = browser.find_element("css selector", '#leaderboard th[data-col="5"]')
+    assert header.text.strip() == "E_tot"
+    _click(browser, 5)
+    shown = [float(v) for v in browser.execute_script(CELL.format(col=5)) if v not in ("", "n/a")]
+    assert shown == sorted(shown) and len(shown) >= 10
+    for href in browser.execute_script("return [...document.links].map(a => a.href)"):
+        target = Path(unquote(urlparse(urldefrag(href)[0]).path))
+        assert target.is_file(), href
