@@ -9,6 +9,7 @@ import pytest
 
 from tests.experiments.test_templates import REPO, load_script
 
+pytest.importorskip("mkdocs", reason="the site's packages are the `docs` extra")
 HOOKS = load_script("mkdocs_hooks")
 
 
