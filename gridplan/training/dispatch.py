@@ -225,7 +225,7 @@ def launch(
         write_atomic(folder / f"{job.name}{JOB}", lambda tmp, j=job: torch.save(j, tmp))
     argv = ["-m", *job_overrides(names, folder, name, parallel, launcher.overrides)]
     print(
-        f"launching {len(jobs)} training job(s) through hydra/launcher={name} "
+        f"launching {len(jobs)} job(s) through hydra/launcher={name} "
         f"(records in {folder})",
         file=sys.stderr,
         flush=True,

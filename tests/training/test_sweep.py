@@ -120,7 +120,7 @@ def test_joblib_sends_one_group_per_job(tmp_path):
         [sys.executable, "-m", "train", *cmd], cwd=ROOT, env=env, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "launching 2 training job(s) through hydra/launcher=joblib" in done.stderr
+    assert "launching 2 job(s) through hydra/launcher=joblib" in done.stderr
     assert len(_checkpoints(done.stdout)) == 3
     records = sorted((tmp_path / "runs" / "_sweeps").glob("*/*/group.json"))
     seeds = sorted(sorted(m["seed"] for m in json.loads(r.read_text())["members"]) for r in records)
