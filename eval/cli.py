@@ -53,6 +53,7 @@ from eval import ladder, suite
 from eval.report import format_table
 from eval.specs import (
     BUILTIN_MODELS,
+    SPEC_FLAGS,
     check_complete,
     command_line_spec,
     expand_checkpoints,
@@ -268,13 +269,7 @@ def fill_defaults(args: argparse.Namespace) -> None:
 _SPEC_FIELD_OPTIONS = {
     "spec": "--spec",
     "track": "--track",
-    "task": "--task",
-    "world": "--world",
-    "depth": "--depth",
-    "seeds": "--seeds",
-    "episodes": "--episodes",
-    "horizon": "--horizon",
-    "n_windows": "--eval-windows",
+    **SPEC_FLAGS,
     "planner": "--planner",
     "ties": "--ties",
     "tree": "--tree",

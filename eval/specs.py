@@ -119,7 +119,7 @@ def default_protocol(kind: str) -> EvalSpec:
 
 
 #: The command-line option of each spec field it overrides.
-_FLAGS = {
+SPEC_FLAGS = {
     "task": "--task",
     "world": "--world",
     "depth": "--depth",
@@ -218,7 +218,7 @@ def command_line_spec(args) -> tuple[EvalSpec, str]:
     if getattr(args, "spec", None) and getattr(args, "track", None):
         raise ValueError("give --spec FILE or --track NAME, not both")
     named = getattr(args, "spec", None) or getattr(args, "track", None)
-    given = {k: getattr(args, k) for k in _FLAGS if getattr(args, k, None) is not None}
+    given = {k: getattr(args, k) for k in SPEC_FLAGS if getattr(args, k, None) is not None}
     if "seeds" in given:
         given["seeds"] = tuple(range(given["seeds"]))
     rule = ""
@@ -265,7 +265,7 @@ def comparison_protocol(specs: list[str], given: dict) -> tuple[EvalSpec, str]:
     rule = ""
     if others or given:
         rule = f"the baseline's default ({kinds[0]}: {name[base]}, {_describe(base)})" + (
-            f", overridden by {', '.join(_FLAGS[k] for k in given)}" if given else ""
+            f", overridden by {', '.join(SPEC_FLAGS[k] for k in given)}" if given else ""
         )
         for kind, p in others.items():
             rule += f"; a {kind} alone would default to {name[p]} ({_describe(p)})"
