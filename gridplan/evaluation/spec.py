@@ -289,7 +289,6 @@ class EvalSpec:
         fmt = data.pop("format", SPEC_FORMAT)
         if fmt != SPEC_FORMAT:
             raise ValueError(f"{source}: spec format {fmt!r}, this gridplan reads {SPEC_FORMAT}")
-        data.pop("base", None)
         unknown = sorted(set(data) - set(FIELDS))
         if unknown:
             raise ValueError(
@@ -475,9 +474,10 @@ def load_suite(name: str) -> Suite:
 
 def resolve_spec(spec: str | Path | EvalSpec | None) -> EvalSpec:
     """A spec from a name or file (``load_spec``), passed through, or None -> the paper's
-    controlled protocol (``controlled``)."""
+    controlled protocol with every level that applies (``levels=None``; the file itself names
+    the paper's report's levels, L1 and success)."""
     if spec is None:
-        return load_spec("controlled")
+        return load_spec("controlled").replace(levels=None)
     if isinstance(spec, EvalSpec):
         return spec
     if isinstance(spec, (str, Path)):

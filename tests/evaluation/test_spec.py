@@ -18,6 +18,7 @@ from gridplan.evaluation.spec import (
     load_spec,
     load_suite,
     load_track,
+    resolve_spec,
     suite_names,
     track_names,
 )
@@ -151,6 +152,15 @@ def test_the_depth_a_spec_names_is_played():
     assert gridplan.evaluate(oracle, "tiny-controlled", **SMALL).depth == 1
     report = gridplan.evaluate(oracle, LEARNED.replace(depth=3, **SMALL)).to_dict()
     assert report["depth"] == 3 and report["protocol"]["depth"] == 3
+
+
+def test_without_a_spec_every_level_of_the_controlled_protocol_is_measured():
+    sizes = {"branch_states": 16, "anchor_starts": 8, "anchor_rollouts": 2,
+             "probe_questions": 8, "xgap_states": 16, "n_resamples": 50}
+    report = gridplan.evaluate(OracleModel(), seeds=(0,), episodes=2, n_windows=16, **sizes)
+    assert report.levels == ("L1", "L4", "L5", "L6", "L7", "probe")
+    assert (report.depth, report.protocol["name"]) == (4, "controlled")
+    assert resolve_spec(None).levels is None and CONTROLLED.levels == ("L1", "success")
 
 
 def test_the_report_records_the_spec_whole_and_its_hash():
