@@ -53,11 +53,8 @@ def test_an_adapter_without_its_library_names_the_install_command(monkeypatch, a
     for module in EXTRAS[extra]:
         monkeypatch.setitem(sys.modules, module, None)
         monkeypatch.delitem(sys.modules, adapter, raising=False)
-        with pytest.raises(
-            ImportError,
-            match=rf"^{adapter} needs the {module!r} package.*"
-            rf'pip install "gridplan\[{extra}\]"',
-        ):
+        with pytest.raises(ImportError, match=rf'^{adapter} needs the {module!r} package.*'
+                           rf'pip install "gridplan\[{extra}\]"'):
             importlib.import_module(adapter)
         monkeypatch.undo()
 
@@ -75,11 +72,8 @@ def test_the_lazy_adapter_exports_name_the_install_command(monkeypatch):
 @pytest.mark.parametrize("logger", ["mlflow", "wandb"])
 def test_an_optional_logger_without_its_package_names_the_install_command(monkeypatch, logger):
     monkeypatch.setitem(sys.modules, logger, None)
-    with pytest.raises(
-        MissingExtraError,
-        match=rf"^logger={logger} needs the {logger!r} "
-        rf'package, which is not installed: pip install "gridplan\[{logger}\]"',
-    ):
+    with pytest.raises(MissingExtraError, match=rf'^logger={logger} needs the {logger!r} '
+                       rf'package, which is not installed: pip install "gridplan\[{logger}\]"'):
         loggers.check_installed(logger)
 
 

@@ -28,13 +28,8 @@ SETUPTOOLS = PYPROJECT["tool"]["setuptools"]
 def _package_folders() -> set[str]:
     """Every package of the tree (a folder with ``__init__.py``), named as installed."""
     names = set()
-    for top, installed in (
-        ("gridplan", "gridplan"),
-        ("gridplan_cli", "gridplan_cli"),
-        ("train", "train"),
-        ("eval", "eval"),
-        ("configs", "gridplan.conf"),
-    ):
+    for top, installed in (("gridplan", "gridplan"), ("gridplan_cli", "gridplan_cli"),
+                           ("train", "train"), ("eval", "eval"), ("configs", "gridplan.conf")):
         for init in (ROOT / top).rglob("__init__.py"):
             parts = init.parent.relative_to(ROOT / top).parts
             names.add(".".join((installed, *parts)))
@@ -72,14 +67,8 @@ def test_a_source_tree_that_was_never_installed_says_how_to_install(tmp_path):
         "sys.meta_path.insert(0, NoConf())\n"
         "import gridplan.training.config\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", probe],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=120,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert done.returncode == 1
     assert "gridplan.conf (gridplan's configs/) is not installed" in done.stderr
     assert "pip install -e ." in done.stderr
@@ -88,7 +77,8 @@ def test_a_source_tree_that_was_never_installed_says_how_to_install(tmp_path):
 def _run(venv: Path, args: list[str], cwd: Path, timeout: int = 600) -> str:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env.update(OMP_NUM_THREADS="1", PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}")
-    done = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout)
     assert done.returncode == 0, f"{' '.join(args)}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return done.stdout + done.stderr
 
@@ -99,29 +89,13 @@ def installed(tmp_path_factory) -> Path:
     pinned CPU torch) installed; returns its folder."""
     base = tmp_path_factory.mktemp("wheel")
     wheels, venv = base / "dist", base / "venv"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-q", "-w", str(wheels)],
-        check=True,
-        cwd=base,
-        timeout=600,
-    )
+    subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-q",
+                    "-w", str(wheels)], check=True, cwd=base, timeout=600)
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     (wheel,) = wheels.glob("gridplan-*.whl")
     torch_pin = os.environ.get("GRIDPLAN_TORCH_PIN", "==2.13.0")
-    subprocess.run(
-        [
-            str(venv / "bin" / "python"),
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            f"torch{torch_pin}",
-            str(wheel),
-        ],
-        check=True,
-        cwd=base,
-        timeout=1800,
-    )
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
+                    f"torch{torch_pin}", str(wheel)], check=True, cwd=base, timeout=1800)
     return venv
 
 
@@ -131,72 +105,29 @@ def test_the_wheel_trains_evaluates_and_runs_a_group_from_an_empty_folder(instal
     work = tmp_path / "empty"
     work.mkdir()
     py = str(installed / "bin" / "python")
-    out = _run(
-        installed, ["gridplan-train", "data=4k", "trainer.max_epochs=2", "out_dir=runs"], work
-    )
+    out = _run(installed, ["gridplan-train", "data=4k", "trainer.max_epochs=2",
+                           "out_dir=runs"], work)
     ckpt = re.findall(r"^checkpoint: (.+)$", out, re.M)[-1]
     assert Path(ckpt).is_file() and Path(ckpt).is_relative_to(work)
-    out = _run(
-        installed, ["gridplan-eval", "--ckpt", ckpt, "--seeds", "1", "--episodes", "4"], work
-    )
+    out = _run(installed, ["gridplan-eval", "--ckpt", ckpt, "--seeds", "1", "--episodes",
+                           "4"], work)
     assert "success" in out
     (work / "mine.py").write_text((ROOT / "scripts" / "example_model.py").read_text())
-    out = _run(
-        installed,
-        [
-            "gridplan-eval",
-            "--model",
-            "mine.py:make",
-            "--levels",
-            "success",
-            "--seeds",
-            "1",
-            "--episodes",
-            "4",
-        ],
-        work,
-    )
+    out = _run(installed, ["gridplan-eval", "--model", "mine.py:make", "--levels", "success",
+                           "--seeds", "1", "--episodes", "4"], work)
     assert "mine.py:make" in out
     (work / "myconf" / "variant").mkdir(parents=True)
     (work / "myconf" / "variant" / "mine.yaml").write_text("name: mine\nirrelevant_weight: 0.5\n")
-    out = _run(
-        installed,
-        [
-            py,
-            "-m",
-            "train",
-            "--config-dir",
-            "myconf",
-            "variant=mine",
-            "data=4k",
-            "trainer.max_epochs=1",
-            "out_dir=runs",
-        ],
-        work,
-    )
+    out = _run(installed, [py, "-m", "train", "--config-dir", "myconf", "variant=mine",
+                           "data=4k", "trainer.max_epochs=1", "out_dir=runs"], work)
     assert (work / "runs" / "mine-balanced-4k-seed0" / "version_0" / "config.yaml").is_file()
-    out = _run(
-        installed,
-        ["gridplan-train", "-m", "seed=1,2", "data=4k", "trainer.max_epochs=1", "out_dir=sweep"],
-        work,
-    )
+    out = _run(installed, ["gridplan-train", "-m", "seed=1,2", "data=4k",
+                           "trainer.max_epochs=1", "out_dir=sweep"], work)
     assert len(re.findall(r"^checkpoint: ", out, re.M)) == 2
     out = _run(installed, ["gridplan-data", "export", "--out", "data", "--budget", "4k"], work)
     assert (work / "data" / "A-balanced-4000-seed0.npz").is_file()
-    out = _run(
-        installed,
-        [
-            "gridplan-experiments",
-            "--only",
-            "e5",
-            "--profile",
-            "quick",
-            "--no-progress",
-            "--out",
-            "results",
-        ],
-        work,
-    )
+    out = _run(installed, ["gridplan-experiments", "--only", "e5", "--profile", "quick",
+                           "--no-progress", "--out", "results"], work)
     assert "e5: ran" in out and "RuntimeWarning" not in out
     assert (work / "results" / "e5" / "done.json").is_file()
 
@@ -204,14 +135,9 @@ def test_the_wheel_trains_evaluates_and_runs_a_group_from_an_empty_folder(instal
 @pytest.mark.slow
 def test_a_config_dir_that_does_not_exist_is_refused_and_nothing_is_written(installed, tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    done = subprocess.run(
-        [str(installed / "bin" / "gridplan-train"), "--config-dir", "nowhere", "data=4k"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = subprocess.run([str(installed / "bin" / "gridplan-train"), "--config-dir", "nowhere",
+                           "data=4k"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
     assert done.returncode == 2
     assert "additional config folder" in done.stderr and "nowhere" in done.stderr
     assert list(tmp_path.iterdir()) == []
@@ -231,7 +157,8 @@ def test_a_missing_extra_of_the_wheel_names_its_install_command(installed, tmp_p
     """The wheel installed without extras: each optional feature names the exact command."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PATH"] = f"{installed / 'bin'}{os.pathsep}{env.get('PATH', '')}"
-    done = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
     assert done.returncode != 0
     assert f'pip install "gridplan[{extra}]"' in done.stderr
     assert list(tmp_path.iterdir()) == []

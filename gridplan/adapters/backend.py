@@ -133,9 +133,8 @@ class Imagination:
         ``pickup`` (carrying turned on) and ``door_opened`` (the door flag turned on)."""
         nxt = self.model.predict(state, action, generator)
         reward, goal, hazard = outcome(nxt, self.task)
-        before, after = (
-            env.to_flag(state[:, [CARRYING, DOOR_OPEN]]),
-            env.to_flag(nxt[:, [CARRYING, DOOR_OPEN]]),
+        before, after = env.to_flag(state[:, [CARRYING, DOOR_OPEN]]), env.to_flag(
+            nxt[:, [CARRYING, DOOR_OPEN]]
         )
         turned_on = after & ~before
         events = {

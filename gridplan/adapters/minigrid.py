@@ -114,18 +114,8 @@ def load_state(env, tracked: _Tracked) -> list[int]:
     carrying = e.carrying is not None
     kx, ky = (ax, ay) if carrying else (int(v) for v in tracked.key.cur_pos)
     door = tracked.door.encode()[2]
-    return [
-        ax,
-        ay,
-        int(e.agent_dir),
-        kx,
-        ky,
-        int(carrying),
-        door,
-        tracked.wall_x,
-        tracked.door_y,
-        int(e.step_count),
-    ]
+    return [ax, ay, int(e.agent_dir), kx, ky, int(carrying), door, tracked.wall_x,
+            tracked.door_y, int(e.step_count)]
 
 
 def fully_observed(env):
@@ -237,10 +227,7 @@ class _Lockstep:
         action = self.actions(epsilon)
         nxt, reward, terminated, truncated, info = dk.step(self.state, action, self.world)
         ours = {
-            "state": nxt,
-            "reward": reward,
-            "terminated": terminated,
-            "truncated": truncated,
+            "state": nxt, "reward": reward, "terminated": terminated, "truncated": truncated,
             "image": egocentric(nxt, self.world).numpy(),
             "full": full_grid(nxt, self.world).numpy() if tick % self.full_every == 0 else None,
         }

@@ -15,15 +15,7 @@ import torch
 AGENT_X, AGENT_Y, HEADING, KEY_X, KEY_Y, CARRYING, DOOR, WALL_X, DOOR_Y, STEP = range(10)
 STATE_DIM = 10
 DIM_NAMES = (
-    "agent_x",
-    "agent_y",
-    "heading",
-    "key_x",
-    "key_y",
-    "carrying",
-    "door",
-    "wall_x",
-    "door_y",
+    "agent_x", "agent_y", "heading", "key_x", "key_y", "carrying", "door", "wall_x", "door_y",
     "step",
 )
 

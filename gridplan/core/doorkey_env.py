@@ -128,15 +128,9 @@ def _bounds(world: DoorKey) -> tuple[tuple[str, int, int], ...]:
     n = world.size
     cell = (1, n - 2)
     return (
-        ("agent_x", *cell),
-        ("agent_y", *cell),
-        ("heading", 0, N_HEADINGS - 1),
-        ("key_x", *cell),
-        ("key_y", *cell),
-        ("carrying", 0, 1),
-        ("door", 0, N_DOOR_STATES - 1),
-        ("wall_x", 2, n - 3),
-        ("door_y", 1, n - 2),
+        ("agent_x", *cell), ("agent_y", *cell), ("heading", 0, N_HEADINGS - 1),
+        ("key_x", *cell), ("key_y", *cell), ("carrying", 0, 1),
+        ("door", 0, N_DOOR_STATES - 1), ("wall_x", 2, n - 3), ("door_y", 1, n - 2),
         ("step", 0, 2**62),
     )
 
@@ -252,11 +246,9 @@ def from_layout(
     """
     agent = torch.as_tensor(agent, dtype=torch.long, device=device).reshape(-1, 2)
     key = torch.as_tensor(key, dtype=torch.long, device=device).reshape(-1, 2)
-    batch = max(
-        agent.shape[0],
-        key.shape[0],
-        *(torch.as_tensor(v).numel() for v in (wall_x, door_y, heading)),
-    )
+    batch = max(agent.shape[0], key.shape[0], *(
+        torch.as_tensor(v).numel() for v in (wall_x, door_y, heading)
+    ))
     state = torch.zeros(batch, STATE_DIM, dtype=torch.long, device=device)
     state[:, WALL_X] = _as_rows(wall_x, "wall_x", batch, state.device)
     state[:, DOOR_Y] = _as_rows(door_y, "door_y", batch, state.device)

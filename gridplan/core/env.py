@@ -48,7 +48,9 @@ def start_cells(world: World) -> torch.Tensor:
     )
 
 
-def check_state(state: torch.Tensor, name: str = "state", world: World = DEFAULT) -> torch.Tensor:
+def check_state(
+    state: torch.Tensor, name: str = "state", world: World = DEFAULT
+) -> torch.Tensor:
     """Validate a batch of states at a public boundary.
 
     Args:
@@ -212,7 +214,9 @@ def relevant_step(
 
 def random_cells(shape: tuple[int, ...], generator: torch.Generator, world: World) -> torch.Tensor:
     """``(*shape, 2)`` long cells drawn uniformly over the whole grid of ``world``."""
-    return torch.randint(0, world.size, (*shape, 2), generator=generator, device=generator.device)
+    return torch.randint(
+        0, world.size, (*shape, 2), generator=generator, device=generator.device
+    )
 
 
 def _flag_span(world: World) -> slice:
@@ -299,14 +303,8 @@ def transition_tables(task: Task, device: torch.device, dtype: torch.dtype) -> _
             g, g, g, g, two, two, two, acts
         ).T
         table = _relevant_rows(
-            torch.stack([ax, ay], 1),
-            torch.stack([kx, ky], 1),
-            carry.bool(),
-            door.bool(),
-            c1.bool(),
-            act,
-            task,
-            dtype,
+            torch.stack([ax, ay], 1), torch.stack([kx, ky], 1), carry.bool(), door.bool(),
+            c1.bool(), act, task, dtype,
         ).to(device)
     return _Tables(
         scale=tensor(scale),
@@ -364,14 +362,8 @@ def transition(
     else:
         flags = read[:, CARRYING : C1 + 1] > 0.5
         rows = _relevant_rows(
-            read[:, AGENT_X : AGENT_Y + 1].long(),
-            read[:, KEY_X : KEY_Y + 1].long(),
-            flags[:, 0],
-            flags[:, 1],
-            flags[:, 2],
-            action,
-            task,
-            state.dtype,
+            read[:, AGENT_X : AGENT_Y + 1].long(), read[:, KEY_X : KEY_Y + 1].long(),
+            flags[:, 0], flags[:, 1], flags[:, 2], action, task, state.dtype,
         )
     reward = rows[:, _REWARD_COL].to(torch.float32, copy=True)
     events = torch.empty(len(_EVENTS), b, dtype=torch.bool, device=device)

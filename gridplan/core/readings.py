@@ -165,14 +165,11 @@ def check(reading: Reading) -> Reading:
         TypeError: naming what was passed instead (resolve a name with ``get``).
     """
     if not isinstance(reading, Reading):
-        hint = (
-            f" {reading!r}; resolve a name with gridplan.core.readings.get"
-            if isinstance(reading, str)
-            else ""
-        )
-        raise TypeError(
-            f"reading must be a gridplan.core.readings.Reading, got {type(reading).__name__}{hint}"
-        )
+        hint = f" {reading!r}; resolve a name with gridplan.core.readings.get" if isinstance(
+            reading, str
+        ) else ""
+        raise TypeError(f"reading must be a gridplan.core.readings.Reading, got "
+                        f"{type(reading).__name__}{hint}")
     return reading
 
 

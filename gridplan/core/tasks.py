@@ -54,7 +54,8 @@ def _check_cell(name: str, cell: Cell | None, world: World) -> None:
         or len(cell) != 2
         or not all(isinstance(v, int) and 0 <= v < n for v in cell)
     ):
-        raise ValueError(f"{name} must be a cell (x, y) with integers in 0..{n - 1}, got {cell!r}")
+        raise ValueError(f"{name} must be a cell (x, y) with integers in 0..{n - 1}, "
+                         f"got {cell!r}")
     if cell[0] == world.wall_x:
         raise ValueError(f"{name} {cell} lies in the wall column x = {world.wall_x}")
 
@@ -67,10 +68,8 @@ def _check_dims(name: str, dims: tuple[int, ...], world: World) -> None:
         or len(set(dims)) != len(dims)
         or not all(isinstance(d, int) and 0 <= d < s for d in dims)
     ):
-        raise ValueError(
-            f"{name} must be a non-empty tuple of distinct state dimensions in "
-            f"0..{s - 1}, got {dims!r}"
-        )
+        raise ValueError(f"{name} must be a non-empty tuple of distinct state dimensions in "
+                         f"0..{s - 1}, got {dims!r}")
 
 
 @dataclass(frozen=True)
@@ -230,7 +229,9 @@ def check(task: Task) -> Task:
         hint = ""
         if isinstance(task, str):
             hint = f" {task!r}; resolve a name with gridplan.core.tasks.get"
-        raise TypeError(f"task must be a gridplan.core.tasks.Task, got {type(task).__name__}{hint}")
+        raise TypeError(
+            f"task must be a gridplan.core.tasks.Task, got {type(task).__name__}{hint}"
+        )
     return task
 
 

@@ -156,7 +156,6 @@ def _value_iteration(task: Task) -> torch.Tensor:
         next_agent_u.append(free.agent[:, 0] * world.size + free.agent[:, 1])
         reward_u.append(outcome(free.agent, c1, task)[0].double())
     gamma = task.gamma
-
     def backup_c(v: torch.Tensor, a: int, out: torch.Tensor) -> torch.Tensor:
         # reward + gamma * V(next), as two roundings: the same floats in every phase.
         return torch.index_select(v, 0, next_c[a], out=out).mul_(gamma).add_(reward_c[a])
@@ -184,8 +183,7 @@ def _value_iteration(task: Task) -> torch.Tensor:
         return out.mul_(gamma).add_(reward)
 
     v_u = _iterate(
-        backup_u,
-        torch.zeros((2, nb, a_cells, k_cells), dtype=torch.float64),
+        backup_u, torch.zeros((2, nb, a_cells, k_cells), dtype=torch.float64),
         terminal_c.view(small),
     )
     # The table in discrete_index order: (agent, key, carrying, door, c1).

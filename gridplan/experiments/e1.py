@@ -410,11 +410,8 @@ def _column_verdict(report: GroupReport, records: list[ControlledRecord]) -> Non
     report.verdict(
         "Along any column of fixed σI, success is non-increasing in σR (§5.1)",
         not rises,
-        (
-            f"rises beyond {Z:g} SE: {'; '.join(rises)}"
-            if rises
-            else f"no rise beyond {Z:g} SE between neighbouring σR in any column"
-        ),
+        (f"rises beyond {Z:g} SE: {'; '.join(rises)}" if rises else
+         f"no rise beyond {Z:g} SE between neighbouring σR in any column"),
     )
 
 

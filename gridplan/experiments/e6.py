@@ -370,7 +370,6 @@ def horizon_report(report: GroupReport, cfg: E6Config, rows: list[HorizonRow]) -
     irrelevant = [m for m in cfg.models if noise_kind(m) == "irrelevant"]
     irr_zero = all(cell(m, h).DRPE_graded == 0.0 for m in irrelevant for h in cfg.horizons)
     grows = all(cell(m, hmax).DRPE_graded > cell(m, hmin).DRPE_graded for m in relevant)
-
     def path(ms) -> str:
         return ", ".join(
             f"{model_name(*m)} {fmt(cell(m, hmin).DRPE_graded)} → {fmt(cell(m, hmax).DRPE_graded)}"
@@ -484,13 +483,10 @@ def ar1_report(report: GroupReport, cfg: E6Config, rows: list[AR1Row]) -> None:
     report.verdict(
         "With AR(1) noise the relevant-noise dose response is not monotone (appendix A)",
         bool(rises) if len(relevant) > 2 else None,
-        (
-            f"success rises with σR beyond {Z:g} SE: {'; '.join(rises)}"
-            if rises
-            else "AR(1) success over σR "
-            + " → ".join(f"{fmt(r.success_ar1, 2)}" for r in relevant)
-            + f": no rise beyond {Z:g} SE"
-        ),
+        (f"success rises with σR beyond {Z:g} SE: {'; '.join(rises)}" if rises else
+         "AR(1) success over σR "
+         + " → ".join(f"{fmt(r.success_ar1, 2)}" for r in relevant)
+         + f": no rise beyond {Z:g} SE"),
     )
     report.sanity(
         "With AR(1) noise irrelevant noise stays harmless (appendix A)",

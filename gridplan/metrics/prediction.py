@@ -390,7 +390,9 @@ def prediction_metrics(
             raise ValueError(f"user weights may not be called {name!r} (a built-in weighting)")
         all_weights[name] = w
     width = world.state_dim
-    all_weights = {k: check_weights(w, f"weights {k!r}", width) for k, w in all_weights.items()}
+    all_weights = {
+        k: check_weights(w, f"weights {k!r}", width) for k, w in all_weights.items()
+    }
     device = windows.start.device
     if generator is None:
         generator = _default_generator(device)

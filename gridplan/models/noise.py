@@ -22,7 +22,6 @@ Several noise settings can share one batch: a model built from ``M`` settings tr
 planner and the metrics keep rows of one episode or window inside its block, so a batch laid
 out setting-major (``B = M * b``) evaluates all ``M`` models at once.
 """
-
 from __future__ import annotations
 
 from collections.abc import Sequence

@@ -191,12 +191,8 @@ def ref_step(
         raise ValueError(f"d1_move must be an int in 0..4, got {d1_move!r}")
     world = _check_layout(task.world)
     (ax, ay), key, carrying, door_open, pickup, door_opened = ref_relevant_step(
-        (state.agent_x, state.agent_y),
-        (state.key_x, state.key_y),
-        state.carrying,
-        state.door_open,
-        action,
-        world,
+        (state.agent_x, state.agent_y), (state.key_x, state.key_y), state.carrying,
+        state.door_open, action, world,
     )
     mx, my = REF_DISTRACTOR_MOVES[d1_move]
     top = world.size - 1

@@ -59,13 +59,10 @@ from gridplan.core.world import DEFAULT
 
 #: Default memory budget for the leaf tensors of one chunk, in bytes.
 DEFAULT_MAX_MEMORY = 2 * 1024**3
-
-
 def generic_bytes_per_row(state_dim: int) -> int:
     """Working memory of one leaf row of the generic scorer: a few live ``(S,)`` float32
     state copies plus score and flags (a model's own activations come on top)."""
     return 6 * state_dim * 4 + 3 * 8 + 16
-
 
 #: Working memory that one ``predict`` call of a deterministic model should fill: the
 #: 16-256-256-12 SiLU MLP (2.2 kB per row in its reused buffers) then runs 3,307-row calls, on

@@ -513,28 +513,22 @@ def dashboard_layout(prefix: str = "val", task: Task = TASK_A) -> dict:
     for kind, flags in (("positions", False), ("flags", True)):
         on = dims(relevant, flags)
         charts[f"relevant {kind}, graded weights: {_weights_text(on, weights, names)}"] = [
-            "Multiline",
-            tags([names[d] for d in on], "err_dim"),
+            "Multiline", tags([names[d] for d in on], "err_dim")
         ]
     for kind, flags in (("positions", False), ("flags", True)):
         off = [names[d] for d in dims(irrelevant, flags)]
         charts[f"irrelevant {kind} (weight 0): {', '.join(off)}"] = [
-            "Multiline",
-            tags(off, "err_dim"),
+            "Multiline", tags(off, "err_dim")
         ]
-    charts.update(
-        {
-            "event audit: squared errors at pickups and door openings": [
-                "Multiline",
-                tags(EVENT_ERRORS, "event"),
-            ],
-            "event audit: predicted flag at the event (truth 1)": [
-                "Multiline",
-                tags(EVENT_FLAGS, "event"),
-            ],
-            "E_tot and DRPE": ["Multiline", [rf"^{prefix}/E_tot$", rf"^{prefix}/DRPE_.*"]],
-        }
-    )
+    charts.update({
+        "event audit: squared errors at pickups and door openings": [
+            "Multiline", tags(EVENT_ERRORS, "event")
+        ],
+        "event audit: predicted flag at the event (truth 1)": [
+            "Multiline", tags(EVENT_FLAGS, "event")
+        ],
+        "E_tot and DRPE": ["Multiline", [rf"^{prefix}/E_tot$", rf"^{prefix}/DRPE_.*"]],
+    })
     return {prefix: {title: chart for title, chart in charts.items() if chart[1]}}
 
 
@@ -738,10 +732,7 @@ class WorldModelModule(pl.LightningModule):
         m = config["model"]
         self.task = config_task(config)
         self.net = MLPDynamics(
-            m["hidden"],
-            m["members"],
-            m["activation"],
-            m["predict_delta"],
+            m["hidden"], m["members"], m["activation"], m["predict_delta"],
             self.task.world.state_dim,
         )
         self.register_buffer("dim_weights", dimension_weights(config["variant"], self.task))

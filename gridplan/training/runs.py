@@ -529,17 +529,16 @@ def train_all(
     for i, cfg in enumerate(cfgs):
         plan.add(i, cfg, records[i])
     members, owners, alone, ensembles, reserved = (
-        plan.members,
-        plan.owners,
-        plan.alone,
-        plan.ensembles,
-        plan.reserved,
+        plan.members, plan.owners, plan.alone, plan.ensembles, plan.reserved
     )
     if record_dir is None:
         record_dir, _ = new_run_dir(cfgs[0].out_dir, "groups")
         reserved.append(record_dir)
     groups, order = _groups(members, ensembles, launcher)
-    singles = [Job(f"run{i}", _alone_job, {"cfg": cfgs[i], "record": records[i]}) for i in alone]
+    singles = [
+        Job(f"run{i}", _alone_job, {"cfg": cfgs[i], "record": records[i]})
+        for i in alone
+    ]
     try:
         done, alone_runs = _launch(groups, singles, record_dir, launcher, progress)
     except BaseException as err:
@@ -647,16 +646,8 @@ def _launch(groups, singles: list[Job], record_dir, launcher: Launcher, progress
     else:  # one thread per job, as each job of this machine has
         parallel, threads = max(1, min(count, launcher.jobs or count)), 1
     jobs = [
-        Job(
-            name,
-            _group_job,
-            {
-                "members": list(ms),
-                "name": name,
-                "progress": progress,
-                "record_dir": record_dir / name,
-            },
-        )
+        Job(name, _group_job, {"members": list(ms), "name": name, "progress": progress,
+                               "record_dir": record_dir / name})
         for name, ms in groups
     ]
     jobs = [Job(j.name, j.fn, {**j.kwargs, "threads": threads}) for j in [*jobs, *singles]]

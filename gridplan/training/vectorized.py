@@ -453,7 +453,9 @@ class MemberStack(pl.LightningModule):
             self.event_weight = torch.zeros(0, 1, device=device)
             return
         self.dim_weight = (
-            torch.stack([dimension_weights(r.config["variant"], r.task) for r in order])
+            torch.stack(
+                [dimension_weights(r.config["variant"], r.task) for r in order]
+            )
             .unsqueeze(1)
             .to(device)
         )
@@ -850,12 +852,7 @@ class MemberRuns(pl.Callback):
             train_seconds=round(run.finished_seconds, 2),
         )
         run.result = record_run(
-            run.member.run_dir,
-            metrics,
-            run.summary,
-            run.logger,
-            run.writer,
-            step,
+            run.member.run_dir, metrics, run.summary, run.logger, run.writer, step,
             (best_path, last_path),
         )
 

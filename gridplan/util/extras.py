@@ -59,6 +59,6 @@ def require(extra: str, feature: str) -> None:
         if importlib.util.find_spec(module) is None:
             raise MissingExtraError(
                 f"{feature} needs the {module!r} package, which is not installed: {command} "
-                f'(from a source checkout: pip install -e ".[{extra}]")',
+                f"(from a source checkout: pip install -e \".[{extra}]\")",
                 name=module,
             )

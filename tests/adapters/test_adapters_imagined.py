@@ -242,7 +242,14 @@ def test_ansi_render_draws_the_grid(make_state):
     state = make_state(agent=(1, 2), key=(3, 6), d1=(0, 7), d2=(7, 0))[0]
     text = rendering.ansi(state, TASK_B)
     assert text == (
-        "x....#..\n...k.#..\n.....#.H\n.....D..\n.....#..\n.A...#.G\n.....#..\n.....#.x\n"
+        "x....#..\n"
+        "...k.#..\n"
+        ".....#.H\n"
+        ".....D..\n"
+        ".....#..\n"
+        ".A...#.G\n"
+        ".....#..\n"
+        ".....#.x\n"
     )
     carried = make_state(agent=(6, 4), carrying=True, door_open=True, c1=True)[0]
     lines = rendering.ansi(carried, TASK_B).splitlines()

@@ -133,10 +133,9 @@ def test_a_partial_reset_draws_only_the_reset_rows():
 
 def test_rollout_freezes_finished_rows_with_partial_steps(make_state):
     start = torch.cat(
-        [
-            make_state(agent=(6, 4), carrying=True, door_open=True),
-            make_state(agent=(4, 4), carrying=True, door_open=True),
-        ]
+        [make_state(agent=(6, 4), carrying=True, door_open=True), make_state(agent=(4, 4),
+                                                                             carrying=True,
+                                                                             door_open=True)]
     )
     env = GridEnv(2, seed=0)
     ro = env.rollout(
@@ -261,15 +260,8 @@ def test_mppi_with_the_exact_value_reaches_the_goal_from_reset_states():
     advantage = TDLambdaEstimator(
         gamma=GAMMA, lmbda=0.95, value_network=value_operator("A"), deactivate_vmap=True
     )
-    planner = MPPIPlanner(
-        menv,
-        advantage,
-        temperature=10.0,
-        planning_horizon=3,
-        optim_steps=3,
-        num_candidates=32,
-        top_k=8,
-    )
+    planner = MPPIPlanner(menv, advantage, temperature=10.0, planning_horizon=3,
+                          optim_steps=3, num_candidates=32, top_k=8)
     ro = closed_loop(planner, start_states([2], 4))
     assert ro["next", "goal"].any(dim=1).all()
 
@@ -312,31 +304,16 @@ def test_the_benchmark_prints_one_row_per_model_and_planner(tmp_path, capsys, mo
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     out = tmp_path / "bench.json"
-    bench.main(
-        [
-            "--seeds",
-            "1",
-            "--episodes",
-            "2",
-            "--depth",
-            "1",
-            "--candidates",
-            "8",
-            "--top-k",
-            "2",
-            "--optim-steps",
-            "1",
-            "--json",
-            str(out),
-        ]
-    )
+    bench.main(["--seeds", "1", "--episodes", "2", "--depth", "1", "--candidates", "8",
+                "--top-k", "2", "--optim-steps", "1", "--json", str(out)])
     rows = json.loads(out.read_text())["rows"]
     assert [(r["model"], r["planner"]) for r in rows] == [
         (model, planner)
         for model in ("oracle", "M(.35,.1)")
         for planner in ("full-width D=1", "CEM H=1 V*-shaped", "CEM H=1 sparse")
     ]
-    assert all(r["n"] == 2 and 0 <= r["success"] <= 1 and r["transitions_per_s"] > 0 for r in rows)
+    assert all(r["n"] == 2 and 0 <= r["success"] <= 1 and r["transitions_per_s"] > 0
+               for r in rows)
     # The depth-1 oracle planner reaches the goal from every start: V* at the leaves.
     assert rows[0]["success"] == 1.0
     assert "transitions/s" in capsys.readouterr().out

@@ -140,16 +140,11 @@ def test_reset_draws_minigrids_layout_distribution(w):
     exact = reset_distribution(w.size)
     s = env.reset(40_000, torch.Generator().manual_seed(11), w)
     marginals = {
-        "wall_x": lambda k: k[0],
-        "door_y": lambda k: k[1],
-        "agent": lambda k: k[2],
-        "heading": lambda k: k[3],
-        "key": lambda k: k[4],
+        "wall_x": lambda k: k[0], "door_y": lambda k: k[1], "agent": lambda k: k[2],
+        "heading": lambda k: k[3], "key": lambda k: k[4],
     }
     drawn = {
-        "wall_x": s[:, 7].tolist(),
-        "door_y": s[:, 8].tolist(),
-        "heading": s[:, 2].tolist(),
+        "wall_x": s[:, 7].tolist(), "door_y": s[:, 8].tolist(), "heading": s[:, 2].tolist(),
         "agent": list(zip(s[:, 0].tolist(), s[:, 1].tolist(), strict=True)),
         "key": list(zip(s[:, 3].tolist(), s[:, 4].tolist(), strict=True)),
     }
@@ -253,12 +248,8 @@ def test_valid_keeps_exactly_the_states_minigrid_can_hold():
 
     def plain(row):
         ax, ay, _, kx, ky, carrying, door, wall_x, door_y, _ = row
-        if not (
-            2 <= wall_x <= 5
-            and 1 <= door_y <= 6
-            and min(ax, ay, kx, ky) >= 1
-            and max(ax, ay, kx, ky) <= 6
-        ):
+        if not (2 <= wall_x <= 5 and 1 <= door_y <= 6 and min(ax, ay, kx, ky) >= 1
+                and max(ax, ay, kx, ky) <= 6):
             return False
         under_agent = cell(8, row, ax, ay)
         bare = (*row[:5], 1, *row[6:])  # the grid without the key

@@ -303,7 +303,8 @@ def test_every_discrete_input_steps_exactly_as_the_reference(task, replay_draws)
     nxt, reward, done, info = step(state, action, gen, task)
     rows = state.tolist()
     refs = [
-        ref_step(ref_decode(rows[i]), int(action[i]), moves[i], d2_cells[i], task) for i in range(n)
+        ref_step(ref_decode(rows[i]), int(action[i]), moves[i], d2_cells[i], task)
+        for i in range(n)
     ]
     assert torch.equal(nxt, torch.tensor([ref_encode(r[0]) for r in refs]))
     assert reward.tolist() == [r[1] for r in refs]

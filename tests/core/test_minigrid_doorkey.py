@@ -71,10 +71,8 @@ def test_our_reset_draws_the_layouts_minigrid_draws():
     marginals = {"wall_x": [7], "door_y": [8], "heading": [2], "agent": [0, 1], "key": [3, 4]}
     for name, dims in marginals.items():
         values = sorted({tuple(r) for r in torch.cat([ours, theirs])[:, dims].tolist()})
-        table = [
-            [sum(tuple(r) == v for r in side[:, dims].tolist()) for v in values]
-            for side in (ours, theirs)
-        ]
+        table = [[sum(tuple(r) == v for r in side[:, dims].tolist()) for v in values]
+                 for side in (ours, theirs)]
         assert stats.chi2_contingency(table).pvalue > 1e-3, name
 
 
@@ -110,10 +108,8 @@ def _check_script():
 def test_the_check_script_counts_and_refuses_another_version(monkeypatch, capsys, tmp_path):
     script = _check_script()
     out = tmp_path / "check.json"
-    assert (
-        script.main(["--transitions", "64", "--worlds", "5:20", "--envs", "8", "--json", str(out)])
-        == 0
-    )
+    assert script.main(["--transitions", "64", "--worlds", "5:20", "--envs", "8",
+                        "--json", str(out)]) == 0
     assert "64 transitions" in capsys.readouterr().out and out.exists()
     with pytest.raises(SystemExit):
         script.main(["--transitions", "64", "--json", str(out)])  # never overwrites

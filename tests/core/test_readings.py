@@ -342,7 +342,9 @@ NOISY = {
 }
 
 
-@pytest.mark.parametrize(("name", "model"), list(itertools.product(SCORED_READINGS, NOISY)))
+@pytest.mark.parametrize(
+    ("name", "model"), list(itertools.product(SCORED_READINGS, NOISY))
+)
 @TASKS
 def test_fused_noisy_values_are_bit_identical_to_predict_under_every_reading(
     random_states, name, model, task

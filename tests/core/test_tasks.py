@@ -35,13 +35,8 @@ def test_goal_cells_swap_on_c1_only_in_a_swapping_task():
 def test_the_relevant_set_is_filled_in_from_the_rules_and_a_declared_one_is_checked():
     swap = Task(name="swap", goal=(7, 0), hazard=(7, 7), swap_on_c1=True)
     assert swap.relevant_dims == (*PAPER_RELEVANT_DIMS, C1)
-    shuffled = Task(
-        name="s",
-        goal=(7, 0),
-        hazard=(7, 7),
-        swap_on_c1=True,
-        relevant_dims=(C1, *reversed(PAPER_RELEVANT_DIMS)),
-    )
+    shuffled = Task(name="s", goal=(7, 0), hazard=(7, 7), swap_on_c1=True,
+                    relevant_dims=(C1, *reversed(PAPER_RELEVANT_DIMS)))
     assert shuffled.relevant_dims == swap.relevant_dims, "stored in the V* index order"
     with pytest.raises(ValueError, match="relevant_dims must be the dims V\\* reads"):
         dataclasses.replace(TASK_A, name="bad", hazard=(7, 7), swap_on_c1=True)

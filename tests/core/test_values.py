@@ -142,14 +142,8 @@ def test_binary_weights_are_one_over_the_relevant_count(task, n_relevant):
 
 def test_task_a_graded_weights_keep_their_known_values():
     # The saliency of the exact V* on the optimal policy's states (Eq. 1), dims 0-5.
-    known = [
-        0.273997038602829,
-        0.11945994943380356,
-        0.10967124998569489,
-        0.04919234663248062,
-        0.2063969075679779,
-        0.24128249287605286,
-    ]
+    known = [0.273997038602829, 0.11945994943380356, 0.10967124998569489,
+             0.04919234663248062, 0.2063969075679779, 0.24128249287605286]
     w = relevance_weights(TASK_A)
     assert w[:6].tolist() == known
     assert (w[6:] == 0).all()

@@ -31,27 +31,14 @@ BIG = worlds.get("g32-k64")
 def test_the_default_world_is_the_papers_layout():
     assert DEFAULT.name == "default" and DEFAULT.size == 8 and DEFAULT.state_dim == 12
     assert DEFAULT.dim_names == (
-        "agent_x",
-        "agent_y",
-        "key_x",
-        "key_y",
-        "carrying",
-        "door_open",
-        "c1",
-        "c2",
-        "d1_x",
-        "d1_y",
-        "d2_x",
-        "d2_y",
+        "agent_x", "agent_y", "key_x", "key_y", "carrying", "door_open",
+        "c1", "c2", "d1_x", "d1_y", "d2_x", "d2_y",
     )
     assert (DEFAULT.wall_x, DEFAULT.door_cell, DEFAULT.horizon) == (5, (5, 4), 60)
     assert {x for x, _ in start_cells(DEFAULT).tolist()} == {0, 1, 2, 3, 4}
     assert start_cells(DEFAULT).shape == (40, 2)
     assert (DEFAULT.c1_dims, DEFAULT.c2_dims, DEFAULT.d1_dims, DEFAULT.d2_dims) == (
-        (6,),
-        (7,),
-        (8, 9),
-        (10, 11),
+        (6,), (7,), (8, 9), (10, 11)
     )
     assert worlds.get("default") is DEFAULT
     assert worlds.get("g8-k2") is DEFAULT
@@ -290,7 +277,7 @@ def _samples(world: World) -> list[Rel]:
 
 def _check_against_python(task) -> None:
     table = value_table(task).table
-    for c1 in (False, True) if task.reads_c1 else (False,):
+    for c1 in ((False, True) if task.reads_c1 else (False,)):
         starts = _samples(task.world)
         reference = _python_values(task, starts, c1)
         assert len(reference) > 2 * task.world.size**2  # the BFS went through both chambers
@@ -325,12 +312,9 @@ def test_values_on_g32_k64_count_the_steps_to_the_goal():
     table = value_table(task).table
     # Carrying, door open, in the door cell: 11 steps east to (31, 16).
     idx = discrete_index(
-        torch.tensor([[20, 16], [30, 16], [31, 16]]),
-        torch.tensor([[20, 16], [30, 16], [31, 16]]),
-        torch.ones(3, dtype=torch.bool),
-        torch.ones(3, dtype=torch.bool),
-        torch.zeros(3, dtype=torch.bool),
-        task,
+        torch.tensor([[20, 16], [30, 16], [31, 16]]), torch.tensor([[20, 16], [30, 16], [31, 16]]),
+        torch.ones(3, dtype=torch.bool), torch.ones(3, dtype=torch.bool),
+        torch.zeros(3, dtype=torch.bool), task,
     )
     assert table[idx].tolist() == pytest.approx([task.gamma**10, 1.0, 0.0], rel=1e-6)
 
@@ -466,9 +450,8 @@ def test_batched_step_matches_the_reference_on_a_16_grid(name):
     cells = [tuple(c) for c in torch.randint(0, 16, (b, 1, 2), generator=copy)[:, 0].tolist()]
     nxt, reward, done, info = step(state, action, gen, task)
     for i in range(b):
-        ref = ref_step(
-            ref_decode(state[i].tolist(), G16_PAPER), int(action[i]), moves[i], cells[i], task
-        )
+        ref = ref_step(ref_decode(state[i].tolist(), G16_PAPER), int(action[i]), moves[i],
+                       cells[i], task)
         assert torch.equal(nxt[i], torch.tensor(ref_encode(ref[0], G16_PAPER))), i
         assert (reward[i].item(), done[i].item()) == (ref[1], ref[2])
         assert {k: bool(v[i]) for k, v in info.items()} == ref[3]
@@ -482,9 +465,8 @@ def test_batched_oracle_planner_matches_the_reference_planner_on_a_16_grid(name)
     from gridplan.planning.reference import ref_action_values, ref_oracle_predict
 
     task = tasks.get(name, world=G16_PAPER)
-    state = torch.cat(
-        [random_states(G16_PAPER, 16, 23), reset(8, torch.Generator().manual_seed(24), task)]
-    )
+    state = torch.cat([random_states(G16_PAPER, 16, 23),
+                       reset(8, torch.Generator().manual_seed(24), task)])
     values = Planner(OracleModel(world=G16_PAPER), 2, task).action_values(state, torch.Generator())
     predict = functools.partial(ref_oracle_predict, task=task)
     for i in range(state.shape[0]):

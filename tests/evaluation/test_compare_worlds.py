@@ -16,19 +16,8 @@ from gridplan.training.run_status import write_status
 
 G16 = worlds.get("g16-k8")
 TINY = [
-    "--ladder-sizes",
-    "tiny",
-    "--depth",
-    "2",
-    "--seeds",
-    "1",
-    "--episodes",
-    "2",
-    "--eval-windows",
-    "8",
-    "--horizon",
-    "3",
-    "--no-progress",
+    "--ladder-sizes", "tiny", "--depth", "2", "--seeds", "1", "--episodes", "2",
+    "--eval-windows", "8", "--horizon", "3", "--no-progress",
 ]
 
 
@@ -53,30 +42,20 @@ def _refused(args: list[str], capsys) -> str:
     return capsys.readouterr().err
 
 
-def test_a_checkpoint_of_another_world_is_refused_naming_it_and_both_worlds(runs, tmp_path, capsys):
+def test_a_checkpoint_of_another_world_is_refused_naming_it_and_both_worlds(
+    runs, tmp_path, capsys
+):
     out = tmp_path / "cmp.json"
-    err = _refused(
-        ["--compare", str(runs["g16"]), str(runs["default"]), "--json", str(out), *TINY], capsys
-    )
+    err = _refused(["--compare", str(runs["g16"]), str(runs["default"]), "--json", str(out),
+                    *TINY], capsys)
     assert f"--compare {runs['default']}: the model predicts world default (8x8, S=12" in err
     assert "the task is played on g16-k8 (16x16, S=24" in err
     assert list(tmp_path.iterdir()) == []
 
 
 def test_a_world_other_than_the_checkpoints_is_refused(runs, tmp_path, capsys):
-    err = _refused(
-        [
-            "--compare",
-            "oracle",
-            str(runs["g16"]),
-            "--world",
-            "default",
-            "--json",
-            str(tmp_path / "cmp.json"),
-            *TINY,
-        ],
-        capsys,
-    )
+    err = _refused(["--compare", "oracle", str(runs["g16"]), "--world", "default", "--json",
+                    str(tmp_path / "cmp.json"), *TINY], capsys)
     assert "--world default asks for default" in err and "the model predicts g16-k8" in err
     assert list(tmp_path.iterdir()) == []
 

@@ -98,7 +98,9 @@ def test_each_job_trains_one_group_and_leaves_its_record(both):
     ]
     assert (groups / "multirun.yaml").is_file()
     # The default path dealt the 4 runs into one group in this process.
-    assert [p.parent.name for p in (default / "runs" / "groups").glob("*/group.json")] == ["group1"]
+    assert [p.parent.name for p in (default / "runs" / "groups").glob("*/group.json")] == [
+        "group1"
+    ]
     notes = json.loads((launched / "done.json").read_text())["notes"]
     assert any("hydra/launcher=joblib" in n for n in notes)
 

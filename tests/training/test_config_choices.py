@@ -13,11 +13,8 @@ VARIANTS = "anti_weighted, event_weighted, rel_heavy, rel_only, rollout, uniform
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        (
-            ["variant.name=bogus"],
-            f"variant.name='bogus' does not match the chosen variant "
-            f"'uniform'.*valid variant choices: {VARIANTS}",
-        ),
+        (["variant.name=bogus"], f"variant.name='bogus' does not match the chosen variant "
+         f"'uniform'.*valid variant choices: {VARIANTS}"),
         # A known name without its weights would train uniform weights under rel_only's name.
         (["variant.name=rel_only"], "chosen variant 'uniform'"),
         (["variant=rel_only", "variant.name=uniform"], "chosen variant 'rel_only'"),
@@ -37,9 +34,7 @@ def test_the_choice_itself_and_a_preset_compose():
     assert run_name(cfg) == "rel_only-balanced-20k-seed0"
     preset = compose(["experiment=random_12k"])
     assert (preset.experiment, preset.variant.name, preset.data.name) == (
-        "random_12k",
-        "uniform",
-        "12k",
+        "random_12k", "uniform", "12k"
     )
 
 

@@ -66,15 +66,8 @@ def test_every_file_of_a_train_run_is_0644_under_umask_022(tmp_path, umask):
     assert main(debug_overrides(tmp_path)) == 0
     (run,) = (tmp_path / "runs").glob("*/version_0")
     modes = _modes(run)
-    for name in (
-        "config.yaml",
-        "metrics.json",
-        "status.json",
-        ".hydra/config.yaml",
-        ".hydra/overrides.yaml",
-        ".hydra/hydra.yaml",
-        "checkpoints/best.ckpt",
-    ):
+    for name in ("config.yaml", "metrics.json", "status.json", ".hydra/config.yaml",
+                 ".hydra/overrides.yaml", ".hydra/hydra.yaml", "checkpoints/best.ckpt"):
         assert modes.pop(name) == 0o644, name
     assert modes and set(modes.values()) == {0o644}, modes  # TensorBoard's files as well
     assert set(_modes(tmp_path / "cache").values()) == {0o644}

@@ -104,7 +104,9 @@ def test_a_vectorized_group_of_mlflow_runs_gives_each_run_its_store(tmp_path):
         assert run.data.metrics["hp/E_tot"] == pytest.approx(metrics["best/E_tot"])
 
 
-def test_a_logger_that_is_not_installed_names_its_install_command(tmp_path, monkeypatch, capsys):
+def test_a_logger_that_is_not_installed_names_its_install_command(
+    tmp_path, monkeypatch, capsys
+):
     monkeypatch.setitem(sys.modules, "wandb", None)  # as if W&B were not installed
     with pytest.raises(ImportError, match=r'pip install "gridplan\[wandb\]"'):
         runs.train(tiny_config(tmp_path, "logger=wandb"))

@@ -55,17 +55,8 @@ def test_eval_refuses_a_checkpoint_on_another_world_naming_both(g16_checkpoint, 
 
     before = sorted(g16_checkpoint.parent.iterdir())
     with pytest.raises(SystemExit) as exit_info:
-        main(
-            [
-                "--ckpt",
-                str(g16_checkpoint),
-                "--world",
-                "default",
-                "--json",
-                str(g16_checkpoint.parent / "other.json"),
-                *TINY,
-            ]
-        )
+        main(["--ckpt", str(g16_checkpoint), "--world", "default", "--json",
+              str(g16_checkpoint.parent / "other.json"), *TINY])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert "--world default asks for default (8x8, S=12" in err
