@@ -29,11 +29,11 @@ from pathlib import Path
 
 import torch
 
-from eval.specs import BUILTIN_MODELS, builtin, check_complete, expand_checkpoints, plugin
+from eval.specs import BUILTIN_MODELS, check_complete, expand_checkpoints, spec_arm, spec_kind
 from eval.specs import label as spec_label
 from gridplan.core import readings
 from gridplan.evaluation.spec import EvalSpec, fitted_to, load_suite, model_obs
-from gridplan.models.plugins import is_plugin_target, split_spec
+from gridplan.models.plugins import split_spec
 
 #: The metrics a row carries, from the report: (row key, level, report path).
 ROW_METRICS = (
@@ -119,12 +119,13 @@ def fingerprint(spec: str) -> str:
         ValueError: if a plug-in's module or a checkpoint cannot be found.
     """
     target, options = split_spec(spec)
-    if target in BUILTIN_MODELS:
+    kind = spec_kind(spec)
+    if kind == "builtin":
         options = {"sigma_r": 0.0, "sigma_i": 0.0, "reading": readings.PROJECT.name, **options}
         options = {k: (float(v) if k.startswith("sigma") else v) for k, v in options.items()}
         text = json.dumps({"builtin": target, **options}, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()
-    if is_plugin_target(target) and not target.endswith(".ckpt") and not Path(target).exists():
+    if kind == "plugin":
         module, _, factory = target.rpartition(":")
         if module.endswith(".py"):
             source = Path(module)
@@ -145,12 +146,9 @@ def _expanded(spec: str, allow_incomplete: bool) -> list[str]:
     """A model spec as one spec per model: a built-in or plug-in as it is; a checkpoint, run
     folder or glob as its checkpoint files (``best.ckpt`` of a run folder), each of a complete
     run unless ``allow_incomplete``."""
-    target = spec.split(",")[0]
-    if target in BUILTIN_MODELS or (
-        is_plugin_target(target) and not target.endswith(".ckpt") and not Path(target).exists()
-    ):
+    if spec_kind(spec) != "checkpoint":
         return [spec]
-    paths = expand_checkpoints([target], "--models")
+    paths = expand_checkpoints([spec.split(",")[0]], "--models")
     if not allow_incomplete:
         for path in paths:
             check_complete(path)
@@ -185,20 +183,6 @@ def suite_models(
         )
     unique = dict(pairs)
     return [SuiteModel(s, label, fingerprint(s)) for s, label in unique.items()]
-
-
-def _build(spec: str, track: EvalSpec, device: str):
-    """The model a spec names, built for ``track``, and its description."""
-    from gridplan.evaluation.latent_eval import load_run_model
-
-    target, options = split_spec(spec)
-    task = track.resolved_task()
-    if target in BUILTIN_MODELS:
-        return builtin(target, options, task=task)
-    if is_plugin_target(target) and not target.endswith(".ckpt") and not Path(target).exists():
-        return plugin(target, options, task, device)
-    model = load_run_model(target, device)
-    return model, {"name": "learned", "checkpoint": target}
 
 
 def _at(report: dict, path: tuple[str, ...]):
@@ -299,7 +283,9 @@ def run_job(
     from gridplan.evaluation.schema import write_report
 
     torch.set_num_threads(threads)
-    built, info = _build(model.spec, track, device)
+    # One model per spec here: a checkpoint spec is one file, checked by ``_expanded``.
+    arm = spec_arm(model.spec, track.resolved_task(), device, allow_incomplete=True)
+    built, info = arm.models[0], arm.infos[0]
     own = getattr(built, "world", None)
     if own is not None and own != track.resolved_task().world:
         return {"status": "skipped", "reason": f"the model predicts world {own.name}, the track "
