@@ -111,7 +111,7 @@ def _measure(
         model, latent = measured.model, measured.report
     model = checked(model, name)
     check_contract(model, task, device, name)
-    ties, tree = spec.planner.ties, spec.planner.tree
+    ties, tree = spec.planner.ties, spec.planner.tree_for(model)
     # Building a planner checks the depth against its memory budget before any level runs.
     Planner(model, spec.depth, task, device=device, ties=ties, tree=tree)
     planner = None

@@ -114,8 +114,9 @@ class LevelContext:
 
     @property
     def search(self) -> dict:
-        """The full-width search's knobs of the spec: ``ties`` and ``tree``."""
-        return {"ties": self.spec.planner.ties, "tree": self.spec.planner.tree}
+        """The full-width search's knobs of the spec for the model: ``ties`` and ``tree``
+        (``PlannerSpec.tree_for``)."""
+        return {"ties": self.spec.planner.ties, "tree": self.spec.planner.tree_for(self.model)}
 
     def stream(self, name: str) -> torch.Generator:
         """A fresh generator of component ``name`` (``STREAMS``), seeded from ``spec.seed``."""

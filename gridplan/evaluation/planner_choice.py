@@ -99,7 +99,7 @@ class PlannerChoice:
         """
         return make_planner(
             self.name, model, task, depth, self.settings, self.learned, device,
-            self.spec.ties, self.spec.tree,
+            self.spec.ties, self.spec.tree_for(model),
         )
 
     def to_dict(self) -> dict:

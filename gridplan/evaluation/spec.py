@@ -46,6 +46,7 @@ from gridplan.models.latent_contract import is_latent_model
 from gridplan.planning.planner import TIES
 from gridplan.planning.planners import check_planner, planner_settings
 from gridplan.planning.registry import TREES
+from gridplan.planning.scorers import is_deterministic
 from gridplan.training.config import CONFIGS_ROOT
 
 #: Version of the spec's dict layout (``to_dict``); a file of another version is refused.
@@ -117,6 +118,13 @@ class PlannerSpec:
     def is_search(self) -> bool:
         """Whether this is the paper's planner (the exact-V* full-width search)."""
         return self.name == "search"
+
+    def tree_for(self, model) -> str | None:
+        """The tree a search plans ``model`` with: ``tree`` for a stochastic model; None (the
+        planner's default, ``gridplan.planning.registry.default_tree``) for a model declared
+        deterministic, which has no draws: its leaves then share prefixes, whose scores are
+        bit-identical to independent leaves' at fewer predictions."""
+        return None if is_deterministic(model) else self.tree
 
     def to_dict(self) -> dict:
         return {"name": self.name, "settings": dict(self.settings), "ties": self.ties,

@@ -81,6 +81,17 @@ def test_replace_validates_and_merges_the_planner():
     assert CONTROLLED.seeds == tuple(range(10))  # the preset is untouched
 
 
+def test_a_deterministic_model_plans_with_the_planners_default_tree():
+    # No draws, so the tree's law does not apply: the planner's default (shared prefixes,
+    # bit-identical scores at fewer predictions) serves it, whatever the spec's tree.
+    class Deterministic:
+        deterministic = True
+
+    for tree in ("independent", "shared-prefix"):
+        assert PlannerSpec(tree=tree).tree_for(Deterministic()) is None
+        assert PlannerSpec(tree=tree).tree_for(NoiseModel.controlled(0.3, 0.1)) == tree
+
+
 @pytest.mark.parametrize(
     "changes, message",
     [
