@@ -215,8 +215,8 @@ def fmt(x: float) -> str:
     """``x`` with an SI prefix: ``4.56 M``."""
     for scale, prefix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(x) >= scale:
-            return f"{x / scale:.3g} {prefix}"
-    return f"{x:.3g}"
+            return f"{x / scale:#.3g} {prefix}"
+    return f"{x:#.3g}"
 
 
 def load_average() -> list[float] | None:
@@ -268,7 +268,7 @@ def compare(
     if measured:
         print(
             f"floor: {fmt(measured[0])} {head['unit']} ({measured[1]}); ours at "
-            f"{out['ours_median_rate'] / measured[0]:.0%} of it"
+            f"{100 * out['ours_median_rate'] / measured[0]:.3g}% of it"
         )
     out.update(load_average=before, load_average_after=after)
     return out

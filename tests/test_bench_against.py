@@ -75,7 +75,7 @@ def test_runs_alternate_ours_then_ref_each_importing_its_own_tree(trees, tmp_pat
         "ours_median_rate": 4.0,
     }
     printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("pair")]
-    assert printed[1] == "pair  2: ours 2 ref 1 steps/s, ratio 2.000"
+    assert printed[1] == "pair  2: ours 2.00 ref 1.00 steps/s, ratio 2.000"
 
 
 def test_a_module_the_ref_lacks_is_a_ref_error_naming_it(trees, tmp_path):
@@ -131,7 +131,7 @@ def test_against_a_git_ref_without_the_module_is_one_line_and_exit_status_2(
     out = capsys.readouterr().out.splitlines()
     assert out[-2].startswith("median ratio 1.000 (range 1.000-1.000) over 2 pairs")
     assert "load average" in out[-2]
-    assert out[-1] == "floor: 8 steps/s (twice ours' first, 4.0); ours at 38% of it"
+    assert out[-1] == "floor: 8.00 steps/s (twice ours' first, 4.0); ours at 37.5% of it"
 
 
 def test_main_names_a_bad_ref_in_one_line(tmp_path, capsys):
