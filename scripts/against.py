@@ -4,14 +4,15 @@ The mechanism behind every benchmark's ``--against REF`` (docs/PERFORMANCE.md §
 (any commit-ish) is checked out as a detached worktree in a temporary folder (``ref_worktree``,
 removed afterwards, also on an error). Then the benchmark's own script of this checkout runs
 ``--pairs`` times on each tree, alternating (this checkout, ``REF``, this checkout, ...), each
-run a fresh process whose ``gridplan`` (and ``gridplan_cli``, ``train``, ``eval``, and
-``gridplan.conf``, the ``configs/`` folder) is imported from its tree alone, it and every
-Python process it starts: a ``sitecustomize`` on ``PYTHONPATH`` puts ``TreeFinder`` first on
-``sys.meta_path``, so a module the tree lacks is an error rather than this checkout's copy
-filled in by the editable install. Each run prints its headline rate as the last line of its
-stdout, one JSON object ``{"rate": ..., "unit": ..., "what": ...}`` (``emit``); the ratio of a
-pair is ours over ref's rate. Printed: every pair (ours, ref, ratio), then the median ratio,
-its range, the load average before and after, and the floor the rate is measured against.
+run a fresh process (one OpenMP thread unless ``OMP_NUM_THREADS`` is set) whose ``gridplan``
+(and ``gridplan_cli``, ``train``, ``eval``, and ``gridplan.conf``, the ``configs/`` folder)
+is imported from its tree alone, it and every Python process it starts: a ``sitecustomize``
+on ``PYTHONPATH`` puts ``TreeFinder`` first on ``sys.meta_path``, so a module the tree lacks
+is an error rather than this checkout's copy filled in by the editable install. Each run
+prints its headline rate as the last line of its stdout, one JSON object ``{"rate": ...,
+"unit": ..., "what": ...}`` (``emit``); the ratio of a pair is ours over ref's rate. Printed:
+every pair (ours, ref, ratio), then the median ratio, its range, the load average before and
+after, and the floor the rate is measured against.
 
 A ref that lacks a module the benchmark imports ends the comparison with one line naming the
 module and the ref (``RefError``, exit status 2), not a traceback.
@@ -155,6 +156,7 @@ def run(tree: Path, script: Path, argv: list[str], hook: Path, env: dict | None 
         RuntimeError: if the run fails otherwise or prints no headline.
     """
     variables = dict(os.environ, **(env or {}))
+    variables.setdefault("OMP_NUM_THREADS", "1")  # one thread per run unless told otherwise
     variables.update(PYTHONPATH=f"{hook}{os.pathsep}{tree}", **{TREE_VARIABLE: str(tree)})
     command = [sys.executable, str(script), *argv]
     done = subprocess.run(command, capture_output=True, text=True, env=variables, cwd=tree)
