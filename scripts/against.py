@@ -183,6 +183,8 @@ def interleave(trees: dict, script: Path, argv: list[str], pairs: int, env=None)
 
     Raises:
         ValueError: if ``pairs`` is below 1 or ``trees`` is not ``ours`` and ``ref``.
+        RefError: if the ref's tree lacks a module the benchmark imports.
+        RuntimeError: if a run fails otherwise (an import of this checkout's included).
     """
     if pairs < 1 or list(trees) != ["ours", "ref"]:
         raise ValueError(f"need pairs >= 1 and trees ours, ref; got {pairs}, {list(trees)}")
@@ -190,7 +192,14 @@ def interleave(trees: dict, script: Path, argv: list[str], pairs: int, env=None)
     with tempfile.TemporaryDirectory(prefix="bench-against-hook-") as hook:
         (Path(hook) / "sitecustomize.py").write_text(SITECUSTOMIZE)
         for i in range(pairs):
-            row = {side: run(Path(t), script, argv, Path(hook), env) for side, t in trees.items()}
+            row = {}
+            for side, tree in trees.items():
+                try:
+                    row[side] = run(Path(tree), script, argv, Path(hook), env)
+                except RefError as err:
+                    if side == "ref":
+                        raise
+                    raise RuntimeError(f"this checkout fails an import: {err}") from None
             row["ratio"] = row["ours"]["rate"] / row["ref"]["rate"]
             rows.append(row)
             unit = row["ours"]["unit"]

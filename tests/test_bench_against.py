@@ -84,6 +84,14 @@ def test_a_module_the_ref_lacks_is_a_ref_error_naming_it(trees, tmp_path):
         AGAINST.interleave(trees, tmp_path / "fake_bench.py", argv, 1)
 
 
+def test_a_module_our_checkout_lacks_is_not_blamed_on_the_ref(trees, tmp_path):
+    swapped = {"ours": trees["ref"], "ref": trees["ours"]}
+    argv = [str(tmp_path / "order.log"), "--extra"]
+    with pytest.raises(RuntimeError, match="this checkout fails an import: No module") as err:
+        AGAINST.interleave(swapped, tmp_path / "fake_bench.py", argv, 1)
+    assert not isinstance(err.value, AGAINST.RefError)
+
+
 def test_a_run_without_a_headline_or_that_fails_names_its_script(trees, tmp_path):
     (tmp_path / "quiet.py").write_text("print('no json')\n")
     with pytest.raises(RuntimeError, match="quiet.py printed no headline"):
