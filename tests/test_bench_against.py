@@ -78,6 +78,20 @@ def test_runs_alternate_ours_then_ref_each_importing_its_own_tree(trees, tmp_pat
     assert printed[1] == "pair  2: ours 2.00 ref 1.00 steps/s, ratio 2.000"
 
 
+def test_a_process_the_benchmark_starts_imports_the_same_tree(trees, tmp_path):
+    code = (
+        "import gridplan, json; "
+        "print(json.dumps({'rate': gridplan.RATES[0], 'unit': 'u', 'what': gridplan.__file__}))"
+    )
+    (tmp_path / "parent.py").write_text(
+        f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {code!r}], check=True)\n"
+    )
+    (row,) = AGAINST.interleave(trees, tmp_path / "parent.py", [], 1)
+    assert row["ref"]["what"] == str(trees["ref"] / "gridplan" / "__init__.py")
+    assert row["ours"]["what"] == str(trees["ours"] / "gridplan" / "__init__.py")
+    assert row["ratio"] == 4.0
+
+
 def test_a_module_the_ref_lacks_is_a_ref_error_naming_it(trees, tmp_path):
     argv = [str(tmp_path / "order.log"), "--extra"]
     with pytest.raises(AGAINST.RefError, match=r"No module named 'gridplan.extra' in .*ref"):
