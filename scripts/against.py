@@ -18,7 +18,7 @@ A ref that lacks a module the benchmark imports ends the comparison with one lin
 module and the ref (``RefError``, exit status 2), not a traceback.
 
     python scripts/bench_env.py --against main --pairs 8    # each benchmark's option
-    python scripts/against.py main scripts/bench_env.py -- --headline --quick  # any script
+    python scripts/against.py main scripts/bench_env.py --pairs 4 -- --headline --quick
 """
 
 from __future__ import annotations
@@ -331,15 +331,16 @@ def main_against(args, script: str, argv: list[str], floor=None, env=None) -> in
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``REF SCRIPT [--pairs N] -- SCRIPT'S ARGUMENTS``: ``compare`` of any script."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    cut = argv.index("--") if "--" in argv else len(argv)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("ref", help="git ref to time against")
     parser.add_argument("script", type=Path, help="a script printing a headline JSON line")
     parser.add_argument("--pairs", type=int, default=8, help="interleaved pairs (8)")
-    parser.add_argument("script_args", nargs=argparse.REMAINDER, help="-- then the script's")
-    args = parser.parse_args(argv)
+    args = parser.parse_args(argv[:cut])
     args.against = args.ref
-    rest = [a for a in args.script_args if a != "--"]
-    return main_against(args, str(args.script), rest)
+    return main_against(args, str(args.script), argv[cut + 1 :])
 
 
 if __name__ == "__main__":

@@ -158,7 +158,8 @@ def test_against_a_git_ref_without_the_module_is_one_line_and_exit_status_2(
 
 def test_main_names_a_bad_ref_in_one_line(tmp_path, capsys):
     (tmp_path / "fake_bench.py").write_text(FAKE)
-    code = AGAINST.main(["no-such-ref-anywhere", str(tmp_path / "fake_bench.py"), "--pairs", "1"])
+    argv = ["no-such-ref-anywhere", str(tmp_path / "fake_bench.py"), "--pairs", "1", "--", "x"]
+    code = AGAINST.main(argv)
     assert code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no-such-ref-anywhere" in err[0]
