@@ -13,6 +13,16 @@ pinned to one core, all in one run; prints steps per second and the ratios. ``--
 gymnax's step does other work (FourRooms: a 13x13 maze, one agent, slippery moves, auto-reset);
 both are the step a batched agent loop calls. Close other work first: the load average is
 recorded with the results.
+
+The floor: this machine's copy bandwidth (``bench_planner.memory_bandwidth``, bytes read +
+written) over the bytes a step must move per state, its state read and its next state written
+(2 x 12 float32); the step also writes rewards and flags and reads the world's tables, so the
+floor is a bound, not a target. ``--against REF`` times the headline, ``env.step`` on
+``HEADLINE_SIZE`` states, of this checkout against git ``REF`` in interleaved fresh processes
+(``scripts/against.py``, docs/PERFORMANCE.md §13) and prints the ratio ours / ref per pair, the
+median and the floor:
+
+    python scripts/bench_env.py --against main --pairs 8 --min-time 0.5
 """
 
 from __future__ import annotations
@@ -28,6 +38,9 @@ from pathlib import Path
 
 # Run from any folder against this checkout, installed or not.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import against  # noqa: E402
 
 from gridplan.util.threads import set_wait_policy  # noqa: E402
 
@@ -117,15 +130,16 @@ def gymnax_rows(python: str | None, sizes, min_time: float) -> dict:
     return {"skipped": "; ".join(errors) or "no interpreter with jax and gymnax"}
 
 
-def torch_rows(sizes, min_time: float) -> list[dict]:
-    """``env.step`` and ``env.transition`` steps per second per batch size."""
+def torch_rows(sizes, min_time: float, functions=(("step", step), ("transition", transition))):
+    """``functions`` (default ``env.step`` and ``env.transition``): steps per second per batch
+    size, ``[{"function", "states", "steps_per_s"}]``."""
     rows = []
     cpu = torch.device("cpu")
     for n in sizes:
         gen = torch.Generator().manual_seed(0)
         state = reset(n, gen)
         action = torch.randint(0, 4, (n,), generator=gen)
-        for name, fn in (("step", step), ("transition", transition)):
+        for name, fn in functions:
 
             def call(fn=fn, state=state, action=action, gen=gen):
                 return fn(state, action, gen)
@@ -148,7 +162,18 @@ def python_loop_rate(n: int = PYTHON_STATES) -> float:
     return n / (time.perf_counter() - start)
 
 
+def floor() -> tuple[float, str]:
+    """States per second a step cannot pass here, and what it is (the module's docstring)."""
+    bandwidth = BENCH.memory_bandwidth(torch.device("cpu"))
+    state = reset(1, torch.Generator().manual_seed(0))
+    touched = 2 * state.shape[1] * state.element_size()
+    return bandwidth / touched, (
+        f"copy bandwidth {bandwidth / 1e9:.1f} GB/s / {touched} B per state, read + written"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--sizes", type=BENCH.int_list, default=list(SIZES), help="batch sizes (states)"
@@ -169,13 +194,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--quick", action="store_true", help="small sanity run")
     parser.add_argument("--json", type=Path, help="write the results as JSON here")
+    against.add_arguments(parser)
     args = parser.parse_args(argv)
     if args.quick:
         args.sizes, args.min_time = [1_000, 100_000], 0.2
     try:
-        print(describe(configure_threads(args.threads)))
+        threads = describe(configure_threads(args.threads))
     except ValueError as err:
         parser.error(str(err))
+    if args.headline:
+        (row,) = torch_rows([HEADLINE_SIZE], args.min_time, (("step", step),))
+        return against.emit(row["steps_per_s"], "steps/s", f"env.step, {HEADLINE_SIZE:,} states")
+    if args.against:
+        return against.main_against(args, __file__, against.child_argv(argv), lambda _: floor())
+    print(threads)
     info = BENCH.machine(torch.device("cpu"))
     print(f"machine: {info}")
 
@@ -197,6 +229,14 @@ def main(argv: list[str] | None = None) -> int:
         )
     loop = BENCH.fmt_rate(result["python_loop_steps_per_s"])
     print(f"plain Python loop (gridplan.planning.reference.ref_step): {loop} steps/s")
+    result["floor_steps_per_s"], what = floor()
+    steps = [r for r in result["torch"] if r["function"] == "step"]
+    best = max(steps, key=lambda r: r["steps_per_s"])
+    print(
+        f"floor: {BENCH.fmt_rate(result['floor_steps_per_s'])} states/s ({what}); the fastest "
+        f"env.step row ({best['states']:,} states) at "
+        f"{best['steps_per_s'] / result['floor_steps_per_s']:.1%} of it"
+    )
     if "skipped" in result.get("gymnax", {}):
         print(f"gymnax skipped: {result['gymnax']['skipped']}")
     if args.busy:

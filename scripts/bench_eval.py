@@ -29,7 +29,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(HERE / "scripts"))
 
-from bench_planner import ref_worktree  # noqa: E402
+from against import ref_worktree  # noqa: E402
 
 
 def run_eval(tree: Path, argv: list[str], out: Path, threads: str | None) -> dict:

@@ -14,8 +14,14 @@ Prints steps per second, the ratio to MiniGrid and the memory-bandwidth floor of
 (state read and written plus the image, int64 state, uint8 image). ``--vi`` times
 ``values.layout_values`` on one 8x8 layout, all 20 8x8 layouts and one 16x16 layout.
 
+``--against REF`` times the headline, the ``step+obs+reset`` row at the largest of
+``--batches``, of this checkout against git ``REF`` in interleaved fresh processes
+(``scripts/against.py``, docs/PERFORMANCE.md §13): the ratio ours / ref per pair, the median
+and the same floor.
+
     python scripts/bench_minigrid.py --batches 1,64,4096 --vi
     python scripts/bench_minigrid.py --device cuda --batches 4096,65536,1048576
+    python scripts/bench_minigrid.py --against main --pairs 8 --batches 4096 --min-time 0.5
 """
 
 from __future__ import annotations
@@ -31,6 +37,9 @@ from pathlib import Path
 
 # Run from any folder against this checkout, installed or not.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import against  # noqa: E402
 
 from gridplan.util.threads import set_wait_policy  # noqa: E402
 
@@ -119,7 +128,17 @@ def time_vi() -> dict:
     return out
 
 
+def floor(world: DoorKey, device) -> tuple[float, str, float]:
+    """Rows per second our full row cannot pass, what it is, and the copy bandwidth (bytes/s)
+    it divides by the row's bytes (state read and written, int64, and the uint8 image)."""
+    bandwidth = BENCH.memory_bandwidth(device)
+    row_bytes = 2 * STATE_DIM * 8 + world.view_size**2 * 3
+    what = f"copy bandwidth {bandwidth / 1e9:.1f} GB/s / {row_bytes} bytes per row"
+    return bandwidth / row_bytes, what, bandwidth
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=8)
     parser.add_argument("--batches", default="1,64,4096")
@@ -129,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-time", type=float, default=1.0)
     parser.add_argument("--vi", action="store_true", help="also time value iteration")
     parser.add_argument("--json", type=Path, default=None, help="write the results (new file)")
+    against.add_arguments(parser)
     args = parser.parse_args(argv)
     if args.json is not None and args.json.exists():
         parser.error(f"--json {args.json} exists; pass a new path")
@@ -136,6 +156,12 @@ def main(argv: list[str] | None = None) -> int:
     threads = configure_threads(args.threads)
     world = DoorKey(size=args.size)
     batches = [int(b) for b in args.batches.split(",")]
+    if args.headline:
+        rate = ours_rate(world, max(batches), True, device, args.min_time)
+        return against.emit(rate, "rows/s", f"step+obs+reset B={max(batches)}, {world.name}")
+    if args.against:
+        child = against.child_argv(argv)
+        return against.main_against(args, __file__, child, lambda _: floor(world, device)[:2])
     rows: dict[str, list[float]] = {"minigrid": []}
     for r in range(args.rounds):
         rows["minigrid"].append(minigrid_rate(world, args.min_time, seed=r))
@@ -143,15 +169,14 @@ def main(argv: list[str] | None = None) -> int:
             for full in (False, True):
                 name = f"{'step+obs+reset' if full else 'step'} B={b}"
                 rows.setdefault(name, []).append(ours_rate(world, b, full, device, args.min_time))
-    bandwidth = BENCH.memory_bandwidth(device)
-    row_bytes = 2 * STATE_DIM * 8 + world.view_size**2 * 3
+    rate, what, bandwidth = floor(world, device)
     base = statistics.median(rows["minigrid"])
     print(f"{world.name}, minigrid=={PINNED_VERSION}, device {device}, {describe(threads)}, "
           f"load average {os.getloadavg()[0]:.2f}")
-    print(f"copy bandwidth {bandwidth / 1e9:.1f} GB/s: floor {bandwidth / row_bytes:,.0f} "
-          f"rows/s at {row_bytes} bytes per row")
+    print(f"floor {rate:,.0f} rows/s ({what})")
     result = {"world": world.name, "device": str(device), "threads": threads, "rows": {},
-              "load_average": os.getloadavg()[0], "bandwidth": bandwidth}
+              "load_average": os.getloadavg()[0], "bandwidth": bandwidth,
+              "floor_rows_per_s": rate}
     for name, rates in rows.items():
         med = statistics.median(rates)
         result["rows"][name] = {"steps_per_s": med, "ratio_to_minigrid": med / base}

@@ -63,6 +63,9 @@ from pathlib import Path
 
 # Run from any folder against this checkout, installed or not.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from against import git, ref_worktree  # noqa: E402, F401  (git: the tests' worktree listing)
 
 from gridplan.util.allocator import retain_freed_memory  # noqa: E402
 from gridplan.util.threads import set_wait_policy  # noqa: E402
@@ -980,33 +983,6 @@ TIMING_PROGRAM = Path(__file__).resolve().with_name("planner_timing.py")
 #: Defaults of ``--against``: the fused noise planner's configuration of docs/PERFORMANCE.md,
 #: and the decisions each timing process times after its warm-up (their median is its rate).
 AGAINST_DEPTH, AGAINST_EPISODES, AGAINST_MODEL, AGAINST_CALLS = 4, 4000, "M(.35,.1)", 8
-
-
-def git(repo: Path, *argv: str) -> str:
-    """Run ``git -C repo argv`` and return its stdout; a failure raises naming git's reason."""
-    done = subprocess.run(["git", "-C", str(repo), *argv], capture_output=True, text=True)
-    if done.returncode:
-        raise RuntimeError(f"git {' '.join(argv)} failed: {done.stderr.strip()}")
-    return done.stdout.strip()
-
-
-@contextlib.contextmanager
-def ref_worktree(ref: str):
-    """A detached git worktree of ``ref`` (any commit-ish of this checkout's repository) in a
-    temporary folder, removed afterwards; yields ``(path, short commit)``.
-
-    Raises:
-        RuntimeError: if ``ref`` names no commit or the worktree cannot be made.
-    """
-    repo = Path(__file__).resolve().parents[1]
-    commit = git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
-    with tempfile.TemporaryDirectory(prefix="bench-against-") as tmp:
-        tree = Path(tmp) / "tree"
-        git(repo, "worktree", "add", "--detach", "--quiet", str(tree), commit)
-        try:
-            yield tree, commit[:9]
-        finally:
-            git(repo, "worktree", "remove", "--force", str(tree))
 
 
 def time_tree(

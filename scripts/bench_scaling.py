@@ -32,6 +32,14 @@ Close other work first: the load average is recorded with the results (docs/PERF
     python scripts/bench_scaling.py                        # the table of docs/PERFORMANCE.md
     python scripts/bench_scaling.py --quick --json s.json  # a small sanity run
     python scripts/bench_scaling.py --worlds default,g32-k64 --device cuda
+    python scripts/bench_scaling.py --against main --pairs 8 --worlds g32-k64
+
+``--against REF`` times one headline, the fused planner's rate (``M(.35,.1)``, Task A, the
+depth and episodes of ``--quick`` or the full run) in the last world of ``--worlds`` (the
+largest, ``g32-k64``, by default), of this checkout against git ``REF`` in interleaved fresh
+processes (``scripts/against.py``, docs/PERFORMANCE.md §13): the ratio ours / ref per pair,
+the median, and the row's floor, this machine's one-thread ``randn`` rate over the normals a
+transition draws.
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ import importlib.util
 import math
 import os
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -59,7 +68,9 @@ def _load(name: str):
 
 BENCH = _load("bench_planner")
 TRAINING = _load("bench_training")
+sys.path.insert(0, str(_SCRIPTS))
 
+import against  # noqa: E402
 import torch  # noqa: E402
 
 from gridplan.core import tasks, values  # noqa: E402
@@ -179,6 +190,17 @@ def mlp_model(world: worlds.World, device: torch.device) -> LearnedWorldModel:
     return LearnedWorldModel(net, world=world).to(device)
 
 
+def timed_planner(model, task, depth, episodes, device, min_time, max_memory, tree=None):
+    """The planner of ``model`` at ``depth`` on ``episodes`` start states of ``task`` (seed 0),
+    timed: ``(planner, median wall s, median CPU s, peak memory bytes or None)`` per decision."""
+    planner = Planner(model, depth, task, max_memory, device=device, tree=tree)
+    root = start_states([0], episodes, task, device=device)
+    gen = torch.Generator(device=device).manual_seed(1)
+    with BENCH.PeakMemory(device) as mem:
+        seconds, cpu = median_times(lambda: planner.act(root, gen), device, min_time)
+    return planner, seconds, cpu, mem.peak
+
+
 def planner_rows(world, settings: dict, device, floors: dict, max_memory: int) -> list[dict]:
     """The three planner rows of ``world`` (Task A): rate, floor, peak memory."""
     task = tasks.get("A", world=world)
@@ -192,13 +214,9 @@ def planner_rows(world, settings: dict, device, floors: dict, max_memory: int) -
         else:
             model, tree, episodes = NoiseModel.controlled(0.35, 0.1, task), None, "episodes"
         b = settings[episodes]
-        planner = Planner(model, depth, task, max_memory, device=device, tree=tree)
-        root = start_states([0], b, task, device=device)
-        gen = torch.Generator(device=device).manual_seed(1)
-        with BENCH.PeakMemory(device) as mem:
-            seconds, cpu = median_times(
-                lambda p=planner, r=root, g=gen: p.act(r, g), device, settings["min_time"]
-            )
+        planner, seconds, cpu, peak = timed_planner(
+            model, task, depth, b, device, settings["min_time"], max_memory, tree
+        )
         transitions = b * 4**depth * depth
         row = {
             "section": "planner",
@@ -211,9 +229,9 @@ def planner_rows(world, settings: dict, device, floors: dict, max_memory: int) -
             "rate_per_s": transitions / seconds,
             "cost_s": seconds / transitions,
             "cpu_cost_s": cpu / transitions,
-            "peak_memory_bytes": mem.peak,
+            "peak_memory_bytes": peak,
             "max_memory_bytes": max_memory,
-            "within_budget": None if mem.peak is None else mem.peak <= max_memory,
+            "within_budget": None if peak is None else peak <= max_memory,
         }
         if name == "mlp":
             flop = BENCH.mlp_flop(model.net)
@@ -535,7 +553,29 @@ def section_list(text: str) -> list[str]:
     return chosen
 
 
+def headline(world: worlds.World, settings: dict, device, max_memory: int) -> int:
+    """``--against``'s run: the fused planner's transitions/s, ``M(.35,.1)``, in ``world``."""
+    task = tasks.get("A", world=world)
+    depth, episodes = settings["depth"], settings["episodes"]
+    model = NoiseModel.controlled(0.35, 0.1, task)
+    seconds = timed_planner(
+        model, task, depth, episodes, device, settings["min_time"], max_memory
+    )[1]
+    what = f"planner M(.35,.1), D={depth}, B={episodes}, {world.name}"
+    return against.emit(episodes * 4**depth * depth / seconds, "transitions/s", what)
+
+
+def headline_floor(world: worlds.World, settings: dict) -> tuple[float, str] | None:
+    """The floor of ``headline``'s row (``scripts/floors.py``)."""
+    import floors
+
+    task = tasks.get("A", world=world)
+    model = NoiseModel.controlled(0.35, 0.1, task)
+    return floors.planner_floor(model, settings["depth"], task)
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--worlds",
@@ -576,6 +616,7 @@ def main(argv: list[str] | None = None) -> int:
         "matmul-ceiling rows",
     )
     parser.add_argument("--json", type=Path, help="write the results as JSON here")
+    against.add_arguments(parser)
     args = parser.parse_args(argv)
     if args.json and args.json.exists():
         parser.error(f"{args.json} already exists; choose another path")
@@ -592,6 +633,13 @@ def main(argv: list[str] | None = None) -> int:
     names = [w.name for w in chosen]
     if len(set(names)) != len(names):
         parser.error(f"--worlds names a world twice: {','.join(names)}")
+    if args.headline:
+        return headline(chosen[-1], settings, device, args.max_memory)
+    if args.against:
+        child, last = against.child_argv(argv), chosen[-1]
+        return against.main_against(
+            args, __file__, child, lambda _: headline_floor(last, settings)
+        )
     # Everything imported so far lives on: no collection should walk it again (PeakMemory
     # collects before each row, and Lightning's modules made that 0.2 s a row).
     gc.freeze()

@@ -16,8 +16,13 @@ Workloads (depth 4, the evaluation protocol's 300 roots unless stated):
 * ``mlp-plugin``: the same network as a plain ``torch.nn`` plug-in that declares nothing (the
   generic path: one ``predict`` call of 76,800 rows per imagined step).
 
+``--against REF`` times the first of ``--workloads`` at setting ``1`` (one thread, passive)
+of this checkout against git ``REF`` in interleaved fresh processes (``scripts/against.py``,
+docs/PERFORMANCE.md §13): the ratio ours / ref per pair, the median and the same floor.
+
     python scripts/bench_threads.py --rounds 4 --json threads.json
     python scripts/bench_threads.py --workloads fused --rounds 8 --neighbour busy
+    python scripts/bench_threads.py --workloads mlp-tree --against main --pairs 8
 """
 
 from __future__ import annotations
@@ -34,6 +39,9 @@ from pathlib import Path
 
 # Run from any folder against this checkout, installed or not.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import against  # noqa: E402
 
 #: ``name -> (threads, OMP_WAIT_POLICY or None for unset)``.
 SETTINGS = {"1": (1, "PASSIVE"), "2-passive": (2, "PASSIVE"), "2-unset": (2, None)}
@@ -137,6 +145,14 @@ def floors() -> dict:
     return {"fused": normal_rate(cpu) / 6, "mlp-tree": ceiling, "mlp-plugin": ceiling}
 
 
+#: What each workload's floor is (``floors``).
+FLOOR_IS = {
+    "fused": "one thread's randn rate / 6 normals per transition",
+    "mlp-tree": "matmul ceiling of the layers / FLOP per transition",
+    "mlp-plugin": "matmul ceiling of the layers / FLOP per transition",
+}
+
+
 def load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
@@ -211,17 +227,29 @@ def main(argv: list[str] | None = None) -> int:
         help="without, beside a busy process, or both (default)",
     )
     parser.add_argument("--json", type=Path, help="write the rows and the summary here")
+    against.add_arguments(parser)
     args = parser.parse_args(argv)
     if args.worker:
-        print(json.dumps(worker(args.worker, args.calls)))
+        out = worker(args.worker, args.calls)
+        if args.headline:
+            what = f"{args.worker}, {args.calls} decisions, setting 1"
+            return against.emit(out["transitions_per_s"], "transitions/s", what)
+        print(json.dumps(out))
         return 0
     workloads = [w for w in args.workloads.split(",") if w]
     unknown = sorted(set(workloads) - set(WORKLOADS))
-    if unknown or args.rounds < 1:
+    if unknown or args.rounds < 1 or not workloads:
         parser.error(f"unknown workloads {unknown} (valid: {', '.join(WORKLOADS)}) or rounds < 1")
     from gridplan.util.threads import default_threads, set_wait_policy
 
     set_wait_policy()  # this process only measures the floors, on one thread
+    if args.against:
+        name = workloads[0]
+        child = ["--worker", name, "--calls", str(CALLS[name]), "--headline"]
+        env = {"OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"}
+        return against.main_against(
+            args, __file__, child, lambda _: (floors()[name], FLOOR_IS[name]), env
+        )
     default = "1" if default_threads() == 1 else "2-passive"
     before = load()
     floor = floors()

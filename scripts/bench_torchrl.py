@@ -16,8 +16,18 @@ the fused rollout for the built-in models; CEM: candidates x horizon x iteration
 the model env, which TorchRL's rollout keeps planning for finished episodes too), decisions
 per second and wall time.
 
+The floor of the full-width rows (``scripts/floors.py``): the transitions per second the
+planner cannot pass on one thread, the ``randn`` rate over the normals a transition draws for
+``M(.35,.1)``, the copy bandwidth over the bytes its leaf scoring touches for the oracle. The
+CEM rows have none of their own: their time is TorchRL's per-step rollout and the model env.
+``--against REF`` times the headline, the full-width planner's transitions per second with
+``M(.35,.1)``, of this checkout against git ``REF`` in interleaved fresh processes
+(``scripts/against.py``, docs/PERFORMANCE.md §13): the ratio ours / ref per pair, the median
+and that floor.
+
     python scripts/bench_torchrl.py --quick        # ~half a minute on 2 cores
     python scripts/bench_torchrl.py --depth 3 --json bench_torchrl.json
+    python scripts/bench_torchrl.py --quick --against main --pairs 8
 """
 
 from __future__ import annotations
@@ -35,6 +45,9 @@ from torchrl.modules.planners import CEMPlanner
 
 # Run from any folder against this checkout, installed or not.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import against  # noqa: E402
 
 from gridplan.adapters import backend  # noqa: E402
 from gridplan.adapters.torchrl import GridEnv, WorldModelEnv, planning_policy  # noqa: E402
@@ -45,6 +58,8 @@ MODELS = {
     "oracle": OracleModel,
     "M(.35,.1)": lambda: NoiseModel.controlled(0.35, 0.1),
 }
+#: The model of ``--against``'s headline row (the full-width planner).
+HEADLINE = "M(.35,.1)"
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -60,6 +75,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, default=1, help="torch threads (1; see README)")
     p.add_argument("--json", type=Path, help="also write the rows as JSON here")
+    against.add_arguments(p)
     args = p.parse_args(argv)
     if args.quick:
         args.seeds, args.episodes = 2, 10
@@ -139,14 +155,32 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None) -> None:
+def full_width_floor(name: str, task, depth: int) -> tuple[float, str] | None:
+    """The full-width planner's floor with model ``name`` (transitions/s, what it is)."""
+    import floors
+
+    return floors.planner_floor(MODELS[name](), depth, task)
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     task = backend.resolve(args.task)
     start = backend.start_states(range(args.seeds), args.episodes, task, args.device)
+    if args.headline:
+        row = run_full_width(HEADLINE, MODELS[HEADLINE](), task, start, args)
+        what = f"full-width D={args.depth}, {HEADLINE}, {start.shape[0]} episodes"
+        return against.emit(row["transitions_per_s"], "transitions/s", what)
+    if args.against:
+        child = against.child_argv(argv)
+        floor = full_width_floor(HEADLINE, task, args.depth)
+        return against.main_against(args, __file__, child, lambda _: floor)
     rows = []
     for name, make in MODELS.items():
         rows.append(run_full_width(name, make(), task, start, args))
+        floor = full_width_floor(name, task, args.depth)
+        rows[-1]["floor_transitions_per_s"], rows[-1]["floor_is"] = floor or (None, None)
         rows.append(run_cem(name, make(), task, start, args, shaping=True))
         rows.append(run_cem(name, make(), task, start, args, shaping=False))
     print(f"task {task.name}, {start.shape[0]} episodes (seeds 0..{args.seeds - 1} x "
@@ -154,10 +188,16 @@ def main(argv=None) -> None:
           f"top {args.top_k}, {args.optim_steps} iterations; {args.threads} thread(s), "
           f"{args.device}")
     print(table(rows))
+    for r in rows:
+        if r.get("floor_transitions_per_s"):
+            floor = r["floor_transitions_per_s"]
+            print(f"floor of {r['model']} {r['planner']}: {floor:,.0f} transitions/s "
+                  f"({r['floor_is']}, one thread); at {r['transitions_per_s'] / floor:.1%} of it")
     if args.json is not None:
         args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()},
                                          "rows": rows}, indent=2))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
