@@ -66,6 +66,11 @@ def test_a_latent_plugin_report_carries_the_protocol_beside_success(plugins, cap
     assert report["E_excess"] == report["E_pred"] - report["E_repr"]
     own = report["latent"]["own"]
     assert own["E_repr"] == 0.0 and own["DRPE_excess"] == 0.0
+    # The perfect latent model is its own floor: the same transitions and draws.
+    floor = report["latent"]["floor"]
+    assert {k: own[k] for k in floor} == floor and floor["E_excess"] > 0.2
+    assert report["latent_floor"] == {k: floor[k] for k in ("E_repr", "E_pred", "E_excess")}
+    assert "\n  latent_floor/E_excess " in printed
     assert report["latent"]["planning"]["leaf_score"] == "decoder"
     assert report["ladder"]["L4"]["decision_agreement"]["mean"] == 1.0
     card = (plugins.parent / "state.card.md").read_text()
