@@ -14,6 +14,12 @@ Lightning training is ``gridplan.training.latent_module``):
   encoder that follows the online one by an exponential moving average (``ema_update``), with
   a VICReg variance/covariance regulariser against collapse (``variance_loss``,
   ``covariance_loss``; Bardes et al. 2022).
+* ``tdmpc``: decoder-free, TD-MPC-style (Hansen et al. 2022): the JEPA's encoder, latent
+  dynamics and EMA target encoder (latent consistency), plus a reward head ``r(z, a)``, a
+  termination head and a value head ``V(z)`` trained by temporal differences through the
+  model itself (``TDHeads``); the planner may score leaves with these heads
+  (``--leaf-score heads``) or, like every latent model, with the true reward and V* of states
+  decoded by the frozen protocol decoder.
 
 ``LatentNetwork`` holds every part; ``LearnedLatentModel`` (``load_latent_model``) wraps a
 trained one behind the latent contract read by the planner and the latent metrics::
@@ -22,6 +28,8 @@ trained one behind the latent contract read by the planner and the latent metric
     z = model.encode(obs)                          # (B, *obs_shape) -> (B, Z) float32
     z_next = model.predict_latent(z, action, gen)  # (B, Z), (B,) long, Generator -> (B, Z)
     state = model.decode(z)                        # latent_recon only: (B, Z) -> (B, S)
+    r = model.reward(z, action, z_next)            # tdmpc only: -> (B,) float32
+    v = model.value(z)                             # tdmpc only: -> (B,) float32
 
 Letter legend: ``B`` rows, ``Z`` latent dims, ``S`` state dims, ``C`` grid channels.
 """
@@ -41,7 +49,9 @@ from gridplan.core.world import World
 from gridplan.models.learned import CHECKPOINT_KEY, _read_checkpoint, load_weights
 
 #: Latent model families (``model.family`` of a training config).
-LATENT_FAMILIES = ("latent_recon", "jepa")
+LATENT_FAMILIES = ("latent_recon", "jepa", "tdmpc")
+#: Families read through an EMA target encoder, trained without reconstruction.
+TARGET_FAMILIES = ("jepa", "tdmpc")
 #: ``"kind"`` of a latent checkpoint's ``"gridplan"`` entry.
 LATENT_KIND = "latent"
 #: Smallest standard deviation of the stochastic latent (keeps the Gaussian proper).
@@ -153,9 +163,54 @@ class LatentDynamics(nn.Module):
         return mean + std * noise
 
 
+class TDHeads(nn.Module):
+    """The heads of a ``tdmpc`` model: ``reward(z, a)`` (the reward of the step, as
+    ``gridplan.core.env.state_outcome`` gives it), ``done(z, a)`` (the logit that the step ends
+    the episode at a goal or a hazard), ``value(z)`` and its EMA copy ``target_value`` (the
+    bootstrap of the temporal-difference target, never trained by gradient).
+
+    Args:
+        latent_dim: ``Z``.
+        hidden: MLP widths of each head.
+    """
+
+    def __init__(self, latent_dim: int, hidden: Sequence[int]) -> None:
+        super().__init__()
+        self.reward = _mlp([latent_dim + N_ACTIONS, *hidden, 1])
+        self.done = _mlp([latent_dim + N_ACTIONS, *hidden, 1])
+        self.value = _mlp([latent_dim, *hidden, 1])
+        self.target_value = _mlp([latent_dim, *hidden, 1])
+        self.target_value.load_state_dict(self.value.state_dict())
+        self.target_value.requires_grad_(False)
+
+    @staticmethod
+    def _with_action(z: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        one_hot = nn.functional.one_hot(action.long(), N_ACTIONS).to(z.dtype)
+        return torch.cat([z, one_hot], dim=1)
+
+    def step(self, z: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(reward (B,), done logit (B,))`` of taking ``(B,)`` actions from ``(B, Z)``."""
+        x = self._with_action(z, action)
+        return self.reward(x).squeeze(1), self.done(x).squeeze(1)
+
+    @torch.no_grad()
+    def td_target(self, z: torch.Tensor, dynamics: nn.Module, gamma: float) -> torch.Tensor:
+        """The temporal-difference target of ``V(z)``, a backup over every action through the
+        model: ``max_a r(z, a) + gamma (1 - sigmoid(done(z, a))) V_target(f(z, a))`` for
+        ``(B, Z)`` latents (``f`` the deterministic latent dynamics) -> ``(B,)``."""
+        b = z.shape[0]
+        rows = z.repeat_interleave(N_ACTIONS, dim=0)
+        actions = torch.arange(N_ACTIONS, device=z.device).repeat(b)
+        reward, done = self.step(rows, actions)
+        later = self.target_value(dynamics(rows, actions)).squeeze(1)
+        backup = reward + gamma * (1.0 - torch.sigmoid(done)) * later
+        return backup.view(b, N_ACTIONS).max(dim=1).values
+
+
 class LatentNetwork(nn.Module):
     """Every part of one latent model: ``encoder``, ``dynamics``, and ``decoder`` (``latent_recon``)
-    or ``target_encoder`` (``jepa``: the EMA copy of the encoder, never trained by gradient).
+    or ``target_encoder`` (``jepa``, ``tdmpc``: the EMA copy of the encoder, never trained by
+    gradient), and ``heads`` (``tdmpc``: ``TDHeads``).
 
     Args:
         family: one of ``LATENT_FAMILIES``.
@@ -169,7 +224,8 @@ class LatentNetwork(nn.Module):
         pixels_per_cell: tile side ``P`` of a ``pixels`` observation.
 
     Raises:
-        ValueError: on an unknown family or kind, a non-positive size, or a stochastic JEPA.
+        ValueError: on an unknown family or kind, a non-positive size, or a stochastic
+            ``jepa`` or ``tdmpc``.
     """
 
     def __init__(
@@ -196,8 +252,8 @@ class LatentNetwork(nn.Module):
                 f"latent sizes must be positive and the widths non-empty, got latent_dim "
                 f"{latent_dim}, channels {list(channels)}, hidden {list(hidden)}"
             )
-        if family == "jepa" and stochastic:
-            raise ValueError("a jepa model predicts a deterministic latent: stochastic=False")
+        if family in TARGET_FAMILIES and stochastic:
+            raise ValueError(f"a {family} model predicts a deterministic latent: stochastic=False")
         self.family, self.obs_kind = family, obs_kind
         self.obs_shape, self.state_dim = tuple(int(d) for d in obs_shape), int(state_dim)
         self.latent_dim, self.stochastic = int(latent_dim), bool(stochastic)
@@ -221,12 +277,14 @@ class LatentNetwork(nn.Module):
             self.target_encoder = ObservationEncoder(*args)
             self.target_encoder.load_state_dict(self.encoder.state_dict())
             self.target_encoder.requires_grad_(False)
+        if family == "tdmpc":
+            self.heads = TDHeads(self.latent_dim, self.hidden)
 
     def encode(self, obs: torch.Tensor) -> torch.Tensor:
-        """The latent a trained model reads: the encoder's, or for a ``jepa`` the target
-        encoder's (the space its predictor is trained to predict into, so that imagined
+        """The latent a trained model reads: the encoder's, or for a ``jepa`` or ``tdmpc`` the
+        target encoder's (the space its predictor is trained to predict into, so that imagined
         latents fed back stay in one space; I-JEPA evaluates its target encoder too)."""
-        if self.family == "jepa":
+        if self.family in TARGET_FAMILIES:
             return self.target_encoder(obs)
         return self.encoder(obs)
 
@@ -304,7 +362,7 @@ class LearnedLatentModel:
         obs_shape: one observation's shape.
         latent_dim: ``Z``.
         world: the world of its observations.
-        family: ``latent_recon`` or ``jepa``.
+        family: one of ``LATENT_FAMILIES``.
         deterministic: ``predict_latent`` ignores the generator.
         metadata: the checkpoint's ``"gridplan"`` entry (config, dataset, epoch, path).
     """
@@ -369,6 +427,19 @@ class LearnedLatentModel:
             )
         _check_finite(z, name)
 
+    @staticmethod
+    def _check_action(action, rows: int) -> None:
+        if (
+            not isinstance(action, torch.Tensor)
+            or action.shape != (rows,)
+            or action.is_floating_point()
+            or (action.numel() and (action.min() < 0 or action.max() >= N_ACTIONS))
+        ):
+            got = tuple(action.shape) if isinstance(action, torch.Tensor) else action
+            raise ValueError(
+                f"action must be a ({rows},) integer tensor in 0..{N_ACTIONS - 1}, got {got}"
+            )
+
     @torch.no_grad()
     def encode(self, obs: torch.Tensor) -> torch.Tensor:
         """``(B, *obs_shape)`` observations (``observe``; uint8 pixels, float32 otherwise)
@@ -392,16 +463,7 @@ class LearnedLatentModel:
             ValueError: on a malformed or non-finite latent, or bad actions.
         """
         self._check_latent(z)
-        if (
-            not isinstance(action, torch.Tensor)
-            or action.shape != (z.shape[0],)
-            or action.is_floating_point()
-            or (action.numel() and (action.min() < 0 or action.max() >= N_ACTIONS))
-        ):
-            got = tuple(action.shape) if isinstance(action, torch.Tensor) else action
-            raise ValueError(
-                f"action must be a ({z.shape[0]},) integer tensor in 0..{N_ACTIONS - 1}, got {got}"
-            )
+        self._check_action(action, z.shape[0])
         z = z.to(self.device, torch.float32)
         noise = None
         if not self.deterministic:
@@ -425,16 +487,55 @@ class DecodingLatentModel(LearnedLatentModel):
         return self.net.decoder(z.to(self.device, torch.float32)).float()
 
 
+class HeadsLatentModel(LearnedLatentModel):
+    """A ``tdmpc`` model: ``LearnedLatentModel`` plus its reward and value heads (no decoder:
+    the evaluation plans and measures it through the frozen protocol decoder)."""
+
+    @torch.no_grad()
+    def reward(self, z: torch.Tensor, action: torch.Tensor, z_next: torch.Tensor) -> torch.Tensor:
+        """The predicted reward of the steps ``(B, Z)`` latents, ``(B,)`` long actions in
+        ``0..3`` -> ``(B,)`` float32 (``z_next`` is not read: the head reads ``(z, a)``).
+
+        Raises:
+            ValueError: on a malformed or non-finite latent.
+        """
+        self._check_latent(z)
+        self._check_latent(z_next, "z_next")
+        self._check_action(action, z.shape[0])
+        z = z.to(self.device, torch.float32)
+        return self.net.heads.step(z, action.to(self.device))[0].float()
+
+    @torch.no_grad()
+    def value(self, z: torch.Tensor) -> torch.Tensor:
+        """The value head: ``(B, Z)`` latents -> ``(B,)`` float32 estimates of ``V*``.
+
+        Raises:
+            ValueError: on a malformed or non-finite latent.
+        """
+        self._check_latent(z)
+        return self.net.heads.value(z.to(self.device, torch.float32)).squeeze(1).float()
+
+
+#: The class that wraps each family's trained network.
+MODEL_CLASSES = {
+    "latent_recon": DecodingLatentModel,
+    "jepa": LearnedLatentModel,
+    "tdmpc": HeadsLatentModel,
+}
+
+
 def load_latent_model(path: str | os.PathLike, device: torch.device | str = "cpu"):
-    """Rebuild a latent model from a checkpoint of ``python -m train model=latent_recon|jepa``.
+    """Rebuild a latent model from a checkpoint of ``python -m train
+    model=latent_recon|jepa|tdmpc``.
 
     Args:
         path: a ``.ckpt`` file (best or last) of a latent training run.
         device: where the network lives.
 
     Returns:
-        ``DecodingLatentModel`` (``latent_recon``) or ``LearnedLatentModel`` (``jepa``), in
-        eval mode, its ``metadata`` the checkpoint's ``"gridplan"`` entry plus ``path``.
+        ``DecodingLatentModel`` (``latent_recon``), ``LearnedLatentModel`` (``jepa``) or
+        ``HeadsLatentModel`` (``tdmpc``), in eval mode, its ``metadata`` the checkpoint's
+        ``"gridplan"`` entry plus ``path``.
 
     Raises:
         FileNotFoundError: if ``path`` does not exist.
@@ -481,8 +582,7 @@ def load_latent_model(path: str | os.PathLike, device: torch.device | str = "cpu
             f"its world {world.name!r} ({world.state_dim} dims) and observation {obs['kind']!r}"
         )
     load_weights(net, ckpt, path, meta["model"])
-    cls = DecodingLatentModel if net.family == "latent_recon" else LearnedLatentModel
-    model = cls(
+    model = MODEL_CLASSES[net.family](
         net, {**meta, "path": path}, world, int(obs.get("pixels_per_cell", PIXELS_PER_CELL))
     )
     return model.to(device)

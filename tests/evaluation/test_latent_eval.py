@@ -35,6 +35,15 @@ def nan(task):
     return NaNLatent(task.world)
 
 
+class ConstantReward(StateLatentModel):
+    def reward(self, z, action, z_next):
+        return torch.ones(z.shape[0])
+
+
+def constant_reward(task):
+    return ConstantReward(task.world)
+
+
 class WideLatent(PersistenceLatentModel):
     def encode(self, obs):
         return torch.zeros(obs.shape[0], 3)
@@ -101,3 +110,30 @@ def test_a_broken_latent_plugin_is_a_clear_error_and_nothing_is_written(
     assert exit_info.value.code == 2
     assert re.search(message, capsys.readouterr().err)
     assert not out.exists()
+
+
+@pytest.mark.slow
+def test_the_leaf_score_is_a_recorded_choice_and_refused_where_it_cannot_apply(plugins, capsys):
+    decoded, heads = (plugins.parent / f"{n}.json" for n in ("decoded", "heads"))
+    target = f"{plugins}:constant_reward"
+    assert main(["--model", target, "--json", str(decoded), "--levels", "success", *TINY]) == 0
+    argv = ["--model", target, "--json", str(heads), "--levels", "success", *TINY]
+    assert main([*argv, "--leaf-score", "heads"]) == 0
+    by_decoder, by_heads = (json.loads(f.read_text()) for f in (decoded, heads))
+    assert "leaf_score" not in by_decoder["spec"]["planner"]  # the default keeps old hashes
+    assert by_heads["spec"]["planner"]["leaf_score"] == "heads"
+    assert by_heads["latent"]["planning"]["reward"] == "model reward head"
+    assert by_heads["spec_hash"] != by_decoder["spec_hash"]
+    # A reward of 1 for every step: the heads leave the goal unwanted, the decoder does not.
+    assert by_decoder["success"]["mean"] == 1.0 > by_heads["success"]["mean"]
+    capsys.readouterr()
+    for model, message in (
+        ("oracle", "oracle is a state model, whose leaves are scored with the true reward"),
+        (f"{plugins}:state", "has no reward"),
+    ):
+        out = plugins.parent / "refused.json"
+        with pytest.raises(SystemExit) as exit_info:
+            main(["--model", model, "--json", str(out), "--leaf-score", "heads", *TINY])
+        assert exit_info.value.code == 2
+        assert message in capsys.readouterr().err
+        assert not out.exists()
