@@ -62,6 +62,7 @@ from gridplan.models.latent_contract import (
     check_latent_model,
     encode_states,
     is_latent_model,
+    next_latents,
     step_latent,
 )
 from gridplan.models.latent_reference import StateLatentModel
@@ -112,7 +113,9 @@ class LatentTransitions:
 
     Attributes:
         z: ``(N, Z)`` encodings of the actual observations ``E(o_t)``.
-        z_next: ``(N, Z)`` encodings of the actual next observations ``E(o_{t+1})``.
+        z_next: ``(N, Z)`` latents of the actual next observations: ``E(o_{t+1})``, or a
+            recurrent model's filtered latent ``filter_latent(z, a, o_{t+1})``
+            (``gridplan.models.latent_contract.next_latents``).
         z_pred: ``(N, Z)`` predicted next latents ``P(E(o_t), a_t)``, or None.
         states, next_states: ``(N, S)`` true states.
         actions: ``(N,)`` long.
@@ -180,7 +183,7 @@ def encode_transitions(
         s, s1 = data.states[lo : lo + ENCODE_ROWS], data.next_states[lo : lo + ENCODE_ROWS]
         z = encode_states(model, s)
         parts["z"].append(z)
-        parts["z_next"].append(encode_states(model, s1))
+        parts["z_next"].append(next_latents(model, z, data.actions[lo : lo + ENCODE_ROWS], s1))
         if predict:
             parts["z_pred"].append(
                 step_latent(model, z, data.actions[lo : lo + ENCODE_ROWS], generator)

@@ -190,7 +190,7 @@ FAMILIES = ("mlp", *LATENT_FAMILIES)
 @dataclass
 class ModelConfig:
     """World model and its optimiser: the state MLP (``family: mlp``) or a latent model
-    (``latent_recon``, ``jepa``, ``tdmpc``: ``gridplan.models.latent``).
+    (``latent_recon``, ``jepa``, ``tdmpc``, ``rssm``: ``gridplan.models.latent``).
 
     Raises:
         ValueError: on an empty or non-positive ``hidden``, ``members`` below 1, an unknown
@@ -238,6 +238,12 @@ class ModelConfig:
     #: temporal-difference loss (``gridplan.training.latent_module``).
     reward_weight: float = 0.5
     value_weight: float = 0.1
+    #: ``rssm``: the deterministic belief's share of ``latent_dim`` (0 for the other
+    #: families), the weight of the KL of the posterior from the prior, and the free nats
+    #: below which the KL of a step is not minimised (Dreamer's).
+    belief_dim: int = 0
+    kl_weight: float = 1.0
+    free_nats: float = 1.0
 
     def __post_init__(self) -> None:
         _one_of("model.family", self.family, FAMILIES)
@@ -249,12 +255,21 @@ class ModelConfig:
         _require(
             0 <= self.ema_decay <= 1, f"model.ema_decay must lie in [0, 1], got {self.ema_decay}"
         )
-        for key in ("latent_weight", "var_weight", "cov_weight", "reward_weight", "value_weight"):
+        weights = ("latent_weight", "var_weight", "cov_weight", "reward_weight", "value_weight")
+        for key in (*weights, "kl_weight", "free_nats"):
             value = getattr(self, key)
             _require(
                 math.isfinite(value) and value >= 0,
                 f"model.{key} must be a finite number >= 0, got {value}",
             )
+        _require(
+            (self.family == "rssm") == (0 < self.belief_dim < self.latent_dim)
+            and (self.family != "rssm" or self.stochastic),
+            f"model.belief_dim (the belief's share of latent_dim) and model.stochastic=true "
+            f"belong to model=rssm, whose belief_dim lies in 1..latent_dim - 1; got family "
+            f"{self.family}, belief_dim {self.belief_dim}, latent_dim {self.latent_dim}, "
+            f"stochastic {self.stochastic}",
+        )
         _require(
             not (self.family in ("jepa", "tdmpc") and self.stochastic),
             f"model.stochastic=true needs model=latent_recon (a {self.family} predicts a "
@@ -463,7 +478,7 @@ class Config:
                 obs == "state",
                 f"obs={obs} needs a latent model: model={self.model.name} (model.family mlp) "
                 "reads the state; the models that accept grid or pixels observations are "
-                "model=latent_recon, model=jepa and model=tdmpc",
+                "model=latent_recon, model=jepa, model=tdmpc and model=rssm",
             )
             return
         _require(

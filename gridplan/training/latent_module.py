@@ -30,6 +30,15 @@ apply where they make sense (``VariantConfig``):
   latent against ``TDHeads.td_target`` of the target encoder's encoding of the logged state
   there (a backup over every action through the model, bootstrapped by the EMA value head,
   with the task's ``gamma``). The target encoder and the target value head follow by EMA.
+* ``rssm`` (Dreamer's world-model loss on sequences of ``H + 1`` logged states; ``variant``'s
+  ``rollout_horizon`` is ``H``, the model's config sets 8): from the belief ``h_0 = 0`` the
+  posterior filters each observation's embedding, the prior steps the belief with the
+  logged action; ``loss = recon + pred + kl_weight * kl``: ``recon`` the weighted MSE of the
+  decoded posterior latent ``[h_t, s_t]`` against ``s_t`` at every step, ``pred`` that of the
+  decoded prior mean against the same state (the latent the planner imagines), ``kl`` the KL
+  of the posterior from the prior summed over state dims, at least ``free_nats`` per step
+  (Dreamer's free nats), each step weighted by its event weight and by whether it lies in the
+  episode.
 
 Data budgets (``data=4k|12k|20k``) and behaviour policies apply as for the state MLP. Each
 epoch logs ``train/loss``, ``val/loss`` (the monitor) and its terms ``val/recon``,
@@ -44,6 +53,7 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
+from torch.distributions import Normal, kl_divergence
 
 from gridplan.core.constants import STATE_LAYOUT_VERSION
 from gridplan.core.env import state_outcome
@@ -67,6 +77,7 @@ TERMS = {
     "latent_recon": ("recon", "pred", "latent"),
     "jepa": ("latent", "variance", "covariance"),
     "tdmpc": ("latent", "variance", "covariance", "reward", "done", "value"),
+    "rssm": ("recon", "pred", "kl"),
 }
 
 
@@ -115,6 +126,7 @@ class LatentWorldModelModule(pl.LightningModule):
             m["hidden"],
             m["stochastic"],
             self.pixels_per_cell,
+            m["belief_dim"],
         )
         self.register_buffer("dim_weights", dimension_weights(config["variant"], self.task))
         self.event_weight = float(config["variant"]["event_weight"])
@@ -122,6 +134,7 @@ class LatentWorldModelModule(pl.LightningModule):
         self.ema_decay = float(m["ema_decay"])
         self.var_weight, self.cov_weight = float(m["var_weight"]), float(m["cov_weight"])
         self.reward_weight, self.value_weight = float(m["reward_weight"]), float(m["value_weight"])
+        self.kl_weight, self.free_nats = float(m["kl_weight"]), float(m["free_nats"])
 
     def observe(self, state: torch.Tensor) -> torch.Tensor:
         """``(..., S)`` states -> their observations ``(..., *obs_shape)``."""
@@ -143,6 +156,8 @@ class LatentWorldModelModule(pl.LightningModule):
         door_opened[, actions, targets, events, valid of the later steps])``."""
         state, action, target, pickup, door, *later = batch
         weight = sample_weights(pickup, door, self.event_weight)
+        if self.family == "rssm":
+            return self._rssm_terms(state, action, target, weight, later)
         net = self.net
         z = net.encoder(self.observe(state))
         steps = [(action, target, weight)]
@@ -192,6 +207,39 @@ class LatentWorldModelModule(pl.LightningModule):
                 + self.reward_weight * (out["reward"] + out["done"])
                 + self.value_weight * out["value"]
             )
+        return out
+
+    def _rssm_terms(self, state, action, target, weight, later) -> dict[str, torch.Tensor]:
+        """An ``rssm``'s terms on the sequence ``state, target, later targets`` (module
+        docstring); a step outside the episode (``valid`` False) weighs 0."""
+        net = self.net
+        states, actions, weights = [state, target], [action], [weight, weight]
+        if later:
+            later_actions, targets, events, valid = later
+            for j in range(later_actions.shape[1]):
+                actions.append(later_actions[:, j])
+                states.append(targets[:, j])
+                weights.append(torch.where(events[:, j], self.event_weight, 1.0) * valid[:, j])
+        b, steps = state.shape[0], len(actions)
+        obs = self.observe(torch.stack(states, dim=1))
+        embedding = net.encoder(obs.reshape(-1, *obs.shape[2:])).view(b, steps + 1, -1)
+        belief = embedding.new_zeros(b, net.belief_dim)
+        z, _, _ = net.filtered(belief, embedding[:, 0], torch.randn(b, net.noise_dim))
+        recon = weighted_state_mse(net.decoder(z), state, self.dim_weights, weights[0])
+        pred = kl = 0.0
+        for t, a in enumerate(actions):
+            noise = torch.randn(b, net.noise_dim, device=z.device)
+            prior, prior_mean, prior_std = net.dynamics.step(z, a, noise)
+            belief = prior[:, : net.belief_dim]
+            z, mean, std = net.filtered(belief, embedding[:, t + 1], torch.randn_like(noise))
+            w, s_next = weights[t + 1], states[t + 1]
+            recon = recon + weighted_state_mse(net.decoder(z), s_next, self.dim_weights, w)
+            imagined = torch.cat([belief, prior_mean], dim=1)
+            pred = pred + weighted_state_mse(net.decoder(imagined), s_next, self.dim_weights, w)
+            step_kl = kl_divergence(Normal(mean, std), Normal(prior_mean, prior_std)).sum(dim=1)
+            kl = kl + (w * step_kl.clamp(min=self.free_nats)).mean()
+        out = {"recon": recon / (steps + 1), "pred": pred / steps, "kl": kl / steps}
+        out["loss"] = out["recon"] + out["pred"] + self.kl_weight * out["kl"]
         return out
 
     def _head_terms(self, state, steps, imagined, goals) -> dict[str, torch.Tensor]:

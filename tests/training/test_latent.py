@@ -16,6 +16,7 @@ from gridplan.models.latent import (
     HeadsLatentModel,
     LatentNetwork,
     LearnedLatentModel,
+    RSSMLatentModel,
     TDHeads,
     covariance_loss,
     ema_update,
@@ -173,6 +174,7 @@ def runs(tmp_path_factory):
         "recon": next(tmp.glob("latent_recon-pixels-*/version_0")),
         "jepa": train_run(["model=jepa", "obs=grid", *common]),
         "tdmpc": train_run(["model=tdmpc", "obs=pixels", *common]),
+        "rssm": train_run(["model=rssm", "obs=grid", *common]),
     }
 
 
@@ -208,26 +210,50 @@ def test_debug_runs_land_in_their_family_and_observation_folders(runs):
         ("recon", "pixels", DecodingLatentModel),
         ("jepa", "grid", LearnedLatentModel),
         ("tdmpc", "pixels", HeadsLatentModel),
+        ("rssm", "grid", RSSMLatentModel),
     ],
 )
 def test_a_trained_checkpoint_loads_behind_the_latent_contract(runs, run, kind, cls):
     model = load_latent_model(runs[run] / "checkpoints" / "best.ckpt")
     assert type(model) is cls
-    assert model.obs_kind == kind and model.world == W and model.latent_dim == 32
-    assert model.deterministic and model.metadata["kind"] == "latent"
+    assert model.obs_kind == kind and model.world == W
+    assert model.latent_dim == (96 if cls is RSSMLatentModel else 32)
+    assert model.deterministic is (cls is not RSSMLatentModel)
+    assert model.metadata["kind"] == "latent"
     state = env.reset(5, torch.Generator().manual_seed(0), TASK_A)
     z = model.encode(model.observe(state))
-    assert z.shape == (5, 32) and z.dtype == torch.float32 and torch.isfinite(z).all()
+    assert z.shape == (5, model.latent_dim) and z.dtype == torch.float32
+    assert torch.isfinite(z).all()
     z1 = model.predict_latent(z, torch.tensor([0, 1, 2, 3, 0]), torch.Generator())
-    assert z1.shape == (5, 32) and z1.dtype == torch.float32
-    assert hasattr(model, "decode") is (cls is DecodingLatentModel)
+    assert z1.shape == z.shape and z1.dtype == torch.float32
+    assert hasattr(model, "decode") is issubclass(cls, DecodingLatentModel)
     if cls is HeadsLatentModel:
         a = torch.tensor([0, 1, 2, 3, 0])
         for out in (model.reward(z, a, z1), model.value(z1)):
             assert out.shape == (5,) and out.dtype == torch.float32 and torch.isfinite(out).all()
-    if cls is DecodingLatentModel:
+    if issubclass(cls, DecodingLatentModel):
         s = model.decode(z1)
         assert s.shape == (5, 12) and ((s >= 0) & (s <= 1)).all()
+
+
+def test_an_rssm_draws_its_state_from_the_generator_and_filters_from_its_belief(runs):
+    model = load_latent_model(runs["rssm"] / "checkpoints" / "best.ckpt")
+    state = env.reset(4, torch.Generator().manual_seed(0), TASK_A)
+    a = torch.tensor([0, 1, 2, 3])
+    z = model.encode(model.observe(state))
+    belief, _ = z.split([64, 32], dim=1)
+    assert torch.equal(belief, torch.zeros(4, 64))  # one observation: the initial belief
+
+    def step(seed):
+        return model.predict_latent(z, a, torch.Generator().manual_seed(seed))
+
+    assert torch.equal(step(5), step(5)) and not torch.equal(step(5), step(6))
+    # The belief is deterministic: only the state part of the latent differs between draws.
+    assert torch.equal(step(5)[:, :64], step(6)[:, :64])
+    nxt, _, _, _ = env.step(state, a, torch.Generator().manual_seed(1))
+    filtered = model.filter_latent(z, a, model.observe(nxt))
+    assert torch.equal(filtered[:, :64], step(5)[:, :64])  # the same belief, then the posterior
+    assert not torch.equal(filtered, model.encode(model.observe(nxt)))
 
 
 def test_bad_observations_and_latents_are_refused_naming_the_problem(runs):
@@ -278,6 +304,11 @@ def test_a_checkpoint_with_missing_or_wrong_contents_is_refused(runs, tmp_path):
         (["model=latent_recon", "obs=pixels", "obs.pixels_per_cell=3"], "even int >= 2"),
         (["model=jepa", "obs=grid", "variant=rel_only"], "variant=rel_only weights state dim"),
         (["model=jepa", "obs=grid", "variant=anti_weighted"], "jepa has no state loss"),
+        (["model=tdmpc", "obs=grid", "variant=rel_only"], "tdmpc has no state loss"),
+        (["model=tdmpc", "model.stochastic=true"], "a tdmpc predicts a deterministic latent"),
+        (["model=rssm", "model.stochastic=false"], "belong to model=rssm"),
+        (["model=rssm", "model.belief_dim=96"], "belief_dim lies in 1..latent_dim - 1"),
+        (["model=latent_recon", "model.belief_dim=8"], "belong to model=rssm"),
     ],
 )
 def test_configs_a_latent_family_cannot_train_are_refused(overrides, message):
