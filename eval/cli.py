@@ -62,7 +62,7 @@ from eval.specs import (
 from gridplan.core import readings, tasks
 from gridplan.evaluation.ladder import paper_report
 from gridplan.evaluation.schema import write_report
-from gridplan.evaluation.spec import CONTROLLED, LEARNED, EvalSpec, track_names
+from gridplan.evaluation.spec import CONTROLLED, LEAF_SCORES, LEARNED, EvalSpec, track_names
 from gridplan.models.plugins import PluginError, is_plugin_target
 from gridplan.planning.planner import TIES
 from gridplan.planning.planners import PLANNERS
@@ -164,6 +164,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="the law of a stochastic model's draws in the search: independent (every leaf "
         "its own) or shared-prefix (one draw per tree node); default: the spec's "
         "(independent), or the --reading's",
+    )
+    p.add_argument(
+        "--leaf-score",
+        choices=LEAF_SCORES,
+        default=None,
+        help="how a latent model's leaves are scored: decoded (the true reward and V* of "
+        "its decoded states, the paper's protocol) or heads (its own reward(z, action, "
+        "z_next) and value(z) heads); default: the spec's (decoded). Every report records it",
     )
     p.add_argument("--task", choices=tasks.names(), default=unset, help="default: the spec's (A)")
     p.add_argument(
@@ -273,6 +281,7 @@ _SPEC_FIELD_OPTIONS = {
     "planner": "--planner",
     "ties": "--ties",
     "tree": "--tree",
+    "leaf_score": "--leaf-score",
     "ladder_sizes": "--ladder-sizes",
     "levels": "--levels",
     "compare": "--compare",
@@ -301,9 +310,9 @@ def checkpoint_json_path(ckpt: Path, spec: EvalSpec = LEARNED) -> Path:
     other-task or other-planner evaluation never takes the protocol's file:
     ``best.eval.B-d4.json`` (task B, depth 4), ``best.eval.A-d2-s1x5.json`` (1 seed x 5
     episodes), ``-w100`` (held-out windows), ``-h5`` (rollout horizon), ``-ties-random``,
-    ``-tree-shared-prefix``, ``-cem`` or ``-cem-candidates=32`` (a planner other than
-    ``search`` and its settings); a track or spec file of another content adds its name and
-    the first 8 digits of its content hash (``best.eval.quick-a-1a2b3c4d.json``)."""
+    ``-tree-shared-prefix``, ``-leaf-heads``, ``-cem`` or ``-cem-candidates=32`` (a planner
+    other than ``search`` and its settings); a track or spec file of another content adds its
+    name and the first 8 digits of its content hash (``best.eval.quick-a-1a2b3c4d.json``)."""
     learned = LEARNED.replace(world=spec.world, levels=spec.levels)
     if spec.content_hash() == learned.content_hash():
         return ckpt.with_suffix(".eval.json")
@@ -323,6 +332,8 @@ def checkpoint_json_path(ckpt: Path, spec: EvalSpec = LEARNED) -> Path:
         name += f"-ties-{planner.ties}"
     if planner.tree != LEARNED.planner.tree:
         name += f"-tree-{planner.tree}"
+    if planner.leaf_score != LEARNED.planner.leaf_score:
+        name += f"-leaf-{planner.leaf_score}"
     if not planner.is_search or planner.settings:
         settings = [f"{k}={v}" for k, v in planner.settings.items()]
         name += "".join(f"-{part}" for part in (planner.name, *settings))
@@ -447,6 +458,7 @@ def _log_hparams(path: Path, model, report: dict, args, log_dir: Path | None, st
         != learned.content_hash(),
         "tie rule": spec.planner.ties != LEARNED.planner.ties,
         "tree": spec.planner.tree != LEARNED.planner.tree,
+        "leaf score": spec.planner.leaf_score != LEARNED.planner.leaf_score,
         "planner": not spec.planner.is_search or bool(spec.planner.settings),
     }
     if any(differs.values()):

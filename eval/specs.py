@@ -178,8 +178,9 @@ SIZE_FIELDS = (
 
 def _planner_changes(args, base: EvalSpec) -> dict:
     """The spec's planner fields that ``--planner``, ``--planner-setting``, ``--ties``,
-    ``--tree`` and ``--reading`` set: a reading other than the default names the planner's
-    tie rule and tree too (``gridplan.core.readings``), unless ``--ties``/``--tree`` say."""
+    ``--tree``, ``--leaf-score`` and ``--reading`` set: a reading other than the default names
+    the planner's tie rule and tree too (``gridplan.core.readings``), unless
+    ``--ties``/``--tree`` say."""
     changes: dict = {}
     name = getattr(args, "planner", None)
     items = getattr(args, "planner_setting", None) or []
@@ -197,6 +198,8 @@ def _planner_changes(args, base: EvalSpec) -> dict:
         changes["ties"] = args.ties
     if getattr(args, "tree", None) is not None:
         changes["tree"] = args.tree
+    if getattr(args, "leaf_score", None) is not None:
+        changes["leaf_score"] = args.leaf_score
     return changes
 
 

@@ -107,8 +107,15 @@ def _measure(
     if is_latent_model(model) and not callable(getattr(model, "predict", None)):
         # A latent model: measured with the frozen-decoder protocol, then every level runs
         # on its decoded states (gridplan.evaluation.latent_eval).
-        measured = prepare_latent(model, task, device)
+        heads = spec.planner.leaf_score == "heads"
+        measured = prepare_latent(model, task, device, heads=heads)
         model, latent = measured.model, measured.report
+    elif spec.planner.leaf_score != "decoded":
+        raise ValueError(
+            f"leaf_score {spec.planner.leaf_score!r} scores a latent model's leaves with its own "
+            f"heads; {name} is a state model, whose leaves are scored with the true reward and "
+            "V* (drop --leaf-score)"
+        )
     model = checked(model, name)
     check_contract(model, task, device, name)
     ties, tree = spec.planner.ties, spec.planner.tree_for(model)

@@ -30,9 +30,11 @@ from gridplan.core.tasks import Task
 from gridplan.data.datasets import collect
 from gridplan.metrics.action_consistency import action_consistency
 from gridplan.metrics.frozen_decoder import (
+    FLOORED,
     encode_transitions,
     fit_frozen_decoder,
     latent_fidelity,
+    latent_floor,
     protocol_splits,
 )
 from gridplan.models.latent import LATENT_KIND, load_latent_model
@@ -77,7 +79,10 @@ class LatentMeasurement:
     Attributes:
         model: the ``LatentThroughDecoder`` the ladder evaluates.
         report: the report's ``latent`` entry: ``frozen`` and ``own`` (``LatentFidelity``
-            dicts; ``own`` None without a model decoder), ``action_consistency``,
+            dicts; ``own`` None without a model decoder), ``floor`` (the perfect latent
+            model's frozen-decoder numbers on the same test transitions,
+            ``gridplan.metrics.frozen_decoder.latent_floor``) and ``above_floor`` (``frozen``
+            minus ``floor``, signed), ``action_consistency``,
             ``planning`` (``LatentScorer.describe``), ``protocol``, ``obs_kind``,
             ``latent_dim``.
     """
@@ -114,10 +119,15 @@ def prepare_latent(
         data, protocol.split_seed, protocol.val_fraction, protocol.test_fraction
     )
     gen = torch.Generator(device=torch.device(device)).manual_seed(protocol.predict_seed)
-    fit, val, test = (encode_transitions(latent, part, gen) for part in parts)
+    fit, val = (encode_transitions(latent, part, gen) for part in parts[:2])
+    # The floor's oracle draws from where the model's test draws start: the perfect model
+    # evaluated here reads its own floor up to its frozen decoder.
+    floor_gen = torch.Generator(device=torch.device(device)).set_state(gen.get_state())
+    test = encode_transitions(latent, parts[2], gen)
     with torch.enable_grad():
         decoder = fit_frozen_decoder(fit, val, seed=protocol.decoder_seed)
     frozen = latent_fidelity(test, decoder, task)
+    floor = latent_floor(parts[2], decoder.normalization, task, floor_gen)
     own_decode = getattr(latent, "decode", None)
     own = None
     if callable(own_decode):
@@ -140,6 +150,8 @@ def prepare_latent(
         "obs_kind": latent.obs_kind,
         "latent_dim": latent.latent_dim,
         "frozen": frozen.to_dict(),
+        "floor": floor,
+        "above_floor": {k: getattr(frozen, k) - floor[k] for k in FLOORED},
         "own": own.to_dict() if own is not None else None,
         "action_consistency": probe.to_dict(),
         "planning": planning,

@@ -49,6 +49,8 @@ from gridplan.util.jsonio import dumps, to_jsonable
 
 #: Version of the JSON layout, ``"<major>.<minor>"``; a major change breaks readers.
 SCHEMA_VERSION = "2.1"
+#: A latent model's headline numbers of the frozen-decoder protocol.
+LATENT_HEADLINE = ("E_repr", "E_pred", "E_excess")
 #: Every level, in report order. L1: the paper's prediction-error metrics; L7 includes the
 #: closed-loop success of the paper's planner.
 LEVELS = ("L1", "L4", "L5", "L6", "L7", "probe", "uncertainty")
@@ -141,11 +143,14 @@ class Report:
     spec_hash: str | None = None
 
     def latent_dict(self) -> dict:
-        """``E_repr``, ``E_pred``, ``E_excess`` (frozen decoder) and ``latent``, or ``{}``."""
+        """``E_repr``, ``E_pred``, ``E_excess`` (frozen decoder), ``latent_floor`` (the same
+        three of the perfect latent model, where measured) and ``latent``, or ``{}``."""
         if self.latent is None:
             return {}
-        frozen = self.latent["frozen"]
-        headline = {k: frozen[k] for k in ("E_repr", "E_pred", "E_excess")}
+        frozen, floor = self.latent["frozen"], self.latent.get("floor")
+        headline = {k: frozen[k] for k in LATENT_HEADLINE}
+        if floor is not None:
+            headline["latent_floor"] = {k: floor[k] for k in LATENT_HEADLINE}
         return {**headline, "latent": self.latent}
 
     def to_dict(self) -> dict:

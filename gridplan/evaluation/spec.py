@@ -70,6 +70,11 @@ def _positive(owner: str, name: str, value) -> None:
         raise ValueError(f"{owner}.{name} must be an integer >= 1, got {value!r}")
 
 
+#: How a latent model's leaves are scored: the true reward and V* of decoded states (the
+#: paper's protocol, the default), or the model's own reward and value heads.
+LEAF_SCORES = ("decoded", "heads")
+
+
 @dataclass(frozen=True)
 class PlannerSpec:
     """The planner of an evaluation (``gridplan.planning.planners``; paper §3 "Planner").
@@ -85,16 +90,22 @@ class PlannerSpec:
             or ``"random"``.
         tree: the law of a stochastic model's draws in the search: ``"independent"`` (every
             leaf its own draws) or ``"shared-prefix"`` (one draw per tree node).
+        leaf_score: how a latent model's leaves are scored (``LEAF_SCORES``;
+            ``gridplan.planning.latent_scorer``): ``"decoded"`` (the paper's protocol: the
+            true reward and V* of decoded states) or ``"heads"`` (the model's own reward and
+            value heads; refused for a model without a reward head). A state model's leaves
+            are always scored by the true reward and V*.
 
     Raises:
-        ValueError: on an unknown planner, tie rule or tree, or a setting the planner does
-            not take (``planner_settings``).
+        ValueError: on an unknown planner, tie rule, tree or leaf score, or a setting the
+            planner does not take (``planner_settings``).
     """
 
     name: str = "search"
     settings: dict[str, Any] = field(default_factory=dict)
     ties: str = "first"
     tree: str = "independent"
+    leaf_score: str = "decoded"
 
     def __post_init__(self) -> None:
         check_planner(self.name)
@@ -105,6 +116,10 @@ class PlannerSpec:
             raise ValueError(f"planner.ties must be one of {TIES}, got {self.ties!r}")
         if self.tree not in TREES:
             raise ValueError(f"planner.tree must be one of {TREES}, got {self.tree!r}")
+        if self.leaf_score not in LEAF_SCORES:
+            raise ValueError(
+                f"planner.leaf_score must be one of {LEAF_SCORES}, got {self.leaf_score!r}"
+            )
         # Only the settings given are kept (converted: a command line gives strings); the
         # planner's defaults fill the rest at the evaluation's depth.
         given = {str(k): v for k, v in self.settings.items()}
@@ -127,8 +142,13 @@ class PlannerSpec:
         return None if is_deterministic(model) else self.tree
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "settings": dict(self.settings), "ties": self.ties,
-                "tree": self.tree}
+        """The planner's fields; ``leaf_score`` only where it is not ``"decoded"``, so a spec
+        written before the field existed keeps its content hash."""
+        out = {"name": self.name, "settings": dict(self.settings), "ties": self.ties,
+               "tree": self.tree}
+        if self.leaf_score != LEAF_SCORES[0]:
+            out["leaf_score"] = self.leaf_score
+        return out
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,10 @@ MEANINGS: dict[str, tuple[str, int]] = {
     "L1/E_repr": ("E_repr, frozen decoder of the actual latent", 4),
     "L1/E_pred": ("E_pred, frozen decoder of the predicted latent", 4),
     "L1/E_excess": ("E_excess = E_pred - E_repr", 4),
+    "L1/latent_floor/E_excess": (
+        "the perfect latent model's E_excess, same transitions (not 0: stochastic distractors)",
+        4,
+    ),
     "L4/horizon": ("steps H of the interventional rollouts", 0),
     "L4/n_states": ("branch states", 0),
     "L4/n_behaviour": ("of them from the behaviour policy", 0),
@@ -93,6 +97,7 @@ MEANINGS: dict[str, tuple[str, int]] = {
     # Groups: every row under them.
     "closed loop/outcomes": ("episodes ending this way", 0),
     "L1/oracle_floor": ("the oracle on the same windows", 4),
+    "L1/latent_floor": ("the perfect latent model (z = s, the oracle's step, identity)", 4),
     "L5/value_error_per_policy": ("value error of this anchor policy", 4),
     "L6/J_true": ("true value of this anchor policy (discounted return)", 4),
     "L6/J_model": ("value of this anchor policy inside the model", 4),
@@ -101,7 +106,17 @@ MEANINGS: dict[str, tuple[str, int]] = {
 #: Keys that are not rows: series drawn as figures, settings, and the texts in a title.
 NOT_ROWS = frozenset(("step_profile", "curve", "planning", "protocol", "decoder", "source"))
 #: Top-level keys of a report that are L1's numbers.
-L1_KEYS = ("E_tot", "DRPE", "VPE", "event_audit", "oracle_floor", "E_repr", "E_pred", "E_excess")
+L1_KEYS = (
+    "E_tot",
+    "DRPE",
+    "VPE",
+    "event_audit",
+    "oracle_floor",
+    "E_repr",
+    "E_pred",
+    "E_excess",
+    "latent_floor",
+)
 #: The columns of a table of numbers.
 METRIC_HEADER = ("metric", "value", "interval", "what")
 

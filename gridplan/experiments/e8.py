@@ -226,7 +226,8 @@ def grid_pool(ctx: GroupContext, cfg: E8Config, name: str) -> list[ScaleRecord]:
 
 def train_learned(ctx: GroupContext, cfg: E8Config) -> tuple[dict, float]:
     """Every learned row of every learned world and seed, trained as vectorized groups (one
-    group per world and architecture; on CPU one worker process per core). Returns
+    group per world and architecture), each group a job of the group's launcher
+    (``ctx.launcher``; this machine by default, on CPU one worker process per core). Returns
     ``(world, key, seed) -> checkpoint relative to the group folder`` and the wall time."""
     from gridplan.training import runs
 
@@ -249,7 +250,9 @@ def train_learned(ctx: GroupContext, cfg: E8Config) -> tuple[dict, float]:
     configs = [run_config(ctx, cfg, row, seed, out, f"world={w}", *extra) for w, row, seed in jobs]
     t0 = time.perf_counter()
     with quiet_lightning(), cpu_threads(ctx):
-        results = runs.train_all(configs, progress=ctx.progress, record_dir=out / "groups")
+        results = runs.train_all(
+            configs, progress=ctx.progress, record_dir=out / "groups", launcher=ctx.launcher
+        )
     wall = time.perf_counter() - t0
     ctx.log(f"trained {len(jobs)} learned models in {wall:.0f} s ({workers} worker(s))")
     trained = {

@@ -190,41 +190,50 @@ def _key(family: str, obs: str, budget: str) -> str:
 
 
 def train_zoo(ctx: GroupContext, cfg: E9Config) -> list[dict]:
-    """Train every model of the zoo (one Lightning run each; latent runs train alone) and
-    return its run entries: configuration, seed, checkpoint, training metrics, wall time."""
+    """Train every model of the zoo (one Lightning run each; latent runs train alone), each
+    run a job of the group's launcher (``ctx.launcher``; this machine by default:
+    ``gridplan.training.runs.train_all``), and return its run entries: configuration, seed,
+    checkpoint, training metrics and the run's training time (``train_seconds``)."""
     from gridplan.training import runs
     from gridplan.training.config import compose
 
     accelerator = "cpu" if ctx.device.type == "cpu" else "gpu"
     jobs = [(c, s) for c in configurations(cfg) for s in cfg.train_seeds]
-    out = []
-    for (family, obs, budget), seed in ctx.bar(jobs, "training the latent zoo"):
-        overrides = [
-            f"model={family}",
-            f"obs={obs}",
-            f"data.budget={parse_budget(budget)}",
-            f"seed={seed}",
-            f"out_dir={ctx.out / RUNS}",
-            f"data.cache_dir={ctx.root / DATA_CACHE}",
-            "trainer.progress_bar=false",
-            f"trainer.accelerator={accelerator}",
-            *cfg.train_overrides,
-        ]
-        t0 = time.perf_counter()
-        with quiet_lightning(), cpu_threads(ctx):
-            metrics, artifacts = runs.train(compose(overrides))
-        out.append(
-            {
-                "family": family,
-                "obs": obs,
-                "budget": budget,
-                "seed": seed,
-                "checkpoint": group_relative(artifacts["best_checkpoint"], ctx.out),
-                "metrics": metrics,
-                "wall": time.perf_counter() - t0,
-            }
+    configs = [
+        compose(
+            [
+                f"model={family}",
+                f"obs={obs}",
+                f"data.budget={parse_budget(budget)}",
+                f"seed={seed}",
+                f"out_dir={ctx.out / RUNS}",
+                f"data.cache_dir={ctx.root / DATA_CACHE}",
+                "trainer.progress_bar=false",
+                f"trainer.accelerator={accelerator}",
+                *cfg.train_overrides,
+            ]
         )
-    return out
+        for (family, obs, budget), seed in jobs
+    ]
+    with quiet_lightning(), cpu_threads(ctx):
+        results = runs.train_all(
+            configs,
+            progress=ctx.progress,
+            record_dir=ctx.out / RUNS / "jobs",
+            launcher=ctx.launcher,
+        )
+    return [
+        {
+            "family": family,
+            "obs": obs,
+            "budget": budget,
+            "seed": seed,
+            "checkpoint": group_relative(artifacts["best_checkpoint"], ctx.out),
+            "metrics": metrics,
+            "wall": metrics["train_seconds"],
+        }
+        for ((family, obs, budget), seed), (metrics, artifacts) in zip(jobs, results, strict=True)
+    ]
 
 
 # --------------------------------------------------------------------------- measurement

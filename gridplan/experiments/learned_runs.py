@@ -203,8 +203,9 @@ def group_relative(path: str | Path, folder: Path) -> str:
 def train_run(
     ctx: GroupContext, cfg: E3Config, row: LearnedRow, seed: int, out_dir: Path | None = None
 ) -> TrainingRun:
-    """Train one model with ``gridplan.training.runs.train``; its run record (checkpoint relative to
-    the group folder when inside it).
+    """Train one model as its run alone (``gridplan.training.runs.train``), as a job of the
+    group's launcher (``ctx.launcher``; this process by default); its run record (checkpoint
+    relative to the group folder when inside it).
 
     Args:
         out_dir: where the run folder goes (default ``<group>/runs``).
@@ -215,8 +216,10 @@ def train_run(
     out_dir = out_dir or ctx.out / RUNS
     t0 = time.perf_counter()
     with quiet_lightning(), cpu_threads(ctx):
-        run_cfg = run_config(ctx, cfg, row, seed, out_dir)
-        metrics, artifacts = runs.train(run_cfg)
+        run_cfg = run_config(ctx, cfg, row, seed, out_dir, "train.vectorize=false")
+        [(metrics, artifacts)] = runs.train_all(
+            [run_cfg], progress=ctx.progress, record_dir=out_dir / "jobs", launcher=ctx.launcher
+        )
     return _record(row, seed, run_cfg, metrics, artifacts, ctx, time.perf_counter() - t0)
 
 

@@ -62,8 +62,10 @@ from gridplan.models.latent_contract import (
     check_latent_model,
     encode_states,
     is_latent_model,
+    next_latents,
     step_latent,
 )
+from gridplan.models.latent_reference import StateLatentModel
 from gridplan.models.signatures import label
 
 #: Decoder width, epochs, patience, learning rate and batch size (seed 004 uses width 512,
@@ -111,7 +113,9 @@ class LatentTransitions:
 
     Attributes:
         z: ``(N, Z)`` encodings of the actual observations ``E(o_t)``.
-        z_next: ``(N, Z)`` encodings of the actual next observations ``E(o_{t+1})``.
+        z_next: ``(N, Z)`` latents of the actual next observations: ``E(o_{t+1})``, or a
+            recurrent model's filtered latent ``filter_latent(z, a, o_{t+1})``
+            (``gridplan.models.latent_contract.next_latents``).
         z_pred: ``(N, Z)`` predicted next latents ``P(E(o_t), a_t)``, or None.
         states, next_states: ``(N, S)`` true states.
         actions: ``(N,)`` long.
@@ -179,7 +183,7 @@ def encode_transitions(
         s, s1 = data.states[lo : lo + ENCODE_ROWS], data.next_states[lo : lo + ENCODE_ROWS]
         z = encode_states(model, s)
         parts["z"].append(z)
-        parts["z_next"].append(encode_states(model, s1))
+        parts["z_next"].append(next_latents(model, z, data.actions[lo : lo + ENCODE_ROWS], s1))
         if predict:
             parts["z_pred"].append(
                 step_latent(model, z, data.actions[lo : lo + ENCODE_ROWS], generator)
@@ -410,6 +414,57 @@ def effective_rank(z: torch.Tensor) -> float:
         return 0.0
     p = sv / sv.sum()
     return float(torch.exp(-(p * p.log()).sum()))
+
+
+#: The frozen-decoder numbers that have a floor (``latent_floor``).
+FLOORED = (
+    "E_repr",
+    "E_pred",
+    "E_excess",
+    "DRPE_repr",
+    "DRPE_pred",
+    "DRPE_excess",
+    "E_tot_repr",
+    "E_tot_pred",
+)
+
+
+def _identity(z: torch.Tensor) -> torch.Tensor:
+    return z
+
+
+def latent_floor(
+    test: TransitionDataset,
+    normalization: StateNormalization,
+    task: Task = TASK_A,
+    generator: torch.Generator | None = None,
+) -> dict[str, float]:
+    """The floor of every ``FLOORED`` number: the perfect latent model on the same test
+    transitions (``z = s``, the oracle's step, decoded by the identity;
+    ``gridplan.models.latent_reference.StateLatentModel``), under the same ``sigma_j^2``.
+
+    Its ``E_repr`` is exactly 0 (the identity reads ``z' = s'``); its ``E_pred`` is the error
+    of the oracle's *sampled* next state, which the world's stochastic dims (the distractors
+    redrawn every step) make irreducible: about 0.36 in ``d`` units on the default world,
+    exactly 0 in a world without stochastic dims. A model that predicts the distractors' mean
+    instead of a sample reads below this floor (half its distractor error), so the excess
+    above it is signed, like E_tot's excess over the oracle's.
+
+    Args:
+        test: the protocol's isolated test transitions (``protocol_splits``).
+        normalization: the ``sigma_j^2`` of the evaluated model's frozen decoder.
+        task: the graded DRPE weights; its world is the oracle's.
+        generator: the oracle's draws (default ``manual_seed(0)``).
+
+    Returns:
+        ``{name: value}`` for every name of ``FLOORED``.
+    """
+    perfect = StateLatentModel(task.world)
+    encoded = encode_transitions(perfect, test, generator)
+    fidelity = latent_fidelity(
+        encoded, _identity, task, None, {"kind": "identity"}, normalization, "identity"
+    )
+    return {name: getattr(fidelity, name) for name in FLOORED}
 
 
 def _decoder_name(decode) -> str:

@@ -14,6 +14,19 @@ Lightning training is ``gridplan.training.latent_module``):
   encoder that follows the online one by an exponential moving average (``ema_update``), with
   a VICReg variance/covariance regulariser against collapse (``variance_loss``,
   ``covariance_loss``; Bardes et al. 2022).
+* ``rssm``: Dreamer's recurrent state-space model (Hafner et al. 2019), built from TorchRL's
+  ``RSSMPrior`` and ``RSSMPosterior``: the latent is ``z = [h, s]``, a deterministic belief
+  ``h`` (a GRU) and a stochastic state ``s`` (a Gaussian whose sample is drawn from the
+  caller's generator, ``RSSMDynamics``), trained on sequences by reconstruction and the KL
+  of the posterior from the prior; a decoder reads ``[h, s]``. The world is fully observed,
+  so one observation is a complete history: ``encode`` is the posterior's mean from the
+  initial belief ``h = 0``.
+* ``tdmpc``: decoder-free, TD-MPC-style (Hansen et al. 2022): the JEPA's encoder, latent
+  dynamics and EMA target encoder (latent consistency), plus a reward head ``r(z, a)``, a
+  termination head and a value head ``V(z)`` trained by temporal differences through the
+  model itself (``TDHeads``); the planner may score leaves with these heads
+  (``--leaf-score heads``) or, like every latent model, with the true reward and V* of states
+  decoded by the frozen protocol decoder.
 
 ``LatentNetwork`` holds every part; ``LearnedLatentModel`` (``load_latent_model``) wraps a
 trained one behind the latent contract read by the planner and the latent metrics::
@@ -22,6 +35,8 @@ trained one behind the latent contract read by the planner and the latent metric
     z = model.encode(obs)                          # (B, *obs_shape) -> (B, Z) float32
     z_next = model.predict_latent(z, action, gen)  # (B, Z), (B,) long, Generator -> (B, Z)
     state = model.decode(z)                        # latent_recon only: (B, Z) -> (B, S)
+    r = model.reward(z, action, z_next)            # tdmpc only: -> (B,) float32
+    v = model.value(z)                             # tdmpc only: -> (B,) float32
 
 Letter legend: ``B`` rows, ``Z`` latent dims, ``S`` state dims, ``C`` grid channels.
 """
@@ -41,7 +56,9 @@ from gridplan.core.world import World
 from gridplan.models.learned import CHECKPOINT_KEY, _read_checkpoint, load_weights
 
 #: Latent model families (``model.family`` of a training config).
-LATENT_FAMILIES = ("latent_recon", "jepa")
+LATENT_FAMILIES = ("latent_recon", "jepa", "tdmpc", "rssm")
+#: Families read through an EMA target encoder, trained without reconstruction.
+TARGET_FAMILIES = ("jepa", "tdmpc")
 #: ``"kind"`` of a latent checkpoint's ``"gridplan"`` entry.
 LATENT_KIND = "latent"
 #: Smallest standard deviation of the stochastic latent (keeps the Gaussian proper).
@@ -153,9 +170,111 @@ class LatentDynamics(nn.Module):
         return mean + std * noise
 
 
+class RSSMDynamics(nn.Module):
+    """One imagined step of an RSSM on latents ``z = [h, s]`` (``H`` belief dims, then ``Zs``
+    state dims): TorchRL's ``RSSMPrior`` advances the belief by its GRU from ``(s, a)`` and
+    gives the prior Gaussian of the next state, ``s' = mean + std * noise``.
+
+    Args:
+        belief_dim: ``H``, also the width of the prior's projections (TorchRL's prior reads
+            the belief with a layer of its projection width).
+        state_dim: ``Zs``.
+
+    Raises:
+        ImportError: without TorchRL (``pip install 'gridplan[torchrl]'``).
+    """
+
+    def __init__(self, belief_dim: int, state_dim: int) -> None:
+        super().__init__()
+        try:
+            from torchrl.data import OneHot
+            from torchrl.modules.models.model_based import RSSMPrior
+        except ImportError as err:
+            raise ImportError(
+                "model=rssm is built from TorchRL's RSSMPrior and RSSMPosterior: install the "
+                "torchrl extra (pip install 'gridplan[torchrl]')"
+            ) from err
+        self.belief_dim, self.state_dim = int(belief_dim), int(state_dim)
+        self.prior = RSSMPrior(
+            OneHot(N_ACTIONS),
+            hidden_dim=self.belief_dim,
+            rnn_hidden_dim=self.belief_dim,
+            state_dim=self.state_dim,
+            action_dim=N_ACTIONS,
+        )
+
+    def step(
+        self, z: torch.Tensor, action: torch.Tensor, noise: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(z' (B, H + Zs), prior mean (B, Zs), prior std (B, Zs))`` from ``(B, H + Zs)``
+        latents, ``(B,)`` actions and ``(B, Zs)`` standard-normal ``noise``."""
+        belief, state = z.split([self.belief_dim, self.state_dim], dim=1)
+        one_hot = nn.functional.one_hot(action.long(), N_ACTIONS).to(z.dtype)
+        mean, std, state, belief = self.prior(state, belief, one_hot, noise=noise)
+        return torch.cat([belief, state], dim=1), mean, std
+
+    def forward(
+        self, z: torch.Tensor, action: torch.Tensor, noise: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """The next latent ``[h', s']`` (``noise (B, Zs)`` drawn by the caller).
+
+        Raises:
+            ValueError: without noise (the prior's state is always a sample).
+        """
+        if noise is None:
+            raise ValueError("an RSSM step needs its standard-normal noise")
+        return self.step(z, action, noise)[0]
+
+
+class TDHeads(nn.Module):
+    """The heads of a ``tdmpc`` model: ``reward(z, a)`` (the reward of the step, as
+    ``gridplan.core.env.state_outcome`` gives it), ``done(z, a)`` (the logit that the step ends
+    the episode at a goal or a hazard), ``value(z)`` and its EMA copy ``target_value`` (the
+    bootstrap of the temporal-difference target, never trained by gradient).
+
+    Args:
+        latent_dim: ``Z``.
+        hidden: MLP widths of each head.
+    """
+
+    def __init__(self, latent_dim: int, hidden: Sequence[int]) -> None:
+        super().__init__()
+        self.reward = _mlp([latent_dim + N_ACTIONS, *hidden, 1])
+        self.done = _mlp([latent_dim + N_ACTIONS, *hidden, 1])
+        self.value = _mlp([latent_dim, *hidden, 1])
+        self.target_value = _mlp([latent_dim, *hidden, 1])
+        self.target_value.load_state_dict(self.value.state_dict())
+        self.target_value.requires_grad_(False)
+
+    @staticmethod
+    def _with_action(z: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        one_hot = nn.functional.one_hot(action.long(), N_ACTIONS).to(z.dtype)
+        return torch.cat([z, one_hot], dim=1)
+
+    def step(self, z: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(reward (B,), done logit (B,))`` of taking ``(B,)`` actions from ``(B, Z)``."""
+        x = self._with_action(z, action)
+        return self.reward(x).squeeze(1), self.done(x).squeeze(1)
+
+    @torch.no_grad()
+    def td_target(self, z: torch.Tensor, dynamics: nn.Module, gamma: float) -> torch.Tensor:
+        """The temporal-difference target of ``V(z)``, a backup over every action through the
+        model: ``max_a r(z, a) + gamma (1 - sigmoid(done(z, a))) V_target(f(z, a))`` for
+        ``(B, Z)`` latents (``f`` the deterministic latent dynamics) -> ``(B,)``."""
+        b = z.shape[0]
+        rows = z.repeat_interleave(N_ACTIONS, dim=0)
+        actions = torch.arange(N_ACTIONS, device=z.device).repeat(b)
+        reward, done = self.step(rows, actions)
+        later = self.target_value(dynamics(rows, actions)).squeeze(1)
+        backup = reward + gamma * (1.0 - torch.sigmoid(done)) * later
+        return backup.view(b, N_ACTIONS).max(dim=1).values
+
+
 class LatentNetwork(nn.Module):
     """Every part of one latent model: ``encoder``, ``dynamics``, and ``decoder`` (``latent_recon``)
-    or ``target_encoder`` (``jepa``: the EMA copy of the encoder, never trained by gradient).
+    or ``target_encoder`` (``jepa``, ``tdmpc``: the EMA copy of the encoder, never trained by
+    gradient), ``heads`` (``tdmpc``: ``TDHeads``); an ``rssm``'s ``dynamics`` is
+    ``RSSMDynamics`` and it has a ``posterior`` (TorchRL's ``RSSMPosterior``) and a decoder.
 
     Args:
         family: one of ``LATENT_FAMILIES``.
@@ -165,11 +284,15 @@ class LatentNetwork(nn.Module):
         latent_dim: ``Z >= 1``.
         channels: conv channels of the encoder (grid, pixels).
         hidden: MLP widths of the state encoder, the dynamics and the decoder.
-        stochastic: Gaussian latent transition.
+        stochastic: Gaussian latent transition (an ``rssm``'s always is).
         pixels_per_cell: tile side ``P`` of a ``pixels`` observation.
+        belief_dim: ``rssm``: the belief's share ``H`` of ``latent_dim`` (the stochastic
+            state has the other ``latent_dim - H``); 0 for the other families.
 
     Raises:
-        ValueError: on an unknown family or kind, a non-positive size, or a stochastic JEPA.
+        ValueError: on an unknown family or kind, a non-positive size, a stochastic
+            ``jepa`` or ``tdmpc``, a deterministic ``rssm``, or a belief that leaves no
+            state dims.
     """
 
     def __init__(
@@ -183,6 +306,7 @@ class LatentNetwork(nn.Module):
         hidden: Sequence[int] = (128, 128),
         stochastic: bool = False,
         pixels_per_cell: int = PIXELS_PER_CELL,
+        belief_dim: int = 0,
     ) -> None:
         super().__init__()
         if family not in LATENT_FAMILIES:
@@ -196,13 +320,29 @@ class LatentNetwork(nn.Module):
                 f"latent sizes must be positive and the widths non-empty, got latent_dim "
                 f"{latent_dim}, channels {list(channels)}, hidden {list(hidden)}"
             )
-        if family == "jepa" and stochastic:
-            raise ValueError("a jepa model predicts a deterministic latent: stochastic=False")
+        if family in TARGET_FAMILIES and stochastic:
+            raise ValueError(f"a {family} model predicts a deterministic latent: stochastic=False")
+        if (family == "rssm") != (belief_dim > 0) or (family == "rssm" and not stochastic):
+            raise ValueError(
+                "an rssm has a belief (0 < belief_dim < latent_dim) and a stochastic state "
+                f"(stochastic=True); the other families neither: got family {family!r}, "
+                f"belief_dim {belief_dim}, stochastic {stochastic}"
+            )
+        if belief_dim >= latent_dim:
+            raise ValueError(
+                f"belief_dim {belief_dim} leaves no stochastic state in latent_dim {latent_dim}"
+            )
         self.family, self.obs_kind = family, obs_kind
         self.obs_shape, self.state_dim = tuple(int(d) for d in obs_shape), int(state_dim)
         self.latent_dim, self.stochastic = int(latent_dim), bool(stochastic)
         self.channels, self.hidden = [int(c) for c in channels], [int(h) for h in hidden]
         self.pixels_per_cell = int(pixels_per_cell)
+        self.belief_dim = int(belief_dim)
+        #: Standard normals one imagined step draws: the stochastic state's dims.
+        self.noise_dim = self.latent_dim - self.belief_dim
+        if family == "rssm":
+            self._build_rssm(obs_kind)
+            return
         args = (
             self.obs_shape,
             obs_kind,
@@ -221,13 +361,48 @@ class LatentNetwork(nn.Module):
             self.target_encoder = ObservationEncoder(*args)
             self.target_encoder.load_state_dict(self.encoder.state_dict())
             self.target_encoder.requires_grad_(False)
+        if family == "tdmpc":
+            self.heads = TDHeads(self.latent_dim, self.hidden)
+
+    def _build_rssm(self, obs_kind: str) -> None:
+        """An ``rssm``'s parts: the encoder gives an embedding of ``hidden[0]`` dims."""
+        from torchrl.modules.models.model_based import RSSMPosterior
+
+        embed = self.hidden[0]
+        self.encoder = ObservationEncoder(
+            self.obs_shape, obs_kind, embed, self.channels, self.hidden, self.pixels_per_cell
+        )
+        self.dynamics = RSSMDynamics(self.belief_dim, self.noise_dim)
+        self.posterior = RSSMPosterior(
+            hidden_dim=self.hidden[0],
+            state_dim=self.noise_dim,
+            rnn_hidden_dim=self.belief_dim,
+            obs_embed_dim=embed,
+        )
+        self.decoder = nn.Sequential(
+            _mlp([self.latent_dim, *self.hidden, self.state_dim]), nn.Sigmoid()
+        )
+
+    def filtered(
+        self, belief: torch.Tensor, embedding: torch.Tensor, noise: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """An ``rssm``'s posterior: ``(z = [h, s] (B, H + Zs), mean, std)`` of the state given
+        the belief and an observation's embedding; ``s`` is the mean without ``noise``."""
+        if noise is None:
+            noise = torch.zeros(belief.shape[0], self.noise_dim, device=belief.device)
+        mean, std, state = self.posterior(belief, embedding, noise=noise)
+        return torch.cat([belief, state], dim=1), mean, std
 
     def encode(self, obs: torch.Tensor) -> torch.Tensor:
-        """The latent a trained model reads: the encoder's, or for a ``jepa`` the target
-        encoder's (the space its predictor is trained to predict into, so that imagined
+        """The latent a trained model reads: the encoder's, or for a ``jepa`` or ``tdmpc`` the
+        target encoder's (the space its predictor is trained to predict into, so that imagined
         latents fed back stay in one space; I-JEPA evaluates its target encoder too)."""
-        if self.family == "jepa":
+        if self.family in TARGET_FAMILIES:
             return self.target_encoder(obs)
+        if self.family == "rssm":
+            embedding = self.encoder(obs)
+            belief = embedding.new_zeros(embedding.shape[0], self.belief_dim)
+            return self.filtered(belief, embedding, None)[0]
         return self.encoder(obs)
 
     def architecture(self) -> dict[str, Any]:
@@ -242,6 +417,7 @@ class LatentNetwork(nn.Module):
             "hidden": list(self.hidden),
             "stochastic": self.stochastic,
             "pixels_per_cell": self.pixels_per_cell,
+            "belief_dim": self.belief_dim,
         }
 
 
@@ -304,7 +480,7 @@ class LearnedLatentModel:
         obs_shape: one observation's shape.
         latent_dim: ``Z``.
         world: the world of its observations.
-        family: ``latent_recon`` or ``jepa``.
+        family: one of ``LATENT_FAMILIES``.
         deterministic: ``predict_latent`` ignores the generator.
         metadata: the checkpoint's ``"gridplan"`` entry (config, dataset, epoch, path).
     """
@@ -369,6 +545,19 @@ class LearnedLatentModel:
             )
         _check_finite(z, name)
 
+    @staticmethod
+    def _check_action(action, rows: int) -> None:
+        if (
+            not isinstance(action, torch.Tensor)
+            or action.shape != (rows,)
+            or action.is_floating_point()
+            or (action.numel() and (action.min() < 0 or action.max() >= N_ACTIONS))
+        ):
+            got = tuple(action.shape) if isinstance(action, torch.Tensor) else action
+            raise ValueError(
+                f"action must be a ({rows},) integer tensor in 0..{N_ACTIONS - 1}, got {got}"
+            )
+
     @torch.no_grad()
     def encode(self, obs: torch.Tensor) -> torch.Tensor:
         """``(B, *obs_shape)`` observations (``observe``; uint8 pixels, float32 otherwise)
@@ -392,27 +581,20 @@ class LearnedLatentModel:
             ValueError: on a malformed or non-finite latent, or bad actions.
         """
         self._check_latent(z)
-        if (
-            not isinstance(action, torch.Tensor)
-            or action.shape != (z.shape[0],)
-            or action.is_floating_point()
-            or (action.numel() and (action.min() < 0 or action.max() >= N_ACTIONS))
-        ):
-            got = tuple(action.shape) if isinstance(action, torch.Tensor) else action
-            raise ValueError(
-                f"action must be a ({z.shape[0]},) integer tensor in 0..{N_ACTIONS - 1}, got {got}"
-            )
+        self._check_action(action, z.shape[0])
         z = z.to(self.device, torch.float32)
         noise = None
         if not self.deterministic:
+            shape = (z.shape[0], self.net.noise_dim)
             noise = torch.randn(
-                z.shape, generator=generator, device=generator.device, dtype=z.dtype
+                shape, generator=generator, device=generator.device, dtype=z.dtype
             ).to(self.device)
         return self.net.dynamics(z, action.to(self.device), noise).float()
 
 
 class DecodingLatentModel(LearnedLatentModel):
-    """A ``latent_recon`` model: ``LearnedLatentModel`` plus its trained ``decode``."""
+    """A ``latent_recon`` or ``rssm`` model: ``LearnedLatentModel`` plus its trained
+    ``decode``."""
 
     @torch.no_grad()
     def decode(self, z: torch.Tensor) -> torch.Tensor:
@@ -425,16 +607,80 @@ class DecodingLatentModel(LearnedLatentModel):
         return self.net.decoder(z.to(self.device, torch.float32)).float()
 
 
+class RSSMLatentModel(DecodingLatentModel):
+    """An ``rssm``: ``DecodingLatentModel`` plus the filter of an actual next observation."""
+
+    @torch.no_grad()
+    def filter_latent(
+        self, z: torch.Tensor, action: torch.Tensor, obs: torch.Tensor
+    ) -> torch.Tensor:
+        """The posterior latent ``[h', s']`` of ``(B, *obs_shape)`` observations reached from
+        ``(B, Z)`` latents by ``(B,)`` actions: the belief advanced by the prior's GRU (no
+        draw: the belief is deterministic), the state the posterior's mean -> ``(B, Z)``.
+
+        Raises:
+            ValueError: on a malformed latent, actions or observations.
+        """
+        self._check_latent(z)
+        self._check_action(action, z.shape[0])
+        self._check_obs(obs)
+        net = self.net
+        z = z.to(self.device, torch.float32)
+        still = torch.zeros(z.shape[0], net.noise_dim, device=self.device)
+        belief = net.dynamics.step(z, action.to(self.device), still)[0][:, : net.belief_dim]
+        return net.filtered(belief, net.encoder(obs.to(self.device)), None)[0].float()
+
+
+class HeadsLatentModel(LearnedLatentModel):
+    """A ``tdmpc`` model: ``LearnedLatentModel`` plus its reward and value heads (no decoder:
+    the evaluation plans and measures it through the frozen protocol decoder)."""
+
+    @torch.no_grad()
+    def reward(self, z: torch.Tensor, action: torch.Tensor, z_next: torch.Tensor) -> torch.Tensor:
+        """The predicted reward of the steps ``(B, Z)`` latents, ``(B,)`` long actions in
+        ``0..3`` -> ``(B,)`` float32 (``z_next`` is not read: the head reads ``(z, a)``).
+
+        Raises:
+            ValueError: on a malformed or non-finite latent.
+        """
+        self._check_latent(z)
+        self._check_latent(z_next, "z_next")
+        self._check_action(action, z.shape[0])
+        z = z.to(self.device, torch.float32)
+        return self.net.heads.step(z, action.to(self.device))[0].float()
+
+    @torch.no_grad()
+    def value(self, z: torch.Tensor) -> torch.Tensor:
+        """The value head: ``(B, Z)`` latents -> ``(B,)`` float32 estimates of ``V*``.
+
+        Raises:
+            ValueError: on a malformed or non-finite latent.
+        """
+        self._check_latent(z)
+        return self.net.heads.value(z.to(self.device, torch.float32)).squeeze(1).float()
+
+
+#: The class that wraps each family's trained network.
+MODEL_CLASSES = {
+    "latent_recon": DecodingLatentModel,
+    "jepa": LearnedLatentModel,
+    "tdmpc": HeadsLatentModel,
+    "rssm": RSSMLatentModel,
+}
+
+
 def load_latent_model(path: str | os.PathLike, device: torch.device | str = "cpu"):
-    """Rebuild a latent model from a checkpoint of ``python -m train model=latent_recon|jepa``.
+    """Rebuild a latent model from a checkpoint of ``python -m train
+    model=latent_recon|jepa|tdmpc|rssm``.
 
     Args:
         path: a ``.ckpt`` file (best or last) of a latent training run.
         device: where the network lives.
 
     Returns:
-        ``DecodingLatentModel`` (``latent_recon``) or ``LearnedLatentModel`` (``jepa``), in
-        eval mode, its ``metadata`` the checkpoint's ``"gridplan"`` entry plus ``path``.
+        ``DecodingLatentModel`` (``latent_recon``), ``RSSMLatentModel`` (``rssm``),
+        ``LearnedLatentModel`` (``jepa``) or ``HeadsLatentModel`` (``tdmpc``), in eval mode,
+        its ``metadata`` the checkpoint's ``"gridplan"`` entry plus ``path``.
 
     Raises:
         FileNotFoundError: if ``path`` does not exist.
@@ -481,8 +727,7 @@ def load_latent_model(path: str | os.PathLike, device: torch.device | str = "cpu
             f"its world {world.name!r} ({world.state_dim} dims) and observation {obs['kind']!r}"
         )
     load_weights(net, ckpt, path, meta["model"])
-    cls = DecodingLatentModel if net.family == "latent_recon" else LearnedLatentModel
-    model = cls(
+    model = MODEL_CLASSES[net.family](
         net, {**meta, "path": path}, world, int(obs.get("pixels_per_cell", PIXELS_PER_CELL))
     )
     return model.to(device)

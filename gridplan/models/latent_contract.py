@@ -19,7 +19,13 @@ latent. A ``LatentWorldModel`` has
   reward and value heads (the planner may score leaves with them,
   ``gridplan.planning.latent_scorer``);
 * optionally ``observe(state) -> obs``: the observation it reads of ``(B, S)`` states, when it
-  needs more than ``gridplan.core.render.observe(state, world, obs_kind)`` (a tile size).
+  needs more than ``gridplan.core.render.observe(state, world, obs_kind)`` (a tile size);
+* optionally ``filter_latent(z, action, obs) -> z_next``: the latent of an actual next
+  observation given the latent before the step and its action, a recurrent model's filtering
+  posterior (Dreamer's RSSM: the belief advanced by the action, the state inferred from the
+  observation). Without it the actual next latent is ``encode(obs)``; with it, the
+  frozen-decoder protocol compares predictions with the filtered latents
+  (``next_latents``), which lie where a recurrent model's predictions lie.
 
 ``check_latent_model`` exercises every method once on a few reset states and raises
 ``LatentContractError`` (a ValueError) naming the first broken method and what is wrong.
@@ -190,6 +196,24 @@ def encode_states(model, state: torch.Tensor) -> torch.Tensor:
     )
 
 
+def next_latents(
+    model, z: torch.Tensor, action: torch.Tensor, next_state: torch.Tensor
+) -> torch.Tensor:
+    """The checked latents of actual next states ``(B, S)`` reached from latents ``z`` by
+    ``action``: ``filter_latent(z, action, obs)`` where the model has it, else
+    ``encode_states(model, next_state)``.
+
+    Raises:
+        ValueError: on a malformed state; ``LatentContractError`` on a bad latent.
+    """
+    if not callable(getattr(model, "filter_latent", None)):
+        return encode_states(model, next_state)
+    obs = observations(model, next_state)
+    out = invoke(model, "filter_latent", z, action, obs)
+    called = _called("filter_latent", z, action, obs)
+    return check_latent(out, z.shape[0], model.latent_dim, label(model, "filter_latent"), called)
+
+
 def step_latent(
     model, z: torch.Tensor, action: torch.Tensor, generator: torch.Generator
 ) -> torch.Tensor:
@@ -263,7 +287,7 @@ def check_latent_model(model, world: World, device: torch.device | str = "cpu") 
     """Hold ``model`` to the latent contract on ``LATENT_CHECK_ROWS`` reset states of
     ``world``: its attributes, ``encode`` of their observations, ``predict_latent`` (twice with
     differently seeded generators for a model declared deterministic, which must agree),
-    ``decode``, ``reward`` and ``value`` where it has them.
+    ``filter_latent``, ``decode``, ``reward`` and ``value`` where it has them.
 
     Raises:
         LatentContractError: naming the model (a plug-in's factory and file,
@@ -293,6 +317,7 @@ def check_latent_model(model, world: World, device: torch.device | str = "cpu") 
                     "returned different latents for differently seeded generators; set "
                     "deterministic = False, or draw no random numbers"
                 )
+        next_latents(model, z, action, state)
         if callable(getattr(model, "decode", None)):
             decoded = invoke(model, "decode", nxt)
             check_decoded(decoded, rows, world, label(model, "decode"), _called("decode", nxt))

@@ -123,6 +123,15 @@ METHODS: dict[tuple[str, str], Method] = {
         Method("latent", "value", ("z",), f"z {_LATENT}", "(N,) finite values"),
         Method(
             "latent",
+            "filter_latent",
+            ("z", "action", "obs"),
+            f"z {_LATENT} (the latent before the step), {_ACTION}, obs (N, *obs_shape) of "
+            "the state the step reached, as encode reads them",
+            f"{_LATENT} latents of the actual next observation given the step (a recurrent "
+            "model's posterior)",
+        ),
+        Method(
+            "latent",
             "observe",
             ("state",),
             f"{_STATE} true states of the model's world",

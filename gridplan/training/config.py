@@ -190,7 +190,7 @@ FAMILIES = ("mlp", *LATENT_FAMILIES)
 @dataclass
 class ModelConfig:
     """World model and its optimiser: the state MLP (``family: mlp``) or a latent model
-    (``latent_recon``, ``jepa``: ``gridplan.models.latent``).
+    (``latent_recon``, ``jepa``, ``tdmpc``, ``rssm``: ``gridplan.models.latent``).
 
     Raises:
         ValueError: on an empty or non-positive ``hidden``, ``members`` below 1, an unknown
@@ -224,13 +224,26 @@ class ModelConfig:
     #: ``latent_recon``: Gaussian latent transition (reparameterised sample) instead of a
     #: deterministic one.
     stochastic: bool = False
-    #: ``latent_recon``: weight of the latent prediction loss beside the reconstructions.
+    #: Latent families: weight of the latent prediction loss (beside the reconstructions of
+    #: ``latent_recon``, the VICReg terms of ``jepa`` and ``tdmpc``).
     latent_weight: float = 1.0
-    #: ``jepa``: decay of the target encoder's exponential moving average per step.
+    #: ``jepa``, ``tdmpc``: decay of the target encoder's (and ``tdmpc``'s target value
+    #: head's) exponential moving average per step.
     ema_decay: float = 0.95
-    #: ``jepa``: weights of the VICReg variance and covariance terms (anti-collapse).
+    #: ``jepa``, ``tdmpc``: weights of the VICReg variance and covariance terms
+    #: (anti-collapse).
     var_weight: float = 1.0
     cov_weight: float = 0.04
+    #: ``tdmpc``: weights of the reward and termination heads' loss and of the value head's
+    #: temporal-difference loss (``gridplan.training.latent_module``).
+    reward_weight: float = 0.5
+    value_weight: float = 0.1
+    #: ``rssm``: the deterministic belief's share of ``latent_dim`` (0 for the other
+    #: families), the weight of the KL of the posterior from the prior, and the free nats
+    #: below which the KL of a step is not minimised (Dreamer's).
+    belief_dim: int = 0
+    kl_weight: float = 1.0
+    free_nats: float = 1.0
 
     def __post_init__(self) -> None:
         _one_of("model.family", self.family, FAMILIES)
@@ -242,15 +255,24 @@ class ModelConfig:
         _require(
             0 <= self.ema_decay <= 1, f"model.ema_decay must lie in [0, 1], got {self.ema_decay}"
         )
-        for key in ("latent_weight", "var_weight", "cov_weight"):
+        weights = ("latent_weight", "var_weight", "cov_weight", "reward_weight", "value_weight")
+        for key in (*weights, "kl_weight", "free_nats"):
             value = getattr(self, key)
             _require(
                 math.isfinite(value) and value >= 0,
                 f"model.{key} must be a finite number >= 0, got {value}",
             )
         _require(
-            not (self.family == "jepa" and self.stochastic),
-            "model.stochastic=true needs model=latent_recon (a jepa predicts a "
+            (self.family == "rssm") == (0 < self.belief_dim < self.latent_dim)
+            and (self.family != "rssm" or self.stochastic),
+            f"model.belief_dim (the belief's share of latent_dim) and model.stochastic=true "
+            f"belong to model=rssm, whose belief_dim lies in 1..latent_dim - 1; got family "
+            f"{self.family}, belief_dim {self.belief_dim}, latent_dim {self.latent_dim}, "
+            f"stochastic {self.stochastic}",
+        )
+        _require(
+            not (self.family in ("jepa", "tdmpc") and self.stochastic),
+            f"model.stochastic=true needs model=latent_recon (a {self.family} predicts a "
             "deterministic latent)",
         )
         _require(
@@ -448,14 +470,15 @@ class Config:
 
     def _check_family(self) -> None:
         """A latent family trains one network on observations and selects by ``val/loss``; a
-        jepa has no state loss for a dimension weighting; the state MLP reads states."""
+        jepa or tdmpc has no state loss for a dimension weighting; the state MLP reads
+        states."""
         family, obs = self.model.family, self.obs.name
         if family == "mlp":
             _require(
                 obs == "state",
                 f"obs={obs} needs a latent model: model={self.model.name} (model.family mlp) "
                 "reads the state; the models that accept grid or pixels observations are "
-                "model=latent_recon and model=jepa",
+                "model=latent_recon, model=jepa, model=tdmpc and model=rssm",
             )
             return
         _require(
@@ -468,9 +491,9 @@ class Config:
             f"windows to score), got trainer.monitor={self.trainer.monitor}",
         )
         _require(
-            family != "jepa"
+            family not in ("jepa", "tdmpc")
             or (self.variant.relevant_weight, self.variant.irrelevant_weight) == (1.0, 1.0),
-            f"variant={self.variant.name} weights state dimensions, and model.family jepa has "
+            f"variant={self.variant.name} weights state dimensions, and model.family {family} has "
             "no state loss to weight (it predicts in latent space): use model=latent_recon, "
             "or a variant that weights events or rollouts",
         )

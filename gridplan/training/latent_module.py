@@ -14,12 +14,31 @@ apply where they make sense (``VariantConfig``):
   ``latent`` the squared error of the predicted latent against the encoding of ``o_t+1``
   (gradient stopped at the target; a stochastic latent scores the Gaussian negative
   log-likelihood of the target instead), event-weighted.
-* ``jepa``: ``loss = latent + var_weight * variance + cov_weight * covariance``: ``latent`` the
-  event-weighted squared error of the predicted latent against the target encoder's encoding
-  of ``o_t+1`` (averaged over the ``H`` open-loop steps of the rollout variant), ``variance``
-  and ``covariance`` the VICReg terms of the online encodings of the batch; the target encoder
-  follows the online one by EMA after every optimiser step (``ema_update``). No
+* ``jepa``: ``loss = latent_weight * latent + var_weight * variance + cov_weight *
+  covariance``: ``latent`` the event-weighted squared error of the predicted latent against
+  the target encoder's encoding of ``o_t+1`` (averaged over the ``H`` open-loop steps of the
+  rollout variant), ``variance`` and ``covariance`` the VICReg terms of the online encodings
+  of the batch; the target encoder follows the online one by EMA after every optimiser step
+  (``ema_update``). No
   reconstruction: the dimension weights do not apply.
+* ``tdmpc`` (TD-MPC-style, decoder-free): ``loss = latent_weight * latent + variance and
+  covariance as jepa + reward_weight * (reward + done) + value_weight * value`` over the ``H``
+  open-loop steps of the rollout: ``reward`` the squared error of the reward head at each
+  imagined latent against the logged step's reward, ``done`` the binary cross-entropy of the
+  termination head against the step ending at a goal or a hazard
+  (``gridplan.core.env.state_outcome``), ``value`` the squared error of ``V`` at each imagined
+  latent against ``TDHeads.td_target`` of the target encoder's encoding of the logged state
+  there (a backup over every action through the model, bootstrapped by the EMA value head,
+  with the task's ``gamma``). The target encoder and the target value head follow by EMA.
+* ``rssm`` (Dreamer's world-model loss on sequences of ``H + 1`` logged states; ``variant``'s
+  ``rollout_horizon`` is ``H``, the model's config sets 8): from the belief ``h_0 = 0`` the
+  posterior filters each observation's embedding, the prior steps the belief with the
+  logged action; ``loss = recon + pred + kl_weight * kl``: ``recon`` the weighted MSE of the
+  decoded posterior latent ``[h_t, s_t]`` against ``s_t`` at every step, ``pred`` that of the
+  decoded prior mean against the same state (the latent the planner imagines), ``kl`` the KL
+  of the posterior from the prior summed over state dims, at least ``free_nats`` per step
+  (Dreamer's free nats), each step weighted by its event weight and by whether it lies in the
+  episode.
 
 Data budgets (``data=4k|12k|20k``) and behaviour policies apply as for the state MLP. Each
 epoch logs ``train/loss``, ``val/loss`` (the monitor) and its terms ``val/recon``,
@@ -34,12 +53,15 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
+from torch.distributions import Normal, kl_divergence
 
 from gridplan.core.constants import STATE_LAYOUT_VERSION
+from gridplan.core.env import state_outcome
 from gridplan.core.render import obs_shape, observe
 from gridplan.data.datasets import TransitionDataset
 from gridplan.models.latent import (
     LATENT_KIND,
+    TARGET_FAMILIES,
     LatentNetwork,
     covariance_loss,
     ema_update,
@@ -54,6 +76,8 @@ from gridplan.training.module import adamw, dimension_weights, lr_factor, sample
 TERMS = {
     "latent_recon": ("recon", "pred", "latent"),
     "jepa": ("latent", "variance", "covariance"),
+    "tdmpc": ("latent", "variance", "covariance", "reward", "done", "value"),
+    "rssm": ("recon", "pred", "kl"),
 }
 
 
@@ -102,12 +126,15 @@ class LatentWorldModelModule(pl.LightningModule):
             m["hidden"],
             m["stochastic"],
             self.pixels_per_cell,
+            m["belief_dim"],
         )
         self.register_buffer("dim_weights", dimension_weights(config["variant"], self.task))
         self.event_weight = float(config["variant"]["event_weight"])
         self.latent_weight = float(m["latent_weight"])
         self.ema_decay = float(m["ema_decay"])
         self.var_weight, self.cov_weight = float(m["var_weight"]), float(m["cov_weight"])
+        self.reward_weight, self.value_weight = float(m["reward_weight"]), float(m["value_weight"])
+        self.kl_weight, self.free_nats = float(m["kl_weight"]), float(m["free_nats"])
 
     def observe(self, state: torch.Tensor) -> torch.Tensor:
         """``(..., S)`` states -> their observations ``(..., *obs_shape)``."""
@@ -129,6 +156,8 @@ class LatentWorldModelModule(pl.LightningModule):
         door_opened[, actions, targets, events, valid of the later steps])``."""
         state, action, target, pickup, door, *later = batch
         weight = sample_weights(pickup, door, self.event_weight)
+        if self.family == "rssm":
+            return self._rssm_terms(state, action, target, weight, later)
         net = self.net
         z = net.encoder(self.observe(state))
         steps = [(action, target, weight)]
@@ -141,14 +170,16 @@ class LatentWorldModelModule(pl.LightningModule):
         # Observations of every target state in one render and one encoding.
         next_obs = self.observe(torch.stack([s for _, s, _ in steps], dim=1))
         flat_obs = next_obs.reshape(-1, *next_obs.shape[2:])
-        if self.family == "jepa":
+        if self.family in TARGET_FAMILIES:
             with torch.no_grad():
                 goals = net.target_encoder(flat_obs).view(state.shape[0], h, -1)
         else:
             goals = net.encoder(flat_obs).view(state.shape[0], h, -1).detach()
         out: dict[str, torch.Tensor] = {}
         zp, latent, pred = z, 0.0, 0.0
+        imagined = []
         for j, (a, s_next, w) in enumerate(steps):
+            imagined.append(zp)
             mean_std = net.dynamics.distribution(zp, a)
             mean, std = mean_std
             zp = mean if std is None else mean + std * torch.randn_like(mean)
@@ -156,6 +187,8 @@ class LatentWorldModelModule(pl.LightningModule):
             if self.family == "latent_recon":
                 pred = pred + weighted_state_mse(net.decoder(zp), s_next, self.dim_weights, w)
         out["latent"] = latent / h
+        if self.family == "tdmpc":
+            out.update(self._head_terms(state, steps, imagined, goals))
         if self.family == "latent_recon":
             out["recon"] = weighted_state_mse(net.decoder(z), state, self.dim_weights, weight)
             out["pred"] = pred / h
@@ -164,11 +197,72 @@ class LatentWorldModelModule(pl.LightningModule):
             out["variance"] = variance_loss(z)
             out["covariance"] = covariance_loss(z)
             out["loss"] = (
-                out["latent"]
+                self.latent_weight * out["latent"]
                 + self.var_weight * out["variance"]
                 + self.cov_weight * out["covariance"]
             )
+        if self.family == "tdmpc":
+            out["loss"] = (
+                out["loss"]
+                + self.reward_weight * (out["reward"] + out["done"])
+                + self.value_weight * out["value"]
+            )
         return out
+
+    def _rssm_terms(self, state, action, target, weight, later) -> dict[str, torch.Tensor]:
+        """An ``rssm``'s terms on the sequence ``state, target, later targets`` (module
+        docstring); a step outside the episode (``valid`` False) weighs 0."""
+        net = self.net
+        states, actions, weights = [state, target], [action], [weight, weight]
+        if later:
+            later_actions, targets, events, valid = later
+            for j in range(later_actions.shape[1]):
+                actions.append(later_actions[:, j])
+                states.append(targets[:, j])
+                weights.append(torch.where(events[:, j], self.event_weight, 1.0) * valid[:, j])
+        b, steps = state.shape[0], len(actions)
+        obs = self.observe(torch.stack(states, dim=1))
+        embedding = net.encoder(obs.reshape(-1, *obs.shape[2:])).view(b, steps + 1, -1)
+        belief = embedding.new_zeros(b, net.belief_dim)
+        z, _, _ = net.filtered(belief, embedding[:, 0], torch.randn(b, net.noise_dim))
+        recon = weighted_state_mse(net.decoder(z), state, self.dim_weights, weights[0])
+        pred = kl = 0.0
+        for t, a in enumerate(actions):
+            noise = torch.randn(b, net.noise_dim, device=z.device)
+            prior, prior_mean, prior_std = net.dynamics.step(z, a, noise)
+            belief = prior[:, : net.belief_dim]
+            z, mean, std = net.filtered(belief, embedding[:, t + 1], torch.randn_like(noise))
+            w, s_next = weights[t + 1], states[t + 1]
+            recon = recon + weighted_state_mse(net.decoder(z), s_next, self.dim_weights, w)
+            imagined = torch.cat([belief, prior_mean], dim=1)
+            pred = pred + weighted_state_mse(net.decoder(imagined), s_next, self.dim_weights, w)
+            step_kl = kl_divergence(Normal(mean, std), Normal(prior_mean, prior_std)).sum(dim=1)
+            kl = kl + (w * step_kl.clamp(min=self.free_nats)).mean()
+        out = {"recon": recon / (steps + 1), "pred": pred / steps, "kl": kl / steps}
+        out["loss"] = out["recon"] + out["pred"] + self.kl_weight * out["kl"]
+        return out
+
+    def _head_terms(self, state, steps, imagined, goals) -> dict[str, torch.Tensor]:
+        """The ``tdmpc`` heads' terms (module docstring): at each step ``j`` of the rollout,
+        the reward and termination heads at the imagined latent and the step's action against
+        the logged outcome, and the value head against the TD target of the actual latent
+        (the target encoder's: ``goals`` of the step before, or of the start state)."""
+        heads, gamma = self.net.heads, float(self.task.gamma)
+        with torch.no_grad():
+            start = self.net.target_encoder(self.observe(state)).unsqueeze(1)
+            actual = torch.cat([start, goals[:, :-1]], dim=1)
+        reward = done = value = 0.0
+        for j, ((a, s_next, w), zj) in enumerate(zip(steps, imagined, strict=True)):
+            true_reward, goal, hazard = state_outcome(s_next, self.task)
+            r_hat, d_logit = heads.step(zj, a)
+            reward = reward + (w * (r_hat - true_reward).square()).mean()
+            ended = (goal | hazard).to(d_logit.dtype)
+            bce = torch.nn.functional.binary_cross_entropy_with_logits
+            done = done + (w * bce(d_logit, ended, reduction="none")).mean()
+            target = heads.td_target(actual[:, j], self.net.dynamics, gamma)
+            value = value + (w * (heads.value(zj).squeeze(1) - target).square()).mean()
+        h = len(steps)
+        return {"reward": reward / h, "done": done / h, "value": value / h}
 
     def _log_terms(self, stage: str, terms: dict[str, torch.Tensor], rows: int) -> None:
         on_step = stage == "train"
@@ -192,8 +286,10 @@ class LatentWorldModelModule(pl.LightningModule):
         self._log_terms("val", self.terms(batch), batch[0].shape[0])
 
     def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
-        if self.family == "jepa":
+        if self.family in TARGET_FAMILIES:
             ema_update(self.net.target_encoder, self.net.encoder, self.ema_decay)
+        if self.family == "tdmpc":
+            ema_update(self.net.heads.target_value, self.net.heads.value, self.ema_decay)
 
     def configure_optimizers(self):
         m = self.hparams["config"]["model"]

@@ -8,15 +8,18 @@ import dataclasses
 import pytest
 import torch
 
-from gridplan.core.tasks import TASK_A
+from gridplan.core.tasks import TASK_A, task_a
+from gridplan.core.world import World
 from gridplan.data.datasets import collect
 from gridplan.metrics.action_consistency import action_consistency
 from gridplan.metrics.frozen_decoder import (
+    FLOORED,
     LatentTransitions,
     StateNormalization,
     encode_transitions,
     fit_frozen_decoder,
     latent_fidelity,
+    latent_floor,
     protocol_splits,
 )
 from gridplan.models.latent_contract import LatentContractError, check_latent_model
@@ -45,6 +48,23 @@ def test_state_latent_model_has_no_relevant_excess_error_through_its_own_decoder
     # What remains is the distractors' irreducible draw: d2 is redrawn every step.
     assert out.E_excess == pytest.approx(out.E_pred) and out.E_excess > 0
     assert out.per_dim["excess"][10] > 1.0
+
+
+def test_the_floor_is_the_perfect_latent_models_numbers_zero_without_stochastic_dims(splits):
+    model = StateLatentModel()
+    _, _, test = _encoded(model, splits)
+    norm = StateNormalization.of(torch.cat([splits[0].states, splits[0].next_states]))
+    own = latent_fidelity(test, model.decode, normalization=norm)
+    floor = latent_floor(splits[2], norm, TASK_A)
+    # The same model and draws through its identity decoder: the floor is its numbers.
+    assert floor == {k: getattr(own, k) for k in FLOORED}
+    assert floor["E_repr"] == 0.0 and floor["DRPE_pred"] == 0.0
+    assert 0.25 < floor["E_excess"] == floor["E_pred"] < 0.5  # the distractors' draws
+    # A world whose every dim is deterministic under the oracle has a floor of 0.
+    calm = task_a(World(name="calm", d1=0, d2=0))
+    data = protocol_splits(collect("balanced", 1000, seed=3, task=calm), seed=0)
+    calm_norm = StateNormalization.of(torch.cat([data[0].states, data[0].next_states]))
+    assert set(latent_floor(data[2], calm_norm, calm).values()) == {0.0}
 
 
 def test_persistence_model_numbers_equal_the_persistence_baseline(splits):

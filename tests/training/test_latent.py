@@ -13,8 +13,11 @@ from gridplan.core.render import obs_shape
 from gridplan.core.tasks import TASK_A
 from gridplan.models.latent import (
     DecodingLatentModel,
+    HeadsLatentModel,
     LatentNetwork,
     LearnedLatentModel,
+    RSSMLatentModel,
+    TDHeads,
     covariance_loss,
     ema_update,
     load_latent_model,
@@ -72,17 +75,56 @@ def _batch(n: int = 16, events: bool = False):
     return s, a, s1, flag, torch.zeros(n, dtype=torch.bool)
 
 
-@pytest.mark.parametrize("family", ["latent_recon", "jepa"])
+@pytest.mark.parametrize("family", ["latent_recon", "jepa", "tdmpc"])
 def test_event_weighting_scales_every_weighted_term_of_an_all_event_batch(family):
     uniform = _module(f"model={family}", "obs=grid")
     weighted = _module(f"model={family}", "obs=grid", "variant=event_weighted")
     weighted.net.load_state_dict(uniform.net.state_dict())
     plain, heavy = uniform.terms(_batch(events=True)), weighted.terms(_batch(events=True))
-    scaled = ("recon", "pred", "latent") if family == "latent_recon" else ("latent",)
+    scaled = {
+        "latent_recon": ("recon", "pred", "latent"),
+        "jepa": ("latent",),
+        "tdmpc": ("latent", "reward", "done", "value"),
+    }[family]
     for name in scaled:
         assert heavy[name].item() == pytest.approx(10 * plain[name].item(), rel=1e-5)
-    if family == "jepa":  # the regularisers do not depend on the events
+    if family != "latent_recon":  # the regularisers do not depend on the events
         assert heavy["variance"].item() == pytest.approx(plain["variance"].item())
+
+
+def _linear(weight: list[float], bias: float) -> nn.Linear:
+    layer = nn.Linear(len(weight), 1)
+    with torch.no_grad():
+        layer.weight.copy_(torch.tensor([weight]))
+        layer.bias.fill_(bias)
+    return layer
+
+
+def test_the_td_target_backs_up_the_best_action_through_the_model():
+    heads = TDHeads(4, [8])
+    # Inputs (z, one-hot action): action 2 alone earns 1, action 3 ends the episode, and
+    # every latent is worth 2 to the target value head.
+    heads.reward = _linear([0, 0, 0, 0, 0, 0, 1, 0], 0.0)
+    heads.done = _linear([0, 0, 0, 0, 0, 0, 0, 120], -60.0)
+    heads.target_value = _linear([0, 0, 0, 0], 2.0)
+    target = heads.td_target(torch.randn(5, 4), lambda z, a: z, 0.9)
+    # max(0 + 0.9 * 2, 0 + 0.9 * 2, 1 + 0.9 * 2, 0 + 0.9 * 0 * 2) = 2.8
+    assert torch.allclose(target, torch.full((5,), 2.8))
+
+
+def test_a_tdmpc_batch_scores_its_heads_against_the_logged_outcome():
+    module = _module("model=tdmpc", "obs=grid")
+    terms = module.terms(_batch())
+    assert set(terms) == {"loss", "latent", "variance", "covariance", "reward", "done", "value"}
+    assert all(torch.isfinite(v) for v in terms.values())
+    weighted = (
+        terms["latent"]
+        + terms["variance"]
+        + 0.04 * terms["covariance"]
+        + 0.5 * (terms["reward"] + terms["done"])
+        + 0.1 * terms["value"]
+    )
+    assert terms["loss"].item() == pytest.approx(weighted.item(), rel=1e-6)
 
 
 def test_the_rollout_variant_scores_later_steps_and_skips_ended_ones():
@@ -131,6 +173,8 @@ def runs(tmp_path_factory):
     return {
         "recon": next(tmp.glob("latent_recon-pixels-*/version_0")),
         "jepa": train_run(["model=jepa", "obs=grid", *common]),
+        "tdmpc": train_run(["model=tdmpc", "obs=pixels", *common]),
+        "rssm": train_run(["model=rssm", "obs=grid", *common]),
     }
 
 
@@ -161,22 +205,55 @@ def test_debug_runs_land_in_their_family_and_observation_folders(runs):
 
 
 @pytest.mark.parametrize(
-    ("run", "kind", "decodes"), [("recon", "pixels", True), ("jepa", "grid", False)]
+    ("run", "kind", "cls"),
+    [
+        ("recon", "pixels", DecodingLatentModel),
+        ("jepa", "grid", LearnedLatentModel),
+        ("tdmpc", "pixels", HeadsLatentModel),
+        ("rssm", "grid", RSSMLatentModel),
+    ],
 )
-def test_a_trained_checkpoint_loads_behind_the_latent_contract(runs, run, kind, decodes):
+def test_a_trained_checkpoint_loads_behind_the_latent_contract(runs, run, kind, cls):
     model = load_latent_model(runs[run] / "checkpoints" / "best.ckpt")
-    assert isinstance(model, DecodingLatentModel if decodes else LearnedLatentModel)
-    assert model.obs_kind == kind and model.world == W and model.latent_dim == 32
-    assert model.deterministic and model.metadata["kind"] == "latent"
+    assert type(model) is cls
+    assert model.obs_kind == kind and model.world == W
+    assert model.latent_dim == (96 if cls is RSSMLatentModel else 32)
+    assert model.deterministic is (cls is not RSSMLatentModel)
+    assert model.metadata["kind"] == "latent"
     state = env.reset(5, torch.Generator().manual_seed(0), TASK_A)
     z = model.encode(model.observe(state))
-    assert z.shape == (5, 32) and z.dtype == torch.float32 and torch.isfinite(z).all()
+    assert z.shape == (5, model.latent_dim) and z.dtype == torch.float32
+    assert torch.isfinite(z).all()
     z1 = model.predict_latent(z, torch.tensor([0, 1, 2, 3, 0]), torch.Generator())
-    assert z1.shape == (5, 32) and z1.dtype == torch.float32
-    assert hasattr(model, "decode") is decodes
-    if decodes:
+    assert z1.shape == z.shape and z1.dtype == torch.float32
+    assert hasattr(model, "decode") is issubclass(cls, DecodingLatentModel)
+    if cls is HeadsLatentModel:
+        a = torch.tensor([0, 1, 2, 3, 0])
+        for out in (model.reward(z, a, z1), model.value(z1)):
+            assert out.shape == (5,) and out.dtype == torch.float32 and torch.isfinite(out).all()
+    if issubclass(cls, DecodingLatentModel):
         s = model.decode(z1)
         assert s.shape == (5, 12) and ((s >= 0) & (s <= 1)).all()
+
+
+def test_an_rssm_draws_its_state_from_the_generator_and_filters_from_its_belief(runs):
+    model = load_latent_model(runs["rssm"] / "checkpoints" / "best.ckpt")
+    state = env.reset(4, torch.Generator().manual_seed(0), TASK_A)
+    a = torch.tensor([0, 1, 2, 3])
+    z = model.encode(model.observe(state))
+    belief, _ = z.split([64, 32], dim=1)
+    assert torch.equal(belief, torch.zeros(4, 64))  # one observation: the initial belief
+
+    def step(seed):
+        return model.predict_latent(z, a, torch.Generator().manual_seed(seed))
+
+    assert torch.equal(step(5), step(5)) and not torch.equal(step(5), step(6))
+    # The belief is deterministic: only the state part of the latent differs between draws.
+    assert torch.equal(step(5)[:, :64], step(6)[:, :64])
+    nxt, _, _, _ = env.step(state, a, torch.Generator().manual_seed(1))
+    filtered = model.filter_latent(z, a, model.observe(nxt))
+    assert torch.equal(filtered[:, :64], step(5)[:, :64])  # the same belief, then the posterior
+    assert not torch.equal(filtered, model.encode(model.observe(nxt)))
 
 
 def test_bad_observations_and_latents_are_refused_naming_the_problem(runs):
@@ -227,6 +304,11 @@ def test_a_checkpoint_with_missing_or_wrong_contents_is_refused(runs, tmp_path):
         (["model=latent_recon", "obs=pixels", "obs.pixels_per_cell=3"], "even int >= 2"),
         (["model=jepa", "obs=grid", "variant=rel_only"], "variant=rel_only weights state dim"),
         (["model=jepa", "obs=grid", "variant=anti_weighted"], "jepa has no state loss"),
+        (["model=tdmpc", "obs=grid", "variant=rel_only"], "tdmpc has no state loss"),
+        (["model=tdmpc", "model.stochastic=true"], "a tdmpc predicts a deterministic latent"),
+        (["model=rssm", "model.stochastic=false"], "belong to model=rssm"),
+        (["model=rssm", "model.belief_dim=96"], "belief_dim lies in 1..latent_dim - 1"),
+        (["model=latent_recon", "model.belief_dim=8"], "belong to model=rssm"),
     ],
 )
 def test_configs_a_latent_family_cannot_train_are_refused(overrides, message):
