@@ -239,6 +239,7 @@ def base_tree_search(base: Path):
         "base_mcts", base / "gridplan" / "planning" / "mcts.py"
     )
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
     spec.loader.exec_module(module)
     return module.TreeSearchPlanner
 

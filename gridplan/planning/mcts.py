@@ -79,83 +79,145 @@ def check_int(name: str, value, low: int) -> int:
     return value
 
 
-def _at(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    """``table[index]`` for a flat table: ``index_select``, twice as fast on CPU."""
-    return table.index_select(0, index.reshape(-1)).view(*index.shape, *table.shape[1:])
-
-
-def turns(q: torch.Tensor, n: torch.Tensor, beta: torch.Tensor, lanes: int) -> torch.Tensor:
-    """The children that ``lanes`` selections one after another take at each of ``G`` nodes.
+def splits(
+    q: torch.Tensor, n: torch.Tensor, beta: torch.Tensor, lanes: torch.Tensor, most: int
+) -> torch.Tensor:
+    """How many of ``lanes`` selections one after another take each child, at ``G`` nodes.
 
     Selection ``k`` takes the best child under the virtual visits ``O`` of selections
     ``0..k-1``, ``argmax_a q_a + beta / (1 + n_a + O_a)``, ties to the lowest action. A
-    child's score falls as ``O`` grows, so the selections are every child's scores over
-    ``O = 0, 1, ...`` merged in descending order, ties to the lower action: one stable sort
-    (a tie with a later score of the same child cannot precede its earlier one).
+    child's score falls as ``O`` grows, so the selections are the ``lanes`` best of every
+    child's scores over ``O = 0, 1, ...``, ties to the lower action: every score above the
+    ``lanes``-th best (one ``kthvalue``, no sort), then the ties at it, lowest action first.
 
     Args:
         q, n: ``(G, 4)`` float64 the children's ``Q`` and visits.
-        beta: ``(G, 1)`` float64 ``c * P * sqrt(N)`` of the nodes.
-        lanes: selections per node ``L``.
+        beta: ``(G,)`` float64 ``c * P * sqrt(N)`` of the nodes.
+        lanes: ``(G,)`` long selections per node, ``1 <= lanes <= most``.
+        most: the largest of ``lanes``.
 
     Returns:
-        ``(G, 4 * L)`` long actions; entry ``k < L`` is selection ``k``'s.
+        ``(G, 4)`` long selections per child, summing to ``lanes``.
     """
-    ahead = torch.arange(lanes, device=q.device, dtype=q.dtype)
-    score = q.unsqueeze(-1) + beta.unsqueeze(-1) / (1 + n.unsqueeze(-1) + ahead)
-    order = (-score).flatten(1).sort(dim=1, stable=True).indices
-    return order // lanes
+    ahead = torch.arange(most, device=q.device)
+    score = q.unsqueeze(-1) + beta.view(-1, 1, 1) / (1 + n.unsqueeze(-1) + ahead)
+    # Past a node's own lanes, the first child's scores rank above all (``most - lanes`` of
+    # them), the others' below, so the ``most``-th best of every node is its ``lanes``-th.
+    past = ahead >= lanes.view(-1, 1, 1)
+    score = torch.where(past, _PAST.to(score.device), score)
+    cut = score.flatten(1).kthvalue(3 * most + 1, dim=1).values.view(-1, 1, 1)
+    above = (score > cut).sum(dim=2)
+    tied = (score == cut).sum(dim=2)
+    need = most - above.sum(dim=1, keepdim=True)
+    take = torch.minimum((need - tied.cumsum(dim=1) + tied).clamp(min=0), tied)
+    above[:, 0] -= most - lanes
+    return above + take
+
+
+#: The four actions.
+_ACTIONS = torch.arange(N_ACTIONS)
+
+#: The scores of selections past a node's lanes (``splits``): first child high, others low.
+_PAST = torch.tensor([math.inf, -math.inf, -math.inf, -math.inf], dtype=torch.float64).view(
+    1, N_ACTIONS, 1
+)
 
 
 @dataclass
 class _Trees:
-    """``B`` trees of ``size`` nodes each as flat tables; node ``n`` of tree ``b`` is row
-    ``b * size + n``, and ``4 * B * L`` scratch rows after them take the children of lanes
-    that grow nothing, so every write goes to distinct rows. ``q`` caches
-    ``r + gamma * W / N``, the node's value as a child."""
+    """``B`` trees as flat tables of rows ``4 * f + a``, child ``a`` of family ``f``: the
+    ``B`` roots are rows ``4 * b`` (families ``0..B-1``), and every round appends a block of
+    four rows per lane (``B * L`` families) that takes the lane's four predictions; a
+    group's first lane's family becomes the children of its leaf. The last row takes the
+    writes of lanes that grow nothing. Rows are written before they are read."""
 
-    size: int
-    scratch: int  # the first scratch row
     state: torch.Tensor  # (rows, S) float
     visits: torch.Tensor  # (rows,) float64
     total: torch.Tensor  # (rows,) float64
     reward: torch.Tensor  # (rows,) float64
-    q: torch.Tensor  # (rows,) float64
     terminal: torch.Tensor  # (rows,) bool
-    first: torch.Tensor  # (rows,) long: first child's row, -1 while unexpanded or terminal
-    used: torch.Tensor  # (B,) long: nodes in use per tree
+    first: torch.Tensor  # (rows,) long: the children's family, -1 while unexpanded
+    parent: torch.Tensor  # (rows,) long: a root's is itself
+    used: int  # rows in use: the next round's block starts here
 
     @classmethod
-    def rooted(cls, root: torch.Tensor, size: int, lanes: int) -> _Trees:
+    def rooted(cls, root: torch.Tensor, budget: int) -> _Trees:
         b, s = root.shape
-        scratch = b * size
-        rows = scratch + b * lanes * N_ACTIONS
-        state = root.new_zeros(rows, s)
-        state[:scratch:size] = root
-        zeros = torch.zeros(rows, dtype=torch.float64, device=root.device)
-        flags = torch.zeros(rows, dtype=torch.bool, device=root.device)
-        return cls(
-            size=size,
-            scratch=scratch,
-            state=state,
-            visits=zeros,
-            total=zeros.clone(),
-            reward=zeros.clone(),
-            q=zeros.clone(),
-            terminal=flags,
-            first=torch.full((rows,), -1, dtype=torch.long, device=root.device),
-            used=torch.ones(b, dtype=torch.long, device=root.device),
+        rows = N_ACTIONS * (b * (1 + budget) + 1)
+        dev = root.device
+
+        def table(dtype):
+            return torch.empty(rows, dtype=dtype, device=dev)
+
+        t = cls(
+            state=root.new_empty(rows, s),
+            visits=table(torch.float64),
+            total=table(torch.float64),
+            reward=table(torch.float64),
+            terminal=table(torch.bool),
+            first=table(torch.long),
+            parent=table(torch.long),
+            used=N_ACTIONS * b,
         )
+        roots = slice(0, N_ACTIONS * b, N_ACTIONS)
+        t.state[roots] = root
+        for x in (t.visits, t.total, t.reward):
+            x[roots] = 0.0
+        t.terminal[roots] = False
+        t.first[roots] = -1
+        t.parent[roots] = torch.arange(0, N_ACTIONS * b, N_ACTIONS, device=dev)
+        return t
+
+    def family(self, table: torch.Tensor, fam: torch.Tensor) -> torch.Tensor:
+        """``(G, 4)`` entries of ``table`` of the families ``fam (G,)``."""
+        return table.view(-1, N_ACTIONS).index_select(0, fam)
 
 
 @dataclass
-class _Lanes:
-    """A round's lanes ``(B, L)``: their nodes, and their groups (the lanes at one node,
-    consecutive lanes): each lane's group's first lane and size (0 once it stopped)."""
+class _Groups:
+    """Groups of a round's lanes at one depth (the lanes at one node, consecutive lanes),
+    ``(G,)`` each: the node, its children's family, its visits ``N``, the group's first lane
+    (``b * L + l``) and its lanes."""
 
     node: torch.Tensor
-    start: torch.Tensor
+    fam: torch.Tensor
+    visits: torch.Tensor
+    lane: torch.Tensor
     size: torch.Tensor
+
+    def subset(self, index: torch.Tensor) -> _Groups:
+        return _Groups(*(x.index_select(0, index) for x in vars(self).values()))
+
+    def join(self, other: _Groups | None) -> _Groups:
+        if other is None:
+            return self
+        return _Groups(
+            *(torch.cat(x) for x in zip(vars(self).values(), vars(other).values(), strict=True))
+        )
+
+
+class _Leaves:
+    """Where a round's ``B * L`` lanes stopped: ``first[l] = l`` at the first lane of a group
+    at a leaf (an unexpanded or terminal node), else -1; ``leaf[l]`` that group's node
+    (entry ``B * L`` takes the writes of the groups still moving)."""
+
+    def __init__(self, lanes: int, device) -> None:
+        self.lanes, self.depth = lanes, 0
+        self.first = torch.full((lanes + 1,), -1, dtype=torch.long, device=device)
+        self.leaf = torch.empty(lanes + 1, dtype=torch.long, device=device)
+
+    def stop(self, g: _Groups | None) -> _Groups | None:
+        """Record ``g``'s groups at leaves; the others, or None if none."""
+        if g is None:
+            return None
+        moving = g.fam >= 0
+        if bool(moving.all()):
+            return g
+        at = torch.where(moving, self.lanes, g.lane)
+        self.first.index_put_((at,), g.lane)
+        self.leaf.index_put_((at,), g.node)
+        keep = moving.nonzero().squeeze(1)
+        return g.subset(keep) if keep.shape[0] else None
 
 
 class TreeSearchPlanner:
@@ -201,134 +263,127 @@ class TreeSearchPlanner:
     def predictions_per_decision(self) -> int:
         return N_ACTIONS * self.budget
 
-    def _select(
-        self, t: _Trees, lanes: _Lanes, first: torch.Tensor, visits: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The child each moving lane takes at its expanded node (first child ``first``,
-        visits ``visits``, both ``(B, L)``), and that child's visits; the lanes' groups move
-        to the children (step 1)."""
-        node, dev = lanes.node, lanes.node.device
-        kids = first.clamp(min=0).unsqueeze(-1) + torch.arange(N_ACTIONS, device=dev)
-        n_kid, q = _at(t.visits, kids), _at(t.q, kids)
-        beta = ((self.exploration * PRIOR) * visits.sqrt()).unsqueeze(-1)
-        choice = (q + beta / (1 + n_kid)).argmax(dim=-1)
-        most = int(lanes.size.max())
-        if most == 1:
-            return choice, n_kid.gather(2, choice.unsqueeze(-1)).squeeze(-1)
-        # One split per node that several lanes share, computed at its group's first lane.
-        b, width = node.shape
-        rank = torch.arange(width, device=dev) - lanes.start
-        lead = ((rank == 0) & (lanes.size > 1)).view(-1).nonzero().squeeze(1)
-        picks = turns(
-            _at(q.view(-1, N_ACTIONS), lead),
-            _at(n_kid.view(-1, N_ACTIONS), lead),
-            _at(beta.view(-1, 1), lead),
-            most,
-        )[:, :most]
-        taken = torch.arange(most, device=dev) < _at(lanes.size.view(-1), lead).unsqueeze(1)
-        counts = torch.zeros(lead.shape[0], N_ACTIONS, dtype=torch.long, device=dev)
-        counts.scatter_add_(1, picks, taken.long())
-        row = torch.full((b * width,), -1, dtype=torch.long, device=dev)
-        row[lead] = torch.arange(lead.shape[0], device=dev)
-        row = _at(row, torch.arange(b, device=dev).unsqueeze(1) * width + lanes.start)
-        shared = row >= 0
-        ends = _at(counts.cumsum(dim=1), row.clamp(min=0))  # (B, L, 4)
-        split = (rank.unsqueeze(-1) >= ends).sum(dim=-1).clamp(max=N_ACTIONS - 1)
-        choice = torch.where(shared, split, choice)
-        end = ends.gather(2, choice.unsqueeze(-1)).squeeze(-1)
-        size = _at(counts.view(-1), row.clamp(min=0) * N_ACTIONS + choice)
-        lanes.start = torch.where(shared, lanes.start + end - size, lanes.start)
-        lanes.size = torch.where(shared, size, lanes.size)
-        return choice, n_kid.gather(2, choice.unsqueeze(-1)).squeeze(-1)
+    def _children(self, t: _Trees, g: _Groups):
+        """``(n, q)`` ``(G, 4)`` of the children of ``g``'s nodes and ``beta (G,)``."""
+        n = t.family(t.visits, g.fam)
+        q = t.family(t.reward, g.fam) + self.task.gamma * t.family(t.total, g.fam) / n
+        return n, q, (self.exploration * PRIOR) * g.visits.sqrt()
 
-    def _descend(self, t: _Trees, roots: torch.Tensor, width: int) -> tuple[list, _Lanes]:
-        """Every lane's path from the root, one ``(B, L)`` row tensor per depth (a lane
-        that stopped repeats its leaf), and the lanes' groups at their leaves."""
-        dev = roots.device
-        lanes = _Lanes(
-            node=roots.unsqueeze(1).expand(-1, width).contiguous(),
-            start=torch.zeros(roots.shape[0], width, dtype=torch.long, device=dev),
-            size=torch.full((roots.shape[0], width), width, dtype=torch.long, device=dev),
+    def _step(self, t: _Trees, g: _Groups) -> _Groups:
+        """One-lane groups one depth down, each to its best child (step 1)."""
+        n, q, beta = self._children(t, g)
+        choice = (q + beta.unsqueeze(1) / (1 + n)).argmax(dim=1, keepdim=True)
+        node = N_ACTIONS * g.fam + choice.squeeze(1)
+        visits = n.gather(1, choice).squeeze(1)
+        return _Groups(node, t.first.index_select(0, node), visits, g.lane, g.size)
+
+    def _split(self, t: _Trees, g: _Groups) -> _Groups:
+        """Groups one depth down: each group's lanes split over its node's children as that
+        many selections one after another would, taking them in action order (step 1)."""
+        n, q, beta = self._children(t, g)
+        counts = splits(q, n, beta, g.size, int(g.size.max()))
+        pick = counts.view(-1).nonzero().squeeze(1)
+        node = (N_ACTIONS * g.fam.unsqueeze(1) + _ACTIONS.to(n.device)).view(-1)
+        node = node.index_select(0, pick)
+        lane = (g.lane.unsqueeze(1) + counts.cumsum(dim=1) - counts).view(-1)
+        return _Groups(
+            node,
+            t.first.index_select(0, node),
+            n.view(-1).index_select(0, pick),
+            lane.index_select(0, pick),
+            counts.view(-1).index_select(0, pick),
         )
-        path = [lanes.node]
-        first, visits = _at(t.first, lanes.node), _at(t.visits, lanes.node)
-        moving = first >= 0
-        while moving.any():
-            lanes.size = lanes.size * moving  # stopped lanes need no split
-            choice, visits = self._select(t, lanes, first, visits)
-            lanes.node = torch.where(moving, first + choice, lanes.node)
-            path.append(lanes.node)
-            first = _at(t.first, lanes.node)
-            moving = first >= 0
-        return path, lanes
 
-    def _expand(self, t: _Trees, at: _Lanes, generator, step: int) -> torch.Tensor:
-        """Predict every lane's 4 children, enter the first lane's per new leaf into the
-        tree; each lane's leaf estimate ``(B, L)`` float64 (step 2)."""
-        leaf, owner = at.node, at.start  # the lanes at a leaf are one group
-        b, lanes = leaf.shape
-        dev, s = leaf.device, t.state.shape[1]
-        grow = ~_at(t.terminal, leaf) & (owner == torch.arange(lanes, device=dev))
-        parent = _at(t.state, leaf).unsqueeze(2).expand(-1, -1, N_ACTIONS, -1).reshape(-1, s)
-        actions = torch.arange(N_ACTIONS, device=dev).repeat(b * lanes)
-        nxt = self.model.predict(parent, actions, generator)
-        check_prediction(nxt, self.model, step, b * lanes * N_ACTIONS, "tree rows", s)
+    def _descend(self, t: _Trees, roots: torch.Tensor, width: int) -> _Leaves:
+        """Every lane of every tree from its root down to a leaf, depth by depth; the groups
+        of one lane and the others step apart."""
+        b, dev = roots.shape[0], roots.device
+        out = _Leaves(b * width, dev)
+        g = _Groups(
+            roots,
+            t.first.index_select(0, roots),
+            t.visits.index_select(0, roots),
+            torch.arange(0, b * width, width, device=dev),
+            torch.full_like(roots, width),
+        )
+        single, multi = (g, None) if width == 1 else (None, g)
+        while True:
+            single, multi = out.stop(single), out.stop(multi)
+            if single is None and multi is None:
+                return out
+            out.depth += 1
+            single = None if single is None else self._step(t, single)
+            if multi is not None:
+                multi = self._split(t, multi)
+                one = multi.size == 1
+                if bool(one.any()):
+                    single = multi.subset(one.nonzero().squeeze(1)).join(single)
+                    rest = (~one).nonzero().squeeze(1)
+                    multi = multi.subset(rest) if rest.shape[0] else None
+
+    def _expand(self, t: _Trees, at: _Leaves, generator, step: int):
+        """Predict every lane's 4 children into the round's block, make each group's first
+        lane's the children of its leaf unless terminal; each lane's leaf and estimate
+        ``(B * L,)`` (step 2)."""
+        lanes, dev, s = at.lanes, at.first.device, t.state.shape[1]
+        owner = at.first[:lanes].cummax(dim=0).values  # the first lane of each lane's group
+        leaf = at.leaf.index_select(0, owner)
+        below = leaf.repeat_interleave(N_ACTIONS)
+        nxt = self.model.predict(
+            t.state.index_select(0, below), _ACTIONS.to(dev).repeat(lanes), generator
+        )
+        check_prediction(nxt, self.model, step, N_ACTIONS * lanes, "tree rows", s)
         r, goal, hazard = state_outcome(nxt, self.task)
         done = goal | hazard
         v = (self.value.lookup(nxt) * ~done).double()
         r = r.double()
-        qa = r + self.task.gamma * v
-        best = torch.where(grow, qa.view(b, lanes, N_ACTIONS).amax(dim=2), 0.0)
-        # New children take consecutive slots, tree by tree, in lane order; the others go
-        # to their lane's scratch rows.
-        taken = grow.long()
-        slot = t.used.unsqueeze(1) + N_ACTIONS * (taken.cumsum(dim=1) - taken)
-        t.used += N_ACTIONS * taken.sum(dim=1)
-        lane = torch.arange(b * lanes, device=dev).view(b, lanes)
-        scratch = t.scratch + N_ACTIONS * lane
-        base = torch.where(grow, torch.arange(b, device=dev).unsqueeze(1) * t.size + slot, scratch)
-        rows = (base.unsqueeze(2) + torch.arange(N_ACTIONS, device=dev)).view(-1)
-        t.state.index_copy_(0, rows, nxt)
-        t.reward.index_copy_(0, rows, r)
-        t.terminal.index_copy_(0, rows, done)
-        t.visits.index_fill_(0, rows, 1.0)
-        t.total.index_copy_(0, rows, v)
-        t.q.index_copy_(0, rows, qa)  # r + gamma * W / N with N = 1
-        t.first.index_copy_(0, torch.where(grow, leaf, scratch).view(-1), base.view(-1))
-        return best.gather(1, owner)
+        block = slice(t.used, t.used + N_ACTIONS * lanes)
+        t.state[block] = nxt
+        t.reward[block] = r
+        t.terminal[block] = done
+        t.visits[block] = 1.0
+        t.total[block] = v
+        t.first[block] = -1
+        t.parent[block] = below
+        ends = t.terminal.index_select(0, leaf)
+        lane = torch.arange(lanes, device=dev)
+        grow = (owner == lane) & ~ends
+        spare = torch.full_like(leaf, t.first.shape[0] - 1)
+        t.first.index_put_((torch.where(grow, leaf, spare),), t.used // N_ACTIONS + lane)
+        best = (r + self.task.gamma * v).view(lanes, N_ACTIONS).amax(dim=1)
+        t.used += N_ACTIONS * lanes
+        return leaf, torch.where(ends, 0.0, best.index_select(0, owner))
 
-    def _backup(self, t: _Trees, path: list[torch.Tensor], g: torch.Tensor) -> None:
-        """Add each lane's discounted return to every node on its path (step 3). A node
-        sits at one depth, so one accumulating write of every level adds its lanes' returns
-        in lane order, as the reference does."""
+    def _backup(self, t: _Trees, leaf: torch.Tensor, g: torch.Tensor, depth: int) -> None:
+        """Add each lane's discounted return to every node on its path, lane after lane
+        (one accumulating write: a node sits at one depth), walking up the parents (step 3)."""
         gamma = self.task.gamma
-        nodes, counts, returns = [path[-1]], [torch.ones_like(g)], [g]
-        for here, below in zip(reversed(path[:-1]), reversed(path[1:]), strict=True):
-            stepped = below != here
-            g = torch.where(stepped, _at(t.reward, below) + gamma * g, g)
-            nodes.append(here)
-            counts.append(stepped.double())
+        nodes, returns, counts = [leaf], [g], [torch.ones_like(g)]
+        for _ in range(depth):
+            up = t.parent.index_select(0, leaf)
+            stepped = up != leaf
+            g = torch.where(stepped, t.reward.index_select(0, leaf) + gamma * g, g)
+            nodes.append(up)
             returns.append(g * stepped)
-        index = torch.cat([n.reshape(-1) for n in nodes])
-        t.visits.index_put_((index,), torch.cat([c.reshape(-1) for c in counts]), accumulate=True)
-        t.total.index_put_((index,), torch.cat([x.reshape(-1) for x in returns]), accumulate=True)
-        q = _at(t.reward, index) + gamma * _at(t.total, index) / _at(t.visits, index)
-        t.q.index_put_((index,), q)
+            counts.append(stepped.double())
+            leaf = up
+        index = torch.stack(nodes, dim=1).view(-1)
+        t.total.index_add_(0, index, torch.stack(returns, dim=1).view(-1))
+        t.visits.index_add_(0, index, torch.stack(counts, dim=1).view(-1))
 
     @torch.no_grad()
     def tree(self, root: torch.Tensor, generator: torch.Generator):
         """Grow the trees; ``(visits (B, 4), q (B, 4))`` float64 of the root's children."""
         check_state(root, "root state", self.task.world)
-        b = root.shape[0]
-        schedule = lane_schedule(self.budget, self.parallel)
-        t = _Trees.rooted(root, 1 + N_ACTIONS * self.budget, max(schedule))
-        roots = torch.arange(b, device=root.device) * t.size
-        for step, width in enumerate(schedule):
-            path, lanes = self._descend(t, roots, width)
-            g = self._expand(t, lanes, generator, step)
-            self._backup(t, path, g)
-        kids = _at(t.first, roots).unsqueeze(1) + torch.arange(N_ACTIONS, device=root.device)
-        return _at(t.visits, kids), _at(t.q, kids)
+        t = _Trees.rooted(root, self.budget)
+        roots = torch.arange(0, N_ACTIONS * root.shape[0], N_ACTIONS, device=root.device)
+        for step, width in enumerate(lane_schedule(self.budget, self.parallel)):
+            at = self._descend(t, roots, width)
+            leaf, g = self._expand(t, at, generator, step)
+            self._backup(t, leaf, g, at.depth)
+        fam = t.first.index_select(0, roots)
+        n = t.family(t.visits, fam)
+        return n, t.family(t.reward, fam) + self.task.gamma * t.family(t.total, fam) / n
 
     def search(self, root: torch.Tensor, generator: torch.Generator):
         """Grow the trees; returns ``(visits (B, 4), q (B, 4))`` float32 of the root's

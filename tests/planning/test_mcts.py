@@ -12,7 +12,7 @@ from gridplan.core.values import value_table
 from gridplan.models.noise import OracleModel
 from gridplan.planning.closed_loop import start_states
 from gridplan.planning.learned_value import ZeroValue
-from gridplan.planning.mcts import TreeSearchPlanner, lane_schedule, turns
+from gridplan.planning.mcts import TreeSearchPlanner, lane_schedule, splits
 from gridplan.planning.planners import make_planner
 from gridplan.planning.reference import RefState, ref_encode, ref_oracle_predict, ref_tree_search
 
@@ -66,21 +66,21 @@ def test_batched_tree_search_equals_the_reference_bit_for_bit(
     assert torch.equal(visits.sum(dim=1), torch.full((roots.shape[0],), budget + 3.0))
 
 
-def test_one_sort_gives_the_selections_one_after_another_ties_included():
-    # Small integers make many exact ties, within a node and across its children.
+def test_the_split_counts_the_selections_one_after_another_ties_included():
+    # Small integers make many exact ties, within a node and across its children; the
+    # nodes take from 1 to 9 lanes.
     g = torch.Generator().manual_seed(0)
     q = torch.randint(0, 3, (300, 4), generator=g).double() / 4
     n = torch.randint(1, 5, (300, 4), generator=g).double()
-    beta = torch.randint(0, 4, (300, 1), generator=g).double() / 2
-    lanes = 9
-    got = turns(q, n, beta, lanes)[:, :lanes].tolist()
+    beta = torch.randint(1, 4, (300,), generator=g).double() / 2
+    lanes = torch.randint(1, 10, (300,), generator=g)
+    got = splits(q, n, beta, lanes, int(lanes.max())).tolist()
     for i in range(300):
-        taken, want = [0] * 4, []
-        for _ in range(lanes):
-            scores = [float(q[i, a] + beta[i, 0] / (1 + n[i, a] + taken[a])) for a in range(4)]
-            want.append(scores.index(max(scores)))
-            taken[want[-1]] += 1
-        assert got[i] == want
+        taken = [0] * 4
+        for _ in range(int(lanes[i])):
+            scores = [float(q[i, a] + beta[i] / (1 + n[i, a] + taken[a])) for a in range(4)]
+            taken[scores.index(max(scores))] += 1
+        assert got[i] == taken
 
 
 def test_lane_schedule_doubles_then_shares_the_rest_evenly():
