@@ -59,14 +59,14 @@ PRIOR = 1.0 / N_ACTIONS
 
 
 def lane_schedule(budget: int, parallel: int) -> list[int]:
-    """Lanes of each round, summing to ``budget``: doubling from 1 while below ``parallel``
-    (the first rounds' lanes would pile onto a root with few children), then the rest in as
-    few rounds of at most ``parallel`` as it takes, shared out evenly (earlier rounds one
-    more)."""
+    """Lanes of each round, summing to ``budget``: growing fourfold from 1 while below
+    ``parallel`` (the leaves of a tree with few expanded nodes: the root, its 4 children,
+    their 16, ...; more lanes would pile onto them), then the rest in as few rounds of at
+    most ``parallel`` as it takes, shared out evenly (earlier rounds one more)."""
     out, width = [], 1
     while width < parallel and sum(out) + width <= budget:
         out.append(width)
-        width *= 2
+        width *= N_ACTIONS
     rest = budget - sum(out)
     rounds = -(-rest // parallel)
     return out + [rest // rounds + (k < rest % rounds) for k in range(rounds)]
@@ -196,6 +196,25 @@ class _Groups:
         )
 
 
+#: Groups of up to this many lanes split apart from larger ones (``splits`` pads every
+#: node's scores to the most lanes of its batch).
+_FEW = 8
+
+
+def _sort(g: _Groups) -> list[tuple[int, _Groups]]:
+    """``g``'s groups of one lane (kind 0), of up to ``_FEW`` (1) and of more (2), by kind."""
+    kind = (g.size > 1).long() + (g.size > _FEW).long()
+    order = kind.argsort(stable=True)
+    counts = torch.bincount(kind, minlength=3).tolist()
+    g = g.subset(order)
+    out, at = [], 0
+    for k, n in enumerate(counts):
+        if n:
+            out.append((k, _Groups(*(x[at : at + n] for x in vars(g).values()))))
+        at += n
+    return out
+
+
 class _Leaves:
     """Where a round's ``B * L`` lanes stopped: ``first[l] = l`` at the first lane of a group
     at a leaf (an unexpanded or terminal node), else -1; ``leaf[l]`` that group's node
@@ -306,20 +325,19 @@ class TreeSearchPlanner:
             torch.arange(0, b * width, width, device=dev),
             torch.full_like(roots, width),
         )
-        single, multi = (g, None) if width == 1 else (None, g)
+        kinds: list[_Groups | None] = [None] * 3
+        kinds[min(width - 1, 1) + (width > _FEW)] = g
         while True:
-            single, multi = out.stop(single), out.stop(multi)
-            if single is None and multi is None:
+            kinds = [out.stop(x) for x in kinds]
+            if all(x is None for x in kinds):
                 return out
             out.depth += 1
-            single = None if single is None else self._step(t, single)
-            if multi is not None:
-                multi = self._split(t, multi)
-                one = multi.size == 1
-                if bool(one.any()):
-                    single = multi.subset(one.nonzero().squeeze(1)).join(single)
-                    rest = (~one).nonzero().squeeze(1)
-                    multi = multi.subset(rest) if rest.shape[0] else None
+            below = [None if kinds[0] is None else self._step(t, kinds[0]), None, None]
+            for x in kinds[1:]:
+                if x is not None:
+                    for kind, part in _sort(self._split(t, x)):
+                        below[kind] = part.join(below[kind])
+            kinds = below
 
     def _expand(self, t: _Trees, at: _Leaves, generator, step: int):
         """Predict every lane's 4 children into the round's block, make each group's first

@@ -83,21 +83,22 @@ def test_the_split_counts_the_selections_one_after_another_ties_included():
         assert got[i] == taken
 
 
-def test_lane_schedule_doubles_then_shares_the_rest_evenly():
-    assert lane_schedule(10, 4) == [1, 2, 4, 3]
+def test_lane_schedule_grows_fourfold_then_shares_the_rest_evenly():
+    assert lane_schedule(10, 4) == [1, 3, 3, 3]
     assert lane_schedule(3, 1) == [1, 1, 1]
-    assert lane_schedule(256, 16) == [1, 2, 4, 8, 16] + [15] * 15
-    assert lane_schedule(7, 16) == [1, 2, 4]
-    assert lane_schedule(5, 16) == [1, 2, 2]
+    assert lane_schedule(256, 16) == [1, 4] + [16] * 11 + [15] * 5
+    assert lane_schedule(256, 64) == [1, 4, 16, 59, 59, 59, 58]
+    assert lane_schedule(7, 16) == [1, 4, 2]
+    assert lane_schedule(5, 16) == [1, 4]
     assert sum(lane_schedule(1000, 7)) == 1000
 
 
 def test_virtual_visits_spread_a_round_over_tied_children():
     # No reward within reach and no terminal value: every Q is 0, so only the visit counts
-    # steer. Round 1 (1 lane) expands the root; round 2 (2 lanes) splits over up, then down
-    # (the first selection's virtual visit halves up's bonus); round 3 (4 lanes) selects
-    # left, right, then up and down again (1 + N + O ties at 3 for all four; lowest first),
-    # one lane each: N = 3, 3, 2, 2.
+    # steer. The rounds take 1, 3 and 3 lanes. Round 1 expands the root; round 2 splits
+    # over up, down and left (each earlier selection's virtual visit lowers its child's
+    # bonus; ties go to the lowest action); round 3 selects right (1 + N + O = 2, the
+    # others 3), then up and down: N = 3, 3, 2, 2.
     root = RefState(0, 0, 2, 5, False, False, False, False, 3, 3, 4, 4)
     vector = torch.tensor([ref_encode(root)])
     planner = TreeSearchPlanner(OracleModel(), TASK_A, ZeroValue(TASK_A), 7, 1.0, 4)
