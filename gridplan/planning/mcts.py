@@ -196,16 +196,16 @@ class _Groups:
         )
 
 
-#: Groups of up to this many lanes split apart from larger ones (``splits`` pads every
-#: node's scores to the most lanes of its batch).
-_FEW = 8
+#: Groups of more lanes than each bound step apart from the smaller ones (``splits`` pads
+#: every node's scores to the most lanes of its batch): their kind is the bounds they exceed.
+_BOUNDS = (1, 4, 16)
 
 
 def _sort(g: _Groups) -> list[tuple[int, _Groups]]:
-    """``g``'s groups of one lane (kind 0), of up to ``_FEW`` (1) and of more (2), by kind."""
-    kind = (g.size > 1).long() + (g.size > _FEW).long()
+    """``g``'s groups by kind (``_BOUNDS``): ``(kind, groups)`` of each kind present."""
+    kind = sum((g.size > b).long() for b in _BOUNDS)
     order = kind.argsort(stable=True)
-    counts = torch.bincount(kind, minlength=3).tolist()
+    counts = torch.bincount(kind, minlength=len(_BOUNDS) + 1).tolist()
     g = g.subset(order)
     out, at = [], 0
     for k, n in enumerate(counts):
@@ -325,14 +325,16 @@ class TreeSearchPlanner:
             torch.arange(0, b * width, width, device=dev),
             torch.full_like(roots, width),
         )
-        kinds: list[_Groups | None] = [None] * 3
-        kinds[min(width - 1, 1) + (width > _FEW)] = g
+        kinds: list[_Groups | None] = [None] * (len(_BOUNDS) + 1)
+        kinds[sum(width > b for b in _BOUNDS)] = g
         while True:
             kinds = [out.stop(x) for x in kinds]
             if all(x is None for x in kinds):
                 return out
             out.depth += 1
-            below = [None if kinds[0] is None else self._step(t, kinds[0]), None, None]
+            below: list[_Groups | None] = [None] * len(kinds)
+            if kinds[0] is not None:
+                below[0] = self._step(t, kinds[0])
             for x in kinds[1:]:
                 if x is not None:
                     for kind, part in _sort(self._split(t, x)):
@@ -346,10 +348,10 @@ class TreeSearchPlanner:
         lanes, dev, s = at.lanes, at.first.device, t.state.shape[1]
         owner = at.first[:lanes].cummax(dim=0).values  # the first lane of each lane's group
         leaf = at.leaf.index_select(0, owner)
-        below = leaf.repeat_interleave(N_ACTIONS)
-        nxt = self.model.predict(
-            t.state.index_select(0, below), _ACTIONS.to(dev).repeat(lanes), generator
-        )
+        below = leaf.unsqueeze(1).expand(-1, N_ACTIONS).reshape(-1)
+        parent = t.state.index_select(0, leaf).unsqueeze(1).expand(-1, N_ACTIONS, -1)
+        parent = parent.reshape(-1, s)
+        nxt = self.model.predict(parent, _ACTIONS.to(dev).repeat(lanes), generator)
         check_prediction(nxt, self.model, step, N_ACTIONS * lanes, "tree rows", s)
         r, goal, hazard = state_outcome(nxt, self.task)
         done = goal | hazard
