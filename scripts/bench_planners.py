@@ -64,6 +64,7 @@ from gridplan.planning.learned_value import LearnedValue  # noqa: E402
 from gridplan.planning.planner import Planner  # noqa: E402
 from gridplan.planning.planners import make_planner  # noqa: E402
 from gridplan.planning.registry import through_predict  # noqa: E402
+from gridplan.util.allocator import retain_freed_memory  # noqa: E402
 
 
 class _Step(nn.Module):
@@ -352,6 +353,7 @@ def main(argv=None) -> int:
     )
     args = p.parse_args(argv)
     torch.set_num_threads(1)
+    retain_freed_memory()
     roots = start_states((0,), args.episodes, TASK_A)
     models = {
         "oracle": OracleModel(),

@@ -3,40 +3,42 @@
 several simulations per round under virtual visits (Liu et al. 2020, "Watch the Unobserved").
 
 One tree per root, all ``B`` trees grown in lockstep as tensors: flat node tables of
-``B * (1 + 4 * budget)`` rows (visits ``N``, value sums ``W``, rewards, terminal flags, the
-first child's index, states). The ``budget`` simulations run in rounds of ``L`` *lanes*
-(simulations at once; ``lane_schedule``): the first rounds double from 1 lane up to
-``parallel``, the rest take at most ``parallel`` each. One round:
+``4 * (B * (1 + budget) + 1)`` rows (visits ``N``, value sums ``W``, rewards, terminal flags,
+the children's family, the parent, states; ``_Trees``). The ``budget`` simulations run in
+rounds of ``L`` *lanes* (simulations at once; ``lane_schedule``): the first rounds grow
+fourfold from 1 lane up to ``parallel``, the rest take at most ``parallel`` each. One round:
 
-1. **Select**: every lane of every tree descends at once, one depth level per step, through
-   expanded, non-terminal nodes. The ``m`` lanes at node ``s`` (consecutive lanes: a group)
+1. **Select**: the lanes descend as *groups* (the lanes at one node, consecutive lanes), one
+   depth level per step, through expanded, non-terminal nodes. The ``m`` lanes at node ``s``
    split over its children as ``m`` selections one after another would, each by
    ``argmax_a Q(s, a) + c * P(a) * sqrt(N(s)) / (1 + N(s, a) + O(s, a))``, where ``O(s, a)``
    counts the earlier selections of ``a`` (virtual visits: in-flight simulations spread
    over the children; ``N(s)`` counts finished simulations only), the prior is uniform
    ``P(a) = 1/4`` (no policy network), ``Q(s, a) = r(s_a) + gamma * W(s_a) / N(s_a)``, and
    ties go to the lowest action; the lanes, in order, take the selected children in action
-   order, so each child's lanes are again a group. The ``m`` selections cost one stable
-   sort (``turns``): each child's scores over ``O = 0, 1, ...`` fall, so the selections
-   are all of them merged in descending order.
+   order, so each child's lanes are again a group. Each child's scores over ``O = 0, 1,
+   ...`` fall, so the ``m`` selections are the ``m`` best of them all: one ``kthvalue``
+   (``splits``). A group of one lane takes the argmax; groups of one lane, of a few and of
+   many step apart, so a batch pads its nodes' scores to few lanes (``_BOUNDS``).
 2. **Expand** the leaf each group reached (unless terminal): every lane's 4 children in one
    ``predict`` call of ``B * L * 4`` rows, each child valued ``r(s_a) + gamma * V(s_a)``
    while alive (``V`` the terminal value: exact V*, learned or none;
    ``gridplan.planning.learned_value``); the leaf's estimate is the best of them (a one-step
    backup). The group's first lane's children enter the tree, and every lane of the group
    backs up its estimate; a terminal leaf is worth 0.
-3. **Back up** each lane's estimate along its path: every node's ``N`` grows by 1 and its
+3. **Back up** each lane's estimate up its parents: every node's ``N`` grows by 1 and its
    ``W`` by the lane's discounted return from there, lane after lane.
 
-With ``parallel = 1`` this is plain sequential PUCT, one simulation per round (main's search
-before rounds, up to its float32 rounding). The decision is the root's most visited action
-(ties to the larger ``Q``, then the lowest action). A budget of ``b`` simulations costs
-``4 b`` predictions per decision; the default 256 matches the depth-4 full-width search's
-1,024. The statistics are float64 and accumulate lane after lane, so that on CPU the tree
-equals, bit for bit, the plain reference ``gridplan.planning.reference.ref_tree_search`` on
-the same predictions (on CUDA, accumulating writes may add in another order: last-bit
-differences). The tree is deterministic given the model's predictions: the only draws are
-the model's, from the caller's generator.
+With ``parallel = 1`` this is plain sequential PUCT, one simulation per round. The decision
+is the root's most visited action (ties to the larger ``Q``, then the lowest action). A
+budget of ``b`` simulations costs ``4 b`` predictions per decision; the default 256 matches
+the depth-4 full-width search's 1,024, in 7 rounds of up to 64 lanes (docs/PERFORMANCE.md,
+"Batched MCTS"). The statistics are float64 and accumulate lane after lane, so that on CPU
+the tree equals, bit for bit, the plain reference
+``gridplan.planning.reference.ref_tree_search`` on the same predictions (on CUDA,
+accumulating writes may add in another order: last-bit differences). The tree is
+deterministic given the model's predictions: the only draws are the model's, from the
+caller's generator.
 """
 
 from __future__ import annotations
@@ -198,7 +200,7 @@ class _Groups:
 
 #: Groups of more lanes than each bound step apart from the smaller ones (``splits`` pads
 #: every node's scores to the most lanes of its batch): their kind is the bounds they exceed.
-_BOUNDS = (1, 4, 16)
+_BOUNDS = (1, 8)
 
 
 def _sort(g: _Groups) -> list[tuple[int, _Groups]]:
@@ -264,7 +266,7 @@ class TreeSearchPlanner:
         value=None,
         budget: int = 256,
         exploration: float = 1.0,
-        parallel: int = 16,
+        parallel: int = 64,
     ) -> None:
         check(task)
         check_model_world(model, task.world)

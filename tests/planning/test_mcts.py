@@ -131,7 +131,7 @@ def test_a_decision_costs_four_predictions_per_simulation(parallel):
 def test_parallel_is_a_setting_and_is_checked():
     planner = make_planner("mcts", OracleModel(), TASK_A, 4, {"parallel": "8"})
     assert (planner.parallel, planner.budget) == (8, 256)
-    assert make_planner("mcts", OracleModel(), TASK_A, 4).parallel == 16
+    assert make_planner("mcts", OracleModel(), TASK_A, 4).parallel == 64
     with pytest.raises(ValueError, match="parallel must be >= 1"):
         make_planner("mcts", OracleModel(), TASK_A, 4, {"parallel": 0})
     with pytest.raises(ValueError, match="parallel must be an integer >= 1"):
