@@ -32,11 +32,11 @@ fourfold from 1 lane up to ``parallel``, the rest take at most ``parallel`` each
 With ``parallel = 1`` this is plain sequential PUCT, one simulation per round. The decision
 is the root's most visited action (ties to the larger ``Q``, then the lowest action). A
 budget of ``b`` simulations costs ``4 b`` predictions per decision; the default 256 matches
-the depth-4 full-width search's 1,024, in 7 rounds of up to 64 lanes (docs/PERFORMANCE.md,
-"Batched MCTS"). The statistics are float64 and accumulate lane after lane, so that on CPU
-the tree equals, bit for bit, the plain reference
-``gridplan.planning.reference.ref_tree_search`` on the same predictions (on CUDA,
-accumulating writes may add in another order: last-bit differences). The tree is
+the depth-4 full-width search's 1,024, in 5 rounds of 1, 4, 16, 64 and 171 lanes
+(``parallel = 256``; docs/PERFORMANCE.md, "Batched MCTS"). The statistics are float64 and
+accumulate lane after lane, so that on CPU the tree equals, bit for bit, the plain
+reference ``gridplan.planning.reference.ref_tree_search`` on the same predictions (on
+CUDA, accumulating writes may add in another order: last-bit differences). The tree is
 deterministic given the model's predictions: the only draws are the model's, from the
 caller's generator.
 """
@@ -134,9 +134,7 @@ class _Trees:
     writes of lanes that grow nothing. Rows are written before they are read."""
 
     state: torch.Tensor  # (rows, S) float
-    visits: torch.Tensor  # (rows,) float64
-    total: torch.Tensor  # (rows,) float64
-    reward: torch.Tensor  # (rows,) float64
+    stats: torch.Tensor  # (rows, 3) float64: visits N, value sum W, reward r
     terminal: torch.Tensor  # (rows,) bool
     first: torch.Tensor  # (rows,) long: the children's family, -1 while unexpanded
     parent: torch.Tensor  # (rows,) long: a root's is itself
@@ -153,9 +151,7 @@ class _Trees:
 
         t = cls(
             state=root.new_empty(rows, s),
-            visits=table(torch.float64),
-            total=table(torch.float64),
-            reward=table(torch.float64),
+            stats=torch.empty(rows, 3, dtype=torch.float64, device=dev),
             terminal=table(torch.bool),
             first=table(torch.long),
             parent=table(torch.long),
@@ -163,16 +159,17 @@ class _Trees:
         )
         roots = slice(0, N_ACTIONS * b, N_ACTIONS)
         t.state[roots] = root
-        for x in (t.visits, t.total, t.reward):
-            x[roots] = 0.0
+        t.stats[roots] = 0.0
         t.terminal[roots] = False
         t.first[roots] = -1
         t.parent[roots] = torch.arange(0, N_ACTIONS * b, N_ACTIONS, device=dev)
         return t
 
-    def family(self, table: torch.Tensor, fam: torch.Tensor) -> torch.Tensor:
-        """``(G, 4)`` entries of ``table`` of the families ``fam (G,)``."""
-        return table.view(-1, N_ACTIONS).index_select(0, fam)
+    def children(self, fam: torch.Tensor, gamma: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(N, Q)``, ``(G, 4)`` each, of the families ``fam (G,)``: ``Q = r + gamma W / N``."""
+        x = self.stats.view(-1, N_ACTIONS, 3).index_select(0, fam)
+        n = x[..., 0]
+        return n, x[..., 2] + gamma * x[..., 1] / n
 
 
 @dataclass
@@ -206,9 +203,10 @@ _BOUNDS = (1, 8)
 def _sort(g: _Groups) -> list[tuple[int, _Groups]]:
     """``g``'s groups by kind (``_BOUNDS``): ``(kind, groups)`` of each kind present."""
     kind = sum((g.size > b).long() for b in _BOUNDS)
-    order = kind.argsort(stable=True)
     counts = torch.bincount(kind, minlength=len(_BOUNDS) + 1).tolist()
-    g = g.subset(order)
+    if max(counts) == g.size.shape[0]:
+        return [(counts.index(max(counts)), g)]
+    g = g.subset(kind.argsort(stable=True))
     out, at = [], 0
     for k, n in enumerate(counts):
         if n:
@@ -266,7 +264,7 @@ class TreeSearchPlanner:
         value=None,
         budget: int = 256,
         exploration: float = 1.0,
-        parallel: int = 64,
+        parallel: int = 256,
     ) -> None:
         check(task)
         check_model_world(model, task.world)
@@ -286,8 +284,7 @@ class TreeSearchPlanner:
 
     def _children(self, t: _Trees, g: _Groups):
         """``(n, q)`` ``(G, 4)`` of the children of ``g``'s nodes and ``beta (G,)``."""
-        n = t.family(t.visits, g.fam)
-        q = t.family(t.reward, g.fam) + self.task.gamma * t.family(t.total, g.fam) / n
+        n, q = t.children(g.fam, self.task.gamma)
         return n, q, (self.exploration * PRIOR) * g.visits.sqrt()
 
     def _step(self, t: _Trees, g: _Groups) -> _Groups:
@@ -310,7 +307,7 @@ class TreeSearchPlanner:
         return _Groups(
             node,
             t.first.index_select(0, node),
-            n.view(-1).index_select(0, pick),
+            n.reshape(-1).index_select(0, pick),
             lane.index_select(0, pick),
             counts.view(-1).index_select(0, pick),
         )
@@ -323,7 +320,7 @@ class TreeSearchPlanner:
         g = _Groups(
             roots,
             t.first.index_select(0, roots),
-            t.visits.index_select(0, roots),
+            t.stats[:, 0].index_select(0, roots),
             torch.arange(0, b * width, width, device=dev),
             torch.full_like(roots, width),
         )
@@ -361,10 +358,10 @@ class TreeSearchPlanner:
         r = r.double()
         block = slice(t.used, t.used + N_ACTIONS * lanes)
         t.state[block] = nxt
-        t.reward[block] = r
+        t.stats[block, 0] = 1.0
+        t.stats[block, 1] = v
+        t.stats[block, 2] = r
         t.terminal[block] = done
-        t.visits[block] = 1.0
-        t.total[block] = v
         t.first[block] = -1
         t.parent[block] = below
         ends = t.terminal.index_select(0, leaf)
@@ -384,14 +381,13 @@ class TreeSearchPlanner:
         for _ in range(depth):
             up = t.parent.index_select(0, leaf)
             stepped = up != leaf
-            g = torch.where(stepped, t.reward.index_select(0, leaf) + gamma * g, g)
+            g = torch.where(stepped, t.stats[:, 2].index_select(0, leaf) + gamma * g, g)
             nodes.append(up)
             returns.append(g * stepped)
             counts.append(stepped.double())
             leaf = up
-        index = torch.stack(nodes, dim=1).view(-1)
-        t.total.index_add_(0, index, torch.stack(returns, dim=1).view(-1))
-        t.visits.index_add_(0, index, torch.stack(counts, dim=1).view(-1))
+        add = torch.stack([torch.stack(counts, dim=1), torch.stack(returns, dim=1)], dim=2)
+        t.stats[:, :2].index_add_(0, torch.stack(nodes, dim=1).view(-1), add.view(-1, 2))
 
     @torch.no_grad()
     def tree(self, root: torch.Tensor, generator: torch.Generator):
@@ -403,9 +399,7 @@ class TreeSearchPlanner:
             at = self._descend(t, roots, width)
             leaf, g = self._expand(t, at, generator, step)
             self._backup(t, leaf, g, at.depth)
-        fam = t.first.index_select(0, roots)
-        n = t.family(t.visits, fam)
-        return n, t.family(t.reward, fam) + self.task.gamma * t.family(t.total, fam) / n
+        return t.children(t.first.index_select(0, roots), self.task.gamma)
 
     def search(self, root: torch.Tensor, generator: torch.Generator):
         """Grow the trees; returns ``(visits (B, 4), q (B, 4))`` float32 of the root's

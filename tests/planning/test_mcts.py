@@ -88,6 +88,7 @@ def test_lane_schedule_grows_fourfold_then_shares_the_rest_evenly():
     assert lane_schedule(3, 1) == [1, 1, 1]
     assert lane_schedule(256, 16) == [1, 4] + [16] * 11 + [15] * 5
     assert lane_schedule(256, 64) == [1, 4, 16, 59, 59, 59, 58]
+    assert lane_schedule(256, 256) == [1, 4, 16, 64, 171]
     assert lane_schedule(7, 16) == [1, 4, 2]
     assert lane_schedule(5, 16) == [1, 4]
     assert sum(lane_schedule(1000, 7)) == 1000
@@ -131,7 +132,7 @@ def test_a_decision_costs_four_predictions_per_simulation(parallel):
 def test_parallel_is_a_setting_and_is_checked():
     planner = make_planner("mcts", OracleModel(), TASK_A, 4, {"parallel": "8"})
     assert (planner.parallel, planner.budget) == (8, 256)
-    assert make_planner("mcts", OracleModel(), TASK_A, 4).parallel == 64
+    assert make_planner("mcts", OracleModel(), TASK_A, 4).parallel == 256
     with pytest.raises(ValueError, match="parallel must be >= 1"):
         make_planner("mcts", OracleModel(), TASK_A, 4, {"parallel": 0})
     with pytest.raises(ValueError, match="parallel must be an integer >= 1"):
