@@ -87,10 +87,10 @@ def splits(
     """How many of ``lanes`` selections one after another take each child, at ``G`` nodes.
 
     Selection ``k`` takes the best child under the virtual visits ``O`` of selections
-    ``0..k-1``, ``argmax_a q_a + beta / (1 + n_a + O_a)``, ties to the lowest action. A
-    child's score falls as ``O`` grows, so the selections are the ``lanes`` best of every
-    child's scores over ``O = 0, 1, ...``, ties to the lower action: every score above the
-    ``lanes``-th best (one ``kthvalue``, no sort), then the ties at it, lowest action first.
+    ``0..k-1``, ``argmax_a q_a + beta / (1 + n_a + O_a)``, ties to the lowest action. Few
+    lanes or many nodes: the selections one after another (``most`` argmaxes over ``(G, 4)``);
+    else one cut over every child's scores (``_by_cut``), which costs ``G * 4 * most``
+    scores but few operations (docs/PERFORMANCE.md, "Batched MCTS").
 
     Args:
         q, n: ``(G, 4)`` float64 the children's ``Q`` and visits.
@@ -101,6 +101,29 @@ def splits(
     Returns:
         ``(G, 4)`` long selections per child, summing to ``lanes``.
     """
+    if most > _ONE_BY_ONE and q.shape[0] < _MANY_NODES:
+        return _by_cut(q, n, beta, lanes, most)
+    visits, taken = 1 + n, torch.zeros_like(q)
+    beta = beta.unsqueeze(1)
+    for k in range(most):
+        choice = (q + beta / (visits + taken)).argmax(dim=1, keepdim=True)
+        taken.scatter_add_(1, choice, (lanes > k).to(q.dtype).unsqueeze(1))
+    return taken.long()
+
+
+#: ``splits`` takes the selections one after another up to this many lanes, or from this
+#: many nodes on (measured crossovers on one CPU thread, docs/PERFORMANCE.md).
+_ONE_BY_ONE = 16
+_MANY_NODES = 1024
+
+
+def _by_cut(
+    q: torch.Tensor, n: torch.Tensor, beta: torch.Tensor, lanes: torch.Tensor, most: int
+) -> torch.Tensor:
+    """``splits`` in one cut: a child's score falls as ``O`` grows, so the selections are the
+    ``lanes`` best of every child's scores over ``O = 0, 1, ...``, ties to the lower action:
+    every score above the ``lanes``-th best (one ``kthvalue``, no sort), then the ties at
+    it, lowest action first."""
     ahead = torch.arange(most, device=q.device)
     score = q.unsqueeze(-1) + beta.view(-1, 1, 1) / (1 + n.unsqueeze(-1) + ahead)
     # Past a node's own lanes, the first child's scores rank above all (``most - lanes`` of

@@ -66,14 +66,15 @@ def test_batched_tree_search_equals_the_reference_bit_for_bit(
     assert torch.equal(visits.sum(dim=1), torch.full((roots.shape[0],), budget + 3.0))
 
 
-def test_the_split_counts_the_selections_one_after_another_ties_included():
+@pytest.mark.parametrize("most", [9, 40])
+def test_the_split_counts_the_selections_one_after_another_ties_included(most):
     # Small integers make many exact ties, within a node and across its children; the
-    # nodes take from 1 to 9 lanes.
-    g = torch.Generator().manual_seed(0)
+    # nodes take from 1 to ``most`` lanes (9: one selection at a time, 40: one cut).
+    g = torch.Generator().manual_seed(most)
     q = torch.randint(0, 3, (300, 4), generator=g).double() / 4
     n = torch.randint(1, 5, (300, 4), generator=g).double()
     beta = torch.randint(1, 4, (300,), generator=g).double() / 2
-    lanes = torch.randint(1, 10, (300,), generator=g)
+    lanes = torch.randint(1, most + 1, (300,), generator=g)
     got = splits(q, n, beta, lanes, int(lanes.max())).tolist()
     for i in range(300):
         taken = [0] * 4
