@@ -87,10 +87,12 @@ def splits(
     """How many of ``lanes`` selections one after another take each child, at ``G`` nodes.
 
     Selection ``k`` takes the best child under the virtual visits ``O`` of selections
-    ``0..k-1``, ``argmax_a q_a + beta / (1 + n_a + O_a)``, ties to the lowest action. Few
-    lanes or many nodes: the selections one after another (``most`` argmaxes over ``(G, 4)``);
-    else one cut over every child's scores (``_by_cut``), which costs ``G * 4 * most``
-    scores but few operations (docs/PERFORMANCE.md, "Batched MCTS").
+    ``0..k-1``, ``argmax_a q_a + beta / (1 + n_a + O_a)``, ties to the lowest action. The
+    cheapest of three ways on one CPU thread (docs/PERFORMANCE.md, "Batched MCTS"): up to
+    ``_ONE_BY_ONE`` lanes, the selections one after another (``most`` argmaxes over
+    ``(G, 4)``); more lanes at fewer than ``_MANY_NODES`` nodes, one cut over every
+    child's scores (``_by_cut``: ``G * 4 * most`` scores, few operations); else one after
+    another, the nodes sorted by their lanes so that selection ``k`` takes a prefix.
 
     Args:
         q, n: ``(G, 4)`` float64 the children's ``Q`` and visits.
@@ -101,20 +103,34 @@ def splits(
     Returns:
         ``(G, 4)`` long selections per child, summing to ``lanes``.
     """
-    if most > _ONE_BY_ONE and q.shape[0] < _MANY_NODES:
+    g = q.shape[0]
+    if most <= _ONE_BY_ONE:
+        steps = [(g, (lanes > k).to(q.dtype).unsqueeze(1)) for k in range(most)]
+        return _in_turn(q, n, beta, steps)
+    if g < _MANY_NODES:
         return _by_cut(q, n, beta, lanes, most)
-    visits, taken = 1 + n, torch.zeros_like(q)
-    beta = beta.unsqueeze(1)
-    for k in range(most):
-        choice = (q + beta / (visits + taken)).argmax(dim=1, keepdim=True)
-        taken.scatter_add_(1, choice, (lanes > k).to(q.dtype).unsqueeze(1))
+    order = lanes.argsort(descending=True)
+    one = q.new_ones(g, 1)
+    ends = (g - torch.bincount(lanes, minlength=most).cumsum(0)).tolist()
+    taken = _in_turn(q[order], n[order], beta[order], [(m, one[:m]) for m in ends[:most]])
+    return torch.empty_like(taken).index_copy_(0, order, taken)
+
+
+def _in_turn(
+    q: torch.Tensor, n: torch.Tensor, beta: torch.Tensor, steps: list[tuple[int, torch.Tensor]]
+) -> torch.Tensor:
+    """``splits``'s selections one after another: at step ``(m, w)`` the first ``m`` nodes
+    select and count their selection ``w`` (``(m, 1)`` float, 0 or 1) times."""
+    visits, taken, beta = 1 + n, torch.zeros_like(q), beta.unsqueeze(1)
+    for m, w in steps:
+        choice = (q[:m] + beta[:m] / (visits[:m] + taken[:m])).argmax(dim=1, keepdim=True)
+        taken[:m].scatter_add_(1, choice, w)
     return taken.long()
 
 
-#: ``splits`` takes the selections one after another up to this many lanes, or from this
-#: many nodes on (measured crossovers on one CPU thread, docs/PERFORMANCE.md).
+#: ``splits``'s crossovers, measured on one CPU thread (docs/PERFORMANCE.md).
 _ONE_BY_ONE = 16
-_MANY_NODES = 1024
+_MANY_NODES = 512
 
 
 def _by_cut(

@@ -66,17 +66,18 @@ def test_batched_tree_search_equals_the_reference_bit_for_bit(
     assert torch.equal(visits.sum(dim=1), torch.full((roots.shape[0],), budget + 3.0))
 
 
-@pytest.mark.parametrize("most", [9, 40])
-def test_the_split_counts_the_selections_one_after_another_ties_included(most):
+@pytest.mark.parametrize(("nodes", "most"), [(300, 9), (300, 40), (600, 40)])
+def test_the_split_counts_the_selections_one_after_another_ties_included(nodes, most):
     # Small integers make many exact ties, within a node and across its children; the
-    # nodes take from 1 to ``most`` lanes (9: one selection at a time, 40: one cut).
+    # nodes take from 1 to ``most`` lanes (each of splits's three ways: in turn, one cut,
+    # in turn by a prefix of the nodes sorted by their lanes).
     g = torch.Generator().manual_seed(most)
-    q = torch.randint(0, 3, (300, 4), generator=g).double() / 4
-    n = torch.randint(1, 5, (300, 4), generator=g).double()
-    beta = torch.randint(1, 4, (300,), generator=g).double() / 2
-    lanes = torch.randint(1, most + 1, (300,), generator=g)
+    q = torch.randint(0, 3, (nodes, 4), generator=g).double() / 4
+    n = torch.randint(1, 5, (nodes, 4), generator=g).double()
+    beta = torch.randint(1, 4, (nodes,), generator=g).double() / 2
+    lanes = torch.randint(1, most + 1, (nodes,), generator=g)
     got = splits(q, n, beta, lanes, int(lanes.max())).tolist()
-    for i in range(300):
+    for i in range(nodes):
         taken = [0] * 4
         for _ in range(int(lanes[i])):
             scores = [float(q[i, a] + beta[i] / (1 + n[i, a] + taken[a])) for a in range(4)]
