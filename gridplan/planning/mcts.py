@@ -234,8 +234,9 @@ class _Groups:
         )
 
 
-#: Groups of more lanes than each bound step apart from the smaller ones (``splits`` pads
-#: every node's scores to the most lanes of its batch): their kind is the bounds they exceed.
+#: Groups of more lanes than each bound step apart from the smaller ones (``splits`` costs
+#: every node of a batch about as much as the one with the most lanes): a group's kind is
+#: the number of bounds it exceeds; kind 0, one lane, takes the argmax (``_step``).
 _BOUNDS = (1, 8)
 
 
