@@ -87,12 +87,10 @@ def splits(
     """How many of ``lanes`` selections one after another take each child, at ``G`` nodes.
 
     Selection ``k`` takes the best child under the virtual visits ``O`` of selections
-    ``0..k-1``, ``argmax_a q_a + beta / (1 + n_a + O_a)``, ties to the lowest action. The
-    cheapest of three ways on one CPU thread (docs/PERFORMANCE.md, "Batched MCTS"): up to
+    ``0..k-1``, ``argmax_a q_a + beta / (1 + n_a + O_a)``, ties to the lowest action. Up to
     ``_ONE_BY_ONE`` lanes, the selections one after another (``most`` argmaxes over
-    ``(G, 4)``); more lanes at fewer than ``_MANY_NODES`` nodes, one cut over every
-    child's scores (``_by_cut``: ``G * 4 * most`` scores, few operations); else one after
-    another, the nodes sorted by their lanes so that selection ``k`` takes a prefix.
+    ``(G, 4)``); more, water-filling and repair (``_fill``), whose operations do not grow
+    with the lanes (docs/PERFORMANCE.md, "Batched MCTS").
 
     Args:
         q, n: ``(G, 4)`` float64 the children's ``Q`` and visits.
@@ -103,65 +101,74 @@ def splits(
     Returns:
         ``(G, 4)`` long selections per child, summing to ``lanes``.
     """
-    g = q.shape[0]
-    if most <= _ONE_BY_ONE:
-        steps = [(g, (lanes > k).to(q.dtype).unsqueeze(1)) for k in range(most)]
-        return _in_turn(q, n, beta, steps)
-    if g < _MANY_NODES:
-        return _by_cut(q, n, beta, lanes, most)
-    order = lanes.argsort(descending=True)
-    one = q.new_ones(g, 1)
-    ends = (g - torch.bincount(lanes, minlength=most).cumsum(0)).tolist()
-    taken = _in_turn(q[order], n[order], beta[order], [(m, one[:m]) for m in ends[:most]])
-    return torch.empty_like(taken).index_copy_(0, order, taken)
-
-
-def _in_turn(
-    q: torch.Tensor, n: torch.Tensor, beta: torch.Tensor, steps: list[tuple[int, torch.Tensor]]
-) -> torch.Tensor:
-    """``splits``'s selections one after another: at step ``(m, w)`` the first ``m`` nodes
-    select and count their selection ``w`` (``(m, 1)`` float, 0 or 1) times."""
+    if most > _ONE_BY_ONE:
+        return _fill(q, 1 + n, beta.unsqueeze(1), lanes.to(q.dtype).unsqueeze(1))
     visits, taken, beta = 1 + n, torch.zeros_like(q), beta.unsqueeze(1)
-    for m, w in steps:
-        choice = (q[:m] + beta[:m] / (visits[:m] + taken[:m])).argmax(dim=1, keepdim=True)
-        taken[:m].scatter_add_(1, choice, w)
+    for k in range(most):
+        choice = (q + beta / (visits + taken)).argmax(dim=1, keepdim=True)
+        taken.scatter_add_(1, choice, (lanes > k).to(q.dtype).unsqueeze(1))
     return taken.long()
 
 
-#: ``splits``'s crossovers, measured on one CPU thread (docs/PERFORMANCE.md).
+#: ``splits`` takes the selections one after another up to this many lanes (cheaper than
+#: water-filling there, on one CPU thread: docs/PERFORMANCE.md).
 _ONE_BY_ONE = 16
-_MANY_NODES = 512
+#: Newton steps of ``_fill``'s water level.
+_NEWTON = 4
 
 
-def _by_cut(
-    q: torch.Tensor, n: torch.Tensor, beta: torch.Tensor, lanes: torch.Tensor, most: int
-) -> torch.Tensor:
-    """``splits`` in one cut: a child's score falls as ``O`` grows, so the selections are the
-    ``lanes`` best of every child's scores over ``O = 0, 1, ...``, ties to the lower action:
-    every score above the ``lanes``-th best (one ``kthvalue``, no sort), then the ties at
-    it, lowest action first."""
-    ahead = torch.arange(most, device=q.device)
-    score = q.unsqueeze(-1) + beta.view(-1, 1, 1) / (1 + n.unsqueeze(-1) + ahead)
-    # Past a node's own lanes, the first child's scores rank above all (``most - lanes`` of
-    # them), the others' below, so the ``most``-th best of every node is its ``lanes``-th.
-    past = ahead >= lanes.view(-1, 1, 1)
-    score = torch.where(past, _PAST.to(score.device), score)
-    cut = score.flatten(1).kthvalue(3 * most + 1, dim=1).values.view(-1, 1, 1)
-    above = (score > cut).sum(dim=2)
-    tied = (score == cut).sum(dim=2)
-    need = most - above.sum(dim=1, keepdim=True)
-    take = torch.minimum((need - tied.cumsum(dim=1) + tied).clamp(min=0), tied)
-    above[:, 0] -= most - lanes
-    return above + take
+def _fill(q: torch.Tensor, d: torch.Tensor, beta: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    """``splits`` of ``m (G, 1)`` float lanes by water-filling (``d = 1 + n``).
+
+    Child ``a``'s scores ``q_a + beta / (d_a + k)`` fall with ``k``, so the ``m`` selections
+    are the ``m`` best scores of all children, ties to the lower action, and they take
+    ``c_a ~ beta / (w - q_a) - d_a`` of child ``a`` at the water level ``w`` where these sum
+    to ``m``: Newton steps from below (the sum is convex and falling in ``w``, so they stay
+    below), the counts rounded down, the rest taken one selection at a time, then repaired:
+    while a child's next score beats another's last taken one (the order of selections),
+    one selection moves. The repair ends on the order itself, so the counts are exact
+    whatever the water level's rounding."""
+    w = (q + beta / (d + m)).amax(dim=1, keepdim=True)  # one child alone takes m here
+    for _ in range(_NEWTON):
+        gap = w - q
+        x = (beta / gap - d).clamp(min=0)
+        slope = ((x > 0) * beta / (gap * gap)).sum(dim=1, keepdim=True)
+        w = w + (x.sum(dim=1, keepdim=True) - m) / slope
+    # A non-finite water level (w at some q) leaves the counts to the steps below.
+    taken = torch.minimum((beta / (w - q) - d).nan_to_num(0.0, 0.0, 0.0).clamp(min=0), m)
+    taken = taken.floor()
+    left = m - taken.sum(dim=1, keepdim=True)
+    while bool((left != 0).any()):
+        more, fewer = (left > 0).to(q.dtype), (left < 0).to(q.dtype)
+        taken.scatter_add_(1, (q + beta / (d + taken)).argmax(dim=1, keepdim=True), more)
+        taken.scatter_add_(1, _worst(q, d, beta, taken), -fewer)
+        left = left - more + fewer
+    while True:
+        nxt = q + beta / (d + taken)
+        best = nxt.argmax(dim=1, keepdim=True)
+        worst = _worst(q, d, beta, taken)
+        b, w_ = nxt.gather(1, best), _last(q, d, beta, taken).gather(1, worst)
+        move = ((b > w_) | ((b == w_) & (best < worst))).to(q.dtype)
+        if not bool(move.any()):
+            return taken.long()
+        taken.scatter_add_(1, best, move)
+        taken.scatter_add_(1, worst, -move)
+
+
+def _last(q: torch.Tensor, d: torch.Tensor, beta: torch.Tensor, taken: torch.Tensor):
+    """Each child's last taken score, ``inf`` where none is taken."""
+    return torch.where(taken > 0, q + beta / (d + taken - 1), math.inf)
+
+
+def _worst(q: torch.Tensor, d: torch.Tensor, beta: torch.Tensor, taken: torch.Tensor):
+    """``(G, 1)`` the child whose last taken selection comes last: the lowest score, ties to
+    the higher action."""
+    last = _last(q, d, beta, taken).flip(1)
+    return N_ACTIONS - 1 - last.argmin(dim=1, keepdim=True)
 
 
 #: The four actions.
 _ACTIONS = torch.arange(N_ACTIONS)
-
-#: The scores of selections past a node's lanes (``splits``): first child high, others low.
-_PAST = torch.tensor([math.inf, -math.inf, -math.inf, -math.inf], dtype=torch.float64).view(
-    1, N_ACTIONS, 1
-)
 
 
 @dataclass
