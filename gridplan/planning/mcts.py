@@ -16,10 +16,10 @@ fourfold from 1 lane up to ``parallel``, the rest take at most ``parallel`` each
    over the children; ``N(s)`` counts finished simulations only), the prior is uniform
    ``P(a) = 1/4`` (no policy network), ``Q(s, a) = r(s_a) + gamma * W(s_a) / N(s_a)``, and
    ties go to the lowest action; the lanes, in order, take the selected children in action
-   order, so each child's lanes are again a group. Each child's scores over ``O = 0, 1,
-   ...`` fall, so the ``m`` selections are the ``m`` best of them all: one ``kthvalue``
-   (``splits``). A group of one lane takes the argmax; groups of one lane, of a few and of
-   many step apart, so a batch pads its nodes' scores to few lanes (``_BOUNDS``).
+   order, so each child's lanes are again a group. A group of one lane takes the argmax;
+   the others' splits (``splits``) take the selections in turn up to 16 lanes, else by
+   water-filling: each child's scores over ``O = 0, 1, ...`` fall, so the ``m`` selections
+   are the ``m`` best of them all, counted at a water level and repaired exactly.
 2. **Expand** the leaf each group reached (unless terminal): every lane's 4 children in one
    ``predict`` call of ``B * L * 4`` rows, each child valued ``r(s_a) + gamma * V(s_a)``
    while alive (``V`` the terminal value: exact V*, learned or none;
@@ -241,25 +241,13 @@ class _Groups:
         )
 
 
-#: Groups of more lanes than each bound step apart from the smaller ones (``splits`` costs
-#: every node of a batch about as much as the one with the most lanes): a group's kind is
-#: the number of bounds it exceeds; kind 0, one lane, takes the argmax (``_step``).
-_BOUNDS = (1, 8)
-
-
-def _sort(g: _Groups) -> list[tuple[int, _Groups]]:
-    """``g``'s groups by kind (``_BOUNDS``): ``(kind, groups)`` of each kind present."""
-    kind = sum((g.size > b).long() for b in _BOUNDS)
-    counts = torch.bincount(kind, minlength=len(_BOUNDS) + 1).tolist()
-    if max(counts) == g.size.shape[0]:
-        return [(counts.index(max(counts)), g)]
-    g = g.subset(kind.argsort(stable=True))
-    out, at = [], 0
-    for k, n in enumerate(counts):
-        if n:
-            out.append((k, _Groups(*(x[at : at + n] for x in vars(g).values()))))
-        at += n
-    return out
+def _apart(g: _Groups) -> tuple[_Groups | None, _Groups | None]:
+    """``g``'s groups of one lane and of more (None where there are none)."""
+    one = g.size == 1
+    ones = int(one.sum())
+    if ones in (0, one.shape[0]):
+        return (g, None) if ones else (None, g)
+    return g.subset(one.nonzero().squeeze(1)), g.subset((~one).nonzero().squeeze(1))
 
 
 class _Leaves:
@@ -361,7 +349,7 @@ class TreeSearchPlanner:
 
     def _descend(self, t: _Trees, roots: torch.Tensor, width: int) -> _Leaves:
         """Every lane of every tree from its root down to a leaf, depth by depth; the groups
-        of one lane and the others step apart."""
+        of one lane (an argmax each) and of more (``splits``) step apart."""
         b, dev = roots.shape[0], roots.device
         out = _Leaves(b * width, dev)
         g = _Groups(
@@ -371,21 +359,16 @@ class TreeSearchPlanner:
             torch.arange(0, b * width, width, device=dev),
             torch.full_like(roots, width),
         )
-        kinds: list[_Groups | None] = [None] * (len(_BOUNDS) + 1)
-        kinds[sum(width > b for b in _BOUNDS)] = g
+        single, multi = (g, None) if width == 1 else (None, g)
         while True:
-            kinds = [out.stop(x) for x in kinds]
-            if all(x is None for x in kinds):
+            single, multi = out.stop(single), out.stop(multi)
+            if single is None and multi is None:
                 return out
             out.depth += 1
-            below: list[_Groups | None] = [None] * len(kinds)
-            if kinds[0] is not None:
-                below[0] = self._step(t, kinds[0])
-            for x in kinds[1:]:
-                if x is not None:
-                    for kind, part in _sort(self._split(t, x)):
-                        below[kind] = part.join(below[kind])
-            kinds = below
+            single = None if single is None else self._step(t, single)
+            if multi is not None:
+                one, multi = _apart(self._split(t, multi))
+                single = single if one is None else one.join(single)
 
     def _expand(self, t: _Trees, at: _Leaves, generator, step: int):
         """Predict every lane's 4 children into the round's block, make each group's first
