@@ -121,33 +121,35 @@ def _fill(q: torch.Tensor, d: torch.Tensor, beta: torch.Tensor, m: torch.Tensor)
     """``splits`` of ``m (G, 1)`` float lanes by water-filling (``d = 1 + n``).
 
     Child ``a``'s scores ``q_a + beta / (d_a + k)`` fall with ``k``, so the ``m`` selections
-    are the ``m`` best scores of all children, ties to the lower action, and they take
-    ``c_a ~ beta / (w - q_a) - d_a`` of child ``a`` at the water level ``w`` where these sum
-    to ``m``: Newton steps from below (the sum is convex and falling in ``w``, so they stay
-    below), the counts rounded down, the rest taken one selection at a time, then repaired:
-    while a child's next score beats another's last taken one (the order of selections),
-    one selection moves. The repair ends on the order itself, so the counts are exact
-    whatever the water level's rounding."""
+    are the ``m`` best scores of all children, ties to the lower action: about
+    ``x_a = beta / (w - q_a) - d_a`` of child ``a`` at the water level ``w`` where these sum
+    to ``m``. Newton steps find ``w`` from below (the sum is convex and falls in ``w``, so
+    they stay below); each child takes its scores above it, the worst go back (short of
+    ``m``, the best come in) one at a time; then, while a child's next score comes before
+    another's last taken one in the order of selections, one selection moves. That repair
+    stops on the order itself, so the counts are exact whatever the level's rounding."""
     w = (q + beta / (d + m)).amax(dim=1, keepdim=True)  # one child alone takes m here
     for _ in range(_NEWTON):
         gap = w - q
         x = (beta / gap - d).clamp(min=0)
         slope = ((x > 0) * beta / (gap * gap)).sum(dim=1, keepdim=True)
         w = w + (x.sum(dim=1, keepdim=True) - m) / slope
-    # A non-finite water level (w at some q) leaves the counts to the steps below.
-    taken = torch.minimum((beta / (w - q) - d).nan_to_num(0.0, 0.0, 0.0).clamp(min=0), m)
-    taken = taken.floor()
+    # A non-finite level (w at some q) leaves the counts to the steps below.
+    x = (beta / (w - q) - d).nan_to_num(0.0, 0.0, 0.0)
+    taken = torch.minimum(x.clamp(min=0).ceil(), m)
     left = m - taken.sum(dim=1, keepdim=True)
-    while bool((left != 0).any()):
-        more, fewer = (left > 0).to(q.dtype), (left < 0).to(q.dtype)
+    while bool((left < 0).any()):
+        fewer = (left < 0).to(q.dtype)
+        taken.scatter_add_(1, _worst(_last(q, d, beta, taken)), -fewer)
+        left += fewer
+    while bool((left > 0).any()):
+        more = (left > 0).to(q.dtype)
         taken.scatter_add_(1, (q + beta / (d + taken)).argmax(dim=1, keepdim=True), more)
-        taken.scatter_add_(1, _worst(q, d, beta, taken), -fewer)
-        left = left - more + fewer
+        left -= more
     while True:
-        nxt = q + beta / (d + taken)
-        best = nxt.argmax(dim=1, keepdim=True)
-        worst = _worst(q, d, beta, taken)
-        b, w_ = nxt.gather(1, best), _last(q, d, beta, taken).gather(1, worst)
+        nxt, last = q + beta / (d + taken), _last(q, d, beta, taken)
+        best, worst = nxt.argmax(dim=1, keepdim=True), _worst(last)
+        b, w_ = nxt.gather(1, best), last.gather(1, worst)
         move = ((b > w_) | ((b == w_) & (best < worst))).to(q.dtype)
         if not bool(move.any()):
             return taken.long()
@@ -160,11 +162,10 @@ def _last(q: torch.Tensor, d: torch.Tensor, beta: torch.Tensor, taken: torch.Ten
     return torch.where(taken > 0, q + beta / (d + taken - 1), math.inf)
 
 
-def _worst(q: torch.Tensor, d: torch.Tensor, beta: torch.Tensor, taken: torch.Tensor):
-    """``(G, 1)`` the child whose last taken selection comes last: the lowest score, ties to
-    the higher action."""
-    last = _last(q, d, beta, taken).flip(1)
-    return N_ACTIONS - 1 - last.argmin(dim=1, keepdim=True)
+def _worst(last: torch.Tensor) -> torch.Tensor:
+    """``(G, 1)`` the child whose last taken selection comes last (``last``, ``_last``): the
+    lowest score, ties to the higher action."""
+    return N_ACTIONS - 1 - last.flip(1).argmin(dim=1, keepdim=True)
 
 
 #: The four actions.
