@@ -372,37 +372,41 @@ class TreeSearchPlanner:
                 single = single if one is None else one.join(single)
 
     def _expand(self, t: _Trees, at: _Leaves, generator, step: int):
-        """Predict every lane's 4 children into the round's block, make each group's first
-        lane's the children of its leaf unless terminal; each lane's leaf and estimate
-        ``(B * L,)`` (step 2)."""
+        """Predict every lane's 4 children; the first lane's of each group at a leaf that is
+        not terminal become the leaf's children in the round's block (only they are scored
+        and valued). Each lane's leaf and estimate ``(B * L,)`` (step 2)."""
         lanes, dev, s = at.lanes, at.first.device, t.state.shape[1]
         owner = at.first[:lanes].cummax(dim=0).values  # the first lane of each lane's group
         leaf = at.leaf.index_select(0, owner)
-        below = leaf.unsqueeze(1).expand(-1, N_ACTIONS).reshape(-1)
         parent = t.state.index_select(0, leaf).unsqueeze(1).expand(-1, N_ACTIONS, -1)
-        parent = parent.reshape(-1, s)
-        nxt = self.model.predict(parent, _ACTIONS.to(dev).repeat(lanes), generator)
+        nxt = self.model.predict(parent.reshape(-1, s), _ACTIONS.to(dev).repeat(lanes), generator)
         check_prediction(nxt, self.model, step, N_ACTIONS * lanes, "tree rows", s)
-        r, goal, hazard = state_outcome(nxt, self.task)
+        lane = torch.arange(lanes, device=dev)
+        ends = t.terminal.index_select(0, leaf)
+        grow = ((owner == lane) & ~ends).nonzero().squeeze(1)
+        kids = nxt.view(lanes, N_ACTIONS, s).index_select(0, grow).view(-1, s)
+        r, goal, hazard = state_outcome(kids, self.task)
         done = goal | hazard
-        v = (self.value.lookup(nxt) * ~done).double()
+        v = (self.value.lookup(kids) * ~done).double()
         r = r.double()
-        block = slice(t.used, t.used + N_ACTIONS * lanes)
-        t.state[block] = nxt
+        block = slice(t.used, t.used + kids.shape[0])
+        t.state[block] = kids
         t.stats[block, 0] = 1.0
         t.stats[block, 1] = v
         t.stats[block, 2] = r
         t.terminal[block] = done
         t.first[block] = -1
-        t.parent[block] = below
-        ends = t.terminal.index_select(0, leaf)
-        lane = torch.arange(lanes, device=dev)
-        grow = (owner == lane) & ~ends
-        spare = torch.full_like(leaf, t.first.shape[0] - 1)
-        t.first.index_put_((torch.where(grow, leaf, spare),), t.used // N_ACTIONS + lane)
-        best = (r + self.task.gamma * v).view(lanes, N_ACTIONS).amax(dim=1)
-        t.used += N_ACTIONS * lanes
-        return leaf, torch.where(ends, 0.0, best.index_select(0, owner))
+        grown = leaf.index_select(0, grow)
+        t.parent[block] = grown.unsqueeze(1).expand(-1, N_ACTIONS).reshape(-1)
+        fam = t.used // N_ACTIONS + torch.arange(grow.shape[0], device=dev)
+        t.first.index_copy_(0, grown, fam)
+        t.used += kids.shape[0]
+        best = (r + self.task.gamma * v).view(-1, N_ACTIONS).amax(dim=1)
+        # Each lane's estimate: its group's first lane's best child, 0 at a terminal leaf.
+        if not grow.shape[0]:
+            return leaf, torch.zeros(lanes, dtype=torch.float64, device=dev)
+        rank = torch.zeros_like(lane).index_copy_(0, grow, fam - fam[0])
+        return leaf, torch.where(ends, 0.0, best.index_select(0, rank.index_select(0, owner)))
 
     def _backup(self, t: _Trees, leaf: torch.Tensor, g: torch.Tensor, depth: int) -> None:
         """Add each lane's discounted return to every node on its path, lane after lane
