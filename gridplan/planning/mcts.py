@@ -176,15 +176,15 @@ _ACTIONS = torch.arange(N_ACTIONS)
 class _Trees:
     """``B`` trees as flat tables of rows ``4 * f + a``, child ``a`` of family ``f``: the
     ``B`` roots are rows ``4 * b`` (families ``0..B-1``), and every round appends a block of
-    four rows per lane (``B * L`` families) that takes the lane's four predictions; a
-    group's first lane's family becomes the children of its leaf. The last row takes the
-    writes of lanes that grow nothing. Rows are written before they are read."""
+    four rows per growing group (the first lane's four predictions), whose family becomes
+    the children of the group's leaf. The last family is never read: above the roots, the
+    backups walk into its last row. Rows are written before they are read."""
 
     state: torch.Tensor  # (rows, S) float
     stats: torch.Tensor  # (rows, 3) float64: visits N, value sum W, reward r
     terminal: torch.Tensor  # (rows,) bool
     first: torch.Tensor  # (rows,) long: the children's family, -1 while unexpanded
-    parent: torch.Tensor  # (rows,) long: a root's is itself
+    parent: torch.Tensor  # (rows,) long: a root's, and its own, is the last row
     used: int  # rows in use: the next round's block starts here
 
     @classmethod
@@ -209,7 +209,9 @@ class _Trees:
         t.stats[roots] = 0.0
         t.terminal[roots] = False
         t.first[roots] = -1
-        t.parent[roots] = torch.arange(0, N_ACTIONS * b, N_ACTIONS, device=dev)
+        t.parent[roots] = rows - 1
+        t.parent[-1] = rows - 1
+        t.stats[-1] = 0.0
         return t
 
     def children(self, fam: torch.Tensor, gamma: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -410,19 +412,18 @@ class TreeSearchPlanner:
 
     def _backup(self, t: _Trees, leaf: torch.Tensor, g: torch.Tensor, depth: int) -> None:
         """Add each lane's discounted return to every node on its path, lane after lane
-        (one accumulating write: a node sits at one depth), walking up the parents (step 3)."""
-        gamma = self.task.gamma
-        nodes, returns, counts = [leaf], [g], [torch.ones_like(g)]
+        (one accumulating write: a node sits at one depth), walking up the parents; a lane
+        that passed its root walks on in the last row, which is never read (step 3)."""
+        gamma, reward = self.task.gamma, t.stats[:, 2]
+        nodes, returns = [leaf], [g]
         for _ in range(depth):
-            up = t.parent.index_select(0, leaf)
-            stepped = up != leaf
-            g = torch.where(stepped, t.stats[:, 2].index_select(0, leaf) + gamma * g, g)
-            nodes.append(up)
-            returns.append(g * stepped)
-            counts.append(stepped.double())
-            leaf = up
-        add = torch.stack([torch.stack(counts, dim=1), torch.stack(returns, dim=1)], dim=2)
-        t.stats[:, :2].index_add_(0, torch.stack(nodes, dim=1).view(-1), add.view(-1, 2))
+            g = reward.index_select(0, leaf) + gamma * g
+            leaf = t.parent.index_select(0, leaf)
+            nodes.append(leaf)
+            returns.append(g)
+        returns = torch.stack(returns, dim=1)
+        add = torch.stack([torch.ones_like(returns), returns], dim=2).view(-1, 2)
+        t.stats[:, :2].index_add_(0, torch.stack(nodes, dim=1).view(-1), add)
 
     @torch.no_grad()
     def tree(self, root: torch.Tensor, generator: torch.Generator):
