@@ -24,8 +24,8 @@ fourfold from 1 lane up to ``parallel``, the rest take at most ``parallel`` each
    ``predict`` call of ``B * L * 4`` rows, each child valued ``r(s_a) + gamma * V(s_a)``
    while alive (``V`` the terminal value: exact V*, learned or none;
    ``gridplan.planning.learned_value``); the leaf's estimate is the best of them (a one-step
-   backup). The group's first lane's children enter the tree, and every lane of the group
-   backs up its estimate; a terminal leaf is worth 0.
+   backup). The group's first lane's children enter the tree (only they are scored and
+   valued), and every lane of the group backs up its estimate; a terminal leaf is worth 0.
 3. **Back up** each lane's estimate up its parents: every node's ``N`` grows by 1 and its
    ``W`` by the lane's discounted return from there, lane after lane.
 
@@ -33,9 +33,12 @@ With ``parallel = 1`` this is plain sequential PUCT, one simulation per round. T
 is the root's most visited action (ties to the larger ``Q``, then the lowest action). A
 budget of ``b`` simulations costs ``4 b`` predictions per decision; the default 256 matches
 the depth-4 full-width search's 1,024, in 5 rounds of 1, 4, 16, 64 and 171 lanes
-(``parallel = 256``; docs/PERFORMANCE.md, "Batched MCTS"). The statistics are float64 and
-accumulate lane after lane, so that on CPU the tree equals, bit for bit, the plain
-reference ``gridplan.planning.reference.ref_tree_search`` on the same predictions (on
+(``parallel = 256``; docs/PERFORMANCE.md, "Batched MCTS"). A wide round chooses before its
+own lanes' returns are known: with the exact V* as terminal value, wide rounds chose the
+optimal first action at least as often as narrow ones in those runs; with an imperfect
+value, less often, so a learned value wants a smaller ``parallel``. The statistics are
+float64 and accumulate lane after lane, so that on CPU the tree equals, bit for bit, the
+plain reference ``gridplan.planning.reference.ref_tree_search`` on the same predictions (on
 CUDA, accumulating writes may add in another order: last-bit differences). The tree is
 deterministic given the model's predictions: the only draws are the model's, from the
 caller's generator.
@@ -286,7 +289,9 @@ class TreeSearchPlanner:
         value: terminal value (``gridplan.planning.learned_value``).
         budget: simulations per decision, ``>= 1`` (``4 * budget`` predictions).
         exploration: the PUCT constant ``c > 0``.
-        parallel: simulations per round (lanes), ``>= 1``; 1 is sequential PUCT.
+        parallel: simulations per round (lanes), ``>= 1``; 1 is sequential PUCT. The
+            default suits an exact terminal value; an imperfect one decides better with
+            fewer (docs/PERFORMANCE.md, "Batched MCTS").
 
     Raises:
         ValueError: on a budget or parallel below 1, an exploration constant that is not
