@@ -391,13 +391,13 @@ class TreeSearchPlanner:
         lane = torch.arange(lanes, device=dev)
         ends = t.terminal.index_select(0, leaf)
         grow = ((owner == lane) & ~ends).nonzero().squeeze(1)
-        kids = nxt.view(lanes, N_ACTIONS, s).index_select(0, grow).view(-1, s)
+        block = slice(t.used, t.used + N_ACTIONS * grow.shape[0])
+        kids = t.state[block]  # the growing lanes' predictions go straight into the block
+        torch.index_select(nxt.view(lanes, -1), 0, grow, out=kids.view(-1, N_ACTIONS * s))
         r, goal, hazard = state_outcome(kids, self.task)
         done = goal | hazard
         v = (self.value.lookup(kids) * ~done).double()
         r = r.double()
-        block = slice(t.used, t.used + kids.shape[0])
-        t.state[block] = kids
         t.stats[block, 0] = 1.0
         t.stats[block, 1] = v
         t.stats[block, 2] = r
