@@ -405,15 +405,15 @@ class TreeSearchPlanner:
         t.first[block] = -1
         grown = leaf.index_select(0, grow)
         t.parent[block] = grown.unsqueeze(1).expand(-1, N_ACTIONS).reshape(-1)
-        fam = t.used // N_ACTIONS + torch.arange(grow.shape[0], device=dev)
-        t.first.index_copy_(0, grown, fam)
+        rank = torch.arange(grow.shape[0], device=dev)
+        t.first.index_copy_(0, grown, t.used // N_ACTIONS + rank)
         t.used += kids.shape[0]
-        best = (r + self.task.gamma * v).view(-1, N_ACTIONS).amax(dim=1)
-        # Each lane's estimate: its group's first lane's best child, 0 at a terminal leaf.
-        if not grow.shape[0]:
+        if not grow.shape[0]:  # every leaf terminal: every estimate 0
             return leaf, torch.zeros(lanes, dtype=torch.float64, device=dev)
-        rank = torch.zeros_like(lane).index_copy_(0, grow, fam - fam[0])
-        return leaf, torch.where(ends, 0.0, best.index_select(0, rank.index_select(0, owner)))
+        # Each lane's estimate: its group's first lane's best child, 0 at a terminal leaf.
+        best = (r + self.task.gamma * v).view(-1, N_ACTIONS).amax(dim=1)
+        rank = torch.zeros_like(lane).index_copy_(0, grow, rank).index_select(0, owner)
+        return leaf, torch.where(ends, 0.0, best.index_select(0, rank))
 
     def _backup(self, t: _Trees, leaf: torch.Tensor, g: torch.Tensor, depth: int) -> None:
         """Add each lane's discounted return to every node on its path, lane after lane
