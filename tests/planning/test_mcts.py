@@ -153,3 +153,29 @@ def test_seeded_noisy_trees_repeat_and_one_lane_is_sequential_puct():
     c = planner.tree(roots, torch.Generator().manual_seed(4))
     assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
     assert not torch.equal(a[1], c[1])
+
+
+class _ToTheGoal(OracleModel):
+    """Predicts the goal state for every row: every child is terminal."""
+
+    def __init__(self, goal: torch.Tensor) -> None:
+        super().__init__()
+        self.goal = goal
+
+    def predict(self, state, action, generator):
+        return self.goal.expand(state.shape[0], -1).clone()
+
+
+def test_rounds_whose_every_leaf_is_terminal_equal_the_reference():
+    # Rounds of 1, 4 and 4 lanes: the first expands the roots into four goals (estimate 1);
+    # in the others every lane ends on a terminal child, one lane each, and backs up 0.
+    root = RefState(0, 0, 2, 5, False, False, False, False, 3, 3, 4, 4)
+    goal = ref_encode(root._replace(agent_x=TASK_A.goal[0], agent_y=TASK_A.goal[1]))
+    roots = torch.tensor([ref_encode(root)] * 2)
+    planner = TreeSearchPlanner(_ToTheGoal(torch.tensor(goal)), TASK_A, value_table(TASK_A), 9)
+    visits, q = planner.tree(roots, torch.Generator().manual_seed(0))
+    want_n, want_q, _ = ref_tree_search(
+        ref_encode(root), TASK_A, lambda vector, action: list(goal), 9, 1.0, 256
+    )
+    assert visits.tolist() == [want_n] * 2 and q.tolist() == [want_q] * 2
+    assert want_n == [3.0] * 4 and want_q == [1.0] * 4
