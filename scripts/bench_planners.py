@@ -16,15 +16,18 @@ decisions per second of every planner at matched compute (docs/PERFORMANCE.md, "
 2. **Throughput at matched compute.** Decisions per second on ``B`` roots for every planner
    of ``gridplan.planning.planners`` and TorchRL's two, each at 1,024 model predictions per
    decision (the depth-4 search's ``4^4`` leaves x 4 steps; CEM/MPPI 4 rounds x 64
-   candidates x 4 steps; MCTS 256 simulations x 4 children, 16 simulations a round, and
-   one a round: ``parallel=1``), with the ratio to ``search (generic)``: the paper's search
+   candidates x 4 steps; MCTS 256 simulations x 4 children in rounds of 1, 4, 16, 64 and
+   171 simulations, of at most 64 (``parallel=64``) and of one: ``parallel=1``), with the
+   ratio to ``search (generic)``: the paper's search
    through ``predict`` on independent leaves, the matched-compute baseline. ``search`` is
    the same search with its own fast scorer (the noise family's fused scorer: fewer,
    cheaper predictions for the same decisions), shown for reference. ``floor`` is one call
    that predicts, scores and values the 1,024 rows per root and nothing else: what any
    planner at this compute spends at least. Every call is timed in turn with the others
-   (medians over ``--repeats``), with the load average printed beside them; ``--base DIR``
-   (a worktree of an earlier main) adds that tree's MCTS and each MCTS row's ratio to it.
+   (medians over ``--repeats``), with the load average printed beside them, in a process
+   that keeps freed memory (``gridplan.util.allocator``, as the other benchmarks);
+   ``--base DIR`` (a worktree of an earlier main) adds that tree's MCTS, at its own default
+   settings, and each MCTS row's ratio to it.
    ``optimal``: the share of roots whose chosen action is optimal under the exact ``Q*``.
 
 Usage::
@@ -64,6 +67,7 @@ from gridplan.planning.learned_value import LearnedValue  # noqa: E402
 from gridplan.planning.planner import Planner  # noqa: E402
 from gridplan.planning.planners import make_planner  # noqa: E402
 from gridplan.planning.registry import through_predict  # noqa: E402
+from gridplan.util.allocator import retain_freed_memory  # noqa: E402
 
 
 class _Step(nn.Module):
@@ -239,6 +243,7 @@ def base_tree_search(base: Path):
         "base_mcts", base / "gridplan" / "planning" / "mcts.py"
     )
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
     spec.loader.exec_module(module)
     return module.TreeSearchPlanner
 
@@ -280,6 +285,7 @@ def throughput(model, label: str, roots: torch.Tensor, repeats: int, base=None) 
         "mppi": (make_planner("mppi", model, TASK_A, 4, SETTINGS["mppi"]), 1024),
         "mcts": (make_planner("mcts", model, TASK_A, 4), 1024),
         "mcts (parallel=1)": (make_planner("mcts", model, TASK_A, 4, {"parallel": 1}), 1024),
+        "mcts (parallel=64)": (make_planner("mcts", model, TASK_A, 4, {"parallel": 64}), 1024),
     }
     if base is not None:
         planners["mcts (base)"] = (base_tree_search(base)(model, TASK_A, table, 256, 1.0), 1024)
@@ -351,6 +357,7 @@ def main(argv=None) -> int:
     )
     args = p.parse_args(argv)
     torch.set_num_threads(1)
+    retain_freed_memory()
     roots = start_states((0,), args.episodes, TASK_A)
     models = {
         "oracle": OracleModel(),

@@ -3,40 +3,45 @@
 several simulations per round under virtual visits (Liu et al. 2020, "Watch the Unobserved").
 
 One tree per root, all ``B`` trees grown in lockstep as tensors: flat node tables of
-``B * (1 + 4 * budget)`` rows (visits ``N``, value sums ``W``, rewards, terminal flags, the
-first child's index, states). The ``budget`` simulations run in rounds of ``L`` *lanes*
-(simulations at once; ``lane_schedule``): the first rounds double from 1 lane up to
-``parallel``, the rest take at most ``parallel`` each. One round:
+``4 * (B * (1 + budget) + 1)`` rows (visits ``N``, value sums ``W``, rewards, terminal flags,
+the children's family, the parent, states; ``_Trees``). The ``budget`` simulations run in
+rounds of ``L`` *lanes* (simulations at once; ``lane_schedule``): the first rounds grow
+fourfold from 1 lane up to ``parallel``, the rest take at most ``parallel`` each. One round:
 
-1. **Select**: every lane of every tree descends at once, one depth level per step, through
-   expanded, non-terminal nodes. The ``m`` lanes at node ``s`` (consecutive lanes: a group)
+1. **Select**: the lanes descend as *groups* (the lanes at one node, consecutive lanes), one
+   depth level per step, through expanded, non-terminal nodes. The ``m`` lanes at node ``s``
    split over its children as ``m`` selections one after another would, each by
    ``argmax_a Q(s, a) + c * P(a) * sqrt(N(s)) / (1 + N(s, a) + O(s, a))``, where ``O(s, a)``
    counts the earlier selections of ``a`` (virtual visits: in-flight simulations spread
    over the children; ``N(s)`` counts finished simulations only), the prior is uniform
    ``P(a) = 1/4`` (no policy network), ``Q(s, a) = r(s_a) + gamma * W(s_a) / N(s_a)``, and
    ties go to the lowest action; the lanes, in order, take the selected children in action
-   order, so each child's lanes are again a group. The ``m`` selections cost one stable
-   sort (``turns``): each child's scores over ``O = 0, 1, ...`` fall, so the selections
-   are all of them merged in descending order.
+   order, so each child's lanes are again a group. A group of one lane takes the argmax;
+   the others' splits (``splits``) take the selections in turn up to 16 lanes, else by
+   water-filling: each child's scores over ``O = 0, 1, ...`` fall, so the ``m`` selections
+   are the ``m`` best of them all, counted at a water level and repaired exactly.
 2. **Expand** the leaf each group reached (unless terminal): every lane's 4 children in one
    ``predict`` call of ``B * L * 4`` rows, each child valued ``r(s_a) + gamma * V(s_a)``
    while alive (``V`` the terminal value: exact V*, learned or none;
    ``gridplan.planning.learned_value``); the leaf's estimate is the best of them (a one-step
-   backup). The group's first lane's children enter the tree, and every lane of the group
-   backs up its estimate; a terminal leaf is worth 0.
-3. **Back up** each lane's estimate along its path: every node's ``N`` grows by 1 and its
+   backup). The group's first lane's children enter the tree (only they are scored and
+   valued), and every lane of the group backs up its estimate; a terminal leaf is worth 0.
+3. **Back up** each lane's estimate up its parents: every node's ``N`` grows by 1 and its
    ``W`` by the lane's discounted return from there, lane after lane.
 
-With ``parallel = 1`` this is plain sequential PUCT, one simulation per round (main's search
-before rounds, up to its float32 rounding). The decision is the root's most visited action
-(ties to the larger ``Q``, then the lowest action). A budget of ``b`` simulations costs
-``4 b`` predictions per decision; the default 256 matches the depth-4 full-width search's
-1,024. The statistics are float64 and accumulate lane after lane, so that on CPU the tree
-equals, bit for bit, the plain reference ``gridplan.planning.reference.ref_tree_search`` on
-the same predictions (on CUDA, accumulating writes may add in another order: last-bit
-differences). The tree is deterministic given the model's predictions: the only draws are
-the model's, from the caller's generator.
+With ``parallel = 1`` this is plain sequential PUCT, one simulation per round. The decision
+is the root's most visited action (ties to the larger ``Q``, then the lowest action). A
+budget of ``b`` simulations costs ``4 b`` predictions per decision; the default 256 matches
+the depth-4 full-width search's 1,024, in 5 rounds of 1, 4, 16, 64 and 171 lanes
+(``parallel = 256``; docs/PERFORMANCE.md, "Batched MCTS"). A wide round chooses before its
+own lanes' returns are known: with the exact V* as terminal value, wide rounds chose the
+optimal first action at least as often as narrow ones in those runs; with an imperfect
+value, less often, so a learned value wants a smaller ``parallel``. The statistics are
+float64 and accumulate lane after lane, so that on CPU the tree equals, bit for bit, the
+plain reference ``gridplan.planning.reference.ref_tree_search`` on the same predictions (on
+CUDA, accumulating writes may add in another order: last-bit differences). The tree is
+deterministic given the model's predictions: the only draws are the model's, from the
+caller's generator.
 """
 
 from __future__ import annotations
@@ -59,14 +64,14 @@ PRIOR = 1.0 / N_ACTIONS
 
 
 def lane_schedule(budget: int, parallel: int) -> list[int]:
-    """Lanes of each round, summing to ``budget``: doubling from 1 while below ``parallel``
-    (the first rounds' lanes would pile onto a root with few children), then the rest in as
-    few rounds of at most ``parallel`` as it takes, shared out evenly (earlier rounds one
-    more)."""
+    """Lanes of each round, summing to ``budget``: growing fourfold from 1 while below
+    ``parallel`` (the leaves of a tree with few expanded nodes: the root, its 4 children,
+    their 16, ...; more lanes would pile onto them), then the rest in as few rounds of at
+    most ``parallel`` as it takes, shared out evenly (earlier rounds one more)."""
     out, width = [], 1
     while width < parallel and sum(out) + width <= budget:
         out.append(width)
-        width *= 2
+        width *= N_ACTIONS
     rest = budget - sum(out)
     rounds = -(-rest // parallel)
     return out + [rest // rounds + (k < rest % rounds) for k in range(rounds)]
@@ -79,83 +84,200 @@ def check_int(name: str, value, low: int) -> int:
     return value
 
 
-def _at(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    """``table[index]`` for a flat table: ``index_select``, twice as fast on CPU."""
-    return table.index_select(0, index.reshape(-1)).view(*index.shape, *table.shape[1:])
-
-
-def turns(q: torch.Tensor, n: torch.Tensor, beta: torch.Tensor, lanes: int) -> torch.Tensor:
-    """The children that ``lanes`` selections one after another take at each of ``G`` nodes.
+def splits(
+    q: torch.Tensor, n: torch.Tensor, beta: torch.Tensor, lanes: torch.Tensor, most: int
+) -> torch.Tensor:
+    """How many of ``lanes`` selections one after another take each child, at ``G`` nodes.
 
     Selection ``k`` takes the best child under the virtual visits ``O`` of selections
-    ``0..k-1``, ``argmax_a q_a + beta / (1 + n_a + O_a)``, ties to the lowest action. A
-    child's score falls as ``O`` grows, so the selections are every child's scores over
-    ``O = 0, 1, ...`` merged in descending order, ties to the lower action: one stable sort
-    (a tie with a later score of the same child cannot precede its earlier one).
+    ``0..k-1``, ``argmax_a q_a + beta / (1 + n_a + O_a)``, ties to the lowest action. Up to
+    ``_ONE_BY_ONE`` lanes, the selections one after another (``most`` argmaxes over
+    ``(G, 4)``); more, water-filling and repair (``_fill``), whose operations do not grow
+    with the lanes (docs/PERFORMANCE.md, "Batched MCTS").
 
     Args:
         q, n: ``(G, 4)`` float64 the children's ``Q`` and visits.
-        beta: ``(G, 1)`` float64 ``c * P * sqrt(N)`` of the nodes.
-        lanes: selections per node ``L``.
+        beta: ``(G,)`` float64 ``c * P * sqrt(N)`` of the nodes.
+        lanes: ``(G,)`` long selections per node, ``1 <= lanes <= most``.
+        most: the largest of ``lanes``.
 
     Returns:
-        ``(G, 4 * L)`` long actions; entry ``k < L`` is selection ``k``'s.
+        ``(G, 4)`` long selections per child, summing to ``lanes``.
     """
-    ahead = torch.arange(lanes, device=q.device, dtype=q.dtype)
-    score = q.unsqueeze(-1) + beta.unsqueeze(-1) / (1 + n.unsqueeze(-1) + ahead)
-    order = (-score).flatten(1).sort(dim=1, stable=True).indices
-    return order // lanes
+    if most > _ONE_BY_ONE:
+        return _fill(q, 1 + n, beta.unsqueeze(1), lanes.to(q.dtype).unsqueeze(1))
+    visits, taken, beta = 1 + n, torch.zeros_like(q), beta.unsqueeze(1)
+    for k in range(most):
+        choice = (q + beta / (visits + taken)).argmax(dim=1, keepdim=True)
+        taken.scatter_add_(1, choice, (lanes > k).to(q.dtype).unsqueeze(1))
+    return taken.long()
+
+
+#: ``splits`` takes the selections one after another up to this many lanes (cheaper than
+#: water-filling there, on one CPU thread: docs/PERFORMANCE.md).
+_ONE_BY_ONE = 16
+#: Newton steps of ``_fill``'s water level.
+_NEWTON = 4
+
+
+def _fill(q: torch.Tensor, d: torch.Tensor, beta: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    """``splits`` of ``m (G, 1)`` float lanes by water-filling (``d = 1 + n``).
+
+    Child ``a``'s scores ``q_a + beta / (d_a + k)`` fall with ``k``, so the ``m`` selections
+    are the ``m`` best scores of all children, ties to the lower action: about
+    ``x_a = beta / (w - q_a) - d_a`` of child ``a`` at the water level ``w`` where these sum
+    to ``m``. Newton steps find ``w`` from below (the sum is convex and falls in ``w``, so
+    they stay below); each child takes its scores above it, the worst go back (short of
+    ``m``, the best come in) one at a time; then, while a child's next score comes before
+    another's last taken one in the order of selections, one selection moves. That repair
+    stops on the order itself, so the counts are exact whatever the level's rounding."""
+    w = (q + beta / (d + m)).amax(dim=1, keepdim=True)  # one child alone takes m here
+    for _ in range(_NEWTON):
+        gap = w - q
+        x = (beta / gap - d).clamp(min=0)
+        slope = ((x > 0) * beta / (gap * gap)).sum(dim=1, keepdim=True)
+        w = w + (x.sum(dim=1, keepdim=True) - m) / slope
+    # A non-finite level (w at some q) leaves the counts to the steps below.
+    x = (beta / (w - q) - d).nan_to_num(0.0, 0.0, 0.0)
+    taken = torch.minimum(x.clamp(min=0).ceil(), m)
+    left = m - taken.sum(dim=1, keepdim=True)
+    while bool((left < 0).any()):
+        fewer = (left < 0).to(q.dtype)
+        taken.scatter_add_(1, _worst(_last(q, d, beta, taken)), -fewer)
+        left += fewer
+    while bool((left > 0).any()):
+        more = (left > 0).to(q.dtype)
+        taken.scatter_add_(1, (q + beta / (d + taken)).argmax(dim=1, keepdim=True), more)
+        left -= more
+    while True:
+        nxt, last = q + beta / (d + taken), _last(q, d, beta, taken)
+        best, worst = nxt.argmax(dim=1, keepdim=True), _worst(last)
+        b, w_ = nxt.gather(1, best), last.gather(1, worst)
+        move = ((b > w_) | ((b == w_) & (best < worst))).to(q.dtype)
+        if not bool(move.any()):
+            return taken.long()
+        taken.scatter_add_(1, best, move)
+        taken.scatter_add_(1, worst, -move)
+
+
+def _last(q: torch.Tensor, d: torch.Tensor, beta: torch.Tensor, taken: torch.Tensor):
+    """Each child's last taken score, ``inf`` where none is taken."""
+    return torch.where(taken > 0, q + beta / (d + taken - 1), math.inf)
+
+
+def _worst(last: torch.Tensor) -> torch.Tensor:
+    """``(G, 1)`` the child whose last taken selection comes last (``last``, ``_last``): the
+    lowest score, ties to the higher action."""
+    return N_ACTIONS - 1 - last.flip(1).argmin(dim=1, keepdim=True)
+
+
+#: The four actions.
+_ACTIONS = torch.arange(N_ACTIONS)
 
 
 @dataclass
 class _Trees:
-    """``B`` trees of ``size`` nodes each as flat tables; node ``n`` of tree ``b`` is row
-    ``b * size + n``, and ``4 * B * L`` scratch rows after them take the children of lanes
-    that grow nothing, so every write goes to distinct rows. ``q`` caches
-    ``r + gamma * W / N``, the node's value as a child."""
+    """``B`` trees as flat tables of rows ``4 * f + a``, child ``a`` of family ``f``: the
+    ``B`` roots are rows ``4 * b`` (families ``0..B-1``), and every round appends a block of
+    four rows per growing group (the first lane's four predictions), whose family becomes
+    the children of the group's leaf. The last family is never read: above the roots, the
+    backups walk into its last row. Rows are written before they are read."""
 
-    size: int
-    scratch: int  # the first scratch row
     state: torch.Tensor  # (rows, S) float
-    visits: torch.Tensor  # (rows,) float64
-    total: torch.Tensor  # (rows,) float64
-    reward: torch.Tensor  # (rows,) float64
-    q: torch.Tensor  # (rows,) float64
+    stats: torch.Tensor  # (rows, 3) float64: visits N, value sum W, reward r
     terminal: torch.Tensor  # (rows,) bool
-    first: torch.Tensor  # (rows,) long: first child's row, -1 while unexpanded or terminal
-    used: torch.Tensor  # (B,) long: nodes in use per tree
+    first: torch.Tensor  # (rows,) long: the children's family, -1 while unexpanded
+    parent: torch.Tensor  # (rows,) long: a root's, and its own, is the last row
+    used: int  # rows in use: the next round's block starts here
 
     @classmethod
-    def rooted(cls, root: torch.Tensor, size: int, lanes: int) -> _Trees:
+    def rooted(cls, root: torch.Tensor, budget: int) -> _Trees:
         b, s = root.shape
-        scratch = b * size
-        rows = scratch + b * lanes * N_ACTIONS
-        state = root.new_zeros(rows, s)
-        state[:scratch:size] = root
-        zeros = torch.zeros(rows, dtype=torch.float64, device=root.device)
-        flags = torch.zeros(rows, dtype=torch.bool, device=root.device)
-        return cls(
-            size=size,
-            scratch=scratch,
-            state=state,
-            visits=zeros,
-            total=zeros.clone(),
-            reward=zeros.clone(),
-            q=zeros.clone(),
-            terminal=flags,
-            first=torch.full((rows,), -1, dtype=torch.long, device=root.device),
-            used=torch.ones(b, dtype=torch.long, device=root.device),
+        rows = N_ACTIONS * (b * (1 + budget) + 1)
+        dev = root.device
+
+        def table(dtype):
+            return torch.empty(rows, dtype=dtype, device=dev)
+
+        t = cls(
+            state=root.new_empty(rows, s),
+            stats=torch.empty(rows, 3, dtype=torch.float64, device=dev),
+            terminal=table(torch.bool),
+            first=table(torch.long),
+            parent=table(torch.long),
+            used=N_ACTIONS * b,
         )
+        roots = slice(0, N_ACTIONS * b, N_ACTIONS)
+        t.state[roots] = root
+        t.stats[roots] = 0.0
+        t.terminal[roots] = False
+        t.first[roots] = -1
+        t.parent[roots] = rows - 1
+        t.parent[-1] = rows - 1
+        t.stats[-1] = 0.0
+        return t
+
+    def children(self, fam: torch.Tensor, gamma: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(N, Q)``, ``(G, 4)`` each, of the families ``fam (G,)``: ``Q = r + gamma W / N``."""
+        x = self.stats.view(-1, N_ACTIONS, 3).index_select(0, fam)
+        n = x[..., 0]
+        return n, x[..., 2] + gamma * x[..., 1] / n
 
 
 @dataclass
-class _Lanes:
-    """A round's lanes ``(B, L)``: their nodes, and their groups (the lanes at one node,
-    consecutive lanes): each lane's group's first lane and size (0 once it stopped)."""
+class _Groups:
+    """Groups of a round's lanes at one depth (the lanes at one node, consecutive lanes),
+    ``(G,)`` each: the node, its children's family, its visits ``N``, the group's first lane
+    (``b * L + l``) and its lanes."""
 
     node: torch.Tensor
-    start: torch.Tensor
+    fam: torch.Tensor
+    visits: torch.Tensor
+    lane: torch.Tensor
     size: torch.Tensor
+
+    def subset(self, index: torch.Tensor) -> _Groups:
+        return _Groups(*(x.index_select(0, index) for x in vars(self).values()))
+
+    def join(self, other: _Groups | None) -> _Groups:
+        if other is None:
+            return self
+        return _Groups(
+            *(torch.cat(x) for x in zip(vars(self).values(), vars(other).values(), strict=True))
+        )
+
+
+def _apart(g: _Groups) -> tuple[_Groups | None, _Groups | None]:
+    """``g``'s groups of one lane and of more (None where there are none)."""
+    one = g.size == 1
+    ones = int(one.sum())
+    if ones in (0, one.shape[0]):
+        return (g, None) if ones else (None, g)
+    return g.subset(one.nonzero().squeeze(1)), g.subset((~one).nonzero().squeeze(1))
+
+
+class _Leaves:
+    """Where a round's ``B * L`` lanes stopped: ``first[l] = l`` at the first lane of a group
+    at a leaf (an unexpanded or terminal node), else -1; ``leaf[l]`` that group's node
+    (entry ``B * L`` takes the writes of the groups still moving)."""
+
+    def __init__(self, lanes: int, device) -> None:
+        self.lanes, self.depth = lanes, 0
+        self.first = torch.full((lanes + 1,), -1, dtype=torch.long, device=device)
+        self.leaf = torch.empty(lanes + 1, dtype=torch.long, device=device)
+
+    def stop(self, g: _Groups | None) -> _Groups | None:
+        """Record ``g``'s groups at leaves; the others, or None if none."""
+        if g is None:
+            return None
+        moving = g.fam >= 0
+        if bool(moving.all()):
+            return g
+        at = torch.where(moving, self.lanes, g.lane)
+        self.first.index_put_((at,), g.lane)
+        self.leaf.index_put_((at,), g.node)
+        keep = moving.nonzero().squeeze(1)
+        return g.subset(keep) if keep.shape[0] else None
 
 
 class TreeSearchPlanner:
@@ -167,7 +289,9 @@ class TreeSearchPlanner:
         value: terminal value (``gridplan.planning.learned_value``).
         budget: simulations per decision, ``>= 1`` (``4 * budget`` predictions).
         exploration: the PUCT constant ``c > 0``.
-        parallel: simulations per round (lanes), ``>= 1``; 1 is sequential PUCT.
+        parallel: simulations per round (lanes), ``>= 1``; 1 is sequential PUCT. The
+            default suits an exact terminal value; an imperfect one decides better with
+            fewer (docs/PERFORMANCE.md, "Batched MCTS").
 
     Raises:
         ValueError: on a budget or parallel below 1, an exploration constant that is not
@@ -183,7 +307,7 @@ class TreeSearchPlanner:
         value=None,
         budget: int = 256,
         exploration: float = 1.0,
-        parallel: int = 16,
+        parallel: int = 256,
     ) -> None:
         check(task)
         check_model_world(model, task.world)
@@ -201,134 +325,122 @@ class TreeSearchPlanner:
     def predictions_per_decision(self) -> int:
         return N_ACTIONS * self.budget
 
-    def _select(
-        self, t: _Trees, lanes: _Lanes, first: torch.Tensor, visits: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The child each moving lane takes at its expanded node (first child ``first``,
-        visits ``visits``, both ``(B, L)``), and that child's visits; the lanes' groups move
-        to the children (step 1)."""
-        node, dev = lanes.node, lanes.node.device
-        kids = first.clamp(min=0).unsqueeze(-1) + torch.arange(N_ACTIONS, device=dev)
-        n_kid, q = _at(t.visits, kids), _at(t.q, kids)
-        beta = ((self.exploration * PRIOR) * visits.sqrt()).unsqueeze(-1)
-        choice = (q + beta / (1 + n_kid)).argmax(dim=-1)
-        most = int(lanes.size.max())
-        if most == 1:
-            return choice, n_kid.gather(2, choice.unsqueeze(-1)).squeeze(-1)
-        # One split per node that several lanes share, computed at its group's first lane.
-        b, width = node.shape
-        rank = torch.arange(width, device=dev) - lanes.start
-        lead = ((rank == 0) & (lanes.size > 1)).view(-1).nonzero().squeeze(1)
-        picks = turns(
-            _at(q.view(-1, N_ACTIONS), lead),
-            _at(n_kid.view(-1, N_ACTIONS), lead),
-            _at(beta.view(-1, 1), lead),
-            most,
-        )[:, :most]
-        taken = torch.arange(most, device=dev) < _at(lanes.size.view(-1), lead).unsqueeze(1)
-        counts = torch.zeros(lead.shape[0], N_ACTIONS, dtype=torch.long, device=dev)
-        counts.scatter_add_(1, picks, taken.long())
-        row = torch.full((b * width,), -1, dtype=torch.long, device=dev)
-        row[lead] = torch.arange(lead.shape[0], device=dev)
-        row = _at(row, torch.arange(b, device=dev).unsqueeze(1) * width + lanes.start)
-        shared = row >= 0
-        ends = _at(counts.cumsum(dim=1), row.clamp(min=0))  # (B, L, 4)
-        split = (rank.unsqueeze(-1) >= ends).sum(dim=-1).clamp(max=N_ACTIONS - 1)
-        choice = torch.where(shared, split, choice)
-        end = ends.gather(2, choice.unsqueeze(-1)).squeeze(-1)
-        size = _at(counts.view(-1), row.clamp(min=0) * N_ACTIONS + choice)
-        lanes.start = torch.where(shared, lanes.start + end - size, lanes.start)
-        lanes.size = torch.where(shared, size, lanes.size)
-        return choice, n_kid.gather(2, choice.unsqueeze(-1)).squeeze(-1)
+    def _children(self, t: _Trees, g: _Groups):
+        """``(n, q)`` ``(G, 4)`` of the children of ``g``'s nodes and ``beta (G,)``."""
+        n, q = t.children(g.fam, self.task.gamma)
+        return n, q, (self.exploration * PRIOR) * g.visits.sqrt()
 
-    def _descend(self, t: _Trees, roots: torch.Tensor, width: int) -> tuple[list, _Lanes]:
-        """Every lane's path from the root, one ``(B, L)`` row tensor per depth (a lane
-        that stopped repeats its leaf), and the lanes' groups at their leaves."""
-        dev = roots.device
-        lanes = _Lanes(
-            node=roots.unsqueeze(1).expand(-1, width).contiguous(),
-            start=torch.zeros(roots.shape[0], width, dtype=torch.long, device=dev),
-            size=torch.full((roots.shape[0], width), width, dtype=torch.long, device=dev),
+    def _step(self, t: _Trees, g: _Groups) -> _Groups:
+        """One-lane groups one depth down, each to its best child (step 1)."""
+        n, q, beta = self._children(t, g)
+        choice = (q + beta.unsqueeze(1) / (1 + n)).argmax(dim=1, keepdim=True)
+        node = N_ACTIONS * g.fam + choice.squeeze(1)
+        visits = n.gather(1, choice).squeeze(1)
+        return _Groups(node, t.first.index_select(0, node), visits, g.lane, g.size)
+
+    def _split(self, t: _Trees, g: _Groups) -> _Groups:
+        """Groups one depth down: each group's lanes split over its node's children as that
+        many selections one after another would, taking them in action order (step 1)."""
+        n, q, beta = self._children(t, g)
+        counts = splits(q, n, beta, g.size, int(g.size.max()))
+        pick = counts.view(-1).nonzero().squeeze(1)
+        node = (N_ACTIONS * g.fam.unsqueeze(1) + _ACTIONS.to(n.device)).view(-1)
+        node = node.index_select(0, pick)
+        lane = (g.lane.unsqueeze(1) + counts.cumsum(dim=1) - counts).view(-1)
+        return _Groups(
+            node,
+            t.first.index_select(0, node),
+            n.reshape(-1).index_select(0, pick),
+            lane.index_select(0, pick),
+            counts.view(-1).index_select(0, pick),
         )
-        path = [lanes.node]
-        first, visits = _at(t.first, lanes.node), _at(t.visits, lanes.node)
-        moving = first >= 0
-        while moving.any():
-            lanes.size = lanes.size * moving  # stopped lanes need no split
-            choice, visits = self._select(t, lanes, first, visits)
-            lanes.node = torch.where(moving, first + choice, lanes.node)
-            path.append(lanes.node)
-            first = _at(t.first, lanes.node)
-            moving = first >= 0
-        return path, lanes
 
-    def _expand(self, t: _Trees, at: _Lanes, generator, step: int) -> torch.Tensor:
-        """Predict every lane's 4 children, enter the first lane's per new leaf into the
-        tree; each lane's leaf estimate ``(B, L)`` float64 (step 2)."""
-        leaf, owner = at.node, at.start  # the lanes at a leaf are one group
-        b, lanes = leaf.shape
-        dev, s = leaf.device, t.state.shape[1]
-        grow = ~_at(t.terminal, leaf) & (owner == torch.arange(lanes, device=dev))
-        parent = _at(t.state, leaf).unsqueeze(2).expand(-1, -1, N_ACTIONS, -1).reshape(-1, s)
-        actions = torch.arange(N_ACTIONS, device=dev).repeat(b * lanes)
-        nxt = self.model.predict(parent, actions, generator)
-        check_prediction(nxt, self.model, step, b * lanes * N_ACTIONS, "tree rows", s)
-        r, goal, hazard = state_outcome(nxt, self.task)
+    def _descend(self, t: _Trees, roots: torch.Tensor, width: int) -> _Leaves:
+        """Every lane of every tree from its root down to a leaf, depth by depth; the groups
+        of one lane (an argmax each) and of more (``splits``) step apart."""
+        b, dev = roots.shape[0], roots.device
+        out = _Leaves(b * width, dev)
+        g = _Groups(
+            roots,
+            t.first.index_select(0, roots),
+            t.stats[:, 0].index_select(0, roots),
+            torch.arange(0, b * width, width, device=dev),
+            torch.full_like(roots, width),
+        )
+        single, multi = (g, None) if width == 1 else (None, g)
+        while True:
+            single, multi = out.stop(single), out.stop(multi)
+            if single is None and multi is None:
+                return out
+            out.depth += 1
+            single = None if single is None else self._step(t, single)
+            if multi is not None:
+                one, multi = _apart(self._split(t, multi))
+                single = single if one is None else one.join(single)
+
+    def _expand(self, t: _Trees, at: _Leaves, generator, step: int):
+        """Predict every lane's 4 children; the first lane's of each group at a leaf that is
+        not terminal become the leaf's children in the round's block (only they are scored
+        and valued). Each lane's leaf and estimate ``(B * L,)`` (step 2)."""
+        lanes, dev, s = at.lanes, at.first.device, t.state.shape[1]
+        owner = at.first[:lanes].cummax(dim=0).values  # the first lane of each lane's group
+        leaf = at.leaf.index_select(0, owner)
+        parent = t.state.index_select(0, leaf).unsqueeze(1).expand(-1, N_ACTIONS, -1)
+        nxt = self.model.predict(parent.reshape(-1, s), _ACTIONS.to(dev).repeat(lanes), generator)
+        check_prediction(nxt, self.model, step, N_ACTIONS * lanes, "tree rows", s)
+        lane = torch.arange(lanes, device=dev)
+        ends = t.terminal.index_select(0, leaf)
+        grow = ((owner == lane) & ~ends).nonzero().squeeze(1)
+        block = slice(t.used, t.used + N_ACTIONS * grow.shape[0])
+        kids = t.state[block]  # the growing lanes' predictions go straight into the block
+        torch.index_select(nxt.view(lanes, -1), 0, grow, out=kids.view(-1, N_ACTIONS * s))
+        r, goal, hazard = state_outcome(kids, self.task)
         done = goal | hazard
-        v = (self.value.lookup(nxt) * ~done).double()
+        v = (self.value.lookup(kids) * ~done).double()
         r = r.double()
-        qa = r + self.task.gamma * v
-        best = torch.where(grow, qa.view(b, lanes, N_ACTIONS).amax(dim=2), 0.0)
-        # New children take consecutive slots, tree by tree, in lane order; the others go
-        # to their lane's scratch rows.
-        taken = grow.long()
-        slot = t.used.unsqueeze(1) + N_ACTIONS * (taken.cumsum(dim=1) - taken)
-        t.used += N_ACTIONS * taken.sum(dim=1)
-        lane = torch.arange(b * lanes, device=dev).view(b, lanes)
-        scratch = t.scratch + N_ACTIONS * lane
-        base = torch.where(grow, torch.arange(b, device=dev).unsqueeze(1) * t.size + slot, scratch)
-        rows = (base.unsqueeze(2) + torch.arange(N_ACTIONS, device=dev)).view(-1)
-        t.state.index_copy_(0, rows, nxt)
-        t.reward.index_copy_(0, rows, r)
-        t.terminal.index_copy_(0, rows, done)
-        t.visits.index_fill_(0, rows, 1.0)
-        t.total.index_copy_(0, rows, v)
-        t.q.index_copy_(0, rows, qa)  # r + gamma * W / N with N = 1
-        t.first.index_copy_(0, torch.where(grow, leaf, scratch).view(-1), base.view(-1))
-        return best.gather(1, owner)
+        t.stats[block, 0] = 1.0
+        t.stats[block, 1] = v
+        t.stats[block, 2] = r
+        t.terminal[block] = done
+        t.first[block] = -1
+        grown = leaf.index_select(0, grow)
+        t.parent[block] = grown.unsqueeze(1).expand(-1, N_ACTIONS).reshape(-1)
+        rank = torch.arange(grow.shape[0], device=dev)
+        t.first.index_copy_(0, grown, t.used // N_ACTIONS + rank)
+        t.used += kids.shape[0]
+        if not grow.shape[0]:  # every leaf terminal: every estimate 0
+            return leaf, torch.zeros(lanes, dtype=torch.float64, device=dev)
+        # Each lane's estimate: its group's first lane's best child, 0 at a terminal leaf.
+        best = (r + self.task.gamma * v).view(-1, N_ACTIONS).amax(dim=1)
+        rank = torch.zeros_like(lane).index_copy_(0, grow, rank).index_select(0, owner)
+        return leaf, torch.where(ends, 0.0, best.index_select(0, rank))
 
-    def _backup(self, t: _Trees, path: list[torch.Tensor], g: torch.Tensor) -> None:
-        """Add each lane's discounted return to every node on its path (step 3). A node
-        sits at one depth, so one accumulating write of every level adds its lanes' returns
-        in lane order, as the reference does."""
-        gamma = self.task.gamma
-        nodes, counts, returns = [path[-1]], [torch.ones_like(g)], [g]
-        for here, below in zip(reversed(path[:-1]), reversed(path[1:]), strict=True):
-            stepped = below != here
-            g = torch.where(stepped, _at(t.reward, below) + gamma * g, g)
-            nodes.append(here)
-            counts.append(stepped.double())
-            returns.append(g * stepped)
-        index = torch.cat([n.reshape(-1) for n in nodes])
-        t.visits.index_put_((index,), torch.cat([c.reshape(-1) for c in counts]), accumulate=True)
-        t.total.index_put_((index,), torch.cat([x.reshape(-1) for x in returns]), accumulate=True)
-        q = _at(t.reward, index) + gamma * _at(t.total, index) / _at(t.visits, index)
-        t.q.index_put_((index,), q)
+    def _backup(self, t: _Trees, leaf: torch.Tensor, g: torch.Tensor, depth: int) -> None:
+        """Add each lane's discounted return to every node on its path, lane after lane
+        (one accumulating write: a node sits at one depth), walking up the parents; a lane
+        that passed its root walks on in the last row, which is never read (step 3)."""
+        gamma, reward = self.task.gamma, t.stats[:, 2]
+        nodes, returns = [leaf], [g]
+        for _ in range(depth):
+            g = reward.index_select(0, leaf) + gamma * g
+            leaf = t.parent.index_select(0, leaf)
+            nodes.append(leaf)
+            returns.append(g)
+        returns = torch.stack(returns, dim=1)
+        add = torch.stack([torch.ones_like(returns), returns], dim=2).view(-1, 2)
+        t.stats[:, :2].index_add_(0, torch.stack(nodes, dim=1).view(-1), add)
 
     @torch.no_grad()
     def tree(self, root: torch.Tensor, generator: torch.Generator):
         """Grow the trees; ``(visits (B, 4), q (B, 4))`` float64 of the root's children."""
         check_state(root, "root state", self.task.world)
-        b = root.shape[0]
-        schedule = lane_schedule(self.budget, self.parallel)
-        t = _Trees.rooted(root, 1 + N_ACTIONS * self.budget, max(schedule))
-        roots = torch.arange(b, device=root.device) * t.size
-        for step, width in enumerate(schedule):
-            path, lanes = self._descend(t, roots, width)
-            g = self._expand(t, lanes, generator, step)
-            self._backup(t, path, g)
-        kids = _at(t.first, roots).unsqueeze(1) + torch.arange(N_ACTIONS, device=root.device)
-        return _at(t.visits, kids), _at(t.q, kids)
+        t = _Trees.rooted(root, self.budget)
+        roots = torch.arange(0, N_ACTIONS * root.shape[0], N_ACTIONS, device=root.device)
+        for step, width in enumerate(lane_schedule(self.budget, self.parallel)):
+            at = self._descend(t, roots, width)
+            leaf, g = self._expand(t, at, generator, step)
+            self._backup(t, leaf, g, at.depth)
+        return t.children(t.first.index_select(0, roots), self.task.gamma)
 
     def search(self, root: torch.Tensor, generator: torch.Generator):
         """Grow the trees; returns ``(visits (B, 4), q (B, 4))`` float32 of the root's
