@@ -28,6 +28,7 @@ with its evaluation card; the table puts its validation loss and E_tot beside th
 model's and names the card gates that fail.
 
     python scripts/planted_bugs.py --out planted             # 20k transitions, ~10 min on 2 cores
+    python scripts/planted_bugs.py --out planted --epochs 20 # fewer epochs per model
     python scripts/planted_bugs.py --out planted --quick     # a smoke run: tiny data and protocol
 """
 
@@ -223,11 +224,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="a new folder for everything")
     parser.add_argument("--quick", action="store_true", help="tiny data and protocol (smoke)")
     parser.add_argument("--seed", type=int, default=0, help="training seed (default 0)")
+    parser.add_argument(
+        "--epochs", type=int, default=None, help="trainer.max_epochs (default: the config's)"
+    )
     args = parser.parse_args(argv)
     if args.out.exists() and any(args.out.iterdir()):
         print(f"error: {args.out} is not empty; choose a new folder", file=sys.stderr)
         return 2
-    overrides = [f"seed={args.seed}", "trainer.figures_every_n_epochs=0"]
+    overrides = [
+        f"seed={args.seed}",
+        "trainer.figures_every_n_epochs=0",
+        "trainer.metrics_every_n_epochs=0",
+    ]
+    if args.epochs is not None:
+        overrides.append(f"trainer.max_epochs={args.epochs}")
     protocol: list[str] = []
     if args.quick:
         overrides += ["data.budget=2000", "trainer.max_epochs=2", "data.windows=8"]

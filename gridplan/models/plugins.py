@@ -51,7 +51,11 @@ and rolls a latent.
 - ``value(z) -> (N,)``: ``z`` ``(N, Z)`` float32; finite (the planner may score leaves with
   ``reward`` and ``value``, ``gridplan.planning.latent_scorer``);
 - ``observe(state) -> obs``: ``(N, S)`` float32 true states -> ``(N, *obs_shape)``, when it reads
-  more than ``gridplan.core.render.observe(state, world, obs_kind)`` draws (another tile size).
+  more than ``gridplan.core.render.observe(state, world, obs_kind)`` draws (another tile size);
+- ``filter_latent(z, action, obs) -> z_next``: ``(N, Z)`` float32 latents before a step, its
+  ``(N,)`` int64 actions and ``(N, *obs_shape)`` observations of the states it reached ->
+  ``(N, Z)`` float32: a recurrent model's latent of the actual next observation (without it,
+  ``encode(obs)``; ``gridplan.models.latent_contract.next_latents``).
 
 Every call of a plug-in goes through a wrapper: ``CheckedModel`` for the state contract,
 ``CheckedLatentModel`` for the latent one (``check_plugin`` picks). Errors are
@@ -598,7 +602,7 @@ class CheckedLatentModel(_PluginCalls):
     """
 
     contract = "latent"
-    _OPTIONAL = ("decode", "reward", "value", "observe")
+    _OPTIONAL = ("decode", "reward", "value", "observe", "filter_latent")
     _ATTRIBUTES = ("obs_kind", "latent_dim", "world", "deterministic", "metadata")
 
     def __init__(self, model, name: str = "model", source: str | None = None) -> None:
