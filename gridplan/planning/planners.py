@@ -26,7 +26,8 @@ depth ``D``), ``candidates``, ``elites``, ``iterations``, ``value`` for CEM and 
 ``temperature`` for MPPI; ``budget``, ``exploration``, ``parallel`` and ``value`` for MCTS.
 The defaults match the search's compute at ``D = 4``: 4 rounds x 64 candidates x 4 steps =
 1,024 predictions per decision, the ``4^4 * 4`` of its independent leaves (MCTS: 256
-simulations x 4 children in 5 rounds of 1, 4, 16, 64 and 171).
+simulations x 4 children in 5 rounds of 1, 4, 16, 64 and 171 with exact V*; rounds of at
+most 16 with a learned or no terminal value, ``MCTS_PARALLEL``).
 """
 
 from __future__ import annotations
@@ -62,8 +63,12 @@ SETTINGS: dict[str, dict[str, object]] = {
     "search-no-heuristic": {},
     "cem": dict(_SAMPLING),
     "mppi": {**_SAMPLING, "temperature": 10.0},
-    "mcts": {"budget": 256, "exploration": 1.0, "parallel": 256, "value": "exact"},
+    "mcts": {"budget": 256, "exploration": 1.0, "parallel": None, "value": "exact"},
 }
+#: MCTS's simulations per round unless ``parallel`` says: wide rounds with exact V* (as good
+#: decisions as one at a time, docs/PERFORMANCE.md §17), narrow ones with a learned or no
+#: terminal value, whose errors wide rounds follow further before the backups correct them.
+MCTS_PARALLEL = {"exact": 256, "learned": 16, "none": 16}
 
 _INTS = ("horizon", "candidates", "elites", "iterations", "budget", "parallel")
 
@@ -127,6 +132,8 @@ def planner_settings(name: str, depth: int, settings: Mapping[str, object] | Non
     }
     if "horizon" in out and out["horizon"] is None:
         out["horizon"] = depth
+    if "parallel" in out and out["parallel"] is None:
+        out["parallel"] = MCTS_PARALLEL[out["value"]]
     for key, low in (
         ("horizon", 1),
         ("iterations", 1),

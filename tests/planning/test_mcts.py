@@ -13,7 +13,7 @@ from gridplan.models.noise import OracleModel
 from gridplan.planning.closed_loop import start_states
 from gridplan.planning.learned_value import ZeroValue
 from gridplan.planning.mcts import TreeSearchPlanner, lane_schedule, splits
-from gridplan.planning.planners import make_planner
+from gridplan.planning.planners import make_planner, planner_settings
 from gridplan.planning.reference import RefState, ref_encode, ref_oracle_predict, ref_tree_search
 
 
@@ -134,6 +134,10 @@ def test_parallel_is_a_setting_and_is_checked():
     planner = make_planner("mcts", OracleModel(), TASK_A, 4, {"parallel": "8"})
     assert (planner.parallel, planner.budget) == (8, 256)
     assert make_planner("mcts", OracleModel(), TASK_A, 4).parallel == 256
+    # Narrow rounds by default where the terminal value is not exact.
+    assert planner_settings("mcts", 4, {"value": "none"})["parallel"] == 16
+    assert planner_settings("mcts", 4, {"value": "learned"})["parallel"] == 16
+    assert planner_settings("mcts", 4, {"value": "none", "parallel": 64})["parallel"] == 64
     with pytest.raises(ValueError, match="parallel must be >= 1"):
         make_planner("mcts", OracleModel(), TASK_A, 4, {"parallel": 0})
     with pytest.raises(ValueError, match="parallel must be an integer >= 1"):
