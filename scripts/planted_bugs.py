@@ -170,6 +170,7 @@ def _row(bug: str, run: Path, measured: dict, clean: dict | None) -> dict:
         "bug": bug,
         "val_loss": metrics["best_score"],
         "E_tot": report["E_tot"],
+        "DRPE": report["DRPE"]["graded"],
         "success": report["success"]["mean"],
         "success_se": report["success"]["se"],
         "decision_agreement": ladder["L4"]["decision_agreement"]["mean"],
@@ -185,9 +186,9 @@ def _row(bug: str, run: Path, measured: dict, clean: dict | None) -> dict:
 def table(rows: list[dict]) -> str:
     """The markdown table of ``rows`` (``run``'s)."""
     lines = [
-        "| bug | val/loss (x clean) | E_tot (x clean) | success | decision agreement "
-        "| decision regret | card gates failed |",
-        "|---|---|---|---|---|---|---|",
+        "| bug | val/loss (x clean) | E_tot (x clean) | DRPE graded | success | decision "
+        "agreement | decision regret | card gates failed |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         ratio = "" if "val_loss_ratio" not in r else f" ({r['val_loss_ratio']:.2f}x)"
@@ -195,8 +196,8 @@ def table(rows: list[dict]) -> str:
         gates = ", ".join(r["gates_failed"]) or "none"
         lines.append(
             f"| {r['bug']} | {r['val_loss']:.5f}{ratio} | {r['E_tot']:.4f}{e_ratio} "
-            f"| {r['success']:.3f} ± {r['success_se']:.3f} | {r['decision_agreement']:.3f} "
-            f"| {r['decision_regret']:.4f} | {gates} |"
+            f"| {r['DRPE']:.4f} | {r['success']:.3f} ± {r['success_se']:.3f} "
+            f"| {r['decision_agreement']:.3f} | {r['decision_regret']:.4f} | {gates} |"
         )
     return "\n".join(lines)
 
