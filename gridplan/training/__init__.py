@@ -4,9 +4,10 @@
 dashboards), ``engine`` (the one ``LightningModule`` of the MLPs: a stack of ``K >= 1``
 members), ``members`` (each member's data, initial weights and data stream), ``runs``
 (``train(cfg)``, ``train_all(cfgs)``), ``vectorized`` (many runs as members of one stack),
-``dispatch`` (every group or run alone as one Hydra launcher job), ``loggers`` (the run's Lightning logger: TensorBoard, CSV, MLflow, W&B),
-``hparams_summary`` (a run's TensorBoard HParams session), ``lightning_output`` and
-``run_status`` (console lines and a run folder's status). Paper §5.4.
+``dispatch`` (every group or run alone as one Hydra launcher job), ``loggers`` (the run's
+Lightning logger: TensorBoard, CSV, MLflow, W&B), ``hparams_summary`` (a run's TensorBoard
+HParams session), ``lightning_output`` and ``run_status`` (console lines and a run folder's
+status). Paper §5.4.
 
 Its public names (``__all__``) are imported on first use: ``import gridplan.training``
 imports none of its modules.

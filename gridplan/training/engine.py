@@ -60,11 +60,13 @@ VAL_CHUNK = 1024
 #: The checkpoint's name of the loss's dimension weights (a buffer of the module before it
 #: held a stack; kept in every checkpoint for its readers).
 DIM_WEIGHTS_KEY = "dim_weights"
+#: The prefix of the training epoch loop's entries in a checkpoint's ``loops/fit_loop``.
+_EPOCH_LOOP = "epoch_loop"
 
 
 class _Steps:
-    """The prepared batches of one epoch as a sized iterable (a list would read to Lightning
-    as several dataloaders)."""
+    """The prepared batches of one validation pass as a sized iterable (a list would read to
+    Lightning as several dataloaders)."""
 
     def __init__(self, batches: list[dict]) -> None:
         self.batches = batches
@@ -74,6 +76,28 @@ class _Steps:
 
     def __len__(self) -> int:
         return len(self.batches)
+
+
+class _Epoch:
+    """The training steps of an epoch, a sized iterable that draws its batches
+    (``WorldModelModule.draw_epoch``) when first iterated in an epoch, as a ``DataLoader``
+    draws its sampler's order when iterated: Lightning iterates it at each epoch's start
+    (twice where it reloads the loaders), and once when it resumes a run."""
+
+    def __init__(self, module: WorldModelModule, steps: int) -> None:
+        self.module = module
+        self.steps = steps
+        self.epoch: int | None = None
+        self.batches: list[dict] = []
+
+    def __iter__(self):
+        if self.module.current_epoch != self.epoch:
+            self.epoch = self.module.current_epoch
+            self.batches = self.module.draw_epoch(self.steps)
+        return iter(self.batches)
+
+    def __len__(self) -> int:
+        return self.steps
 
 
 class WorldModelModule(pl.LightningModule):
@@ -128,7 +152,7 @@ class WorldModelModule(pl.LightningModule):
             self._add_cohort(MLPDynamics(*_shape(config, int(config["model"]["members"]))))
         self._stack(list(runs))
         #: Cohort indices in stack order (``rank_cohorts``); the key order at first.
-        self.rank: list[int] = list(range(len(self._cohort_names)))
+        self.rank: list[int] = list(range(len(self.cohort_members)))
         self._refresh_weights()
         # The step drives AdamW itself (the same updates): Lightning's automatic-optimization
         # closure wraps every step in work that a stack of small matmuls notices.
@@ -295,8 +319,16 @@ class WorldModelModule(pl.LightningModule):
         checkpoint["state_dict"][DIM_WEIGHTS_KEY] = weights.to(self.net.layers[0].weight.device)
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
-        """Resume from a run's checkpoint: the dimension weights come from the config."""
+        """Resume from a run's checkpoint: the dimension weights come from the config, and
+        the optimizer steps of a run that Lightning's automatic optimization trained (runs
+        before this engine) count as the steps of this module's own (``global_step``)."""
         checkpoint["state_dict"].pop(DIM_WEIGHTS_KEY, None)
+        loop = checkpoint.get("loops", {}).get("fit_loop", {})
+        auto = loop.get(f"{_EPOCH_LOOP}.automatic_optimization.optim_progress", {})
+        manual = loop.get(f"{_EPOCH_LOOP}.manual_optimization.optim_step_progress")
+        steps = auto.get("optimizer", {}).get("step")
+        if manual is not None and steps and not manual["total"]["completed"]:
+            loop[f"{_EPOCH_LOOP}.manual_optimization.optim_step_progress"] = steps
 
     # ------------------------------------------------------------------------ Lightning
 
@@ -316,13 +348,20 @@ class WorldModelModule(pl.LightningModule):
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "epoch"}}
 
     def train_dataloader(self):
-        """This epoch's steps: ``rows (K_t, B)`` into the training buffer, ``weight (K_t, B)``
-        (0 on padding), ``denom (K_t,)`` (S x real rows) and the active cohort count."""
+        """The epoch's ``_Epoch``: its members in stack order and the steps each takes (a
+        group reloads it every epoch, as members stop; a run alone's stays)."""
         self.rank_cohorts()
         order = [self.runs[i] for i in self.order]
         for run in order:
             run.epoch_steps = run.steps_now()
-        s = max((r.epoch_steps for r in order), default=0)
+        self._epoch_steps = max((r.epoch_steps for r in order), default=0)
+        return _Epoch(self, self._epoch_steps)
+
+    def draw_epoch(self, s: int) -> list[dict]:
+        """The ``s`` steps of an epoch, each member's rows drawn from its stream: ``rows
+        (K_t, B)`` into the training buffer, ``weight (K_t, B)`` (0 on padding), ``denom
+        (K_t,)`` (S x real rows) and the active cohort count."""
+        order = [self.runs[i] for i in self.order]
         rows, weight = _epoch_rows(order, s)
         steps = torch.tensor([r.epoch_steps for r in order])
         live = [c for c in self.rank if self.cohort_members[c]]
@@ -339,12 +378,19 @@ class WorldModelModule(pl.LightningModule):
                     "cohorts": sum(1 for c in live if now[c] > t),
                 }
             )
-        self._epoch_steps = len(batches)
-        return _Steps(batches)
+        return batches
 
-    def _loss(self, prefix: str, rows: torch.Tensor, weight: torch.Tensor, cohorts=None):
-        """Per-member weighted squared error sums ``(K',)`` of one step (not normalized),
-        summed over the ``H`` open-loop steps of members with a rollout loss."""
+    def errors(self, prefix: str, rows: torch.Tensor, weight: torch.Tensor, cohorts=None):
+        """Per-member weighted squared error sums ``(K',)`` of one step (the loss before
+        its normalization), summed over the ``H`` open-loop steps of members with a rollout
+        loss.
+
+        Args:
+            prefix: ``"train"`` or ``"val"``, the buffers read.
+            rows: ``(K', B)`` long rows of those buffers, member by member in stack order.
+            weight: ``(K', B)`` float, 0 on padding rows.
+            cohorts: how many of the stack's cohorts train (None: all).
+        """
         k = rows.shape[0]
         state = getattr(self, f"{prefix}_states")[rows]
         action = getattr(self, f"{prefix}_actions")[rows]
@@ -390,7 +436,7 @@ class WorldModelModule(pl.LightningModule):
         also steps the cosine schedule, where Lightning steps an epoch-interval scheduler
         (before validation; a checkpoint of the epoch holds the stepped schedule)."""
         optimizer = self.optimizers()
-        per_member = self._loss("train", batch["rows"], batch["weight"], batch["cohorts"])
+        per_member = self.errors("train", batch["rows"], batch["weight"], batch["cohorts"])
         k = per_member.shape[0]
         loss = per_member / (batch["denom"] * self.horizon[:k])
         optimizer.zero_grad(set_to_none=True)
@@ -432,7 +478,7 @@ class WorldModelModule(pl.LightningModule):
         self._val_sum = torch.zeros(len(self.order), device=self.train_states.device)
 
     def validation_step(self, batch, batch_idx):
-        self._val_sum += self._loss("val", batch["rows"], batch["weight"])
+        self._val_sum += self.errors("val", batch["rows"], batch["weight"])
 
     def on_validation_epoch_end(self) -> None:
         order = self.order

@@ -163,12 +163,9 @@ class StopAtMaxSteps(Callback):
             trainer.should_stop = True
 
 
-def _trainer(
-    t: dict, run_dir: Path, logger, best: ModelCheckpoint, stack: bool = True
-) -> pl.Trainer:
+def _trainer(t: dict, run_dir: Path, logger, best: ModelCheckpoint) -> pl.Trainer:
     """The Lightning trainer of the ``trainer`` config section, early stopping on
-    ``t["monitor"]`` and stopping (validated) at ``t["max_steps"]`` when set. A ``stack``
-    (``WorldModelModule``) draws each epoch's batches when Lightning asks for its loaders."""
+    ``t["monitor"]`` and stopping (validated) at ``t["max_steps"]`` when set."""
     stop = EarlyStopping(monitor=t["monitor"], mode="min", patience=t["patience"])
     bar, progress_lines = trainer_progress(t["progress_bar"])
     max_steps = t.get("max_steps")
@@ -185,7 +182,6 @@ def _trainer(
         enable_model_summary=False,
         log_every_n_steps=t["log_every_n_steps"],
         num_sanity_val_steps=0,
-        reload_dataloaders_every_n_epochs=1 if stack else 0,
         logger=logger,
         callbacks=[best, stop, RNGState(), *at_max, *progress_lines],
         default_root_dir=run_dir,
@@ -344,7 +340,7 @@ def _fit(
         save_last=True,
         auto_insert_metric_name=False,
     )
-    trainer = _trainer(t, run_dir, logger, best, stack=data is None)
+    trainer = _trainer(t, run_dir, logger, best)
     start = time.perf_counter()
     try:
         with warnings.catch_warnings():
