@@ -9,9 +9,10 @@ the same total epochs) are trained twice, each time in a fresh process:
 - **vectorized**: what ``python -m train -m seed=...`` does by default: vectorized groups
   (``gridplan.training.vectorized``), one worker process per core (``train.workers`` unset; at most
   one per run); ``--workers 1`` trains them as one stack in one process;
-- **baseline** (with ``--baseline PATH``): the vectorized side of another checkout (the
-  previous main), run by that checkout's own copy of this script, interleaved with the two
-  others; the vectorized row then gives its ratio to the baseline (baseline wall / wall).
+- **baseline** (with ``--baseline PATH``): both sides of another checkout (the previous
+  main), run by that checkout's own copy of this script, interleaved with the two others
+  (``baseline_sequential``, ``baseline``); the sequential and vectorized rows then give their
+  ratio to the baseline's (baseline wall / wall).
 
 Both sides run the threads a training process gets (``gridplan.util.threads.training_threads``:
 one per process unless ``--threads`` says otherwise) and the passive OpenMP wait policy of
@@ -176,13 +177,18 @@ def cpu_seconds() -> float:
     )
 
 
+#: The baseline checkout's sides: each is that checkout's own run of the side named.
+BASELINE_SIDES = {"baseline_sequential": "sequential", "baseline": "vectorized"}
+
+
 def measure(mode: str, k: int, args, out: Path) -> dict:
-    """One side of one K in a fresh process; mode ``baseline`` is the vectorized side of the
-    checkout ``--baseline`` (its own ``scripts/bench_training.py`` and ``gridplan``)."""
+    """One side of one K in a fresh process; modes ``baseline_sequential`` and ``baseline``
+    are the sequential and vectorized sides of the checkout ``--baseline`` (its own
+    ``scripts/bench_training.py`` and ``gridplan``)."""
     script, cwd = Path(__file__), REPO
-    if mode == "baseline":
+    if mode in BASELINE_SIDES:
         cwd = Path(args.baseline).resolve()
-        script, mode = cwd / "scripts" / "bench_training.py", "vectorized"
+        script, mode = cwd / "scripts" / "bench_training.py", BASELINE_SIDES[mode]
     cmd = [sys.executable, str(script), "--worker", mode, "--k", str(k), "--out", str(out)]
     cmd += ["--epochs", str(args.epochs), "--budget", args.budget, "--device", args.device]
     cmd += ["--world", args.world]
@@ -196,13 +202,14 @@ def measure(mode: str, k: int, args, out: Path) -> dict:
 
 
 def measure_pair(k: int, args, out: Path) -> list[dict]:
-    """Both sides of one K (and the baseline's vectorized side with ``--baseline``),
-    ``--repeats`` times, interleaved (sequential, vectorized, baseline, sequential, ...), so
-    that a slow spell of a shared machine falls on every side; each side's row is its
-    median-time run, with every run's wall time in run order in ``walls_s`` (the vectorized
-    and baseline rows also get ``pair_speedups``: sequential run ``i`` over their run ``i``;
-    the vectorized row ``baseline_ratios``: baseline run ``i`` over vectorized run ``i``)."""
-    modes = ["sequential", "vectorized"] + (["baseline"] if args.baseline else [])
+    """Both sides of one K (and the baseline's two sides with ``--baseline``), ``--repeats``
+    times, interleaved (sequential, vectorized, baseline_sequential, baseline, sequential,
+    ...), so that a slow spell of a shared machine falls on every side; each side's row is
+    its median-time run, with every run's wall time in run order in ``walls_s`` (the other
+    rows also get ``pair_speedups``: sequential run ``i`` over their run ``i``; the
+    sequential and vectorized rows ``baseline_ratios``: the baseline's run ``i`` of the same
+    side over their run ``i``)."""
+    modes = ["sequential", "vectorized"] + (list(BASELINE_SIDES) if args.baseline else [])
     runs: dict[str, list[dict]] = {mode: [] for mode in modes}
     for _ in range(args.repeats):
         for mode in modes:
@@ -217,8 +224,9 @@ def measure_pair(k: int, args, out: Path) -> list[dict]:
         pairs = zip(seq["walls_s"], row["walls_s"], strict=True)
         row["pair_speedups"] = [round(a / b, 2) for a, b in pairs]
     if args.baseline:
-        pairs = zip(rows[2]["walls_s"], rows[1]["walls_s"], strict=True)
-        rows[1]["baseline_ratios"] = [round(a / b, 2) for a, b in pairs]
+        for ours, theirs in ((rows[0], rows[2]), (rows[1], rows[3])):
+            pairs = zip(theirs["walls_s"], ours["walls_s"], strict=True)
+            ours["baseline_ratios"] = [round(a / b, 2) for a, b in pairs]
     return rows
 
 
@@ -364,21 +372,25 @@ def main(argv=None) -> int:
     widths = widths_of(task.world.state_dim)
     for s in range(max(ks)):
         cached_dataset("balanced", parse_budget(args.budget), s, task, out / "cache")
-    rows, speedup, against_baseline = [], {}, {}
+    rows, speedup, against_baseline, sequential_baseline = [], {}, {}, {}
     print("| K | mode | procs x threads | wall s | transitions/s | epochs | peak MB | speedup |")
     print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for k in ks:
         seq, vec, *base = measure_pair(k, args, out)
         speedup[k] = round(seq["wall_s"] / vec["wall_s"], 2)
         if base:
-            against_baseline[k] = round(base[0]["wall_s"] / vec["wall_s"], 2)
+            sequential_baseline[k] = round(base[0]["wall_s"] / seq["wall_s"], 2)
+            against_baseline[k] = round(base[1]["wall_s"] / vec["wall_s"], 2)
         for row in (seq, vec, *base):
             rows.append(row)
             s = f"{seq['wall_s'] / row['wall_s']:.2f}x" if row is not seq else ""
             if row is not seq and args.repeats > 1:  # the range of run i over run i
                 s += f" ({min(row['pair_speedups']):.2f}-{max(row['pair_speedups']):.2f})"
-            if row is vec and base:
-                s += f"; {against_baseline[k]:.2f}x the baseline"
+            if base and row in (seq, vec):
+                ratios = row["baseline_ratios"]
+                ratio = (sequential_baseline if row is seq else against_baseline)[k]
+                s += "; " if s else ""
+                s += f"{ratio:.2f}x the baseline's ({min(ratios):.2f}-{max(ratios):.2f})"
             print(
                 f"| {k} | {row['mode']} | {row['processes']} x {row['threads']} | "
                 f"{row['wall_s']:.1f} | {row['transitions_per_s']:,} | "
@@ -449,6 +461,7 @@ def main(argv=None) -> int:
                     "speedup": speedup,
                     "baseline": args.baseline,
                     "speedup_over_baseline": against_baseline,
+                    "sequential_speedup_over_baseline": sequential_baseline,
                     "epochs_per_run": args.epochs,
                     "budget": args.budget,
                     "world": task.world.spec(),

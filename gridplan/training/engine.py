@@ -360,7 +360,8 @@ class WorldModelModule(pl.LightningModule):
     def draw_epoch(self, s: int) -> list[dict]:
         """The ``s`` steps of an epoch, each member's rows drawn from its stream: ``rows
         (K_t, B)`` into the training buffer, ``weight (K_t, B)`` (0 on padding), ``denom
-        (K_t,)`` (S x real rows) and the active cohort count."""
+        (K_t,)`` (S x real rows), the active cohort count and the first member's real rows
+        (a plain int: a run alone logs its loss with it, reading nothing off the device)."""
         order = [self.runs[i] for i in self.order]
         rows, weight = _epoch_rows(order, s)
         steps = torch.tensor([r.epoch_steps for r in order])
@@ -376,6 +377,7 @@ class WorldModelModule(pl.LightningModule):
                     "weight": w,
                     "denom": self.state_dim * w.sum(1),
                     "cohorts": sum(1 for c in live if now[c] > t),
+                    "first_rows": int(w[0].sum()) if k else 0,
                 }
             )
         return batches
@@ -448,7 +450,8 @@ class WorldModelModule(pl.LightningModule):
             self._train_rows[:k] += rows
             self._step_losses.append((batch_idx, loss.detach()))
         if self.alone:
-            self.log("train/loss", loss[0], on_step=True, on_epoch=True, batch_size=int(rows[0]))
+            size = batch["first_rows"]
+            self.log("train/loss", loss[0], on_step=True, on_epoch=True, batch_size=size)
         if batch_idx + 1 == self._epoch_steps:
             self.lr_schedulers().step()
 
