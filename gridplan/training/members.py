@@ -52,12 +52,14 @@ def _draw_seed(stream: torch.Generator) -> int:
 
 
 def epoch_order(stream: torch.Generator, n: int) -> torch.Tensor:
-    """The permutation of ``n`` training rows a single run's epoch visits, ``(n,)`` long.
+    """The permutation of ``n`` training rows an epoch visits, ``(n,)`` long: the one a
+    Lightning run with a shuffled ``DataLoader`` over its rows visits (how runs alone drew
+    their batches before they were stacks of one; same seed, same batches).
 
-    ``stream`` stands for the run's global torch generator and is advanced by exactly the
-    draws a single run makes per epoch: the training ``DataLoader`` iterator's base seed,
-    the ``RandomSampler`` seed (its permutation is ``randperm(n)`` under a generator seeded
-    with it) and the validation iterator's base seed.
+    ``stream`` stands for that run's global torch generator and is advanced by exactly the
+    draws it makes per epoch: the training ``DataLoader`` iterator's base seed, the
+    ``RandomSampler`` seed (its permutation is ``randperm(n)`` under a generator seeded with
+    it) and the validation iterator's base seed.
     """
     _draw_seed(stream)
     seed = _draw_seed(stream)
@@ -67,7 +69,7 @@ def epoch_order(stream: torch.Generator, n: int) -> torch.Tensor:
 
 
 def member_init(config: dict) -> tuple[MLPDynamics, torch.Generator]:
-    """A member's initial network and data stream, exactly as its single run makes them.
+    """A member's initial network and data stream, exactly as its run alone makes them.
 
     The process's global generator is left untouched.
 
@@ -105,8 +107,8 @@ class Member:
     """One run of a stack.
 
     Attributes:
-        config: the run's composed config (``gridplan.training.config.compose``), as a single run
-            gets.
+        config: the run's composed config (``gridplan.training.config.compose``), as its run
+            alone gets.
         run_dir: its run folder (created by the caller; ``config.yaml``, ``checkpoints/``,
             ``metrics.json`` and TensorBoard events are written into it); None for a run
             alone, whose folder its trainer writes (``alone``).

@@ -80,7 +80,7 @@ class MemberRuns(pl.Callback):
     """Per-member early stopping, best/last snapshots, TensorBoard logging and run files.
 
     At the end of every epoch, for each member still training, in Lightning's order for a
-    single run: log ``train/loss_epoch``, ``val/loss`` and the validation metrics (and the two
+    run alone: log ``train/loss_epoch``, ``val/loss`` and the validation metrics (and the two
     figures every ``trainer.figures_every_n_epochs``), update ``ModelCheckpoint``'s best
     (strict improvement of ``trainer.monitor``; the first epoch is always kept) and
     ``EarlyStopping``'s wait count (patience; a non-finite value stops at once). A member
@@ -325,7 +325,7 @@ class GroupResult:
     """What ``train_group`` returns.
 
     Attributes:
-        runs: per member, in the order given, ``(metrics, artifacts)`` as a single run's
+        runs: per member, in the order given, ``(metrics, artifacts)`` as a run alone's
             ``train`` returns them.
         record: the group's record (also written as ``group.json`` when a folder is given):
             members with their run folders, epochs, best scores and why they stopped; wall
@@ -344,7 +344,7 @@ def train_group(
     progress: bool = True,
     stream: TextIO | None = None,
 ) -> GroupResult:
-    """Train ``members`` as one vectorized stack; each ends as its single run would.
+    """Train ``members`` as one vectorized stack; each ends as its run alone would.
 
     Args:
         members: the runs; their configs must agree on ``GROUP_KEYS``.
