@@ -25,7 +25,9 @@ on both sides). Reported per row: wall time, training transitions per second (ep
 training rows, summed over runs, per wall second), peak memory (the process's resident
 high-water mark above its level after imports; on CUDA the peak allocated device memory) and
 the speedup (sequential / vectorized wall time). Then the compute floor: the FLOPs of one
-member's training step and this machine's measured matmul rate on exactly those shapes, and
+member's training step and this machine's measured matmul rate on exactly those shapes (timed
+at the end, and in each vectorized run's own process right after its training: on a shared
+machine the second is the reading, the load drifting between the runs and the end), and
 the bare step: one stacked training step (forward, loss, backward, AdamW) with no Lightning,
 data loading or validation around it. ``--world`` trains in another world
 (``gridplan.core.world``); the MLP's input and output layers then have its width
@@ -153,6 +155,12 @@ def worker(args) -> dict:
     else:  # the largest process: this one, or a worker
         rss = max(resource.getrusage(who).ru_maxrss for who in (SELF, CHILDREN))
         peak = (rss - base_rss) / 1024
+    floor = None
+    if vectorize:  # timed in this process right after the run: a shared machine's load drifts
+        from gridplan.core import world as worlds
+
+        widths = widths_of(worlds.get(args.world).state_dim)
+        floor = matmul_floor(args.k, args.device, widths=widths)["seconds_per_step"]
     return {
         "mode": args.worker,
         "K": args.k,
@@ -164,6 +172,7 @@ def worker(args) -> dict:
         "peak_MB": round(peak, 1),
         "threads": torch.get_num_threads(),
         "processes": processes,
+        "floor_s_per_step": floor,
     }
 
 
@@ -408,9 +417,9 @@ def main(argv=None) -> int:
     )
     print(
         "| K | matmul GFLOP/s | floor ms per member step | bare step ms per member | "
-        "vectorized core-ms per member step | x floor |"
+        "vectorized core-ms per member step | x floor | its run's floor ms | x its run's |"
     )
-    print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     floors = []
     for k in ks:
         floor = matmul_floor(k, args.device, widths=widths)
@@ -418,17 +427,21 @@ def main(argv=None) -> int:
         cores_used = vec["processes"] * (1 if args.device.startswith("cuda") else vec["threads"])
         per_step = vec["wall_s"] * cores_used / (vec["transitions"] / BATCH)
         floor_step = floor["seconds_per_step"] / k
+        own_floor = vec["floor_s_per_step"] / k
         floor.update(
             floor_ms_per_member_step=floor_step * 1e3,
             bare_step_ms_per_member=bare_step(k, args.device, widths=widths) / k * 1e3,
             vectorized_ms_per_member_step=per_step * 1e3,
             distance=per_step / floor_step,
+            run_floor_ms_per_member_step=own_floor * 1e3,
+            run_distance=per_step / own_floor,
         )
         floors.append(floor)
         print(
             f"| {k} | {floor['GFLOP_per_s']:.1f} | {floor_step * 1e3:.2f} | "
             f"{floor['bare_step_ms_per_member']:.2f} | "
-            f"{per_step * 1e3:.2f} | {floor['distance']:.1f}x |",
+            f"{per_step * 1e3:.2f} | {floor['distance']:.1f}x | "
+            f"{own_floor * 1e3:.2f} | {floor['run_distance']:.1f}x |",
             flush=True,
         )
     latent_rows = []
