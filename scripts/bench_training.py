@@ -9,9 +9,10 @@ the same total epochs) are trained twice, each time in a fresh process:
 - **vectorized**: what ``python -m train -m seed=...`` does by default: vectorized groups
   (``gridplan.training.vectorized``), one worker process per core (``train.workers`` unset; at most
   one per run); ``--workers 1`` trains them as one stack in one process;
-- **baseline** (with ``--baseline PATH``): the vectorized side of another checkout (the
-  previous main), run by that checkout's own copy of this script, interleaved with the two
-  others; the vectorized row then gives its ratio to the baseline (baseline wall / wall).
+- **baseline** (with ``--baseline PATH``): both sides of another checkout (the previous
+  main), run by that checkout's own copy of this script, interleaved with the two others
+  (``baseline_sequential``, ``baseline``); the sequential and vectorized rows then give their
+  ratio to the baseline's (baseline wall / wall).
 
 Both sides run the threads a training process gets (``gridplan.util.threads.training_threads``:
 one per process unless ``--threads`` says otherwise) and the passive OpenMP wait policy of
@@ -24,7 +25,9 @@ on both sides). Reported per row: wall time, training transitions per second (ep
 training rows, summed over runs, per wall second), peak memory (the process's resident
 high-water mark above its level after imports; on CUDA the peak allocated device memory) and
 the speedup (sequential / vectorized wall time). Then the compute floor: the FLOPs of one
-member's training step and this machine's measured matmul rate on exactly those shapes, and
+member's training step and this machine's measured matmul rate on exactly those shapes (timed
+at the end, and in each vectorized run's own process right after its training: on a shared
+machine the second is the reading, the load drifting between the runs and the end), and
 the bare step: one stacked training step (forward, loss, backward, AdamW) with no Lightning,
 data loading or validation around it. ``--world`` trains in another world
 (``gridplan.core.world``); the MLP's input and output layers then have its width
@@ -152,6 +155,12 @@ def worker(args) -> dict:
     else:  # the largest process: this one, or a worker
         rss = max(resource.getrusage(who).ru_maxrss for who in (SELF, CHILDREN))
         peak = (rss - base_rss) / 1024
+    floor = None
+    if vectorize:  # timed in this process right after the run: a shared machine's load drifts
+        from gridplan.core import world as worlds
+
+        widths = widths_of(worlds.get(args.world).state_dim)
+        floor = matmul_floor(args.k, args.device, widths=widths)["seconds_per_step"]
     return {
         "mode": args.worker,
         "K": args.k,
@@ -163,6 +172,7 @@ def worker(args) -> dict:
         "peak_MB": round(peak, 1),
         "threads": torch.get_num_threads(),
         "processes": processes,
+        "floor_s_per_step": floor,
     }
 
 
@@ -176,13 +186,18 @@ def cpu_seconds() -> float:
     )
 
 
+#: The baseline checkout's sides: each is that checkout's own run of the side named.
+BASELINE_SIDES = {"baseline_sequential": "sequential", "baseline": "vectorized"}
+
+
 def measure(mode: str, k: int, args, out: Path) -> dict:
-    """One side of one K in a fresh process; mode ``baseline`` is the vectorized side of the
-    checkout ``--baseline`` (its own ``scripts/bench_training.py`` and ``gridplan``)."""
+    """One side of one K in a fresh process; modes ``baseline_sequential`` and ``baseline``
+    are the sequential and vectorized sides of the checkout ``--baseline`` (its own
+    ``scripts/bench_training.py`` and ``gridplan``)."""
     script, cwd = Path(__file__), REPO
-    if mode == "baseline":
+    if mode in BASELINE_SIDES:
         cwd = Path(args.baseline).resolve()
-        script, mode = cwd / "scripts" / "bench_training.py", "vectorized"
+        script, mode = cwd / "scripts" / "bench_training.py", BASELINE_SIDES[mode]
     cmd = [sys.executable, str(script), "--worker", mode, "--k", str(k), "--out", str(out)]
     cmd += ["--epochs", str(args.epochs), "--budget", args.budget, "--device", args.device]
     cmd += ["--world", args.world]
@@ -196,13 +211,14 @@ def measure(mode: str, k: int, args, out: Path) -> dict:
 
 
 def measure_pair(k: int, args, out: Path) -> list[dict]:
-    """Both sides of one K (and the baseline's vectorized side with ``--baseline``),
-    ``--repeats`` times, interleaved (sequential, vectorized, baseline, sequential, ...), so
-    that a slow spell of a shared machine falls on every side; each side's row is its
-    median-time run, with every run's wall time in run order in ``walls_s`` (the vectorized
-    and baseline rows also get ``pair_speedups``: sequential run ``i`` over their run ``i``;
-    the vectorized row ``baseline_ratios``: baseline run ``i`` over vectorized run ``i``)."""
-    modes = ["sequential", "vectorized"] + (["baseline"] if args.baseline else [])
+    """Both sides of one K (and the baseline's two sides with ``--baseline``), ``--repeats``
+    times, interleaved (sequential, vectorized, baseline_sequential, baseline, sequential,
+    ...), so that a slow spell of a shared machine falls on every side; each side's row is
+    its median-time run, with every run's wall time in run order in ``walls_s`` (the other
+    rows also get ``pair_speedups``: sequential run ``i`` over their run ``i``; the
+    sequential and vectorized rows ``baseline_ratios``: the baseline's run ``i`` of the same
+    side over their run ``i``)."""
+    modes = ["sequential", "vectorized"] + (list(BASELINE_SIDES) if args.baseline else [])
     runs: dict[str, list[dict]] = {mode: [] for mode in modes}
     for _ in range(args.repeats):
         for mode in modes:
@@ -217,8 +233,9 @@ def measure_pair(k: int, args, out: Path) -> list[dict]:
         pairs = zip(seq["walls_s"], row["walls_s"], strict=True)
         row["pair_speedups"] = [round(a / b, 2) for a, b in pairs]
     if args.baseline:
-        pairs = zip(rows[2]["walls_s"], rows[1]["walls_s"], strict=True)
-        rows[1]["baseline_ratios"] = [round(a / b, 2) for a, b in pairs]
+        for ours, theirs in ((rows[0], rows[2]), (rows[1], rows[3])):
+            pairs = zip(theirs["walls_s"], ours["walls_s"], strict=True)
+            ours["baseline_ratios"] = [round(a / b, 2) for a, b in pairs]
     return rows
 
 
@@ -364,21 +381,25 @@ def main(argv=None) -> int:
     widths = widths_of(task.world.state_dim)
     for s in range(max(ks)):
         cached_dataset("balanced", parse_budget(args.budget), s, task, out / "cache")
-    rows, speedup, against_baseline = [], {}, {}
+    rows, speedup, against_baseline, sequential_baseline = [], {}, {}, {}
     print("| K | mode | procs x threads | wall s | transitions/s | epochs | peak MB | speedup |")
     print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for k in ks:
         seq, vec, *base = measure_pair(k, args, out)
         speedup[k] = round(seq["wall_s"] / vec["wall_s"], 2)
         if base:
-            against_baseline[k] = round(base[0]["wall_s"] / vec["wall_s"], 2)
+            sequential_baseline[k] = round(base[0]["wall_s"] / seq["wall_s"], 2)
+            against_baseline[k] = round(base[1]["wall_s"] / vec["wall_s"], 2)
         for row in (seq, vec, *base):
             rows.append(row)
             s = f"{seq['wall_s'] / row['wall_s']:.2f}x" if row is not seq else ""
             if row is not seq and args.repeats > 1:  # the range of run i over run i
                 s += f" ({min(row['pair_speedups']):.2f}-{max(row['pair_speedups']):.2f})"
-            if row is vec and base:
-                s += f"; {against_baseline[k]:.2f}x the baseline"
+            if base and row in (seq, vec):
+                ratios = row["baseline_ratios"]
+                ratio = (sequential_baseline if row is seq else against_baseline)[k]
+                s += "; " if s else ""
+                s += f"{ratio:.2f}x the baseline's ({min(ratios):.2f}-{max(ratios):.2f})"
             print(
                 f"| {k} | {row['mode']} | {row['processes']} x {row['threads']} | "
                 f"{row['wall_s']:.1f} | {row['transitions_per_s']:,} | "
@@ -396,9 +417,9 @@ def main(argv=None) -> int:
     )
     print(
         "| K | matmul GFLOP/s | floor ms per member step | bare step ms per member | "
-        "vectorized core-ms per member step | x floor |"
+        "vectorized core-ms per member step | x floor | its run's floor ms | x its run's |"
     )
-    print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     floors = []
     for k in ks:
         floor = matmul_floor(k, args.device, widths=widths)
@@ -406,17 +427,21 @@ def main(argv=None) -> int:
         cores_used = vec["processes"] * (1 if args.device.startswith("cuda") else vec["threads"])
         per_step = vec["wall_s"] * cores_used / (vec["transitions"] / BATCH)
         floor_step = floor["seconds_per_step"] / k
+        own_floor = vec["floor_s_per_step"] / k
         floor.update(
             floor_ms_per_member_step=floor_step * 1e3,
             bare_step_ms_per_member=bare_step(k, args.device, widths=widths) / k * 1e3,
             vectorized_ms_per_member_step=per_step * 1e3,
             distance=per_step / floor_step,
+            run_floor_ms_per_member_step=own_floor * 1e3,
+            run_distance=per_step / own_floor,
         )
         floors.append(floor)
         print(
             f"| {k} | {floor['GFLOP_per_s']:.1f} | {floor_step * 1e3:.2f} | "
             f"{floor['bare_step_ms_per_member']:.2f} | "
-            f"{per_step * 1e3:.2f} | {floor['distance']:.1f}x |",
+            f"{per_step * 1e3:.2f} | {floor['distance']:.1f}x | "
+            f"{own_floor * 1e3:.2f} | {floor['run_distance']:.1f}x |",
             flush=True,
         )
     latent_rows = []
@@ -449,6 +474,7 @@ def main(argv=None) -> int:
                     "speedup": speedup,
                     "baseline": args.baseline,
                     "speedup_over_baseline": against_baseline,
+                    "sequential_speedup_over_baseline": sequential_baseline,
                     "epochs_per_run": args.epochs,
                     "budget": args.budget,
                     "world": task.world.spec(),

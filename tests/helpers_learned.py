@@ -9,7 +9,7 @@ import torch
 
 from gridplan.models.learned import MLPDynamics, load_world_model
 from gridplan.training.config import compose
-from gridplan.training.module import WorldModelModule
+from gridplan.training.engine import WorldModelModule
 
 
 def debug_overrides(tmp: Path) -> list[str]:
@@ -46,6 +46,19 @@ def tiny_module(tmp: Path, *overrides: str) -> WorldModelModule:
 
     cfg = OmegaConf.to_container(tiny_config(tmp, *overrides), resolve=True)
     return WorldModelModule(cfg, {"fingerprint": "test", "event_counts": {"pickups": 0}})
+
+
+def tiny_stack(tmp: Path, *overrides: str, **rows: torch.Tensor) -> WorldModelModule:
+    """An untrained stack of one member of ``tiny_config`` (its data collected under
+    ``tmp``), whose training buffers are replaced by ``rows`` where given: ``states (N, 12)``,
+    ``actions (N,)``, ``next_states (N, 12)``, ``event (N,)`` bool, ``next (N,)`` long (the
+    row of the next logged step, -1 at an episode's end)."""
+    from gridplan.training.members import alone
+
+    run, buffers = alone(tiny_config(tmp, *overrides))
+    for name, value in rows.items():
+        buffers[f"train_{name}"] = value
+    return WorldModelModule(run.config, run.summary, [run], buffers)
 
 
 def probe_batch(n: int = 64, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:

@@ -92,7 +92,7 @@ PUBLIC = {
         "compose", "dashboard_layout", "dimension_weights", "figures_due", "held_out_windows",
         "keep_freed_memory", "log_figures", "log_report", "lr_factor", "make_logger",
         "metric_scalars", "metrics_due", "next_rows", "read_status", "relevance_order", "resume",
-        "rollout_mse", "rollout_rows", "sample_weights", "score_best", "train", "train_all",
+        "rollout_rows", "sample_weights", "score_best", "squared_error_sums", "train", "train_all",
         "validate", "weighted_mse",
     ],
     "gridplan.util": [
@@ -119,7 +119,7 @@ FLAT_LAYOUT = {
                           "cached_dataset", "dashboard_layout", "dimension_weights",
                           "figures_due", "held_out_windows", "keep_freed_memory", "log_figures",
                           "log_report", "lr_factor", "metric_scalars", "metrics_due",
-                          "next_rows", "relevance_order", "rollout_mse", "rollout_rows",
+                          "next_rows", "relevance_order", "rollout_rows",
                           "sample_weights", "score_best", "weighted_mse"],
 }
 OPTIONAL = ("gymnasium", "torchrl", "tensordict", "mlflow", "wandb")

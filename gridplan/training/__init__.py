@@ -1,11 +1,13 @@
 """Training learned world models with Lightning, one run or many as vectorized groups.
 
-``config`` (the typed config composed from ``configs/``), ``module`` (losses, data module,
-dashboards, the ``LightningModule``), ``runs`` (``train(cfg)``, ``train_all(cfgs)``), ``vectorized``
-(many runs as members of one stacked network), ``dispatch`` (every group or run alone as one
-Hydra launcher job), ``loggers`` (the run's Lightning logger: TensorBoard, CSV, MLflow, W&B),
-``hparams_summary`` (a run's TensorBoard HParams session), ``lightning_output`` and
-``run_status`` (console lines and a run folder's status). Paper §5.4.
+``config`` (the typed config composed from ``configs/``), ``module`` (loss, data module,
+dashboards), ``engine`` (the one ``LightningModule`` of the MLPs: a stack of ``K >= 1``
+members), ``members`` (each member's data, initial weights and data stream), ``runs``
+(``train(cfg)``, ``train_all(cfgs)``), ``vectorized`` (many runs as members of one stack),
+``dispatch`` (every group or run alone as one Hydra launcher job), ``loggers`` (the run's
+Lightning logger: TensorBoard, CSV, MLflow, W&B), ``hparams_summary`` (a run's TensorBoard
+HParams session), ``lightning_output`` and ``run_status`` (console lines and a run folder's
+status). Paper §5.4.
 
 Its public names (``__all__``) are imported on first use: ``import gridplan.training``
 imports none of its modules.
@@ -26,14 +28,14 @@ _EXPORTS = {
     "STATUS_FILE": "run_status",
     "read_status": "run_status",
     "Launcher": "dispatch",
-    "WorldModelModule": "module",
+    "WorldModelModule": "engine",
     "TransitionDataModule": "module",
     "dimension_weights": "module",
     "sample_weights": "module",
     "weighted_mse": "module",
+    "squared_error_sums": "module",
     "next_rows": "module",
     "rollout_rows": "module",
-    "rollout_mse": "module",
     "cache_path": "module",
     "cached_dataset": "module",
     "held_out_windows": "module",

@@ -121,7 +121,7 @@ class VariantConfig:
     #: Steps ``H`` of the open-loop rollout loss: from each sampled transition the model
     #: predicts the next ``H`` logged steps of its episode from its own clamped predictions,
     #: and the loss averages the ``H`` weighted step errors
-    #: (``gridplan.training.module.rollout_mse``); 1 is the one-step loss.
+    #: (``gridplan.training.engine``); 1 is the one-step loss.
     rollout_horizon: int = 1
 
     def __post_init__(self) -> None:

@@ -1,18 +1,17 @@
-"""Lightning training of MLP world models: data module, loss variants, dashboards (paper §5.4).
+"""Training of MLP world models: data module, loss, dashboards, schedule (paper §5.4).
 
 - ``TransitionDataModule``: logged transitions of one behaviour policy and budget (collected
   once, cached under ``data_cache/``), split into train and validation by episode, plus the
   held-out open-loop ``EvalWindows`` that validation scores.
-- ``WorldModelModule``: the ``MLPDynamics`` network and the weighted-MSE loss. The five loss
-  variants of paper Table 3 are one loss with different weights (``VariantConfig``), never
-  copies of the module; the multi-step variant (``variant.rollout_horizon = H > 1``) scores
-  ``H``-step open-loop rollouts over consecutive logged steps (``rollout_mse``). Each
-  validation epoch logs ``val/loss`` and, on the held-out windows,
+- The loss: ``squared_error_sums`` with per-dimension (``dimension_weights``) and
+  per-transition (the event weight) weights. The five loss variants of paper Table 3 are one
+  loss with different weights (``VariantConfig``), never copies of the module; the
+  ``LightningModule`` that trains with it is ``gridplan.training.engine.WorldModelModule``.
+- Dashboards: each validation epoch logs ``val/loss`` and, on the held-out windows,
   ``val/E_tot``, ``val/DRPE_binary``, ``val/DRPE_graded``, ``val/err_dim/<dim>`` (12 scalars,
   also one multi-line chart in TensorBoard's custom-scalars tab), ``val/event/<name>`` and
   two images: the per-dimension profile ordered by relevance and the ``(H, 12)`` per-step
-  heatmap. Checkpoints carry a ``"gridplan"`` entry that makes them self-describing
-  (``gridplan.models.learned.load_world_model``).
+  heatmap (``metric_scalars``, ``log_figures``).
 
 Letter legend: ``N`` transitions in a batch, ``K`` ensemble members, ``H`` window length.
 """
@@ -31,7 +30,6 @@ from torch.utils.data import BatchSampler, DataLoader, RandomSampler, Sequential
 from torch.utils.data import TensorDataset as _Tensors
 
 from gridplan.core import tasks
-from gridplan.core.constants import STATE_LAYOUT_VERSION
 from gridplan.core.tasks import TASK_A, Task
 from gridplan.core.values import relevance_weights
 from gridplan.data.datasets import (
@@ -41,9 +39,8 @@ from gridplan.data.datasets import (
     eval_windows,
     parse_budget,
 )
-from gridplan.models.learned import CHECKPOINT_KEY, LearnedWorldModel, MLPDynamics, load_world_model
-from gridplan.training.config import config_task
-from gridplan.training.loggers import finish_logger, log_final_metrics, metric_writer
+from gridplan.models.learned import load_world_model
+from gridplan.training.loggers import finish_logger, log_final_metrics
 from gridplan.util.files import write_text_atomic
 from gridplan.util.jsonio import dumps
 
@@ -75,6 +72,26 @@ def sample_weights(
     return torch.where(event, float(event_weight), 1.0).to(torch.float32)
 
 
+def squared_error_sums(
+    pred: torch.Tensor,
+    target: torch.Tensor,
+    dim_weights: torch.Tensor,
+    sample_weight: torch.Tensor,
+) -> torch.Tensor:
+    """Per-member weighted squared error sums, the loss of every MLP world model
+    (``gridplan.training.engine``): ``sum_{n,d} sample_weight_kn * dim_weights_kd *
+    (pred_knd - target_knd)^2``, ``(K,)``.
+
+    Args:
+        pred: ``(K, N, S)`` raw predicted next states.
+        target: ``(K, N, S)`` or ``(N, S)`` true next states.
+        dim_weights: ``(K, 1, S)`` or ``(S,)``, non-negative.
+        sample_weight: ``(K, N)`` or ``(N,)``, non-negative (0 on padding rows).
+    """
+    sq = (pred - target).square() * dim_weights
+    return (sq.sum(-1) * sample_weight).sum(-1)
+
+
 def weighted_mse(
     pred: torch.Tensor,
     target: torch.Tensor,
@@ -83,9 +100,10 @@ def weighted_mse(
 ) -> torch.Tensor:
     """Weighted squared error averaged over members, transitions and the ``S`` dims.
 
-    ``mean_{k,n,d} sample_weight_n * dim_weights_d * (pred_knd - target_nd)^2``. The weights
-    are not renormalized, so a batch made only of event transitions scores exactly
-    ``event_weight`` times its uniform loss.
+    ``mean_{k,n,d} sample_weight_n * dim_weights_d * (pred_knd - target_nd)^2``
+    (``squared_error_sums`` over the ``K N S`` entries). The weights are not renormalized,
+    so a batch made only of event transitions scores exactly ``event_weight`` times its
+    uniform loss.
 
     Args:
         pred: ``(K, N, S)`` raw predicted next states.
@@ -110,8 +128,7 @@ def weighted_mse(
             f"dim_weights must be ({s},) and sample_weight ({target.shape[0]},); got "
             f"{tuple(dim_weights.shape)} and {tuple(sample_weight.shape)}"
         )
-    sq = (pred - target.unsqueeze(0)).square()
-    return (sq * dim_weights * sample_weight.unsqueeze(1)).mean()
+    return squared_error_sums(pred, target, dim_weights, sample_weight).sum() / pred.numel()
 
 
 def next_rows(episode: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
@@ -151,50 +168,6 @@ def rollout_rows(links: torch.Tensor, rows: torch.Tensor, horizon: int):
         steps.append(cur)
         valid.append(ok)
     return torch.stack(steps, dim=-1), torch.stack(valid, dim=-1)
-
-
-def rollout_mse(
-    net,
-    pred: torch.Tensor,
-    target: torch.Tensor,
-    sample_weight: torch.Tensor,
-    actions: torch.Tensor,
-    targets: torch.Tensor,
-    events: torch.Tensor,
-    valid: torch.Tensor,
-    dim_weights: torch.Tensor,
-    event_weight: float,
-) -> torch.Tensor:
-    """``H``-step open-loop rollout loss over consecutive logged steps.
-
-    From each transition the network predicts step 1 (``pred``), then steps ``2..H`` from
-    its own predictions clamped to ``[0, 1]`` (as planning feeds them back) under the logged
-    actions. The loss is the mean over the ``H`` steps of ``weighted_mse`` of each step,
-    with the step's event weight; steps past the episode's last logged step weigh 0 (a
-    transition near an episode end counts fewer steps, over the same ``H``). ``H = 1`` is
-    ``weighted_mse``.
-
-    Args:
-        net: ``MLPDynamics`` (``(K, N, 12), (K, N) -> (K, N, 12)``).
-        pred: ``(K, N, 12)`` raw step-1 predictions; ``target (N, 12)``, ``sample_weight
-            (N,)`` of step 1 as for ``weighted_mse``.
-        actions: ``(N, H - 1)`` logged actions of steps ``2..H``.
-        targets: ``(N, H - 1, 12)`` true states after them.
-        events: ``(N, H - 1)`` bool, key pickup or door opening at those steps.
-        valid: ``(N, H - 1)`` bool, the episode still runs at those steps.
-        dim_weights: ``(12,)``; event_weight: the sample weight of an event step.
-
-    Returns:
-        Scalar tensor.
-    """
-    h = actions.shape[1] + 1
-    total = weighted_mse(pred, target, dim_weights, sample_weight)
-    for j in range(h - 1):
-        step_action = actions[:, j].unsqueeze(0).expand(pred.shape[0], -1)
-        pred = net(pred.clamp(0.0, 1.0), step_action)
-        weight = torch.where(events[:, j], float(event_weight), 1.0) * valid[:, j]
-        total = total + weighted_mse(pred, targets[:, j], dim_weights, weight)
-    return total / h
 
 
 # ---------------------------------------------------------------------------------------
@@ -302,7 +275,8 @@ class TransitionDataModule(pl.LightningDataModule):
             windows, window_horizon, window_seed, window_policy).
         rollout_horizon: ``H`` of the loss (``variant.rollout_horizon``); above 1 every
             batch also carries the next ``H - 1`` logged steps of each transition
-            (``rollout_mse``'s ``actions, targets, events, valid``).
+            (``actions, targets, events, valid``, as the latent families' loss reads them,
+            ``gridplan.training.latent_module``).
         world: the run's world name (``Config.world``).
 
     After ``setup()``: ``dataset`` (all transitions), ``train_set`` / ``val_set``
@@ -592,7 +566,7 @@ def score_windows(model, windows, task: Task = TASK_A):
 
 
 # ---------------------------------------------------------------------------------------
-# Optimizer and schedule (shared with the vectorized trainer, gridplan.training.vectorized)
+# Optimizer and schedule (shared with the latent families, gridplan.training.latent_module)
 
 
 def lr_factor(epoch: int, epochs: int) -> float:
@@ -705,106 +679,3 @@ def record_run(
         "metrics": str(metrics_path),
         "tensorboard": str(run_dir),
     }
-
-
-# ---------------------------------------------------------------------------------------
-# The LightningModule
-
-
-class WorldModelModule(pl.LightningModule):
-    """MLP world model trained with a weighted MSE on ``(s, a) -> s'`` (paper §5.4).
-
-    Args:
-        config: the resolved run config as a plain dict (``gridplan.training.config.Config``); the
-            ``model`` section builds the network, ``variant`` and ``data.task`` the weights,
-            ``trainer.figures_every_n_epochs`` the image cadence.
-        dataset: ``TransitionDataModule.summary()`` of the training data, stored in every
-            checkpoint.
-
-    Raises:
-        ValueError: on an invalid architecture.
-    """
-
-    def __init__(self, config: dict, dataset: dict | None = None) -> None:
-        super().__init__()
-        # The run logs its flattened config itself (gridplan.training.loggers.start_run_log).
-        self.save_hyperparameters(logger=False)
-        m = config["model"]
-        self.task = config_task(config)
-        self.net = MLPDynamics(
-            m["hidden"], m["members"], m["activation"], m["predict_delta"],
-            self.task.world.state_dim,
-        )
-        self.register_buffer("dim_weights", dimension_weights(config["variant"], self.task))
-        self.event_weight = float(config["variant"]["event_weight"])
-        self.rollout_horizon = int(config["variant"].get("rollout_horizon", 1))
-
-    def world_model(self) -> LearnedWorldModel:
-        """The network behind the ``WorldModel`` interface (shares parameters)."""
-        return LearnedWorldModel(self.net, self.metadata(), self.task.world)
-
-    def metadata(self) -> dict[str, Any]:
-        """The checkpoint's ``"gridplan"`` entry: layout version, architecture, config, data."""
-        return {
-            "state_layout_version": STATE_LAYOUT_VERSION,
-            "model": self.net.architecture(),
-            "config": self.hparams["config"],
-            "dataset": self.hparams["dataset"],
-            "task": self.task.name,
-            "world": self.task.world.spec(),
-            "epoch": int(self.current_epoch),
-            "global_step": int(self.global_step),
-        }
-
-    def loss(self, batch) -> torch.Tensor:
-        """Weighted MSE of a batch ``(states, actions, next_states, pickup, door_opened)``;
-        with ``rollout_horizon > 1`` the batch carries the later steps too and the loss is
-        ``rollout_mse``."""
-        state, action, target, pickup, door, *later = batch
-        pred = self.net(state, action)
-        weights = sample_weights(pickup, door, self.event_weight)
-        if not later:
-            return weighted_mse(pred, target, self.dim_weights, weights)
-        return rollout_mse(
-            self.net, pred, target, weights, *later, self.dim_weights, self.event_weight
-        )
-
-    def training_step(self, batch, batch_idx):
-        loss = self.loss(batch)
-        self.log("train/loss", loss, on_step=True, on_epoch=True, batch_size=batch[0].shape[0])
-        return loss
-
-    def validation_step(self, batch, batch_idx):
-        loss = self.loss(batch)
-        self.log("val/loss", loss, on_epoch=True, prog_bar=True, batch_size=batch[0].shape[0])
-
-    def on_fit_start(self) -> None:
-        writer = self._writer()
-        if writer is not None:
-            write_dashboards(writer, "val", self.task)
-
-    def _writer(self):
-        return metric_writer(self.logger) if self.logger else None
-
-    def on_validation_epoch_end(self) -> None:
-        if self.trainer.sanity_checking:
-            return
-        windows = getattr(self.trainer.datamodule, "windows", None)
-        t = self.hparams["config"]["trainer"]
-        if windows is None or not metrics_due(t, self.current_epoch):
-            return
-        metrics = score_windows(self.world_model(), windows, self.task)
-        self.log_dict(metric_scalars(metrics, "val"))
-        writer = self._writer()
-        if writer is not None and figures_due(t, self.current_epoch):
-            log_figures(writer, metrics, self.global_step, "val", self.task)
-
-    def configure_optimizers(self):
-        m = self.hparams["config"]["model"]
-        opt = adamw(self.parameters(), m["lr"], m["weight_decay"], self.device)
-        epochs = int(self.hparams["config"]["trainer"]["max_epochs"])
-        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda e: lr_factor(e, epochs))
-        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "epoch"}}
-
-    def on_save_checkpoint(self, checkpoint: dict) -> None:
-        checkpoint[CHECKPOINT_KEY] = self.metadata()

@@ -59,6 +59,7 @@ from gridplan.metrics.calibration import uncertainty_vs_error
 from gridplan.models import ensemble
 from gridplan.training.config import config_task, run_name, schema, to_yaml, validate
 from gridplan.training.dispatch import Job, Launcher, launch
+from gridplan.training.engine import WorldModelModule
 from gridplan.training.hparams_summary import trial_name
 from gridplan.training.lightning_output import quiet_lightning_chatter, trainer_progress
 from gridplan.training.loggers import (
@@ -70,9 +71,9 @@ from gridplan.training.loggers import (
     metric_writer,
     start_run_log,
 )
+from gridplan.training.members import Member, alone, group_key
 from gridplan.training.module import (
     TransitionDataModule,
-    WorldModelModule,
     held_out_windows,
     keep_freed_memory,
     record_run,
@@ -81,10 +82,8 @@ from gridplan.training.module import (
 from gridplan.training.run_status import read_status, requeued_run, write_status
 from gridplan.training.vectorized import (
     GroupResult,
-    Member,
     auto_workers,
     deal,
-    group_key,
     train_group,
     worker_slots,
 )
@@ -220,17 +219,36 @@ def train(
     check_installed(cfg.logger.name)
     quiet_lightning_chatter()
     keep_freed_memory()
+    module, data = _build(cfg)
+    run_dir, _ = new_run_dir(cfg.out_dir, run_name(cfg))
+    write_text_atomic(run_dir / "config.yaml", to_yaml(cfg))
+    for name, text in (record or {}).items():
+        write_text_atomic(run_dir / name, text)
+    return _fit(cfg, module, data, run_dir, ckpt_path=None)
+
+
+def _build(cfg: DictConfig) -> tuple[pl.LightningModule, TransitionDataModule | None]:
+    """The module a run alone fits, made after seeding every generator with ``cfg.seed``,
+    and its data: an MLP's ``WorldModelModule`` of one member holds its own
+    (``gridplan.training.members.alone``; None is returned beside it), a latent family's
+    module reads a ``TransitionDataModule``.
+
+    Raises:
+        ValueError: if the data cannot be made.
+    """
+    pl.seed_everything(int(cfg.seed), workers=True, verbose=False)
     resolved = OmegaConf.to_container(cfg, resolve=True)
-    pl.seed_everything(resolved["seed"], workers=True, verbose=False)
+    if not is_latent(resolved):
+        run, buffers = alone(cfg)
+        return WorldModelModule(run.config, run.summary, [run], buffers), None
+    # Imported here: the state MLP's runs never load the latent families.
+    from gridplan.training.latent_module import LatentWorldModelModule
+
     data = TransitionDataModule(
         resolved["data"], resolved["variant"]["rollout_horizon"], resolved["world"]
     )
     data.setup()
-    run_dir, _ = new_run_dir(resolved["out_dir"], run_name(cfg))
-    write_text_atomic(run_dir / "config.yaml", to_yaml(cfg))
-    for name, text in (record or {}).items():
-        write_text_atomic(run_dir / name, text)
-    return _fit(cfg, data, run_dir, ckpt_path=None)
+    return LatentWorldModelModule(resolved, data.summary()), data
 
 
 def train_run(overrides: list[str] | tuple[str, ...] = ()) -> Path:
@@ -293,30 +311,22 @@ def resume(run_dir: str | os.PathLike) -> tuple[dict[str, Any], dict[str, str]]:
     """
     run_dir = Path(run_dir)
     cfg = resumable_config(run_dir)
-    resolved = OmegaConf.to_container(cfg, resolve=True)
-    pl.seed_everything(resolved["seed"], workers=True, verbose=False)
-    data = TransitionDataModule(
-        resolved["data"], resolved["variant"]["rollout_horizon"], resolved["world"]
-    )
-    data.setup()
+    module, data = _build(cfg)
     last = run_dir / "checkpoints" / "last.ckpt"
-    return _fit(cfg, data, run_dir, ckpt_path=last)
+    return _fit(cfg, module, data, run_dir, ckpt_path=last)
 
 
 def _fit(
-    cfg: DictConfig, data: TransitionDataModule, run_dir: Path, ckpt_path
+    cfg: DictConfig,
+    module: pl.LightningModule,
+    data: TransitionDataModule | None,
+    run_dir: Path,
+    ckpt_path,
 ) -> tuple[dict[str, Any], dict[str, str]]:
-    """Fit (from ``ckpt_path`` when resuming), score the best checkpoint and record the
-    run's status, metrics and hparams."""
+    """Fit ``module`` (on ``data``, unless it holds its own; from ``ckpt_path`` when
+    resuming), score the best checkpoint and record the run's status, metrics and hparams."""
     resolved = OmegaConf.to_container(cfg, resolve=True)
     status_path = write_status(run_dir, "running", resumed_from=ckpt_path and str(ckpt_path))
-    latent = is_latent(resolved)
-    if latent:  # imported here: the state MLP's runs never load the latent families
-        from gridplan.training.latent_module import LatentWorldModelModule, latent_scores
-
-        module = LatentWorldModelModule(resolved, data.summary())
-    else:
-        module = WorldModelModule(resolved, data.summary())
     t = resolved["trainer"]
     logger = make_logger(resolved, run_dir)
     writer = metric_writer(logger, run_dir)
@@ -336,18 +346,22 @@ def _fit(
         with warnings.catch_warnings():
             # Resuming writes into the run's own checkpoint folder, which is not empty.
             warnings.filterwarnings("ignore", message="Checkpoint directory .* is not empty")
+            # A stack's loaders are plain lists of its batches (the buffers live on it).
+            warnings.filterwarnings("ignore", message=r".*does not have many workers.*")
             trainer.fit(module, datamodule=data, ckpt_path=ckpt_path)
         seconds = time.perf_counter() - start
-        task = config_task(resolved)
-        figures = int(t["figures_every_n_epochs"]) > 0
-        if latent:
+        step = trainer.global_step
+        if data is not None:
+            from gridplan.training.latent_module import latent_scores
+
             metrics = latent_scores(best.best_model_path, data.val_set)
             for name, value in metrics.items():
-                writer.add_scalar(name, value, trainer.global_step)
+                writer.add_scalar(name, value, step)
         else:
-            metrics = score_best(
-                best.best_model_path, data.windows, task, writer, trainer.global_step, figures
-            )
+            (run,) = module.runs.values()
+            figures = int(t["figures_every_n_epochs"]) > 0
+            windows, task = run.data.windows, config_task(resolved)
+            metrics = score_best(best.best_model_path, windows, task, writer, step, figures)
     except BaseException as err:
         _record_stop(run_dir, err, trainer.current_epoch)
         if isinstance(err, SystemExit) and not isinstance(err, SIGTERMException):

@@ -1,35 +1,21 @@
-"""Many training runs as members of one vectorized stack (paper §5.4 protocol, per member).
+"""Many training runs as members of one stack (paper §5.4 protocol, per member).
 
-A *group* of runs that share an MLP architecture trains as one Lightning run whose network
-holds every member's weights side by side: one batched matmul (``torch.baddbmm``, as in
-``gridplan.models.learned.EnsembleLinear``) evaluates all members on their own minibatches at once.
-Everything else stays per member and equals what the member's run trained alone
-(``python -m train`` with ``train.vectorize=false``) does:
+A *group* of runs that share an MLP architecture (``GROUP_KEYS``) trains as one Lightning run
+of the one MLP training engine, ``gridplan.training.engine.WorldModelModule``, holding every
+member's weights side by side (a run alone is that module with one member). Everything else
+stays per member and equals what the member's run alone (``python -m train`` with
+``train.vectorize=false``) does: initial weights and minibatch order
+(``gridplan.training.members``); its own dataset (policy, budget, seed, or a bootstrap
+resample for ensembles), loss weights, learning rate, weight decay, epochs and batch size;
+and, through ``MemberRuns``, what Lightning's callbacks do for a run alone, per member:
 
-- **initial weights**: built from the member's ``seed`` exactly as a single run builds them
-  (``torch.manual_seed(seed)``, then ``MLPDynamics``);
-- **minibatch order**: the member's data stream continues the global generator's state after
-  that initialisation and makes, per epoch, the draws ``torch.utils.data`` makes in a single
-  run: the training iterator's base seed, the ``RandomSampler`` seed of the epoch's
-  permutation, the validation iterator's base seed (``epoch_order``);
-- **data, loss, optimizer**: its own dataset (policy, budget, seed, or a bootstrap resample
-  for ensembles), loss weights (``variant``), learning rate, weight decay, epochs and
-  batch size; AdamW with the cosine schedule of ``gridplan.training.module`` over its own epochs;
 - **early stopping and checkpoints**: its own monitor and patience (Lightning's
   ``EarlyStopping`` and ``ModelCheckpoint`` rules: strict improvement, sticky stop signal,
   ``min_epochs``), its own best and last checkpoint written as the self-describing
-  checkpoint a single run writes (``gridplan.models.learned.load_world_model`` reads it), its
-  ``config.yaml``, ``metrics.json`` and its log in its own run folder: the logger its
-  ``logger`` config chooses (``gridplan.training.loggers``; TensorBoard by default, with the
-  config as text and the run's HParams session), as its single run writes it.
-
-**Datasets of different sizes** keep per-member epoch lengths: an epoch of the group is one
-pass of every member over its own data, ``ceil(n / batch_size)`` steps (capped by
-``trainer.limit_train_batches``); a member whose epoch is shorter sits out the remaining
-steps of that epoch. Members with the same steps per epoch and learning-rate schedule form a
-*cohort*: one stacked parameter tensor per layer and one AdamW parameter group, so a member
-that sits out a step gets no gradient and AdamW leaves its weights, moments and step count
-untouched (each member takes exactly its single run's optimizer steps).
+  checkpoint its run alone writes (``write_checkpoint``; ``gridplan.models.learned
+  .load_world_model`` reads it), its ``config.yaml``, ``metrics.json`` and its log in its own
+  run folder: the logger its ``logger`` config chooses (``gridplan.training.loggers``;
+  TensorBoard by default, with the config as text and the run's HParams session).
 
 **Members that stop** (early stopping, their ``max_epochs`` or their ``trainer.max_steps``)
 are written out and cut from their cohort's tensors and AdamW state, so the stack shrinks and
@@ -38,11 +24,9 @@ later steps cost only the members still training. The group ends when none is le
 **A step cap** (``trainer.max_steps``) ends a member's last epoch at the step that reaches
 it, as Lightning ends its run alone there (``gridplan.training.runs.StopAtMaxSteps``); the
 member is validated at that epoch's end, which is that step, as its run alone is. Members of
-a cohort also share their cap, so they take the same steps in every epoch; at each epoch's
-start the cohorts are ranked by the steps they take in it, most first (``MemberStack.rank``),
-so the members training at a step are still a prefix of the stack.
+a cohort also share their cap, so they take the same steps in every epoch.
 
-Letter legend: ``K`` members still training, ``B`` batch rows, ``S`` steps of an epoch.
+Letter legend: ``K`` members still training.
 """
 
 from __future__ import annotations
@@ -53,23 +37,19 @@ import sys
 import time
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 import lightning.pytorch as pl
 import torch
-from lightning.pytorch.loggers import Logger
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
-from torch import nn
 
-from gridplan.core import tasks
 from gridplan.core import world as worlds
-from gridplan.metrics.prediction import prediction_metrics
-from gridplan.models.contract import WorldModel
-from gridplan.models.learned import MLPDynamics
-from gridplan.training.config import config_task, run_name, to_yaml, validate
+from gridplan.models.learned import CHECKPOINT_KEY
+from gridplan.training.config import to_yaml
+from gridplan.training.engine import WorldModelModule
 from gridplan.training.hparams_summary import trial_name
 from gridplan.training.loggers import (
     check_group_loggers,
@@ -77,688 +57,35 @@ from gridplan.training.loggers import (
     metric_writer,
     start_run_log,
 )
+from gridplan.training.members import (
+    Member,
+    _Run,
+    _Snapshot,
+    prepare,
+)
 from gridplan.training.module import (
-    TransitionDataModule,
-    WorldModelModule,
     adamw,
-    dimension_weights,
     figures_due,
     keep_freed_memory,
     log_figures,
     lr_factor,
-    metric_scalars,
-    metrics_due,
-    next_rows,
     record_run,
     score_best,
     write_dashboards,
 )
 from gridplan.util.threads import available_cpus
 
-#: Config keys that must agree across a group (the shape of the stacked network and where
-#: and how it runs); every other key may differ per member.
-GROUP_KEYS = (
-    "world",
-    "model.hidden",
-    "model.activation",
-    "model.predict_delta",
-    "model.members",
-    "trainer.accelerator",
-    "trainer.deterministic",
-)
-#: Validation rows per member evaluated in one batched forward pass.
-VAL_CHUNK = 1024
-
-
-def _draw_seed(stream: torch.Generator) -> int:
-    """One int64 seed, drawn the way ``torch.utils.data`` draws from the global generator."""
-    return int(torch.empty((), dtype=torch.int64).random_(generator=stream).item())
-
-
-def epoch_order(stream: torch.Generator, n: int) -> torch.Tensor:
-    """The permutation of ``n`` training rows a single run's epoch visits, ``(n,)`` long.
-
-    ``stream`` stands for the run's global torch generator and is advanced by exactly the
-    draws a single run makes per epoch: the training ``DataLoader`` iterator's base seed,
-    the ``RandomSampler`` seed (its permutation is ``randperm(n)`` under a generator seeded
-    with it) and the validation iterator's base seed.
-    """
-    _draw_seed(stream)
-    seed = _draw_seed(stream)
-    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
-    _draw_seed(stream)
-    return order
-
-
-def member_init(config: dict) -> tuple[MLPDynamics, torch.Generator]:
-    """A member's initial network and data stream, exactly as its single run makes them.
-
-    The process's global generator is left untouched.
-
-    Args:
-        config: a resolved run config (plain dict).
-
-    Returns:
-        ``(net, stream)``: the one-member ``MLPDynamics`` after ``torch.manual_seed(seed)``,
-        and a CPU generator holding the global generator's state right after it.
-    """
-    m = config["model"]
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(int(config["seed"]))
-        width = worlds.get(config["world"]).state_dim
-        net = MLPDynamics(m["hidden"], 1, m["activation"], m["predict_delta"], width)
-        stream = torch.Generator()
-        stream.set_state(torch.get_rng_state())
-    return net, stream
-
-
-def _get(config: dict, dotted: str):
-    node = config
-    for part in dotted.split("."):
-        node = node[part]
-    return node
-
-
-def group_key(config: dict) -> tuple:
-    """Hashable key of ``GROUP_KEYS``: runs with equal keys can train in one group."""
-    return tuple(json.dumps(_get(config, k), sort_keys=True) for k in GROUP_KEYS)
-
-
-@dataclass(frozen=True)
-class Member:
-    """One run of a group.
-
-    Attributes:
-        config: the run's composed config (``gridplan.training.config.compose``), as a single run
-            gets.
-        run_dir: its run folder (created by the caller; ``config.yaml``, ``checkpoints/``,
-            ``metrics.json`` and TensorBoard events are written into it).
-        resample_seed: if set, the run trains on a bootstrap resample of its training split
-            (``n`` rows drawn with replacement by ``torch.Generator().manual_seed(seed)``)
-            instead of the split itself; validation and windows stay the run's own.
-    """
-
-    config: DictConfig
-    run_dir: Path
-    resample_seed: int | None = None
-
-
-@dataclass
-class _Snapshot:
-    """A member's weights and AdamW state at the end of one epoch."""
-
-    epoch: int
-    global_step: int
-    score: float
-    weights: list[torch.Tensor]
-    moments: list[dict[str, torch.Tensor]]
-    lr: float
-
-
-@dataclass
-class _Run:
-    """Bookkeeping of one member: data, stopping state, snapshots, logger, result."""
-
-    index: int
-    member: Member
-    config: dict
-    label: str
-    data: TransitionDataModule
-    summary: dict
-    rows: torch.Tensor
-    val_rows: torch.Tensor
-    stream: torch.Generator
-    steps: int
-    batch: int
-    windows_key: str
-    init: MLPDynamics
-    #: ``trainer.max_steps`` (None: no cap).
-    max_steps: int | None = None
-    #: Optimizer steps the member takes in the current epoch (``steps`` or fewer at its cap).
-    epoch_steps: int = 0
-    logger: Logger | None = None
-    #: ``SummaryWriter``-shaped writer of ``logger`` (``gridplan.training.loggers.metric_writer``).
-    writer: Any = None
-    wait: int = 0
-    stop_best: float = math.inf
-    stop_signaled: bool = False
-    reason: str = ""
-    epochs: int = 0
-    global_step: int = 0
-    best: _Snapshot | None = None
-    last: _Snapshot | None = None
-    finished_seconds: float | None = None
-    result: tuple[dict, dict] | None = None
-    train_steps: list[tuple[int, float]] = field(default_factory=list)
-
-    @property
-    def task(self) -> tasks.Task:
-        return config_task(self.config)
-
-    @property
-    def trainer_cfg(self) -> dict:
-        return self.config["trainer"]
-
-    @property
-    def horizon(self) -> int:
-        """``H`` of the member's loss (``variant.rollout_horizon``)."""
-        return int(self.config["variant"].get("rollout_horizon", 1))
-
-    def steps_now(self) -> int:
-        """Optimizer steps of the member's next epoch: ``steps``, or fewer where its
-        ``max_steps`` falls inside it."""
-        if self.max_steps is None:
-            return self.steps
-        return max(0, min(self.steps, self.max_steps - self.global_step))
-
-    @property
-    def cohort_key(self) -> tuple:
-        m, t = self.config["model"], self.config["trainer"]
-        cap = -math.inf if self.max_steps is None else -self.max_steps
-        return (-self.steps, float(m["lr"]), float(m["weight_decay"]), int(t["max_epochs"]), cap)
-
-
-def _data_key(data_cfg: dict) -> str:
-    return json.dumps(data_cfg, sort_keys=True)
-
-
-def _windows_key(data_cfg: dict) -> str:
-    keys = ("windows", "window_horizon", "window_seed", "window_policy", "task")
-    return json.dumps({k: data_cfg[k] for k in keys}, sort_keys=True)
-
-
-def _bootstrap(n: int, seed: int) -> torch.Tensor:
-    return torch.randint(0, n, (n,), generator=torch.Generator().manual_seed(int(seed)))
-
-
-def _prepare(members: Sequence[Member]) -> tuple[list[_Run], dict[str, torch.Tensor]]:
-    """Per-member runs and the shared train/validation buffers (each dataset stored once)."""
-    modules: dict[str, TransitionDataModule] = {}
-    offsets: dict[str, tuple[int, int]] = {}
-    fields: dict[str, dict[str, list[torch.Tensor]]] = {"train": {}, "val": {}}
-    sizes = {"train": 0, "val": 0}
-    runs = []
-    keys = None
-    for i, member in enumerate(members):
-        validate(member.config)
-        cfg = OmegaConf.to_container(member.config, resolve=True)
-        key = group_key(cfg)
-        if keys is not None and key != keys:
-            diff = [k for k, a, b in zip(GROUP_KEYS, key, keys, strict=True) if a != b]
-            raise ValueError(
-                f"member {i} ({run_name(member.config)}) cannot join this group: "
-                f"{', '.join(diff)} differ from member 0's (these keys must agree)"
-            )
-        keys = key
-        if int(cfg["model"]["members"]) != 1:
-            raise ValueError(
-                f"member {i} has model.members={cfg['model']['members']}; a group's members are "
-                "single networks (an ensemble is itself trained as a group, "
-                "gridplan.models.ensemble)"
-            )
-        dkey = _data_key(cfg["data"])
-        if dkey not in modules:
-            dm = TransitionDataModule(cfg["data"], world=cfg["world"])
-            dm.setup()
-            modules[dkey] = dm
-            for part, ds in (("train", dm.train_set), ("val", dm.val_set)):
-                for name in ("states", "actions", "next_states"):
-                    fields[part].setdefault(name, []).append(getattr(ds, name))
-                fields[part].setdefault("event", []).append(ds.pickup | ds.door_opened)
-                links = next_rows(ds.episode, ds.t)
-                links = torch.where(links >= 0, links + sizes[part], -1)
-                fields[part].setdefault("next", []).append(links)
-            offsets[dkey] = (sizes["train"], sizes["val"])
-            sizes["train"] += len(dm.train_set)
-            sizes["val"] += len(dm.val_set)
-        dm = modules[dkey]
-        start, val_start = offsets[dkey]
-        n = len(dm.train_set)
-        summary = dm.summary()
-        if member.resample_seed is None:
-            rows = torch.arange(start, start + n)
-        else:
-            picks = _bootstrap(n, member.resample_seed)
-            rows = start + picks
-            summary["bootstrap"] = {
-                "seed": int(member.resample_seed),
-                "rows": n,
-                "distinct_rows": int(torch.unique(picks).numel()),
-            }
-        batch = int(cfg["data"]["batch_size"])
-        steps = -(-n // batch)
-        limit = cfg["trainer"]["limit_train_batches"]
-        if limit is not None:
-            steps = min(steps, int(limit))
-        net, stream = member_init(cfg)
-        max_steps = cfg["trainer"].get("max_steps")
-        runs.append(
-            _Run(
-                index=i,
-                member=member,
-                config=cfg,
-                label=run_name(member.config),
-                data=dm,
-                summary=summary,
-                rows=rows,
-                val_rows=torch.arange(val_start, val_start + len(dm.val_set)),
-                stream=stream,
-                steps=steps,
-                batch=batch,
-                windows_key=_windows_key(cfg["data"]),
-                init=net,
-                max_steps=None if max_steps is None else int(max_steps),
-            )
-        )
-    if not runs:
-        raise ValueError("a group needs at least one member")
-    buffers = {}
-    for part in ("train", "val"):
-        for name, chunks in fields[part].items():
-            buffers[f"{part}_{name}"] = torch.cat(chunks)
-    return runs, buffers
-
-
-class _Steps:
-    """The prepared batches of one epoch as a sized iterable (a list would read to Lightning
-    as several dataloaders)."""
-
-    def __init__(self, batches: list[dict]) -> None:
-        self.batches = batches
-
-    def __iter__(self):
-        return iter(self.batches)
-
-    def __len__(self) -> int:
-        return len(self.batches)
-
-
-class MemberStack(pl.LightningModule):
-    """The LightningModule of a group: every member's MLP stacked, trained in lockstep.
-
-    Args:
-        runs: the members (``_prepare``), in any order; the stack keeps them cohort by
-            cohort, longest epochs first, so the members training at a step are a prefix.
-        buffers: concatenated training and validation tensors of every distinct dataset
-            (``train_states``, ``train_actions``, ``train_next_states``, ``train_event``,
-            and the same for ``val_``), moved with the module.
-
-    After each validation epoch ``epoch_metrics[member index]`` holds the member's
-    ``val/loss`` and, in the epochs its ``trainer.metrics_every_n_epochs`` scores, the
-    validation metrics of a single run (``metric_scalars``).
-    """
-
-    def __init__(self, runs: list[_Run], buffers: dict[str, torch.Tensor]) -> None:
-        super().__init__()
-        self.runs = {r.index: r for r in runs}
-        for name, value in buffers.items():
-            self.register_buffer(name, value, persistent=False)
-        cohorts: dict[tuple, list[_Run]] = {}
-        for run in sorted(runs, key=lambda r: (r.cohort_key, r.index)):
-            cohorts.setdefault(run.cohort_key, []).append(run)
-        m = runs[0].config["model"]
-        #: The group's state width (``GROUP_KEYS``: one world per group).
-        self.state_dim = runs[0].task.world.state_dim
-        self.cohorts = nn.ModuleList()
-        self.cohort_members: list[list[int]] = []
-        self.cohort_hparams: list[tuple[float, float, int]] = []
-        for key, group in cohorts.items():
-            net = MLPDynamics(
-                m["hidden"], len(group), m["activation"], m["predict_delta"], self.state_dim
-            )
-            with torch.no_grad():
-                inits = zip(*(r.init.parameters() for r in group), strict=True)
-                for p, init in zip(net.parameters(), inits, strict=True):
-                    p.copy_(torch.cat(init))
-            self.cohorts.append(net)
-            self.cohort_members.append([r.index for r in group])
-            self.cohort_hparams.append(key[1:4])
-        #: Cohort indices in stack order (``rank_cohorts``); the key order at first.
-        self.rank: list[int] = list(range(len(self.cohorts)))
-        self._refresh_weights()
-        # The step drives AdamW itself (the same updates): Lightning's automatic-optimization
-        # closure wraps every step in work that a stack of small matmuls notices.
-        self.automatic_optimization = False
-        self.epoch_metrics: dict[int, dict[str, float]] = {}
-        self.epoch_scores: dict[int, Any] = {}
-        self._windows: dict[str, Any] = {}
-
-    # ----------------------------------------------------------------------- stack layout
-
-    @property
-    def order(self) -> list[int]:
-        """Member indices in stack order (cohort by cohort, in ``rank``)."""
-        return [i for c in self.rank for i in self.cohort_members[c]]
-
-    def cohort_steps_now(self, c: int) -> int:
-        """Optimizer steps cohort ``c``'s members take in the next epoch (they share epoch
-        length, cap and steps so far); 0 for an empty cohort."""
-        members = self.cohort_members[c]
-        return self.runs[members[0]].steps_now() if members else 0
-
-    def rank_cohorts(self) -> None:
-        """Order the cohorts by the steps they take in the next epoch, most first (ties keep
-        the key order), so the members training at each step are a prefix of the stack."""
-        self.rank = sorted(range(len(self.cohorts)), key=lambda c: -self.cohort_steps_now(c))
-        self._refresh_weights()
-
-    def _refresh_weights(self) -> None:
-        """Per-position loss weights of the members in stack order."""
-        order = [self.runs[i] for i in self.order]
-        device = self.train_states.device
-        self.horizons = [r.horizon for r in order]
-        self.horizon = torch.tensor(self.horizons, dtype=torch.float32, device=device)
-        if not order:
-            self.dim_weight = torch.zeros(0, 1, self.state_dim, device=device)
-            self.event_weight = torch.zeros(0, 1, device=device)
-            return
-        self.dim_weight = (
-            torch.stack(
-                [dimension_weights(r.config["variant"], r.task) for r in order]
-            )
-            .unsqueeze(1)
-            .to(device)
-        )
-        self.event_weight = torch.tensor(
-            [[float(r.config["variant"]["event_weight"])] for r in order], device=device
-        )
-
-    def _params(self, cohorts: int | None = None) -> dict[str, torch.Tensor]:
-        """The stacked parameters of the first ``cohorts`` non-empty cohorts, by name."""
-        nets = [self.cohorts[c] for c in self.rank if self.cohort_members[c]]
-        nets = nets[:cohorts] if cohorts is not None else nets
-        if len(nets) == 1:
-            return dict(nets[0].named_parameters())
-        named = [dict(n.named_parameters()) for n in nets]
-        return {name: torch.cat([p[name] for p in named]) for name in named[0]}
-
-    def _template(self) -> MLPDynamics:
-        """A network of the members' architecture (its own weights unused)."""
-        return next(
-            c for c, members in zip(self.cohorts, self.cohort_members, strict=True) if members
-        )
-
-    def forward(
-        self, state: torch.Tensor, action: torch.Tensor, cohorts: int | None = None
-    ) -> torch.Tensor:
-        """Per-member predictions ``(K', N, 12)`` of the first ``cohorts`` cohorts' members on
-        their own inputs ``state (K', N, 12)``, ``action (K', N)`` (raw, unclamped)."""
-        nets = [self.cohorts[c] for c in self.rank if self.cohort_members[c]]
-        if len(nets[:cohorts]) == 1:  # the stack's own layers: no parameters swapped in
-            return nets[0](state, action)
-        return torch.func.functional_call(self._template(), self._params(cohorts), (state, action))
-
-    def member_position(self, index: int) -> tuple[int, int]:
-        """``(cohort, row)`` of member ``index`` in the stack."""
-        for c, members in enumerate(self.cohort_members):
-            if index in members:
-                return c, members.index(index)
-        raise KeyError(f"member {index} is not in the stack")
-
-    @torch.no_grad()
-    def drop(self, indices: Sequence[int], optimizer: torch.optim.Optimizer | None) -> None:
-        """Cut members ``indices`` out of their cohorts' tensors and AdamW state."""
-        gone = set(indices)
-        for c, members in enumerate(self.cohort_members):
-            keep = [j for j, i in enumerate(members) if i not in gone]
-            if len(keep) == len(members):
-                continue
-            rows = torch.tensor(keep, dtype=torch.long, device=self.train_states.device)
-            for p in self.cohorts[c].parameters():
-                p.data = p.data.index_select(0, rows)
-                p.grad = None
-                state = optimizer.state.get(p) if optimizer is not None else None
-                for name, value in (state or {}).items():
-                    if torch.is_tensor(value) and value.dim() > 0:
-                        state[name] = value.index_select(0, rows)
-            self.cohort_members[c] = [members[j] for j in keep]
-        self._refresh_weights()
-
-    @torch.no_grad()
-    def snapshot(self, index: int, optimizer: torch.optim.Optimizer, score: float) -> _Snapshot:
-        """Member ``index``'s weights and AdamW state now (copies, on CPU)."""
-        c, j = self.member_position(index)
-        run = self.runs[index]
-        weights, moments = [], []
-        for p in self.cohorts[c].parameters():
-            weights.append(p[j : j + 1].detach().cpu().clone())
-            state = optimizer.state.get(p, {})
-            moments.append(
-                {
-                    k: (v[j : j + 1] if v.dim() > 0 else v).detach().cpu().clone()
-                    for k, v in state.items()
-                    if torch.is_tensor(v)
-                }
-            )
-        lr = optimizer.param_groups[c]["lr"]
-        return _Snapshot(run.epochs - 1, run.global_step, score, weights, moments, lr)
-
-    # ------------------------------------------------------------------------ Lightning
-
-    def on_fit_start(self) -> None:
-        self._refresh_weights()
-
-    def configure_optimizers(self):
-        groups = [
-            {"params": list(net.parameters()), "lr": lr, "weight_decay": wd}
-            for net, (lr, wd, _) in zip(self.cohorts, self.cohort_hparams, strict=True)
-        ]
-        opt = adamw(groups, groups[0]["lr"], groups[0]["weight_decay"], self.device)
-        lambdas = [(lambda e, n=epochs: lr_factor(e, n)) for (_, _, epochs) in self.cohort_hparams]
-        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambdas)
-        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "epoch"}}
-
-    def train_dataloader(self):
-        """This epoch's steps: ``rows (K_t, B)`` into the training buffer, ``weight (K_t, B)``
-        (0 on padding), ``denom (K_t,)`` (S x real rows) and the active cohort count."""
-        self.rank_cohorts()
-        order = [self.runs[i] for i in self.order]
-        if not order:
-            return _Steps([])
-        for run in order:
-            run.epoch_steps = run.steps_now()
-        b = max(r.batch for r in order)
-        s = max(r.epoch_steps for r in order)
-        rows = torch.zeros(s, len(order), b, dtype=torch.long)
-        weight = torch.zeros(s, len(order), b)
-        for j, run in enumerate(order):
-            picked = run.rows[epoch_order(run.stream, len(run.rows))][: run.steps * run.batch]
-            flat = torch.zeros(run.steps * run.batch, dtype=torch.long)
-            mask = torch.zeros(run.steps * run.batch)
-            flat[: len(picked)] = picked
-            mask[: len(picked)] = 1.0
-            n = run.epoch_steps
-            rows[:n, j, : run.batch] = flat.view(run.steps, run.batch)[:n]
-            weight[:n, j, : run.batch] = mask.view(run.steps, run.batch)[:n]
-        steps = torch.tensor([r.epoch_steps for r in order])
-        live = [c for c in self.rank if self.cohort_members[c]]
-        now = {c: self.cohort_steps_now(c) for c in live}
-        batches = []
-        for t in range(s):
-            k = int((steps > t).sum())
-            cohorts = sum(1 for c in live if now[c] > t)
-            w = weight[t, :k]
-            batches.append(
-                {
-                    "rows": rows[t, :k],
-                    "weight": w,
-                    "denom": self.state_dim * w.sum(1),
-                    "cohorts": cohorts,
-                }
-            )
-        return _Steps(batches)
-
-    def _loss(self, prefix: str, rows: torch.Tensor, weight: torch.Tensor, cohorts=None):
-        """Per-member weighted squared error sums ``(K',)`` of one step (not normalized),
-        summed over the ``H`` open-loop steps of members with a rollout loss
-        (``gridplan.training.module.rollout_mse``)."""
-        k = rows.shape[0]
-        state = getattr(self, f"{prefix}_states")[rows]
-        action = getattr(self, f"{prefix}_actions")[rows]
-        pred = self(state, action, cohorts)
-        total = self._step_error(prefix, rows, weight, pred, slice(0, k))
-        rollout = [j for j in range(k) if self.horizons[j] > 1]
-        if not rollout:
-            return total
-        # Only the members with a rollout loss roll on: the others' steps would be wasted.
-        index = torch.tensor(rollout, device=rows.device)
-        params = {n: p.index_select(0, index) for n, p in self._params(cohorts).items()}
-        links = getattr(self, f"{prefix}_next")
-        cur, ok = rows[index], weight[index] > 0
-        pred = pred[index]
-        extra = torch.zeros_like(total[index])
-        for step in range(1, max(self.horizons[j] for j in rollout)):
-            nxt = links[cur]
-            ok = ok & (nxt >= 0) & (self.horizon[index] > step).unsqueeze(1)
-            cur = torch.where(ok, nxt, cur)
-            step_action = getattr(self, f"{prefix}_actions")[cur]
-            pred = torch.func.functional_call(
-                self._template(), params, (pred.clamp(0.0, 1.0), step_action)
-            )
-            extra = extra + self._step_error(prefix, cur, ok.float(), pred, index)
-        return total.index_add(0, index, extra)
-
-    def _step_error(self, prefix, rows, weight, pred, members) -> torch.Tensor:
-        """Per-member weighted squared error sums of predictions ``pred`` of ``rows``;
-        ``members`` picks the members' loss weights (a slice or an index tensor)."""
-        target = getattr(self, f"{prefix}_next_states")[rows]
-        event = getattr(self, f"{prefix}_event")[rows]
-        sample = torch.where(event, self.event_weight[members], 1.0) * weight
-        sq = (pred - target).square() * self.dim_weight[members]
-        return (sq.sum(-1) * sample).sum(-1)
-
-    def on_train_epoch_start(self) -> None:
-        self._train_sum = torch.zeros(len(self.order), device=self.train_states.device)
-        self._train_rows = torch.zeros_like(self._train_sum)
-        self._step_losses: list[tuple[int, torch.Tensor]] = []
-
-    def training_step(self, batch, batch_idx):
-        """One AdamW step of every member training at ``batch_idx`` (members that sit the
-        step out get no gradient, so AdamW leaves them untouched)."""
-        optimizer = self.optimizers()
-        per_member = self._loss("train", batch["rows"], batch["weight"], batch["cohorts"])
-        k = per_member.shape[0]
-        loss = per_member / (batch["denom"] * self.horizon[:k])
-        optimizer.zero_grad(set_to_none=True)
-        self.manual_backward(loss.sum())
-        optimizer.step()
-        with torch.no_grad():
-            rows = batch["denom"] / self.state_dim
-            self._train_sum[:k] += loss.detach() * rows
-            self._train_rows[:k] += rows
-            self._step_losses.append((batch_idx, loss.detach()))
-
-    def on_train_epoch_end(self) -> None:
-        """The cosine schedule's epoch step, after ``MemberRuns`` has read this epoch's rates
-        (where Lightning steps an epoch-interval scheduler for a single run)."""
-        self.lr_schedulers().step()
-
-    def val_dataloader(self):
-        """Validation chunks: ``rows (K, C)`` into the validation buffer, ``weight (K, C)``."""
-        order = [self.runs[i] for i in self.order]
-        if not order:
-            return _Steps([])
-        n = max(len(r.val_rows) for r in order)
-        chunks = -(-n // VAL_CHUNK)
-        rows = torch.zeros(len(order), chunks * VAL_CHUNK, dtype=torch.long)
-        weight = torch.zeros(len(order), chunks * VAL_CHUNK)
-        for j, run in enumerate(order):
-            rows[j, : len(run.val_rows)] = run.val_rows
-            weight[j, : len(run.val_rows)] = 1.0
-        return _Steps(
-            [
-                {
-                    "rows": rows[:, c * VAL_CHUNK : (c + 1) * VAL_CHUNK],
-                    "weight": weight[:, c * VAL_CHUNK : (c + 1) * VAL_CHUNK],
-                }
-                for c in range(chunks)
-            ]
-        )
-
-    def on_validation_epoch_start(self) -> None:
-        self._val_sum = torch.zeros(len(self.order), device=self.train_states.device)
-
-    def validation_step(self, batch, batch_idx):
-        self._val_sum += self._loss("val", batch["rows"], batch["weight"])
-
-    def on_validation_epoch_end(self) -> None:
-        order = self.order
-        n_val = torch.tensor(
-            [self.state_dim * len(self.runs[i].val_rows) * self.runs[i].horizon for i in order],
-            device=self._val_sum.device,
-        )
-        val_loss = (self._val_sum / n_val).tolist()
-        self.epoch_metrics = {i: {"val/loss": v} for i, v in zip(order, val_loss, strict=True)}
-        self.epoch_scores = {}
-        by_windows: dict[tuple, list[int]] = {}
-        for pos, i in enumerate(order):
-            run = self.runs[i]
-            if metrics_due(run.trainer_cfg, run.epochs):
-                by_windows.setdefault((run.windows_key, run.task), []).append(pos)
-        for (wkey, task), positions in by_windows.items():
-            windows = self._windows_on_device(wkey)
-            model = StackWorldModel(self.cohorts[0], self._params(), positions)
-            for pos, scored in zip(positions, _score(model, windows, task), strict=True):
-                i = order[pos]
-                self.epoch_scores[i] = scored
-                self.epoch_metrics[i].update(metric_scalars(scored, "val"))
-
-    def _windows_on_device(self, key: str):
-        if key not in self._windows:
-            run = next(r for r in self.runs.values() if r.windows_key == key)
-            self._windows[key] = run.data.windows.to(self.train_states.device)
-        return self._windows[key]
-
-
-def _score(model, windows, task: tasks.Task):
-    """``prediction_metrics`` of every setting of ``model``, drawn as ``score_windows`` draws."""
-    gen = torch.Generator(device=windows.start.device).manual_seed(0)
-    return prediction_metrics(model, windows, task=task, generator=gen)
-
-
-class StackWorldModel(WorldModel):
-    """Several members' networks behind one ``WorldModel`` (``n_settings`` of them).
-
-    The batch splits into ``M`` equal contiguous blocks (the ``WorldModel`` convention);
-    block ``m`` is predicted by member ``positions[m]`` of the stacked parameters, clamped
-    to ``[0, 1]`` as ``LearnedWorldModel.predict`` does, all in one batched forward pass.
-
-    Args:
-        template: an ``MLPDynamics`` of the members' architecture (its own weights unused).
-        params: stacked parameters by name, ``(K, ...)`` each.
-        positions: the ``M`` rows of ``params`` to use, in block order.
-    """
-
-    def __init__(self, template: MLPDynamics, params: dict[str, torch.Tensor], positions):
-        index = torch.tensor(list(positions), dtype=torch.long)
-        self.template = template
-        self.params = {k: v.detach().index_select(0, index.to(v.device)) for k, v in params.items()}
-        self.n_settings = len(positions)
-
-    @torch.no_grad()
-    def predict(self, state, action, generator=None):
-        n = state.shape[0]
-        m = self.n_settings
-        if n % m:
-            raise ValueError(f"batch of {n} rows does not split into {m} member blocks")
-        device = next(iter(self.params.values())).device
-        width = self.template.state_dim
-        s = state.to(device, torch.float32).view(m, n // m, width)
-        a = action.to(device).view(m, n // m)
-        out = torch.func.functional_call(self.template, self.params, (s, a))
-        return out.clamp_(0.0, 1.0).reshape(n, width).to(state.device, state.dtype)
-
 
 class MemberRuns(pl.Callback):
     """Per-member early stopping, best/last snapshots, TensorBoard logging and run files.
 
     At the end of every epoch, for each member still training, in Lightning's order for a
-    single run: log ``train/loss_epoch``, ``val/loss`` and the validation metrics (and the two
+    run alone: log ``train/loss_epoch``, ``val/loss`` and the validation metrics (and the two
     figures every ``trainer.figures_every_n_epochs``), update ``ModelCheckpoint``'s best
     (strict improvement of ``trainer.monitor``; the first epoch is always kept) and
     ``EarlyStopping``'s wait count (patience; a non-finite value stops at once). A member
     whose stop was signaled and has run ``min_epochs``, or that reached ``max_epochs`` or
-    ``max_steps`` (which ends its last epoch early, ``MemberStack.train_dataloader``), is
+    ``max_steps`` (which ends its last epoch early, ``WorldModelModule.train_dataloader``), is
     finished: its checkpoints, scores and ``metrics.json`` are written and it leaves the
     stack. When no member is left the trainer stops.
     """
@@ -766,12 +93,12 @@ class MemberRuns(pl.Callback):
     def __init__(self, start: float) -> None:
         self.start = start
 
-    def on_fit_start(self, trainer, module: MemberStack) -> None:
+    def on_fit_start(self, trainer, module: WorldModelModule) -> None:
         for run in module.runs.values():
             if run.writer is not None:
                 write_dashboards(run.writer, "val", run.task)
 
-    def on_train_epoch_end(self, trainer, module: MemberStack) -> None:
+    def on_train_epoch_end(self, trainer, module: WorldModelModule) -> None:
         optimizer = trainer.optimizers[0]
         order = module.order
         train_loss = (module._train_sum / module._train_rows.clamp(min=1)).tolist()
@@ -856,7 +183,7 @@ class MemberRuns(pl.Callback):
             (best_path, last_path),
         )
 
-    def on_exception(self, trainer, module: MemberStack, exception: BaseException) -> None:
+    def on_exception(self, trainer, module: WorldModelModule, exception: BaseException) -> None:
         """Keep what the members still training have reached: their best and last
         checkpoints so far (no scores), so an interrupted group loses no finished epoch."""
         optimizer = trainer.optimizers[0] if trainer.optimizers else None
@@ -872,13 +199,13 @@ class MemberRuns(pl.Callback):
 
 
 def write_checkpoint(run: _Run, snap: _Snapshot, path: Path) -> Path:
-    """Write one member's snapshot as the checkpoint its single run writes.
+    """Write one member's snapshot as the checkpoint its run alone writes.
 
     The checkpoint holds Lightning's keys (``epoch``, ``global_step``, ``state_dict`` of a
-    ``WorldModelModule``, ``optimizer_states`` of its AdamW, ``lr_schedulers``,
-    ``hyper_parameters``) and the ``"gridplan"`` metadata of
-    ``WorldModelModule.metadata``, so ``load_world_model`` and every reader of a single
-    run's checkpoint read it unchanged. Loop and callback states are not stored (a member
+    ``WorldModelModule`` of one member, ``optimizer_states`` of its AdamW, ``lr_schedulers``,
+    ``hyper_parameters``) and what ``WorldModelModule.on_save_checkpoint`` adds (the
+    ``"gridplan"`` metadata), so ``load_world_model`` and every reader of a run's
+    checkpoint read it unchanged. Loop and callback states are not stored (a member
     checkpoint is not a point to resume a Lightning loop from).
     """
     with torch.random.fork_rng(devices=[]):
@@ -898,8 +225,6 @@ def write_checkpoint(run: _Run, snap: _Snapshot, path: Path) -> Path:
         warnings.simplefilter("ignore", UserWarning)
         for _ in range(snap.epoch + 1):
             sched.step()
-    meta = module.metadata()
-    meta.update(epoch=snap.epoch, global_step=snap.global_step)
     ckpt = {
         "epoch": snap.epoch,
         "global_step": snap.global_step,
@@ -909,8 +234,9 @@ def write_checkpoint(run: _Run, snap: _Snapshot, path: Path) -> Path:
         "lr_schedulers": [sched.state_dict()],
         "hparams_name": "kwargs",
         "hyper_parameters": dict(module.hparams),
-        "gridplan": meta,
     }
+    module.on_save_checkpoint(ckpt)
+    ckpt[CHECKPOINT_KEY].update(epoch=snap.epoch, global_step=snap.global_step)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     torch.save(ckpt, tmp)
@@ -952,7 +278,7 @@ class GroupProgress(pl.Callback):
         self._alive = total
         self.start = time.perf_counter()
 
-    def _status(self, trainer, module: MemberStack) -> str:
+    def _status(self, trainer, module: WorldModelModule) -> str:
         best = [(r.best.score, r.label) for r in module.runs.values() if r.best is not None]
         alive = len(module.order)
         text = f"{alive}/{self.total} training"
@@ -962,7 +288,7 @@ class GroupProgress(pl.Callback):
             text += f", best {monitor} {score:.5f} ({label})"
         return text
 
-    def on_train_epoch_end(self, trainer, module: MemberStack) -> None:
+    def on_train_epoch_end(self, trainer, module: WorldModelModule) -> None:
         if not self.enabled:
             return
         epoch = trainer.current_epoch + 1
@@ -999,7 +325,7 @@ class GroupResult:
     """What ``train_group`` returns.
 
     Attributes:
-        runs: per member, in the order given, ``(metrics, artifacts)`` as a single run's
+        runs: per member, in the order given, ``(metrics, artifacts)`` as a run alone's
             ``train`` returns them.
         record: the group's record (also written as ``group.json`` when a folder is given):
             members with their run folders, epochs, best scores and why they stopped; wall
@@ -1018,7 +344,7 @@ def train_group(
     progress: bool = True,
     stream: TextIO | None = None,
 ) -> GroupResult:
-    """Train ``members`` as one vectorized stack; each ends as its single run would.
+    """Train ``members`` as one vectorized stack; each ends as its run alone would.
 
     Args:
         members: the runs; their configs must agree on ``GROUP_KEYS``.
@@ -1039,7 +365,7 @@ def train_group(
     start, cpu = time.perf_counter(), time.process_time()
     check_group_loggers([OmegaConf.to_container(m.config, resolve=True) for m in members])
     keep_freed_memory()
-    runs, buffers = _prepare(members)
+    runs, buffers = prepare(members)
     for run in runs:
         run_dir = Path(run.member.run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -1047,7 +373,7 @@ def train_group(
         run.logger = make_logger(run.config, run_dir)
         run.writer = metric_writer(run.logger, run_dir)
         start_run_log(run.logger, run.config, to_yaml(run.member.config), trial_name(run_dir))
-    module = MemberStack(runs, buffers)
+    module = WorldModelModule(runs[0].config, runs[0].summary, runs, buffers)
     first = runs[0].config["trainer"]
     setup_seconds = time.perf_counter() - start
     fit_start = time.perf_counter()
@@ -1095,7 +421,7 @@ def train_group(
     return GroupResult([r.result for r in runs], record)
 
 
-def _group_record(name: str, runs: list[_Run], module: MemberStack, trainer) -> dict:
+def _group_record(name: str, runs: list[_Run], module: WorldModelModule, trainer) -> dict:
     """A finished group's record (``GroupResult.record``) less its times and device."""
     return {
         "name": name,

@@ -1,16 +1,20 @@
 """The multi-step (open-loop rollout) loss: links between logged steps, the loss on hand-built
-values, and a rollout member of a vectorized group equals its run alone (gridplan.training.module,
-gridplan.training.vectorized)."""
+values, and a rollout member of a vectorized group equals its run alone
+(gridplan.training.engine, gridplan.training.vectorized)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
-from helpers_learned import assert_members_equal_runs_alone, debug_overrides, zero_last_layer
+from helpers_learned import (
+    assert_members_equal_runs_alone,
+    debug_overrides,
+    tiny_stack,
+    zero_last_layer,
+)
 
-from gridplan.models.learned import MLPDynamics
 from gridplan.training.config import compose
-from gridplan.training.module import next_rows, rollout_mse, rollout_rows, weighted_mse
+from gridplan.training.module import next_rows, rollout_rows
 from gridplan.training.runs import new_run_dir, train
 from gridplan.training.vectorized import Member, train_group
 
@@ -30,47 +34,35 @@ def test_rollout_rows_repeat_the_last_row_once_the_episode_ends():
     assert valid.tolist() == [[True, True, True], [True, True, False], [True, True, False]]
 
 
-def test_rollout_mse_on_a_model_that_predicts_no_change():
-    """A delta model with a zero output layer predicts ``s' = s``: step k's error is the true
-    change over k steps, worked out by hand."""
-    net = zero_last_layer(MLPDynamics([8], 1))
-    s0 = torch.zeros(1, 12)
-    targets = torch.zeros(1, 3, 12)
-    targets[0, :, 0] = torch.tensor([0.1, 0.2, 0.4])  # a_x moves by 0.1, 0.1, 0.2
-    actions = torch.zeros(1, 3, dtype=torch.long)
-    ones = torch.ones(12)
-    pred = net(s0, actions[:, 0])
-    one_step = weighted_mse(pred, targets[:, 0], ones, torch.ones(1))
-    assert one_step.item() == pytest.approx(0.01 / 12)
-    events = torch.tensor([[False, True]])
-    valid = torch.tensor([[True, True]])
-    loss = rollout_mse(
-        net,
-        pred,
-        targets[:, 0],
-        torch.ones(1),
-        actions[:, 1:],
-        targets[:, 1:],
-        events,
-        valid,
-        ones,
-        10.0,
+def _rollout_errors(tmp_path, links: list[int]) -> float:
+    """The loss sum of a delta model with a zero output layer (it predicts ``s' = s``),
+    ``H = 3``, event weight 10, from row 0 of three logged steps in which ``a_x`` moves by
+    0.1, 0.1 and 0.2, the last an event; ``links`` chains the rows."""
+    states, next_states = torch.zeros(3, 12), torch.zeros(3, 12)
+    next_states[:, 0] = torch.tensor([0.1, 0.2, 0.4])
+    states[1:, 0] = next_states[:2, 0]
+    module = tiny_stack(
+        tmp_path,
+        "variant=rollout",
+        "variant.rollout_horizon=3",
+        "variant.event_weight=10.0",
+        states=states,
+        actions=torch.zeros(3, dtype=torch.long),
+        next_states=next_states,
+        event=torch.tensor([False, False, True]),
+        next=torch.tensor(links),
     )
-    # Steps 1..3 errors 0.1^2, 0.2^2 and (event-weighted 10x) 0.4^2, over 12 dims and 3 steps.
-    assert loss.item() == pytest.approx((0.01 + 0.04 + 10 * 0.16) / 12 / 3, rel=1e-6)
-    cut = rollout_mse(
-        net,
-        pred,
-        targets[:, 0],
-        torch.ones(1),
-        actions[:, 1:],
-        targets[:, 1:],
-        events,
-        torch.tensor([[True, False]]),
-        ones,
-        10.0,
-    )
-    assert cut.item() == pytest.approx((0.01 + 0.04) / 12 / 3, rel=1e-6)
+    zero_last_layer(module.net)
+    rows = torch.zeros(1, 1, dtype=torch.long)
+    return float(module.errors("train", rows, torch.ones(1, 1)).detach())
+
+
+def test_the_rollout_loss_of_a_model_that_predicts_no_change(tmp_path):
+    """Step k's error is the true change over k steps, worked out by hand."""
+    # Steps 1..3 errors 0.1^2, 0.2^2 and (event-weighted 10x) 0.4^2.
+    assert _rollout_errors(tmp_path, [1, 2, -1]) == pytest.approx(0.01 + 0.04 + 1.6, rel=1e-6)
+    # The episode's logged steps end after step 2: step 3 weighs 0.
+    assert _rollout_errors(tmp_path, [1, -1, -1]) == pytest.approx(0.01 + 0.04, rel=1e-6)
 
 
 def test_a_horizon_below_one_is_rejected(tmp_path):

@@ -382,3 +382,60 @@ def test_a_member_of_a_vectorized_group_cannot_resume(tmp_path, capsys):
     write_status(run_dir, "interrupted")
     assert main([f"resume={run_dir}"]) == 2
     assert "trained as a member of a vectorized group" in capsys.readouterr().err
+
+
+#: A run interrupted by SIGTERM after its second of four epochs (``debug_overrides``, seed 3,
+#: ``out_dir=runs``, ``data.cache_dir=cache``), written by the trainer this repository had
+#: before ``WorldModelModule`` held a stack: Lightning's automatic optimization, the loss
+#: weights as a ``dim_weights`` buffer. Only its status, config and ``last.ckpt`` are kept.
+MAIN_RUN = Path(__file__).parent / "data" / "main-run" / "uniform-balanced-600-seed3"
+
+
+def test_a_run_of_the_earlier_trainer_resumes_and_ends_as_the_uninterrupted_run(
+    tmp_path, monkeypatch
+):
+    import shutil
+
+    import torch
+
+    from gridplan.models.learned import load_world_model
+
+    monkeypatch.chdir(tmp_path)
+    run_dir = tmp_path / "runs" / MAIN_RUN.name / "version_0"
+    shutil.copytree(MAIN_RUN / "version_0", run_dir)
+    last = run_dir / "checkpoints" / "last.ckpt"
+    old = torch.load(last, weights_only=True)
+    _moved_run(old, run_dir)
+    torch.save(old, last)
+    assert "dim_weights" in old["state_dict"] and old["global_step"] == 6
+    assert load_world_model(run_dir / "checkpoints" / "last.ckpt").metadata["epoch"] == 1
+    cfg = runs.resumable_config(run_dir)
+    resumed, artifacts = runs.resume(run_dir)
+    whole, whole_artifacts = runs.train(cfg)
+    assert Path(whole_artifacts["run_dir"]).name == "version_1"
+    assert resumed["epochs"] == whole["epochs"] == 4
+    for key in ("last_checkpoint", "best_checkpoint"):
+        a = torch.load(artifacts[key], weights_only=True)
+        b = torch.load(whole_artifacts[key], weights_only=True)
+        assert (a["epoch"], a["global_step"]) == (b["epoch"], b["global_step"])
+        assert set(a["state_dict"]) == set(old["state_dict"]) == set(b["state_dict"])
+        for name, value in b["state_dict"].items():
+            torch.testing.assert_close(a["state_dict"][name], value, rtol=1e-6, atol=0)
+    assert resumed["best_score"] == pytest.approx(whole["best_score"], rel=1e-6)
+
+
+def _moved_run(checkpoint: dict, run_dir: Path) -> None:
+    """Point the checkpoint callback's paths at ``run_dir``, where the run now lies (the
+    callback forgets its best score when its folder moved)."""
+
+    def moved(value):
+        if isinstance(value, dict):
+            return {moved(k): moved(v) for k, v in value.items()}
+        if isinstance(value, str) and value.startswith(old):
+            return str(run_dir) + value[len(old) :]
+        return value
+
+    for name, state in checkpoint["callbacks"].items():
+        if name.startswith("ModelCheckpoint"):
+            old = str(Path(state["dirpath"]).parent)
+            checkpoint["callbacks"][name] = moved(state)

@@ -7,7 +7,7 @@ import json
 
 import pytest
 import torch
-from helpers_learned import probe_batch, tiny_config, tiny_module
+from helpers_learned import probe_batch, tiny_config, tiny_stack
 from omegaconf import OmegaConf
 from paper_layout import DIM_NAMES
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -74,28 +74,44 @@ def test_weighted_mse_rejects_mismatched_shapes():
         weighted_mse(torch.zeros(1, 3, 12), torch.zeros(2, 12), torch.ones(12), torch.ones(2))
 
 
-def _batch(pickup: bool, n: int = 16):
+def _errors(tmp_path, variant: str, event: bool, n: int = 16) -> torch.Tensor:
+    """The loss sum of a stack of one on ``n`` probe rows, all events or none."""
     state, action = probe_batch(n)
-    target = probe_batch(n, seed=1)[0]
-    flags = torch.full((n,), pickup)
-    return state, action, target, flags, torch.zeros(n, dtype=torch.bool)
+    module = tiny_stack(
+        tmp_path,
+        f"variant={variant}",
+        states=state,
+        actions=action,
+        next_states=probe_batch(n, seed=1)[0],
+        event=torch.full((n,), event),
+    )
+    return module.errors("train", torch.arange(n).unsqueeze(0), torch.ones(1, n)), module
 
 
 def test_event_weights_reach_the_module_loss(tmp_path):
-    module = tiny_module(tmp_path, "variant=event_weighted")
-    plain = module.loss(_batch(pickup=False)).detach()
-    events = module.loss(_batch(pickup=True)).detach()
+    plain, _ = _errors(tmp_path, "event_weighted", event=False)
+    events, _ = _errors(tmp_path, "event_weighted", event=True)
     assert float(events) == pytest.approx(10.0 * float(plain), rel=1e-6)
 
 
+def test_the_module_loss_is_the_weighted_mse(tmp_path):
+    n = 16
+    errors, module = _errors(tmp_path, "rel_heavy", event=False, n=n)
+    pred = module.net(module.train_states, module.train_actions)
+    weights = dimension_weights(tiny_config(tmp_path, "variant=rel_heavy").variant, TASK_A)
+    mse = weighted_mse(pred, module.train_next_states, weights, torch.ones(n))
+    assert float(errors) / (n * 12) == pytest.approx(float(mse), rel=1e-6)
+
+
 def test_uniform_variant_ignores_event_flags(tmp_path):
-    module = tiny_module(tmp_path, "variant=uniform")
-    assert torch.equal(module.loss(_batch(pickup=True)), module.loss(_batch(pickup=False)))
+    events, _ = _errors(tmp_path, "uniform", event=True)
+    plain, _ = _errors(tmp_path, "uniform", event=False)
+    assert torch.equal(events, plain)
 
 
 def test_rel_only_leaves_irrelevant_outputs_untrained(tmp_path):
-    module = tiny_module(tmp_path, "variant=rel_only")
-    module.loss(_batch(pickup=False)).backward()
+    errors, module = _errors(tmp_path, "rel_only", event=False)
+    errors.sum().backward()
     last = module.net.layers[-1]
     assert last.weight.grad[..., 6:].abs().max() == 0
     assert last.weight.grad[..., :6].abs().max() > 0

@@ -15,16 +15,13 @@ from torch.utils.data import BatchSampler, DataLoader, RandomSampler, TensorData
 
 from gridplan.models.learned import MLPDynamics, load_world_model
 from gridplan.training.config import compose
-from gridplan.training.module import WorldModelModule, lr_factor
+from gridplan.training.engine import WorldModelModule
+from gridplan.training.members import Member, epoch_order, group_key, member_init
+from gridplan.training.module import lr_factor
 from gridplan.training.runs import new_run_dir, train
 from gridplan.training.vectorized import (
     GroupProgress,
-    Member,
-    MemberStack,
     auto_workers,
-    epoch_order,
-    group_key,
-    member_init,
     run_flops,
     step_flops,
     train_group,
@@ -101,50 +98,34 @@ def _configs(tmp):
 
 @pytest.fixture(scope="module")
 def alone_and_grouped(tmp_path_factory):
-    """The runs of ``_configs`` trained one by one with ``train`` and as one group, with
-    every training batch's states recorded on both sides."""
+    """The runs of ``_configs`` trained one by one with ``train`` (stacks of one) and as one
+    group, with every training batch's states of every member recorded on both sides."""
     tmp = tmp_path_factory.mktemp("vec")
     cfgs = _configs(tmp)
-    seen_alone: list[list[torch.Tensor]] = []
+    seen: list[dict[int, list[torch.Tensor]]] = []
     original = WorldModelModule.training_step
 
-    def record_alone(self, batch, batch_idx):
-        seen_alone[-1].append(batch[0].clone())
+    def record(self, batch, batch_idx):
+        rows, weight = batch["rows"], batch["weight"]
+        for j, i in enumerate(self.order[: rows.shape[0]]):
+            real = rows[j][weight[j] > 0]
+            seen[-1].setdefault(i, []).append(self.train_states[real].clone())
         return original(self, batch, batch_idx)
 
     alone = []
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(WorldModelModule, "training_step", record_alone)
-        for cfg in cfgs:
-            seen_alone.append([])
-            alone.append(train(cfg))
-
-    seen_group: list[tuple[torch.Tensor, torch.Tensor]] = []
-    group_step = MemberStack.training_step
-
-    def record_group(self, batch, batch_idx):
-        seen_group.append((batch["rows"].clone(), batch["weight"].clone(), list(self.order)))
-        return group_step(self, batch, batch_idx)
-
-    members = [Member(c, new_run_dir(tmp / "grouped", f"m{i}")[0]) for i, c in enumerate(cfgs)]
-    buffers = {}
-    original_init = MemberStack.__init__
-
-    def keep_buffers(self, runs, bufs):
-        buffers.update(bufs)
-        original_init(self, runs, bufs)
-
     stream = io.StringIO()
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(MemberStack, "training_step", record_group)
-        mp.setattr(MemberStack, "__init__", keep_buffers)
+        mp.setattr(WorldModelModule, "training_step", record)
+        for cfg in cfgs:
+            seen.append({})
+            alone.append(train(cfg))
+        seen.append({})
+        members = [
+            Member(c, new_run_dir(tmp / "grouped", f"m{i}")[0]) for i, c in enumerate(cfgs)
+        ]
         result = train_group(members, name="sweep", record_dir=tmp / "record", stream=stream)
-    per_member: dict[int, list[torch.Tensor]] = {i: [] for i in range(len(cfgs))}
-    for rows, weight, order in seen_group:
-        for j in range(rows.shape[0]):
-            real = rows[j][weight[j] > 0]
-            per_member[order[j]].append(buffers["train_states"][real])
-    return tmp, alone, result, seen_alone, per_member, stream.getvalue()
+    seen_alone = [runs[0] for runs in seen[:-1]]
+    return tmp, alone, result, seen_alone, seen[-1], stream.getvalue()
 
 
 def test_a_member_sees_the_minibatches_of_its_run_alone(alone_and_grouped):
