@@ -118,16 +118,19 @@ def prepare_latent(
     parts = protocol_splits(
         data, protocol.split_seed, protocol.val_fraction, protocol.test_fraction
     )
-    gen = torch.Generator(device=torch.device(device)).manual_seed(protocol.predict_seed)
+
+    def draws() -> torch.Generator:
+        return torch.Generator(device=torch.device(device)).manual_seed(protocol.predict_seed)
+
+    gen = draws()
     fit, val = (encode_transitions(latent, part, gen) for part in parts[:2])
-    # The floor's oracle draws from where the model's test draws start: the perfect model
-    # evaluated here reads its own floor up to its frozen decoder.
-    floor_gen = torch.Generator(device=torch.device(device)).set_state(gen.get_state())
-    test = encode_transitions(latent, parts[2], gen)
+    # The test draws, and the floor's, start from the protocol's seed: every model is measured
+    # against one floor, and the perfect latent model reads exactly its own.
+    test = encode_transitions(latent, parts[2], draws())
     with torch.enable_grad():
         decoder = fit_frozen_decoder(fit, val, seed=protocol.decoder_seed)
     frozen = latent_fidelity(test, decoder, task)
-    floor = latent_floor(parts[2], decoder.normalization, task, floor_gen)
+    floor = latent_floor(parts[2], decoder.normalization, task, draws())
     own_decode = getattr(latent, "decode", None)
     own = None
     if callable(own_decode):
