@@ -169,9 +169,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--leaf-score",
         choices=LEAF_SCORES,
         default=None,
-        help="how a latent model's leaves are scored: decoded (the true reward and V* of "
+        help="how a latent model's leaves are scored: decoder (the true reward and V* of "
         "its decoded states, the paper's protocol) or heads (its own reward(z, action, "
-        "z_next) and value(z) heads); default: the spec's (decoded). Every report records it",
+        "z_next) and value(z) heads); default: the spec's (decoder). Every report records it",
     )
     p.add_argument("--task", choices=tasks.names(), default=unset, help="default: the spec's (A)")
     p.add_argument(

@@ -204,7 +204,8 @@ def table(rows: list[dict]) -> str:
 
 def run(out: Path, overrides: list[str], protocol: list[str]) -> list[dict]:
     """Train the clean model and the data bugs' models, evaluate all six, write
-    ``out/results.json`` and ``out/table.md``; the rows, clean first."""
+    ``out/results.json`` (``settings``: the training overrides and evaluation options; ``rows``)
+    and ``out/table.md`` (the settings above the table); the rows, clean first."""
     common = [*overrides, f"out_dir={out / 'runs'}", "logger=csv"]
     runs = {"clean": _train(out, "clean", common, None)}
     for bug in DATA_BUGS:
@@ -215,9 +216,16 @@ def run(out: Path, overrides: list[str], protocol: list[str]) -> list[dict]:
     for bug in BUGS:
         measured = _evaluate(runs[bug] / "checkpoints" / "best.ckpt", bug, out, protocol)
         rows.append(_row(bug, runs[bug], measured, rows[0] if rows else None))
-    (out / "results.json").write_text(json.dumps(rows, indent=2) + "\n")
-    (out / "table.md").write_text(table(rows) + "\n")
+    settings = {"training": overrides, "evaluation": protocol or ["the learned protocol"]}
+    (out / "results.json").write_text(json.dumps({"settings": settings, "rows": rows}, indent=2))
+    (out / "table.md").write_text(f"{settings_line(settings)}\n\n{table(rows)}\n")
     return rows
+
+
+def settings_line(settings: dict) -> str:
+    """One line naming the training overrides and the evaluation options of a table."""
+    training = " ".join(settings["training"]) or "the config's defaults"
+    return f"Trained with `{training}`; evaluated with `{' '.join(settings['evaluation'])}`."
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -245,8 +253,8 @@ def main(argv: list[str] | None = None) -> int:
         protocol = [
             "--seeds", "1", "--episodes", "4", "--eval-windows", "16", "--ladder-sizes", "tiny",
         ]  # fmt: skip
-    rows = run(args.out, overrides, protocol)
-    print(table(rows))
+    run(args.out, overrides, protocol)
+    print((args.out / "table.md").read_text(), end="")
     print(f"results: {args.out / 'results.json'}")
     return 0
 

@@ -87,12 +87,15 @@ def test_an_unknown_bug_is_refused():
 def test_the_suite_trains_evaluates_and_tabulates_every_bug(tmp_path, capsys):
     out = tmp_path / "planted"
     assert planted_bugs.main(["--out", str(out), "--quick"]) == 0
-    rows = json.loads((out / "results.json").read_text())
+    results = json.loads((out / "results.json").read_text())
+    rows = results["rows"]
+    assert "data.budget=2000" in results["settings"]["training"]  # a quick table says so
     assert [r["bug"] for r in rows] == list(planted_bugs.BUGS)
     by_bug = {r["bug"]: r for r in rows}
     for bug in planted_bugs.USE_BUGS:  # trained clean: the clean model's loss, exactly
         assert by_bug[bug]["val_loss_ratio"] == 1.0
     assert all(0 <= r["decision_agreement"] <= 1 for r in rows)
-    assert "| delta-twice | " in (out / "table.md").read_text()
+    text = (out / "table.md").read_text()
+    assert "| delta-twice | " in text and "data.budget=2000" in text.splitlines()[0]
     assert planted_bugs.main(["--out", str(out), "--quick"]) == 2  # never into a used folder
     assert "is not empty" in capsys.readouterr().err

@@ -157,15 +157,22 @@ def _value(report: dict, level: str, key: str) -> float | None:
 
 
 def policy_class(report: dict) -> str:
-    """The planner of the report in words: the paper's full-width search with exact V*, or
-    the planner and settings ``report["planner"]`` records (``PlannerChoice.to_dict``)."""
+    """The planner of the report in words: the paper's full-width search with exact V* (or,
+    for a latent model planned through its heads, its reward and value heads:
+    ``latent.planning``), or the planner and settings ``report["planner"]`` records
+    (``PlannerChoice.to_dict``)."""
     depth = report["depth"]
     planner = report.get("planner")
+    planning = (report.get("latent") or {}).get("planning") or {}
+    if planning.get("leaf_score") == "heads":
+        leaves = f"the {planning['reward']} plus gamma^{depth} times the {planning['leaf_value']}"
+    else:
+        leaves = f"the sparse reward on predicted states plus gamma^{depth} V* (exact)"
     if planner is None or planner["name"] == "search":
         return (
             f"full-width tree search at depth {depth} over the model (all 4^{depth} action "
-            "sequences), leaves scored by the sparse reward on predicted states plus "
-            f"gamma^{depth} V* (exact), first action of the best leaf, replanned every step"
+            f"sequences), leaves scored by {leaves}, first action of the best leaf, replanned "
+            "every step"
         )
     settings = ", ".join(f"{k}={v}" for k, v in planner["settings"].items())
     what = {

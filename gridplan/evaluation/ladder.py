@@ -110,7 +110,7 @@ def _measure(
         heads = spec.planner.leaf_score == "heads"
         measured = prepare_latent(model, task, device, heads=heads)
         model, latent = measured.model, measured.report
-    elif spec.planner.leaf_score != "decoded":
+    elif spec.planner.leaf_score != "decoder":
         raise ValueError(
             f"leaf_score {spec.planner.leaf_score!r} scores a latent model's leaves with its own "
             f"heads; {name} is a state model, whose leaves are scored with the true reward and "

@@ -72,7 +72,7 @@ def _positive(owner: str, name: str, value) -> None:
 
 #: How a latent model's leaves are scored: the true reward and V* of decoded states (the
 #: paper's protocol, the default), or the model's own reward and value heads.
-LEAF_SCORES = ("decoded", "heads")
+LEAF_SCORES = ("decoder", "heads")
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,7 @@ class PlannerSpec:
         tree: the law of a stochastic model's draws in the search: ``"independent"`` (every
             leaf its own draws) or ``"shared-prefix"`` (one draw per tree node).
         leaf_score: how a latent model's leaves are scored (``LEAF_SCORES``;
-            ``gridplan.planning.latent_scorer``): ``"decoded"`` (the paper's protocol: the
+            ``gridplan.planning.latent_scorer``): ``"decoder"`` (the paper's protocol: the
             true reward and V* of decoded states) or ``"heads"`` (the model's own reward and
             value heads; refused for a model without a reward head). A state model's leaves
             are always scored by the true reward and V*.
@@ -105,7 +105,7 @@ class PlannerSpec:
     settings: dict[str, Any] = field(default_factory=dict)
     ties: str = "first"
     tree: str = "independent"
-    leaf_score: str = "decoded"
+    leaf_score: str = "decoder"
 
     def __post_init__(self) -> None:
         check_planner(self.name)
@@ -142,7 +142,7 @@ class PlannerSpec:
         return None if is_deterministic(model) else self.tree
 
     def to_dict(self) -> dict:
-        """The planner's fields; ``leaf_score`` only where it is not ``"decoded"``, so a spec
+        """The planner's fields; ``leaf_score`` only where it is not ``"decoder"``, so a spec
         written before the field existed keeps its content hash."""
         out = {"name": self.name, "settings": dict(self.settings), "ties": self.ties,
                "tree": self.tree}

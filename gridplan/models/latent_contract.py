@@ -25,7 +25,7 @@ latent. A ``LatentWorldModel`` has
   posterior (Dreamer's RSSM: the belief advanced by the action, the state inferred from the
   observation). Without it the actual next latent is ``encode(obs)``; with it, the
   frozen-decoder protocol compares predictions with the filtered latents
-  (``next_latents``), which lie where a recurrent model's predictions lie.
+  (``next_latents``), whose belief is the one a recurrent model's prediction carries.
 
 ``check_latent_model`` exercises every method once on a few reset states and raises
 ``LatentContractError`` (a ValueError) naming the first broken method and what is wrong.
@@ -385,8 +385,9 @@ class LatentThroughDecoder(WorldModel):
             )
         if heads and not callable(getattr(latent, "reward", None)):
             raise LatentContractError(
-                f"heads=True plans with the model's reward head, but {label(latent)} has no "
-                "reward(z, action, z_next)"
+                f"planning through the model's heads (--leaf-score heads) needs a reward "
+                f"head, but {label(latent)} has no reward(z, action, z_next); drop "
+                "--leaf-score heads, or give the model a reward head"
             )
         self.latent = latent
         self.decode_fn = decode if decode is not None else own

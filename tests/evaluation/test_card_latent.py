@@ -113,3 +113,17 @@ def test_the_finding_reads_the_numbers_of_the_report():
         finding
     )
     assert "E_excess +0.0002 is small" in finding and "effective rank" not in finding
+
+
+def test_the_policy_class_says_when_leaves_were_scored_by_the_models_heads():
+    from gridplan.evaluation.card import policy_class
+
+    planning = {
+        "leaf_score": "heads",
+        "reward": "model reward head",
+        "leaf_value": "model value head at the leaf latent",
+    }
+    heads = policy_class({"depth": 2, "latent": {"planning": planning}})
+    assert "leaves scored by the model reward head plus gamma^2 times the model value" in heads
+    decoder = policy_class({"depth": 2, "latent": {"planning": {"leaf_score": "decoder"}}})
+    assert "sparse reward on predicted states plus gamma^2 V* (exact)" in decoder

@@ -114,7 +114,7 @@ def test_a_broken_latent_plugin_is_a_clear_error_and_nothing_is_written(
 
 @pytest.mark.slow
 def test_the_leaf_score_is_a_recorded_choice_and_refused_where_it_cannot_apply(plugins, capsys):
-    decoded, heads = (plugins.parent / f"{n}.json" for n in ("decoded", "heads"))
+    decoded, heads = (plugins.parent / f"{n}.json" for n in ("decoder", "heads"))
     target = f"{plugins}:constant_reward"
     assert main(["--model", target, "--json", str(decoded), "--levels", "success", *TINY]) == 0
     argv = ["--model", target, "--json", str(heads), "--levels", "success", *TINY]
