@@ -36,7 +36,6 @@ import lightning.pytorch as pl
 import torch
 
 from gridplan.core import tasks
-from gridplan.core.constants import STATE_LAYOUT_VERSION
 from gridplan.metrics.prediction import prediction_metrics
 from gridplan.models.contract import WorldModel
 from gridplan.models.learned import CHECKPOINT_KEY, LearnedWorldModel, MLPDynamics
@@ -51,6 +50,7 @@ from gridplan.training.module import (
     lr_factor,
     metric_scalars,
     metrics_due,
+    run_metadata,
     squared_error_sums,
     write_dashboards,
 )
@@ -300,16 +300,7 @@ class WorldModelModule(pl.LightningModule):
 
     def metadata(self) -> dict[str, Any]:
         """The checkpoint's ``"gridplan"`` entry: layout version, architecture, config, data."""
-        return {
-            "state_layout_version": STATE_LAYOUT_VERSION,
-            "model": self.net.architecture(),
-            "config": self.hparams["config"],
-            "dataset": self.hparams["dataset"],
-            "task": self.task.name,
-            "world": self.task.world.spec(),
-            "epoch": int(self.current_epoch),
-            "global_step": int(self.global_step),
-        }
+        return run_metadata(self, self.net.architecture())
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         """Make the checkpoint self-describing (``metadata``) and keep the loss's dimension

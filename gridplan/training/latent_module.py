@@ -55,7 +55,6 @@ import lightning.pytorch as pl
 import torch
 from torch.distributions import Normal, kl_divergence
 
-from gridplan.core.constants import STATE_LAYOUT_VERSION
 from gridplan.core.env import state_outcome
 from gridplan.core.render import obs_shape, observe
 from gridplan.data.datasets import TransitionDataset
@@ -70,7 +69,13 @@ from gridplan.models.latent import (
 )
 from gridplan.models.learned import CHECKPOINT_KEY
 from gridplan.training.config import config_task
-from gridplan.training.module import adamw, dimension_weights, lr_factor, sample_weights
+from gridplan.training.module import (
+    adamw,
+    dimension_weights,
+    lr_factor,
+    run_metadata,
+    sample_weights,
+)
 
 #: Loss terms logged beside ``loss``, per family.
 TERMS = {
@@ -306,14 +311,7 @@ class LatentWorldModelModule(pl.LightningModule):
             "kind": LATENT_KIND,
             "family": self.family,
             "obs": {"kind": self.obs_kind, "pixels_per_cell": self.pixels_per_cell},
-            "state_layout_version": STATE_LAYOUT_VERSION,
-            "model": self.net.architecture(),
-            "config": self.hparams["config"],
-            "dataset": self.hparams["dataset"],
-            "task": self.task.name,
-            "world": self.task.world.spec(),
-            "epoch": int(self.current_epoch),
-            "global_step": int(self.global_step),
+            **run_metadata(self, self.net.architecture()),
         }
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:

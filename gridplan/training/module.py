@@ -30,6 +30,7 @@ from torch.utils.data import BatchSampler, DataLoader, RandomSampler, Sequential
 from torch.utils.data import TensorDataset as _Tensors
 
 from gridplan.core import tasks
+from gridplan.core.constants import STATE_LAYOUT_VERSION
 from gridplan.core.tasks import TASK_A, Task
 from gridplan.core.values import relevance_weights
 from gridplan.data.datasets import (
@@ -567,6 +568,22 @@ def score_windows(model, windows, task: Task = TASK_A):
 
 # ---------------------------------------------------------------------------------------
 # Optimizer and schedule (shared with the latent families, gridplan.training.latent_module)
+
+
+def run_metadata(module: pl.LightningModule, architecture: dict) -> dict[str, Any]:
+    """The part of a checkpoint's ``"gridplan"`` entry every family writes: the state layout
+    version, the network's ``architecture``, the run's config and data (``module.hparams``),
+    its task and world (``module.task``), and the epoch and step it was saved at."""
+    return {
+        "state_layout_version": STATE_LAYOUT_VERSION,
+        "model": architecture,
+        "config": module.hparams["config"],
+        "dataset": module.hparams["dataset"],
+        "task": module.task.name,
+        "world": module.task.world.spec(),
+        "epoch": int(module.current_epoch),
+        "global_step": int(module.global_step),
+    }
 
 
 def lr_factor(epoch: int, epochs: int) -> float:
