@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import torch
 
+from gridplan.core import dynamics
 from gridplan.core.tasks import Task, check
 from gridplan.core.values import ValueTable
 
@@ -133,7 +134,7 @@ def terminal_value(
     if kind not in VALUE_KINDS:
         raise ValueError(f"value must be one of {', '.join(VALUE_KINDS)}, got {kind!r}")
     if kind == "exact":
-        return task.value_table(device)
+        return dynamics.value_table(task, device)
     if kind == "none":
         return ZeroValue(task, device)
     if learned is None:

@@ -51,6 +51,7 @@ from dataclasses import dataclass
 
 import torch
 
+from gridplan.core import dynamics
 from gridplan.core.constants import N_ACTIONS
 from gridplan.core.env import check_state
 from gridplan.core.tasks import TASK_A, Task, check
@@ -394,7 +395,7 @@ class TreeSearchPlanner:
         block = slice(t.used, t.used + N_ACTIONS * grow.shape[0])
         kids = t.state[block]  # the growing lanes' predictions go straight into the block
         torch.index_select(nxt.view(lanes, -1), 0, grow, out=kids.view(-1, N_ACTIONS * s))
-        r, goal, hazard = self.task.outcome(kids)
+        r, goal, hazard = dynamics.outcome(self.task, kids)
         done = goal | hazard
         v = (self.value.lookup(kids) * ~done).double()
         r = r.double()
