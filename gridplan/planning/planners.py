@@ -36,7 +36,7 @@ from collections.abc import Mapping
 
 import torch
 
-from gridplan.core.tasks import Task
+from gridplan.core.tasks import TaskKind
 from gridplan.planning.cem import CrossEntropyPlanner
 from gridplan.planning.learned_value import VALUE_KINDS, ZeroValue, terminal_value
 from gridplan.planning.mcts import TreeSearchPlanner
@@ -163,7 +163,7 @@ def needs_learned_value(name: str, settings: Mapping[str, object] | None = None)
 def make_planner(
     name: str,
     model,
-    task: Task,
+    task: TaskKind,
     depth: int,
     settings: Mapping[str, object] | None = None,
     learned=None,
