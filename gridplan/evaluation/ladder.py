@@ -112,7 +112,7 @@ def check_world_levels(task, levels: Sequence[str], spec: EvalSpec) -> None:
             f"{', '.join(OTHER_WORLD_LEVELS)} (--levels {','.join(OTHER_WORLD_LEVELS)})"
         )
     if needs_learned_value(spec.planner.name, spec.planner.settings):
-        check_learned_value_task(task, spec.planner.name)
+        check_learned_value_task(task)
 
 
 def _measure(

@@ -30,8 +30,8 @@ from gridplan.planning.learned_value import LearnedValue
 from gridplan.planning.planners import make_planner, needs_learned_value, planner_settings
 
 
-def check_learned_value_task(task: TaskKind, planner: str) -> None:
-    """Refuse to fit a learned value for ``planner`` on a task outside the paper's world.
+def check_learned_value_task(task: TaskKind) -> None:
+    """Refuse a learned value on a task outside the paper's world.
 
     Raises:
         ValueError: if ``task`` is not a ``gridplan.core.tasks.Task`` (e.g. MiniGrid
@@ -42,10 +42,10 @@ def check_learned_value_task(task: TaskKind, planner: str) -> None:
     if isinstance(task, Task):
         return
     raise ValueError(
-        f"planner {planner} needs a learned value, which is fitted on the paper's world only "
-        f"(fitted value iteration backs up over its 4 actions; {task.world.name} has "
-        f"{task.n_actions}); on {task.world.name} plan with search, search-no-heuristic, or "
-        "cem, mppi, mcts with value=exact or value=none"
+        "a learned value (planner search-learned-v, or value=learned) is fitted on the "
+        "paper's world only (fitted value iteration backs up over its 4 actions; "
+        f"{task.world.name} has {task.n_actions}); on {task.world.name} plan with search, "
+        "search-no-heuristic, or cem, mppi, mcts with value=exact or value=none"
     )
 
 
@@ -69,7 +69,7 @@ def fit_learned_value(
         ValueError: as ``fitted_value_iteration`` (malformed states, a multi-setting model);
             on a task outside the paper's world (``check_learned_value_task``).
     """
-    check_learned_value_task(task, "search-learned-v or value=learned")
+    check_learned_value_task(task)
     fitted = fitted_value_iteration(model, states, task, config, generator)
     return LearnedValue(fitted, task, states.device)
 

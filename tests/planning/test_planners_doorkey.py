@@ -1,7 +1,8 @@
 """Every planner of ``gridplan.planning.planners`` on MiniGrid DoorKey's seven actions
 (``gridplan.core.doorkey_task``): closed-loop success with the oracle and exact V*, actions in
-range, MCTS's choice optimal under Q* at hand-built states, the no-heuristic search's known
-depth-limited return, and the ladder's planners and refusal on DoorKey."""
+range, MCTS's choice optimal under Q* at hand-built states and equal, bit for bit, to the
+one-lane reference's, the no-heuristic search's known depth-limited return, and the ladder's
+planners and refusal on DoorKey."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ from gridplan.evaluation.ladder import evaluate
 from gridplan.evaluation.planner_choice import fit_learned_value
 from gridplan.models.noise import OracleModel
 from gridplan.planning.closed_loop import run_episodes, start_states
-from gridplan.planning.learned_value import LearnedValue
-from gridplan.planning.mcts import lane_schedule
+from gridplan.planning.learned_value import LearnedValue, ZeroValue
+from gridplan.planning.mcts import TreeSearchPlanner, lane_schedule
 from gridplan.planning.planners import make_planner
+from gridplan.planning.reference import ref_tree_search
 
 TASK = tasks.get("A", world="minigrid-doorkey-6x6")
 #: Small settings: MCTS at 64 simulations per decision, the sampling planners' defaults.
@@ -81,6 +83,43 @@ def test_mcts_picks_a_q_optimal_action_at_hand_built_states(parallel):
     # The root's 7 children enter with one visit each; the other 63 simulations pass them.
     visits, _ = planner.search(roots, torch.Generator().manual_seed(0))
     assert visits.shape == (4, 7) and torch.equal(visits.sum(dim=1), torch.full((4,), 70.0))
+
+
+def _one_row(fn):
+    """``fn`` of one state vector through the batched task functions (one row)."""
+    return lambda vector: fn(torch.tensor([vector]))
+
+
+@pytest.mark.parametrize(
+    ("value", "budget", "parallel", "exploration"),
+    [("exact", 40, 1, 1.0), ("exact", 60, 8, 1.0), ("exact", 90, 40, 0.7), ("none", 50, 24, 1.5)],
+)
+def test_batched_tree_search_equals_the_reference_on_doorkey(value, budget, parallel, exploration):
+    # The reference's tree bookkeeping over 7 actions (selection, virtual visits, backups) on
+    # the same predictions, rewards and values; 40 and 24 lanes split by water-filling.
+    oracle = OracleModel(world=TASK.world)
+    values = TASK.value_table() if value == "exact" else ZeroValue(TASK)
+    roots = torch.cat([start_states((2,), 3, TASK), _states(list(HAND_BUILT.values()))])
+    planner = TreeSearchPlanner(oracle, TASK, values, budget, exploration, parallel)
+    visits, q = planner.tree(roots, torch.Generator().manual_seed(0))
+    actions = planner.choose(visits, q)
+
+    def predict(vector, action):
+        one = oracle.predict(torch.tensor([vector]), torch.tensor([action]), torch.Generator())
+        return one[0].tolist()
+
+    def outcome(state):
+        reward, goal, hazard = TASK.outcome(state)
+        return float(reward[0]), bool(goal[0] | hazard[0])
+
+    for i in range(roots.shape[0]):
+        want_n, want_q, want_a = ref_tree_search(
+            roots[i].tolist(), TASK, predict, budget, exploration, parallel,
+            _one_row(lambda s: float(values.lookup(s)[0])), _one_row(outcome),
+        )
+        assert visits[i].tolist() == want_n
+        assert q[i].tolist() == want_q
+        assert int(actions[i]) == want_a
 
 
 @pytest.mark.parametrize("name", ["search-learned-v", "search-no-heuristic", "cem", "mppi", "mcts"])
