@@ -140,6 +140,7 @@ def main(argv=None) -> None:
     print(f"collected {args.transitions} transitions in {time.perf_counter() - t0:.0f} s")
     plugin = plugin_module()
     t0 = time.perf_counter()
+    torch.manual_seed(args.seed)
     net = plugin.DoorKeyMLP(data[0].shape[1], args.hidden)
     train(net, *fit, args.epochs, args.seed)
     print(
