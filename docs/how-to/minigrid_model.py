@@ -64,9 +64,16 @@ class MLPWorldModel:
         return self.net(state.float(), action).clamp(0.0, 1.0).to(state.dtype)
 
 
-def make(path: str = "minigrid_mlp.pt", device: str | torch.device = "cpu") -> MLPWorldModel:
-    """Load the weights ``scripts/minigrid_outside_model.py`` saved at ``path``."""
+def make(path: str = "minigrid_mlp.pt", device="cpu", task=None) -> MLPWorldModel:
+    """Load the weights ``scripts/minigrid_outside_model.py`` saved at ``path``. gridplan
+    passes its ``task``: a model of another world is refused, naming the ``--world`` to pass."""
     saved = torch.load(path, map_location=device, weights_only=True)
     net = DoorKeyMLP(**saved["config"]).to(device)
     net.load_state_dict(saved["weights"])
-    return MLPWorldModel(net, saved["world"])
+    model = MLPWorldModel(net, saved["world"])
+    if task is not None and task.world != model.world:
+        raise ValueError(
+            f"{path} predicts {model.world.name}, not {task.world.name}: pass "
+            f"--world {model.world.name}"
+        )
+    return model

@@ -24,6 +24,7 @@ from gridplan.adapters import minigrid as mg  # noqa: E402
 from gridplan.core import tasks  # noqa: E402
 from gridplan.core import world as worlds  # noqa: E402
 from gridplan.core.doorkey_task import DoorKeyTask  # noqa: E402
+from gridplan.models.plugins import PluginError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "minigrid_outside_model.py"
@@ -94,6 +95,8 @@ def test_a_model_trained_outside_gridplan_evaluates_through_the_plugin(script, t
     # As python -m eval builds it: loaded from its file and wrapped in the contract checks.
     model, info = plugin(f"{PLUGIN}:make", {"path": str(path)}, task, "cpu")
     assert model.world == worlds.get(WORLD)
+    with pytest.raises(PluginError, match=f"not default: pass --world {WORLD}"):
+        plugin(f"{PLUGIN}:make", {"path": str(path)}, tasks.get("A"), "cpu")
     report = gridplan.evaluate(
         model,
         "quick-a",
