@@ -4,10 +4,10 @@ and imagined steps of a world model.
 Every adapter resolves its ``task`` once with ``gridplan.core.tasks.get`` and goes through these
 functions, so a change of a core signature is a change here only. The task's dynamics, reward
 and V* go through the task protocol (``gridplan.core.dynamics``), so every function here serves
-the paper's gridworld and MiniGrid DoorKey alike; the action count is
-``task.world.n_actions``. Every adapter that steps a
-world model goes through ``Imagination``, which holds the model to the plug-in contract that
-``python -m eval`` applies (``gridplan.models.plugins``).
+the paper's gridworld and MiniGrid DoorKey alike (the action count is
+``task.world.n_actions``). Every adapter that steps a world model goes through
+``Imagination``, which holds the model to the plug-in contract that ``python -m eval`` applies
+(``gridplan.models.plugins``).
 """
 
 from __future__ import annotations

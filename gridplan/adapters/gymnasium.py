@@ -108,7 +108,7 @@ def observation_space(world: World | DoorKey = DEFAULT, observation: str = "stat
             drawing of a DoorKey world.
     """
     render.check_kind(observation)
-    if isinstance(world, DoorKey) and observation != "state":
+    if not isinstance(world, World) and observation != "state":
         raise ValueError(
             f"observation={observation!r} draws the paper's gridworld (gridplan.core.render); "
             f'world {world.name} is observed with observation="state"'
@@ -178,7 +178,7 @@ def _check_render_mode(render_mode: str | None, world: World | DoorKey) -> str |
             paper's gridworld's).
     """
     rendering.check_render_mode(render_mode)
-    if render_mode is not None and isinstance(world, DoorKey):
+    if render_mode is not None and not isinstance(world, World):
         raise ValueError(
             f"render_mode={render_mode!r} draws the paper's gridworld "
             f"(gridplan.adapters.rendering); world {world.name} renders nothing: pass "
@@ -189,7 +189,7 @@ def _check_render_mode(render_mode: str | None, world: World | DoorKey) -> str |
 
 def _metadata(world: World | DoorKey) -> dict[str, Any]:
     """``METADATA`` with the render modes ``world`` has (none on DoorKey)."""
-    modes = [] if isinstance(world, DoorKey) else METADATA["render_modes"]
+    modes = METADATA["render_modes"] if isinstance(world, World) else []
     return {**METADATA, "render_modes": modes}
 
 
