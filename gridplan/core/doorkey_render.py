@@ -185,14 +185,14 @@ def _kinds(codes: torch.Tensor) -> torch.Tensor:
 
 
 def _assemble(number: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
-    """``(B, Y ts, X ts, 3)`` frame of ``(B, X, Y)`` int64 tile numbers: one row gather."""
+    """``(B, Y ts, X ts, 3)`` frame of ``(B, X, Y)`` int64 tile numbers: one gather of tile
+    pixel rows, laid out as the frame's rows (faster than gathering whole tiles and permuting,
+    and than gathering the rows as wider integers)."""
     b, nx, ny = number.shape
     ts = table.shape[1]
-    rows = table.view(-1, ts * 3)
-    idx = number.transpose(1, 2).unsqueeze(2) * ts + torch.arange(ts, device=number.device).view(
-        1, 1, ts, 1
-    )
-    return rows.index_select(0, idx.reshape(-1)).view(b, ny * ts, nx * ts, 3)
+    line = torch.arange(ts, device=number.device).view(1, 1, ts, 1)
+    idx = number.transpose(1, 2).unsqueeze(2) * ts + line
+    return table.view(-1, ts * 3).index_select(0, idx.reshape(-1)).view(b, ny * ts, nx * ts, 3)
 
 
 def _check_size(tile_size: int) -> None:

@@ -160,3 +160,14 @@ def test_floor_tiles_show_as_minigrids_floor_objects(world):
         for x, y in placed:
             e.grid.set(x, y, None)
     assert shown > 0 and under > 0
+
+
+def test_the_differential_check_compares_frames_and_catches_a_broken_one(monkeypatch):
+    tally = mg.differential(DoorKey(size=5), 96, seed=3, envs=8, rgb_every=2)
+    assert tally.transitions == 96 and tally.total_mismatches == 0, tally.examples
+    real = render.rgb
+    monkeypatch.setattr(mg.render, "rgb", lambda *a, **k: real(*a, **k).flip(1))
+    tally = mg.differential(DoorKey(size=5), 32, seed=3, envs=8, rgb_every=1)
+    assert tally.mismatches["rgb"] == 32 and tally.mismatches["pov_rgb"] == 0
+    with pytest.raises(ValueError, match="rgb_every must be >= 0"):
+        mg.differential(DoorKey(size=5), 8, rgb_every=-1)
