@@ -48,7 +48,7 @@ from gridplan.core.doorkey_constants import (
     YELLOW,
 )
 from gridplan.core.doorkey_env import columns, objects_at
-from gridplan.core.doorkey_tiles import check_tiles, lay_floors
+from gridplan.core.doorkey_tiles import check_tiles, lay_floors, lay_grid_floors
 from gridplan.core.doorkey_world import DoorKey
 
 
@@ -269,13 +269,7 @@ def grid_codes(
     x = g.view(1, n, 1).expand(b, n, n)
     y = g.view(1, 1, n).expand(b, n, n)
     image = _encode(objects_at(x, y, cols, world), cols[DOOR].view(-1, 1, 1))
-    if tiles is None:
-        return image
-    tiles = check_tiles(tiles, b, world)
-    at = tiles[..., 0] * n + tiles[..., 1]
-    return lay_floors(image.view(b, n * n, 3), at, torch.ones_like(at, dtype=torch.bool)).view(
-        b, n, n, 3
-    )
+    return image if tiles is None else lay_grid_floors(image, tiles, world)
 
 
 def full_grid(

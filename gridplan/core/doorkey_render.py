@@ -26,8 +26,11 @@ from gridplan.core.doorkey_constants import (
     AGENT_X,
     AGENT_Y,
     BLUE,
+    CARRYING,
     CLOSED,
+    DOOR,
     DOOR_OBJECT,
+    DOOR_Y,
     EMPTY,
     FLOOR,
     GOAL,
@@ -35,6 +38,8 @@ from gridplan.core.doorkey_constants import (
     GREY,
     HEADING,
     KEY_OBJECT,
+    KEY_X,
+    KEY_Y,
     LOCKED,
     N_COLOURS,
     N_DOOR_STATES,
@@ -42,12 +47,15 @@ from gridplan.core.doorkey_constants import (
     OPEN,
     PURPLE,
     RED,
+    STATE_DIM,
     UNSEEN,
     WALL,
+    WALL_X,
     YELLOW,
 )
 from gridplan.core.doorkey_env import columns
 from gridplan.core.doorkey_observe import _view_offsets, egocentric, grid_codes
+from gridplan.core.doorkey_tiles import lay_grid_floors
 from gridplan.core.doorkey_world import DoorKey
 
 #: MiniGrid's ``TILE_PIXELS``: the default tile side in pixels.
@@ -73,6 +81,9 @@ KINDS = (
 _AGENTS = 1 + N_HEADINGS
 #: MiniGrid draws the agent of the egocentric image facing up (``agent_dir=3``).
 _POV_HEADING = 3
+#: Largest table of key-free grids ``rgb`` gathers from (bytes): 14 KB for the 8x8 world,
+#: 7.7 MB for the 32x32; larger worlds compute ``grid_codes`` on every call instead.
+GRID_TABLE_BYTES = 16 * 2**20
 
 
 def _rect(xmin: float, xmax: float, ymin: float, ymax: float):
@@ -168,6 +179,39 @@ def tile_table(tile_size: int, device: torch.device) -> torch.Tensor:
 
 
 @functools.lru_cache(maxsize=8)
+def _grid_table(world: DoorKey, device: torch.device) -> torch.Tensor | None:
+    """Key-free ``grid_codes`` of every layout and door state: ``(rows, N * N * 3)`` uint8,
+    row ``((wall_x - 2) (N - 2) + door_y - 1) * 3 + door``; ``None`` above
+    ``GRID_TABLE_BYTES``."""
+    n = world.size
+    rows = (n - 4) * (n - 2) * N_DOOR_STATES
+    if rows * n * n * 3 > GRID_TABLE_BYTES:
+        return None
+    idx = torch.arange(rows)
+    # Every other dim 1: the agent (never drawn) and the carried key (off the grid) on (1, 1).
+    state = torch.ones(rows, STATE_DIM, dtype=torch.long)
+    state[:, DOOR], layout = idx % N_DOOR_STATES, idx // N_DOOR_STATES
+    state[:, WALL_X], state[:, DOOR_Y] = 2 + layout // (n - 2), 1 + layout % (n - 2)
+    return grid_codes(state, world).view(rows, n * n * 3).to(device)
+
+
+def _codes(state: torch.Tensor, world: DoorKey, tiles: torch.Tensor | None) -> torch.Tensor:
+    """``grid_codes(state, world, tiles)``: a gathered ``_grid_table`` row and the key on the
+    ground where the table fits, else computed cell by cell. ``(B, N, N, 3)`` uint8."""
+    table = _grid_table(world, state.device)
+    if table is None:
+        return grid_codes(state, world, tiles)
+    b, n, cols = state.shape[0], world.size, columns(state)
+    layout = (cols[WALL_X] - 2) * (n - 2) + cols[DOOR_Y] - 1
+    codes = table.index_select(0, layout * N_DOOR_STATES + cols[DOOR]).view(b, n * n, 3)
+    ground = (cols[CARRYING] == 0).nonzero().flatten()
+    key = torch.tensor([KEY_OBJECT, YELLOW, 0], dtype=torch.uint8, device=state.device)
+    codes[ground, (cols[KEY_X] * n + cols[KEY_Y])[ground]] = key
+    codes = codes.view(b, n, n, 3)
+    return codes if tiles is None else lay_grid_floors(codes, tiles, world)
+
+
+@functools.lru_cache(maxsize=8)
 def _kind_lookup(device: torch.device) -> torch.Tensor:
     """``(11 * N_COLOURS * 3,)`` int64: the ``KINDS`` index of code ``(object, colour,
     state)`` at ``(object * N_COLOURS + colour) * 3 + state``; unseen cells draw empty."""
@@ -238,7 +282,7 @@ def rgb(
         seen = egocentric(state, world)[..., 0].view(b, v * v) != UNSEEN
         on_grid = (x >= 0) & (x < n) & (y >= 0) & (y < n)
         lit.scatter_(1, torch.where(on_grid & seen, x * n + y, n * n), 1)
-    number = (_kinds(grid_codes(state, world, tiles)) * _AGENTS + agent) * 2
+    number = (_kinds(_codes(state, world, tiles)) * _AGENTS + agent) * 2
     number += lit[:, : n * n].view(b, n, n)
     return _assemble(number, tile_table(tile_size, state.device))
 

@@ -114,3 +114,25 @@ def lay_floors(cells: torch.Tensor, at: torch.Tensor, shown: torch.Tensor) -> to
     cells[..., 0].masked_fill_(floor, FLOOR)
     cells[..., 1] = torch.where(floor, colour.to(torch.uint8), cells[..., 1])
     return cells
+
+
+def lay_grid_floors(codes: torch.Tensor, tiles: torch.Tensor, world: DoorKey) -> torch.Tensor:
+    """``lay_floors`` on a grid's codes (``Grid.encode()``), in place: every tile is shown
+    where its cell is empty.
+
+    Args:
+        codes: ``(B, N, N, 3)`` uint8 codes indexed ``(x, y)``, contiguous.
+        tiles: ``(B, T, 2)`` integer cells.
+        world: the grid.
+
+    Returns:
+        ``codes``.
+
+    Raises:
+        ValueError: if ``tiles`` is not ``(B, T, 2)`` integer cells on the interior.
+    """
+    b, n = codes.shape[0], world.size
+    tiles = check_tiles(tiles, b, world)
+    at = tiles[..., 0] * n + tiles[..., 1]
+    lay_floors(codes.view(b, n * n, 3), at, torch.ones_like(at, dtype=torch.bool))
+    return codes

@@ -96,3 +96,25 @@ def test_a_bad_tile_size_is_refused(size):
     for draw in (render.rgb, render.pov_rgb):
         with pytest.raises(ValueError, match="tile_size must be a positive int"):
             draw(state, W8, size)
+
+
+def test_the_grid_table_and_the_grid_computed_cell_by_cell_agree(monkeypatch):
+    from gridplan.core import doorkey_tiles as dt
+    from gridplan.core.doorkey_observe import grid_codes
+
+    gen = torch.Generator().manual_seed(6)
+    worlds = (DoorKey(size=5), W8, DoorKey(size=16))
+    cases = [(w, env.reset(64, gen, w), dt.tile_reset(64, 4, gen, w)) for w in worlds]
+    for w, state, tiles in cases:
+        state[::3, 5] = 1  # carrying (the key on the agent's cell)
+        state[1::3, 6] = torch.arange(len(state[1::3, 6])) % 3  # every door state
+        assert render._grid_table(w, CPU) is not None
+        for t in (None, tiles):
+            assert torch.equal(render._codes(state, w, t), grid_codes(state, w, t))
+        frames = render.rgb(state, w, 3, tiles=tiles)
+        monkeypatch.setattr(render, "GRID_TABLE_BYTES", 0)
+        render._grid_table.cache_clear()
+        assert render._grid_table(w, CPU) is None
+        assert torch.equal(render.rgb(state, w, 3, tiles=tiles), frames)
+        monkeypatch.undo()
+        render._grid_table.cache_clear()
