@@ -11,8 +11,11 @@ at pixel centres (``fill_coords``), lightens it, and averages ``3 x 3`` blocks (
 every tile with the same object, agent heading and highlight is the same image. So the tiles
 are drawn once per tile size into a table, with the same float64 arithmetic in the same order
 (``_draw_tile``; no MiniGrid import), and a frame is one gather of table rows by each cell's
-tile number (``_assemble``). ``tests/core/test_doorkey_rgb.py`` checks both images equal
-MiniGrid's exactly, floor tiles included (``gridplan.core.doorkey_tiles``).
+tile number (``_assemble``). The cells' codes are ``egocentric``'s for the egocentric image;
+for the whole grid, a gathered row of key-free codes per layout and door state
+(``_grid_table``) with the key and the tiles laid on. ``tests/core/test_doorkey_rgb.py``
+checks both images equal MiniGrid's exactly, floor tiles included
+(``gridplan.core.doorkey_tiles``); speed: ``scripts/bench_render.py``.
 """
 
 from __future__ import annotations
