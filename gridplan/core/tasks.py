@@ -27,7 +27,17 @@ from dataclasses import dataclass
 import torch
 
 from gridplan.core import world as worlds
-from gridplan.core.constants import AGENT_X, AGENT_Y, C1, CARRYING, DOOR_OPEN, KEY_X, KEY_Y
+from gridplan.core.constants import (
+    AGENT_X,
+    AGENT_Y,
+    C1,
+    CARRYING,
+    DEFAULT_GAMMA,
+    DOOR_OPEN,
+    KEY_X,
+    KEY_Y,
+)
+from gridplan.core.doorkey_task import DoorKeyTask, task_on
 from gridplan.core.world import World
 
 Cell = tuple[int, int]
@@ -38,11 +48,6 @@ Cell = tuple[int, int]
 PAPER_RELEVANT_DIMS = (AGENT_X, AGENT_Y, KEY_X, KEY_Y, CARRYING, DOOR_OPEN)
 #: Episode length of the paper's tasks, in environment steps (paper §3): the default world's.
 DEFAULT_HORIZON = worlds.DEFAULT.horizon
-#: Discount of V* and of the planner's leaf scores (our choice: the paper does not state one).
-DEFAULT_GAMMA = 0.95
-#: Reward of arriving on the goal cell, and on the hazard cell (paper §3, §5.3).
-GOAL_REWARD = 1.0
-HAZARD_REWARD = -1.0
 
 
 def _check_cell(name: str, cell: Cell | None, world: World) -> None:
@@ -186,6 +191,12 @@ def task_b(world: World = worlds.DEFAULT) -> Task:
 TASK_A = task_a()
 TASK_B = task_b()
 
+#: The kinds of task every layer takes: the paper's gridworld and MiniGrid DoorKey
+#: (``gridplan.core.doorkey_task``). What a layer asks of either (reset, step, reward, V*)
+#: goes through ``gridplan.core.dynamics``.
+TASK_KINDS = (Task, DoorKeyTask)
+TaskKind = Task | DoorKeyTask
+
 _REGISTRY: dict[str, Task] = {}
 #: Tasks defined on every world by a rule of its geometry.
 _RULES: dict[str, Callable[[World], Task]] = {"A": task_a, "B": task_b}
@@ -219,13 +230,14 @@ def names() -> tuple[str, ...]:
     return tuple(_REGISTRY)
 
 
-def check(task: Task) -> Task:
-    """Return ``task`` if it is a ``Task``: the library's functions take tasks, not names.
+def check(task: TaskKind) -> TaskKind:
+    """Return ``task`` if it is a task of either kind (``TASK_KINDS``): the library's
+    functions take tasks, not names.
 
     Raises:
         TypeError: naming what was passed instead (resolve a name with ``get``).
     """
-    if not isinstance(task, Task):
+    if not isinstance(task, TASK_KINDS):
         hint = ""
         if isinstance(task, str):
             hint = f" {task!r}; resolve a name with gridplan.core.tasks.get"
@@ -235,19 +247,26 @@ def check(task: Task) -> Task:
     return task
 
 
-def get(task: str | Task, world: str | World | None = None) -> Task:
-    """Resolve a task name (or pass a ``Task`` through), on ``world`` when given.
+def get(task: str | TaskKind, world=None) -> TaskKind:
+    """Resolve a task name (or pass a task through), on ``world`` when given.
 
     A built-in task (``A``, ``B``) is placed on any world by its rule (module docstring); a
-    registered one exists on the world it was defined on only.
+    registered one exists on the world it was defined on only. On a MiniGrid DoorKey world
+    (``gridplan.core.doorkey_world``) the one task is MiniGrid's, named ``A`` (the same
+    problem: fetch the key, open the door, reach the goal): ``doorkey_task.DoorKeyTask``.
 
     Raises:
         ValueError: if the name is not registered (the message lists the valid names), the
-            world is unknown (``gridplan.core.world.get``), or a registered task or a ``Task``
-            passed in is played on another world than ``world``.
-        TypeError: if ``task`` is neither a string nor a ``Task``.
+            world is unknown (``gridplan.core.world.get``), a registered task or a ``Task``
+            passed in is played on another world than ``world``, or a task other than ``A``
+            is asked of a DoorKey world.
+        TypeError: if ``task`` is neither a string nor a task.
     """
     target = None if world is None else worlds.get(world)
+    if isinstance(target, worlds.DoorKey):
+        return task_on(task, target)
+    if isinstance(task, DoorKeyTask):
+        return task
     if isinstance(task, Task):
         found = task
     elif not isinstance(task, str):

@@ -28,10 +28,10 @@ from dataclasses import dataclass, fields
 
 import torch
 
+from gridplan.core import dynamics
 from gridplan.core.constants import N_ACTIONS
 from gridplan.core.env import check_state
 from gridplan.core.tasks import Task
-from gridplan.core.values import value_table
 from gridplan.evaluation.common import NON_NEGATIVE, RATE, Estimate
 from gridplan.models.noise import OracleModel
 from gridplan.planning.planner import TIE_TOLERANCE, Planner, break_ties, resolve_ties
@@ -266,7 +266,7 @@ def decide_planner(planner, roots: torch.Tensor, generator: torch.Generator) -> 
         if hasattr(planner, "plan")
         else full_width_plan(planner, roots, generator)
     )
-    table = value_table(task, roots.device)
+    table = dynamics.value_table(task, roots.device)
     oracle = OracleModel(world=task.world)
     achieved = sequence_returns(
         oracle, task, roots, plan.sequence.unsqueeze(1), table, generator

@@ -31,7 +31,8 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from gridplan.core.tasks import GOAL_REWARD, HAZARD_REWARD, TASK_A, Task, check
+from gridplan.core.constants import GOAL_REWARD, HAZARD_REWARD
+from gridplan.core.tasks import TASK_A, Task, check
 from gridplan.core.values import value_table
 from gridplan.core.world import DEFAULT, World
 from gridplan.planning.mcts import lane_schedule
