@@ -1,25 +1,22 @@
-"""Floor tiles: coloured distractors the DoorKey observations show and nothing else reads.
+"""Floor tiles in the DoorKey observations: coloured distractors nothing else reads.
 
 A batch of ``T`` tiles is one ``(B, T, 2)`` int64 tensor of cells ``(x, y)`` on the interior
-``1..N-2`` of the grid. Tile ``t`` is MiniGrid's ``Floor`` of colour
+``1..N-2`` of the grid: the world's tiles (``DoorKey.tiles``), drawn and walked by
+``gridplan.core.doorkey_task`` (``reset_tiles``, ``step_tiles``: stay or one of the four moves,
+uniform, clipped to the interior), or any others. Tile ``t`` is MiniGrid's ``Floor`` of colour
 ``TILE_COLOURS[t % 2]`` (blue, purple: the colours DoorKey never draws). The observations
 (``gridplan.core.doorkey_observe``, ``gridplan.core.doorkey_render``) draw a tile only on a
 cell that holds nothing else (not a wall, the door, the key or the goal); where tiles share a
 cell the highest index is drawn. ``doorkey_env.step`` never sees them: they block nothing and
 change nothing, so every factor they add to an observation is irrelevant by construction.
-Each step, every tile moves east, south, west, north or stays, uniformly and independently,
-clipped to the interior (``tile_step``).
 """
 
 from __future__ import annotations
 
 import torch
 
-from gridplan.core.doorkey_constants import DIR_VECTORS, EMPTY, FLOOR, TILE_COLOURS
+from gridplan.core.doorkey_constants import EMPTY, FLOOR, TILE_COLOURS
 from gridplan.core.doorkey_world import DoorKey
-
-#: The five moves of ``tile_step``: MiniGrid's four headings, then staying put.
-TILE_MOVES = torch.cat([DIR_VECTORS, torch.zeros(1, 2, dtype=torch.long)])
 
 
 def check_tiles(tiles: torch.Tensor, batch: int, world: DoorKey) -> torch.Tensor:
@@ -44,50 +41,6 @@ def tile_colours(count: int, device: torch.device | str = "cpu") -> torch.Tensor
     """``(T,)`` int64 colour codes of tiles ``0..T-1`` (``TILE_COLOURS`` cycled)."""
     palette = torch.tensor(TILE_COLOURS, device=device)
     return palette[torch.arange(count, device=device) % len(TILE_COLOURS)]
-
-
-def tile_reset(batch: int, count: int, generator: torch.Generator, world: DoorKey) -> torch.Tensor:
-    """``count`` tiles per row, each cell uniform on the interior ``1..N-2`` squared (walls,
-    door and goal cells included: a tile there is hidden until it walks off).
-
-    Args:
-        batch: rows ``B >= 1``.
-        count: tiles per row ``T >= 0``.
-        generator: explicit randomness; the tiles live on ``generator.device``.
-        world: the grid.
-
-    Returns:
-        ``(B, T, 2)`` int64 cells.
-
-    Raises:
-        ValueError: if ``batch < 1`` or ``count < 0``.
-    """
-    if batch < 1 or count < 0:
-        raise ValueError(f"tile_reset needs batch >= 1 and count >= 0, got {batch}, {count}")
-    size = (batch, count, 2)
-    return torch.randint(1, world.size - 1, size, generator=generator, device=generator.device)
-
-
-def tile_step(tiles: torch.Tensor, generator: torch.Generator, world: DoorKey) -> torch.Tensor:
-    """One random-walk step of every tile: move ``TILE_MOVES[m]``, ``m`` uniform on ``0..4``
-    (one ``randint`` of shape ``(B, T)``), then clip each coordinate to ``1..N-2``.
-
-    Args:
-        tiles: ``(B, T, 2)`` int64 cells on ``generator.device``.
-        generator: explicit randomness.
-        world: the grid.
-
-    Returns:
-        ``(B, T, 2)`` int64 cells (a new tensor).
-
-    Raises:
-        ValueError: if ``tiles`` is not ``(B, T, 2)`` integer cells on the interior.
-    """
-    tiles = check_tiles(tiles, tiles.shape[0] if tiles.dim() else 0, world)
-    move = torch.randint(
-        0, len(TILE_MOVES), tiles.shape[:2], generator=generator, device=tiles.device
-    )
-    return (tiles + TILE_MOVES.to(tiles.device)[move]).clamp_(1, world.size - 2)
 
 
 def lay_floors(cells: torch.Tensor, at: torch.Tensor, shown: torch.Tensor) -> torch.Tensor:

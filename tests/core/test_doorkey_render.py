@@ -99,12 +99,15 @@ def test_a_bad_tile_size_is_refused(size):
 
 
 def test_the_grid_table_and_the_grid_computed_cell_by_cell_agree(monkeypatch):
-    from gridplan.core import doorkey_tiles as dt
     from gridplan.core.doorkey_observe import grid_codes
+    from gridplan.core.doorkey_task import reset_tiles
 
     gen = torch.Generator().manual_seed(6)
     worlds = (DoorKey(size=5), W8, DoorKey(size=16))
-    cases = [(w, env.reset(64, gen, w), dt.tile_reset(64, 4, gen, w)) for w in worlds]
+    cases = [
+        (w, env.reset(64, gen, w), reset_tiles(64, gen, DoorKey(size=w.size, tiles=4)))
+        for w in worlds
+    ]
     for w, state, tiles in cases:
         state[::3, 5] = 1  # carrying (the key on the agent's cell)
         state[1::3, 6] = torch.arange(len(state[1::3, 6])) % 3  # every door state

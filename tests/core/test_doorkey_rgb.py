@@ -23,6 +23,7 @@ from minigrid.core.world_object import Floor  # noqa: E402
 
 from gridplan.adapters import minigrid as mg  # noqa: E402
 from gridplan.core import doorkey_render as render  # noqa: E402
+from gridplan.core import doorkey_task as task  # noqa: E402
 from gridplan.core import doorkey_tiles as dt  # noqa: E402
 from gridplan.core.doorkey_constants import CARRYING, DOOR, FLOOR, HEADING, OPEN, TOGGLE  # noqa: E402
 from gridplan.core.doorkey_observe import egocentric, full_grid  # noqa: E402
@@ -141,10 +142,12 @@ def test_every_tile_is_minigrids_render_tile():
 def test_floor_tiles_show_as_minigrids_floor_objects(world):
     """Tiles laid as ``Floor`` objects on MiniGrid's empty cells give MiniGrid's encodings and
     frames; 16x16 views are computed cell by cell (``views``), 6x6 from the table."""
-    gen = torch.Generator().manual_seed(0)
-    tiles, shown, under = dt.tile_reset(1, 6, gen, world), 0, 0
-    for env, state in _played(world, 3, 50, seed=11):
-        tiles = dt.tile_step(tiles, gen, world)
+    gen, walk = torch.Generator().manual_seed(0), DoorKey(size=world.size, tiles=6)
+    tiles, shown, under = task.reset_tiles(1, gen, walk), 0, 0
+    for k, (env, state) in enumerate(_played(world, 3, 50, seed=11)):
+        tiles = task.step_tiles(tiles, gen, walk)
+        if k % 2:
+            tiles[0, 0] = state[0, :2]  # under the agent
         placed = _lay(env, tiles[0])
         e = env.unwrapped
         obs = e.gen_obs()["image"]

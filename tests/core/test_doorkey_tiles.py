@@ -1,5 +1,6 @@
-"""Floor tiles (``gridplan.core.doorkey_tiles``): their random walk, and where the observations
-draw them (empty cells only, never when occluded, never under the agent in its own view)."""
+"""Floor tiles: their random walk (``gridplan.core.doorkey_task``), and where the observations
+draw them (``gridplan.core.doorkey_tiles``: empty cells only, never when occluded, never
+under the agent in its own view)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from scipy import stats
 
 from gridplan.core import doorkey_env as env
 from gridplan.core import doorkey_render as render
+from gridplan.core import doorkey_task as task
 from gridplan.core import doorkey_tiles as dt
 from gridplan.core.doorkey_constants import (
     AGENT,
@@ -33,15 +35,16 @@ def _state(world=W8, agent=(2, 3), heading=0, key=(1, 1), wall_x=4, door_y=2):
 
 def test_a_tile_steps_by_its_drawn_move_clipped_to_the_interior():
     # Corners and the middle of the 8x8 interior 1..6, each under every move.
+    world = DoorKey(size=8, tiles=4)
     starts = torch.tensor([[1, 1], [6, 6], [1, 6], [3, 4]])
-    expected = {  # move: east, south, west, north, stay
-        (1, 1): [(2, 1), (1, 2), (1, 1), (1, 1), (1, 1)],
-        (6, 6): [(6, 6), (6, 6), (5, 6), (6, 5), (6, 6)],
-        (1, 6): [(2, 6), (1, 6), (1, 6), (1, 5), (1, 6)],
-        (3, 4): [(4, 4), (3, 5), (2, 4), (3, 3), (3, 4)],
+    expected = {  # move: stay, east, west, south, north (doorkey_task.TILE_MOVES)
+        (1, 1): [(1, 1), (2, 1), (1, 1), (1, 2), (1, 1)],
+        (6, 6): [(6, 6), (6, 6), (5, 6), (6, 6), (6, 5)],
+        (1, 6): [(1, 6), (2, 6), (1, 6), (1, 6), (1, 5)],
+        (3, 4): [(3, 4), (4, 4), (2, 4), (3, 5), (3, 3)],
     }
     tiles = starts.unsqueeze(0).expand(500, 4, 2).contiguous()
-    moved = dt.tile_step(tiles, torch.Generator().manual_seed(5), W8)
+    moved = task.step_tiles(tiles, torch.Generator().manual_seed(5), world)
     move = torch.randint(0, 5, (500, 4), generator=torch.Generator().manual_seed(5))
     for t, start in enumerate(starts.tolist()):
         want = torch.tensor(expected[tuple(start)])[move[:, t]]
@@ -52,18 +55,15 @@ def test_a_tile_steps_by_its_drawn_move_clipped_to_the_interior():
 
 def test_tile_moves_are_uniform_and_reset_covers_the_interior():
     gen = torch.Generator().manual_seed(0)
-    tiles = torch.full((4000, 1, 2), 3)
-    step = dt.tile_step(tiles, gen, W8)[:, 0] - 3
-    counts = [int((step == torch.tensor(m)).all(dim=1).sum()) for m in dt.TILE_MOVES.tolist()]
+    step = task.step_tiles(torch.full((4000, 1, 2), 3), gen, DoorKey(size=8, tiles=1))[:, 0] - 3
+    counts = [int((step == torch.tensor(m)).all(dim=1).sum()) for m in task.TILE_MOVES.tolist()]
     assert sum(counts) == 4000 and stats.chisquare(counts).pvalue > 1e-3
-    cells = dt.tile_reset(3000, 2, gen, W8)
+    cells = task.reset_tiles(3000, gen, DoorKey(size=8, tiles=2))
     assert cells.shape == (3000, 2, 2) and cells.dtype == torch.long
     assert int(cells.min()) == 1 and int(cells.max()) == 6
     flat = (cells[..., 0] * 8 + cells[..., 1]).flatten()
     counts = torch.bincount(flat, minlength=64).view(8, 8)[1:7, 1:7].flatten().tolist()
     assert stats.chisquare(counts).pvalue > 1e-3
-    again = dt.tile_reset(3000, 2, torch.Generator().manual_seed(0), W8)
-    assert not torch.equal(again, cells) and again.shape == cells.shape
 
 
 def test_tile_colours_cycle_the_two_colours_doorkey_leaves_free():
@@ -111,10 +111,10 @@ def test_the_view_table_and_the_cell_by_cell_views_draw_tiles_alike():
     world = DoorKey(size=8)
     gen = torch.Generator().manual_seed(3)
     state = env.reset(256, gen, world)
-    tiles = dt.tile_reset(256, 5, gen, world)
+    tiles = task.reset_tiles(256, gen, DoorKey(size=8, tiles=5))
     big = DoorKey(size=16)  # beyond the table: views cell by cell
     state16 = env.reset(256, gen, big)
-    tiles16 = dt.tile_reset(256, 5, gen, big)
+    tiles16 = task.reset_tiles(256, gen, DoorKey(size=16, tiles=5))
     for w, s, t in ((world, state, tiles), (big, state16, tiles16)):
         ours = egocentric(s, w, t)
         rows = torch.cat([egocentric(s[i : i + 1], w, t[i : i + 1]) for i in range(16)])
@@ -150,13 +150,3 @@ def test_bad_tiles_are_refused_naming_the_problem(tiles, match):
             observe(state, W8, tiles)
     with pytest.raises(ValueError, match=match):
         render.rgb(state, W8, 4, tiles=tiles)
-    if tiles.dim() == 3 and tiles.shape[0] == 2:
-        with pytest.raises(ValueError, match=match):
-            dt.tile_step(tiles, torch.Generator(), W8)
-
-
-def test_tile_reset_refuses_an_empty_batch_or_a_negative_count():
-    with pytest.raises(ValueError, match="batch >= 1 and count >= 0"):
-        dt.tile_reset(0, 1, torch.Generator(), W8)
-    with pytest.raises(ValueError, match="batch >= 1 and count >= 0"):
-        dt.tile_reset(1, -1, torch.Generator(), W8)
