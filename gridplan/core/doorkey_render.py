@@ -26,6 +26,7 @@ import math
 import torch
 
 from gridplan.core.doorkey_constants import (
+    AGENT,
     AGENT_X,
     AGENT_Y,
     BLUE,
@@ -125,7 +126,7 @@ def _triangle(heading: int):
 def _shapes(kind: tuple[int, int, int]) -> list:
     """``(test, rgb)`` pairs ``WorldObj.render`` fills for a cell code, in order."""
     obj, colour, state = kind
-    c = RGB.get(colour, _BLACK)
+    c = RGB[colour]
     if obj == WALL or obj == GOAL:
         return [(_rect(0, 1, 0, 1), c)]
     if obj == FLOOR:
@@ -216,9 +217,10 @@ def _codes(state: torch.Tensor, world: DoorKey, tiles: torch.Tensor | None) -> t
 
 @functools.lru_cache(maxsize=8)
 def _kind_lookup(device: torch.device) -> torch.Tensor:
-    """``(11 * N_COLOURS * 3,)`` int64: the ``KINDS`` index of code ``(object, colour,
-    state)`` at ``(object * N_COLOURS + colour) * 3 + state``; unseen cells draw empty."""
-    lut = torch.zeros(11 * N_COLOURS * N_DOOR_STATES, dtype=torch.long)
+    """``((AGENT + 1) * N_COLOURS * 3,)`` int64: the ``KINDS`` index of code ``(object,
+    colour, state)`` at ``(object * N_COLOURS + colour) * 3 + state``; every other code
+    (unseen cells) draws empty, kind 0."""
+    lut = torch.zeros((AGENT + 1) * N_COLOURS * N_DOOR_STATES, dtype=torch.long)
     for k, (obj, colour, state) in enumerate(KINDS):
         lut[(obj * N_COLOURS + colour) * N_DOOR_STATES + state] = k
     return lut.to(device)
