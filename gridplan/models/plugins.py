@@ -482,6 +482,9 @@ class CheckedModel(_PluginCalls, WorldModel):
         members = getattr(model, "members", None)
         if isinstance(members, int):
             self.members = members
+        # The world a plug-in declares decides the spec's world (evaluation.spec.fitted_to).
+        if getattr(model, "world", None) is not None:
+            self.world = model.world
 
     def start_rollout(self, batch: int, generator: torch.Generator) -> None:
         self.step = 0

@@ -13,7 +13,7 @@ from eval.cli import main as eval_main
 from gridplan.core import doorkey_env as env
 from gridplan.core import doorkey_task as dt
 from gridplan.core import doorkey_values as values
-from gridplan.core import tasks
+from gridplan.core import dynamics, tasks
 from gridplan.core import world as worlds
 from gridplan.core.doorkey_constants import FORWARD, LEFT, LOCKED, OPEN, PICKUP, TOGGLE
 from gridplan.core.relevance import relevance_weights
@@ -32,7 +32,7 @@ def cells(agent, heading, key, carrying=0, door=LOCKED, wall_x=3, door_y=2):
 
 
 def test_names_resolve_to_doorkey_tasks_and_only_task_a():
-    assert isinstance(T6, dt.DoorKeyTask) and T6.n_actions == 7 and T6.horizon == 360
+    assert isinstance(T6, dt.DoorKeyTask) and T6.world.n_actions == 7 and T6.horizon == 360
     assert T6_TILES.world.state_dim == 13 and T6_TILES.world.dim_names[9:11] == (
         "tile_0_x",
         "tile_0_y",
@@ -57,11 +57,12 @@ def test_pickup_then_toggle_on_hand_built_float_states():
     task = T6
     g = torch.Generator().manual_seed(0)
     s = dt.encode(cells((1, 2), 0, (2, 2)), None, task.world)
-    s, r, done, info = task.step(s, torch.tensor([PICKUP]), g)
+    s, r, done, info = dynamics.step(task, s, torch.tensor([PICKUP]), g)
     assert info["pickup"].item() and not done.item() and r.item() == 0.0
     assert dt.decode(s, task.world)[0].tolist() == cells((1, 2), 0, None, carrying=1).tolist()
-    s, _, _, info = task.step(s, torch.tensor([FORWARD]), g)  # onto (2, 2), facing the door
-    s, _, _, info = task.step(s, torch.tensor([TOGGLE]), g)
+    # Forward onto (2, 2), facing the door.
+    s, _, _, info = dynamics.step(task, s, torch.tensor([FORWARD]), g)
+    s, _, _, info = dynamics.step(task, s, torch.tensor([TOGGLE]), g)
     assert info["door_opened"].item() and info["unlocked"].item()
     assert s[0, 6].item() == 0.0  # door open: 0 / 2
 
