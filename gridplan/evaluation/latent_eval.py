@@ -147,7 +147,9 @@ def prepare_latent(
     else:
         model = LatentThroughDecoder(latent, decoder, decoder.describe(), heads=heads)
     with torch.enable_grad():
-        probe = action_consistency(fit, test, seed=protocol.decoder_seed)
+        probe = action_consistency(
+            fit, test, seed=protocol.decoder_seed, n_actions=task.world.n_actions
+        )
     planning = LatentScorer(model, task, 1, device).describe()
     report = {
         "obs_kind": latent.obs_kind,
