@@ -154,11 +154,11 @@ def obs_shape(
     """
     check_world_kind(world, kind)
     n = world.size
-    if isinstance(world, DoorKey):
-        side = {"state": 0, "egocentric": world.view_size, "full": n}[kind]
-        return (3, side, side) if side else (world.state_dim,)
     if kind == "state":
         return (world.state_dim,)
+    if isinstance(world, DoorKey):
+        side = world.view_size if kind == "egocentric" else n
+        return (3, side, side)
     if kind == "grid":
         return (len(grid_channels(world)), n, n)
     p = _check_pixels_per_cell(pixels_per_cell)
