@@ -84,6 +84,7 @@ def test_collect_refuses_an_action_outside_minigrids_seven():
         mg.collect(_env(), 0, lambda env, rng: 0)
 
 
+@pytest.mark.slow
 def test_a_model_trained_outside_gridplan_evaluates_through_the_plugin(script, tmp_path):
     torch.manual_seed(0)
     data = mg.collect(_env(), 1500, script.scripted(0.6), seed=0)
