@@ -397,7 +397,8 @@ class _Tables:
         border: ``(N * N,)`` int64 ``_AHEAD`` index times ``_AHEAD_UNIT`` of cell ``x N + y``
             without the wall column: walls round the edge, the goal, else empty.
         change: ``(codes, 10)`` int64 state change of each code (``_change``).
-        events: ``(codes, 8)`` bool events of each code in ``_EVENTS`` order (padded).
+        events: ``(codes, 8)`` bool events of each code in ``_EVENTS`` order (padded to 8,
+            one int64 per code).
     """
 
     low: torch.Tensor
@@ -433,16 +434,16 @@ def _codes(state: torch.Tensor, action: torch.Tensor, tables: _Tables, n: int) -
     """``(B,)`` int64 code of each row of valid ``(B, 10)`` states and ``(B,)`` actions: what
     the cell in front holds (``objects_at`` of it), the action, door, carrying, heading."""
     ax, ay, heading, kx, ky, carrying, door, wall_x, door_y = state[:, :STEP].unbind(1)
-    fx, fy = ax + tables.dx.take(heading), ay + tables.dy.take(heading)
+    fx = ax + tables.dx.index_select(0, heading)
+    fy = ay + tables.dy.index_select(0, heading)
     ahead = fy.add(fx, alpha=n)
-    kind = tables.border.take(ahead)
+    kind = tables.border.index_select(0, ahead)
     door_or_wall = torch.where(
         fy == door_y, _AHEAD.index(DOOR_OBJECT) * _AHEAD_UNIT, _AHEAD.index(WALL) * _AHEAD_UNIT
     )
     kind = torch.where(fx == wall_x, door_or_wall, kind)
-    # A carried key is off the grid: its cell plus N^2 matches no cell.
-    key = ky.add(kx, alpha=n).add_(carrying, alpha=n * n)
-    kind.masked_fill_(key == ahead, _AHEAD.index(KEY_OBJECT) * _AHEAD_UNIT)
+    # A carried key lies on the agent's cell, never in front.
+    kind.masked_fill_(ky.add(kx, alpha=n) == ahead, _AHEAD.index(KEY_OBJECT) * _AHEAD_UNIT)
     code = heading.add(carrying, alpha=_CARRYING_UNIT).add_(door, alpha=_DOOR_UNIT)
     return code.add_(action, alpha=_ACTION_UNIT).add_(kind)
 
@@ -456,7 +457,9 @@ def transition(
     tables = _tables(world, state.device)
     code = _codes(state, action, tables, world.size)
     nxt = tables.change.index_select(0, code).add_(state)
-    events = dict(zip(_EVENTS, tables.events.index_select(0, code).t(), strict=False))
+    # The eight event flags of a code are read as one int64 (a quarter of the time).
+    flags = tables.events.view(torch.int64).view(-1).index_select(0, code)
+    events = dict(zip(_EVENTS, flags.view(torch.bool).view(-1, 8).t(), strict=False))
     goal = events["goal"]
     reward = torch.zeros(state.shape[0], dtype=torch.float64, device=state.device)
     if goal.any():
