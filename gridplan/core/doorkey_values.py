@@ -5,15 +5,19 @@ key (a cell, or carried) x door state: ``N^2 * 4 * (N^2 + 1) * 3`` indices (49,9
 8x8 world, 789,504 in the 16x16), of which ``env.valid`` keeps the reachable kinds (a dropped
 key may lie anywhere in either room, so they are all kept). The transitions are
 ``env.transition`` itself, applied to every index with every action once, so the table can
-never disagree with the environment. Value iteration then runs two Bellman backups together
-until neither changes (exactly: the dynamics are deterministic, so after the longest shortest
-path both are fixed):
+never disagree with the environment. Two Bellman backups are fixed (exactly: the dynamics
+are deterministic, so after the longest shortest path both are):
 
 * the discounted value the planner reads, reward 1 on arriving at the goal, discount
   ``gamma``: ``V*(s) = max_a [goal(s, a) + (1 - goal(s, a)) gamma V*(s')]``, so ``V* =
   gamma^(d - 1)`` with ``d`` the shortest number of steps to the goal (our reading, as in
   ``gridplan.core.values``; terminal states, the agent on the goal, have 0);
 * ``d(s) = min_a [1 if goal(s, a) else 1 + d(s')]``, the shortest remaining steps.
+
+Only ``d`` is swept until it stops changing; after ``k`` sweeps the value sweep would hold
+``gamma`` multiplied in ``d - 1`` times where ``d <= k`` and 0 elsewhere (``x -> gamma x``
+rounds monotonically, so the best successor is the nearest), so V* is read off ``d``,
+bit for bit what sweeping both gives, in as many sweeps.
 
 MiniGrid's own return depends on the step count ``t`` (``1 - 0.9 (t + d) / max_steps`` when
 the goal is reached at ``t + d <= max_steps``, else 0); it is maximised by the shortest path,
