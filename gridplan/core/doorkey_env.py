@@ -431,19 +431,21 @@ def _tables(world: DoorKey, device: torch.device) -> _Tables:
 
 
 def _codes(state: torch.Tensor, action: torch.Tensor, tables: _Tables, n: int) -> torch.Tensor:
-    """``(B,)`` int64 code of each row of valid ``(B, 10)`` states and ``(B,)`` actions: what
-    the cell in front holds (``objects_at`` of it), the action, door, carrying, heading."""
+    """``(B,)`` int64 code of each row of ``(B, 10)`` states (``transition``'s) and ``(B,)``
+    actions: what the cell in front holds (``objects_at`` of it), the action, door, carrying,
+    heading."""
     ax, ay, heading, kx, ky, carrying, door, wall_x, door_y = state[:, :STEP].unbind(1)
     fx = ax + tables.dx.index_select(0, heading)
     fy = ay + tables.dy.index_select(0, heading)
     ahead = fy.add(fx, alpha=n)
     kind = tables.border.index_select(0, ahead)
+    # A carried key lies on the agent's cell, never in front; the wall column hides a key
+    # in it (objects_at's order).
+    kind.masked_fill_(ky.add(kx, alpha=n) == ahead, _AHEAD.index(KEY_OBJECT) * _AHEAD_UNIT)
     door_or_wall = torch.where(
         fy == door_y, _AHEAD.index(DOOR_OBJECT) * _AHEAD_UNIT, _AHEAD.index(WALL) * _AHEAD_UNIT
     )
     kind = torch.where(fx == wall_x, door_or_wall, kind)
-    # A carried key lies on the agent's cell, never in front.
-    kind.masked_fill_(ky.add(kx, alpha=n) == ahead, _AHEAD.index(KEY_OBJECT) * _AHEAD_UNIT)
     code = heading.add(carrying, alpha=_CARRYING_UNIT).add_(door, alpha=_DOOR_UNIT)
     return code.add_(action, alpha=_ACTION_UNIT).add_(kind)
 
@@ -451,9 +453,11 @@ def _codes(state: torch.Tensor, action: torch.Tensor, tables: _Tables, n: int) -
 def transition(
     state: torch.Tensor, action: torch.Tensor, world: DoorKey
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
-    """``step`` without validation, of valid states (``check_state``; value iteration
-    enumerates states through it). A row's change and events are looked up by its code
-    (``_codes``): seven actions times what can lie in front, the door, carrying, heading."""
+    """``step`` without validation (value iteration enumerates states through it), of
+    states inside ``check_state``'s ranges whose carried key lies on the agent's cell; they
+    may break its other rules (``gridplan.core.doorkey_task`` steps decoded noisy states).
+    A row's change and events are looked up by its code (``_codes``): seven actions times
+    what can lie in front, the door, carrying, heading."""
     tables = _tables(world, state.device)
     code = _codes(state, action, tables, world.size)
     nxt = tables.change.index_select(0, code).add_(state)
