@@ -298,7 +298,7 @@ def task_of(args, model=None) -> Task:
             both: a model predicts the states of its own world only).
     """
     own = getattr(model, "world", None)
-    own = own if isinstance(own, worlds.World) else None
+    own = own if isinstance(own, worlds.WORLD_KINDS) else None
     if args.world is None:
         return tasks.get(args.task, world=own)
     world = worlds.get(args.world)

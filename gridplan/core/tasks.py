@@ -21,13 +21,23 @@ gives the paper's cells): Task A's goal is ``(N - 1, door_y)``; Task B's goal is
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
 from gridplan.core import world as worlds
-from gridplan.core.constants import AGENT_X, AGENT_Y, C1, CARRYING, DOOR_OPEN, KEY_X, KEY_Y
+from gridplan.core.constants import (
+    AGENT_X,
+    AGENT_Y,
+    C1,
+    CARRYING,
+    DOOR_OPEN,
+    KEY_X,
+    KEY_Y,
+    N_ACTIONS,
+)
 from gridplan.core.world import World
 
 Cell = tuple[int, int]
@@ -72,8 +82,53 @@ def _check_dims(name: str, dims: tuple[int, ...], world: World) -> None:
                          f"0..{s - 1}, got {dims!r}")
 
 
+class TaskKind(abc.ABC):
+    """What every layer reads of a task, whatever its world: the paper's gridworld (``Task``)
+    or MiniGrid DoorKey (``gridplan.core.doorkey_task.DoorKeyTask``).
+
+    Attributes every task has: ``name``, ``world`` (``gridplan.core.world.WORLD_KINDS``),
+    ``horizon`` (episode steps), ``gamma`` (discount of V* and of the planner's leaves),
+    ``relevant_dims`` (the dims V* reads) and ``noise_relevant_dims`` (the dims the controlled
+    family noises with ``sigma_r``). States are ``(B, S)`` float, ``S = world.state_dim``;
+    actions ``(B,)`` long in ``0..n_actions - 1``.
+    """
+
+    @property
+    @abc.abstractmethod
+    def n_actions(self) -> int:
+        """Number of actions: 4 in the paper's world, 7 in MiniGrid's."""
+
+    @abc.abstractmethod
+    def reset(self, batch: int, generator: torch.Generator) -> torch.Tensor:
+        """``(B, S)`` start states drawn from the task's start distribution."""
+
+    @abc.abstractmethod
+    def step(
+        self, state: torch.Tensor, action: torch.Tensor, generator: torch.Generator
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+        """One validated true step: ``(next (B, S), reward (B,), terminated (B,) bool,
+        info)``; ``info`` holds ``(B,)`` bool ``goal`` and ``hazard`` at least."""
+
+    @abc.abstractmethod
+    def transition(
+        self, state: torch.Tensor, action: torch.Tensor, generator: torch.Generator
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+        """``step`` on any (possibly noisy) state, read through rounded cells, without
+        validation: what the controlled family applies to a belief (paper §4.2)."""
+
+    @abc.abstractmethod
+    def outcome(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Sparse reward of arriving in ``(B, S)`` (possibly predicted) states:
+        ``(reward (B,) float, goal (B,) bool, hazard (B,) bool)``. No validation."""
+
+    @abc.abstractmethod
+    def value_table(self, device: torch.device | str = "cpu"):
+        """The exact V* of the task, cached: ``lookup(state) -> (B,)`` (no validation, any
+        float state), ``q_values(state) -> (B, n_actions)``, ``gamma`` and ``device``."""
+
+
 @dataclass(frozen=True)
-class Task:
+class Task(TaskKind):
     """One task of the gridworld (frozen, hashable; compare and cache by value).
 
     Attributes:
@@ -139,6 +194,43 @@ class Task:
             raise ValueError(f"horizon must be a positive int, got {self.horizon!r}")
         if not 0.0 < float(self.gamma) < 1.0:
             raise ValueError(f"gamma must lie in (0, 1), got {self.gamma!r}")
+
+    @property
+    def n_actions(self) -> int:
+        """The four moves of the paper's world (``gridplan.core.constants``)."""
+        return N_ACTIONS
+
+    # ``gridplan.core.env`` and ``gridplan.core.values`` import this module, so the methods
+    # below import them when called.
+    def reset(self, batch: int, generator: torch.Generator) -> torch.Tensor:
+        """``gridplan.core.env.reset`` of this task."""
+        from gridplan.core.env import reset
+
+        return reset(batch, generator, self)
+
+    def step(self, state, action, generator):
+        """``gridplan.core.env.step`` of this task."""
+        from gridplan.core.env import step
+
+        return step(state, action, generator, self)
+
+    def transition(self, state, action, generator):
+        """``gridplan.core.env.transition`` of this task."""
+        from gridplan.core.env import transition
+
+        return transition(state, action, generator, self)
+
+    def outcome(self, state):
+        """``gridplan.core.env.state_outcome`` of this task."""
+        from gridplan.core.env import state_outcome
+
+        return state_outcome(state, self)
+
+    def value_table(self, device: torch.device | str = "cpu"):
+        """``gridplan.core.values.value_table`` of this task."""
+        from gridplan.core.values import value_table
+
+        return value_table(self, device)
 
     @property
     def reads_c1(self) -> bool:
@@ -219,13 +311,14 @@ def names() -> tuple[str, ...]:
     return tuple(_REGISTRY)
 
 
-def check(task: Task) -> Task:
-    """Return ``task`` if it is a ``Task``: the library's functions take tasks, not names.
+def check(task: TaskKind) -> TaskKind:
+    """Return ``task`` if it is a task of either kind (``TaskKind``): the library's functions
+    take tasks, not names.
 
     Raises:
         TypeError: naming what was passed instead (resolve a name with ``get``).
     """
-    if not isinstance(task, Task):
+    if not isinstance(task, TaskKind):
         hint = ""
         if isinstance(task, str):
             hint = f" {task!r}; resolve a name with gridplan.core.tasks.get"
@@ -235,19 +328,29 @@ def check(task: Task) -> Task:
     return task
 
 
-def get(task: str | Task, world: str | World | None = None) -> Task:
-    """Resolve a task name (or pass a ``Task`` through), on ``world`` when given.
+def get(task: str | TaskKind, world=None) -> TaskKind:
+    """Resolve a task name (or pass a task through), on ``world`` when given.
 
     A built-in task (``A``, ``B``) is placed on any world by its rule (module docstring); a
-    registered one exists on the world it was defined on only.
+    registered one exists on the world it was defined on only. On a MiniGrid DoorKey world
+    (``gridplan.core.doorkey_world``) the one task is MiniGrid's, named ``A`` (the same
+    problem: fetch the key, open the door, reach the goal): ``doorkey_task.DoorKeyTask``.
 
     Raises:
         ValueError: if the name is not registered (the message lists the valid names), the
-            world is unknown (``gridplan.core.world.get``), or a registered task or a ``Task``
-            passed in is played on another world than ``world``.
-        TypeError: if ``task`` is neither a string nor a ``Task``.
+            world is unknown (``gridplan.core.world.get``), a registered task or a ``Task``
+            passed in is played on another world than ``world``, or a task other than ``A``
+            is asked of a DoorKey world.
+        TypeError: if ``task`` is neither a string nor a task.
     """
     target = None if world is None else worlds.get(world)
+    if isinstance(target, worlds.DoorKey):
+        # doorkey_task imports this module.
+        from gridplan.core.doorkey_task import task_on
+
+        return task_on(task, target)
+    if isinstance(task, TaskKind) and not isinstance(task, Task):
+        return task
     if isinstance(task, Task):
         found = task
     elif not isinstance(task, str):

@@ -42,8 +42,6 @@ from gridplan.core.env import (
     check_state,
     outcome,
     relevant_step,
-    reset,
-    step,
     to_cell,
     to_flag,
 )
@@ -305,9 +303,9 @@ def optimal_state_distribution(
     Raises:
         TypeError: if ``task`` is not a ``Task``.
     """
-    table = value_table(task)
+    table = task.value_table()
     gen = torch.Generator().manual_seed(seed)
-    state = reset(episodes, gen, task)
+    state = task.reset(episodes, gen)
     visited = []
     alive = torch.ones(episodes, dtype=torch.bool)
     for _ in range(task.horizon):
@@ -315,7 +313,7 @@ def optimal_state_distribution(
         q = table.q_values(state)
         best = q >= q.max(dim=1, keepdim=True).values - 1e-9
         action = (torch.rand(q.shape, generator=gen) * best).argmax(dim=1)
-        state, _, done, _ = step(state, action, gen, task)
+        state, _, done, _ = task.step(state, action, gen)
         alive &= ~done
         if not alive.any():
             break
@@ -329,20 +327,22 @@ SALIENCY_BYTES = 256 * 2**20
 
 def _perturbed(states: torch.Tensor, world: World, dims: tuple[int, ...]):
     """The perturbed copies ``s ⊕ j`` of Eq. 1 for ``j`` in ``dims``, their dims and whether
-    each stays on the grid."""
+    each stays on the grid. A dim of ``world.dim_scales`` ``k > 1`` (a coordinate; in
+    MiniGrid DoorKey also the heading and the door state) moves one step ``1 / k``."""
     n = states.shape[0]
-    positions = set(world.position_dims)
+    flags = set(world.flag_dims)
     copies, owners, valid = [], [], []
     for dim in dims:
-        if dim in positions:
-            cell = to_cell(states[:, dim], world)
+        if dim not in flags:
+            scale = world.dim_scales[dim]
+            cell = torch.round(states[:, dim] * scale).long()
             for delta in (-1, 1):
                 moved = cell + delta
                 pert = states.clone()
-                pert[:, dim] = moved.clamp(0, world.size - 1).to(states.dtype) / world.cell_scale
+                pert[:, dim] = moved.clamp(0, int(scale)).to(states.dtype) / scale
                 copies.append(pert)
                 owners.append(dim)
-                valid.append((moved >= 0) & (moved < world.size))
+                valid.append((moved >= 0) & (moved <= scale))
         else:
             pert = states.clone()
             pert[:, dim] = 1.0 - to_flag(states[:, dim]).to(states.dtype)
@@ -356,8 +356,8 @@ def _value_changes(value_fn, states: torch.Tensor, world: World, dims: tuple[int
     """``|V(s ⊕ j) - V(s)|`` of every copy ``(copies, n)`` float64, its owner dims and the
     ``(copies, n)`` float64 mask of copies that stay on the grid, on CPU."""
     n, s = states.shape
-    positions = set(world.position_dims)
-    n_copies = sum(2 if d in positions else 1 for d in dims)
+    flags = set(world.flag_dims)
+    n_copies = sum(1 if d in flags else 2 for d in dims)
     # The copies and their concatenation are alive together: twice the rows per state.
     per_state = 2 * (n_copies + 1) * s * 4
     chunk = max(1, SALIENCY_BYTES // per_state)
@@ -433,7 +433,7 @@ def perturbation_saliency(
 def _graded_weights(task: Task) -> torch.Tensor:
     states = optimal_state_distribution(task)
     # V* reads the relevant dims only: the others' saliency is exactly 0 unscored.
-    lookup = value_table(task).lookup
+    lookup = task.value_table().lookup
     return perturbation_saliency(lookup, states, world=task.world, dims=task.relevant_dims)
 
 

@@ -34,6 +34,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+import torch
+
+from gridplan.core.doorkey_world import DoorKey
+from gridplan.core.doorkey_world import get as get_doorkey
+from gridplan.core.doorkey_world import is_name as is_doorkey_name
+
 #: Smallest grid: a start region of two columns, the wall, and a column east of it.
 MIN_SIZE = 5
 #: Largest grid the planner's integer cells and the V* index are checked for.
@@ -173,6 +179,31 @@ class World:
         return (4, 5, *self.c1_dims, *self.c2_dims)
 
     @property
+    def dim_scales(self) -> tuple[float, ...]:
+        """Per dim, the steps of its lattice: ``N - 1`` for a coordinate, 1 for a flag."""
+        positions = set(self.position_dims)
+        return tuple(self.cell_scale if d in positions else 1.0 for d in range(self.state_dim))
+
+    @property
+    def n_actions(self) -> int:
+        """The four moves (``gridplan.core.constants``)."""
+        return 4
+
+    @property
+    def carrying_dim(self) -> int:
+        """The carrying flag's dim (4)."""
+        return 4
+
+    @property
+    def door_dim(self) -> int:
+        """The door flag's dim (5)."""
+        return 5
+
+    def door_openness(self, state: torch.Tensor) -> torch.Tensor:
+        """How open ``(B, S)`` states say the door is, 1 open: the ``door_open`` flag."""
+        return state[:, self.door_dim]
+
+    @property
     def dim_names(self) -> tuple[str, ...]:
         """Name of every state dim, in layout order (``default``: the paper's twelve)."""
         names = ["agent_x", "agent_y", "key_x", "key_y", "carrying", "door_open"]
@@ -262,32 +293,43 @@ def grid(size: int, distractors: int) -> World:
     return World(name=f"g{size}-k{distractors}", size=size, d1=distractors - d2, d2=d2)
 
 
-def get(world: str | World) -> World:
-    """Resolve a world name (or pass a ``World`` through).
+#: The kinds of world every layer accepts: the paper's gridworld and MiniGrid DoorKey
+#: (``gridplan.core.doorkey_world``). Both give ``name``, ``state_dim``, ``dim_names``,
+#: ``cell_scale``, ``flag_dims``, ``horizon``, ``n_actions``, ``file_prefix``, ``describe()``
+#: and ``spec()``; a task of either kind is a ``gridplan.core.tasks.TaskKind``.
+WORLD_KINDS = (World, DoorKey)
+
+
+def get(world: str | World | DoorKey) -> World | DoorKey:
+    """Resolve a world name (or pass a ``World`` or ``DoorKey`` through).
 
     Raises:
-        ValueError: if the name is neither registered nor of the form ``g{N}-k{K}`` (the
-            message lists the registered names).
-        TypeError: if ``world`` is neither a string nor a ``World``.
+        ValueError: if the name is neither registered, nor of the form ``g{N}-k{K}``, nor a
+            DoorKey name ``minigrid-doorkey-{N}x{N}[-t{T}]`` (the message lists the names).
+        TypeError: if ``world`` is neither a string nor a world.
     """
-    if isinstance(world, World):
+    if isinstance(world, WORLD_KINDS):
         return world
     if not isinstance(world, str):
         raise TypeError(f"world must be a name or a World, got {type(world).__name__}")
+    if is_doorkey_name(world):
+        return get_doorkey(world)
     if world in _REGISTRY:
         return _REGISTRY[world]
     match = _NAME_RULE.fullmatch(world)
     if match is None:
         raise ValueError(
-            f"unknown world {world!r}; registered worlds are {', '.join(_REGISTRY)}, and "
-            "g{N}-k{K} names a grid of N cells with K distractors"
+            f"unknown world {world!r}; registered worlds are {', '.join(_REGISTRY)}, "
+            "g{N}-k{K} names a grid of N cells with K distractors, and "
+            "minigrid-doorkey-{N}x{N} MiniGrid's DoorKey"
         )
     return grid(int(match[1]), int(match[2]))
 
 
-def check(world: World) -> World:
-    """Return ``world`` if it is a ``World``. Raises TypeError naming what was passed."""
-    if not isinstance(world, World):
+def check(world: World | DoorKey) -> World | DoorKey:
+    """Return ``world`` if it is a world of either kind (``WORLD_KINDS``). Raises TypeError
+    naming what was passed."""
+    if not isinstance(world, WORLD_KINDS):
         raise TypeError(f"world must be a gridplan.core.world.World, got {type(world).__name__}")
     return world
 
@@ -297,7 +339,7 @@ register(grid(16, 8))
 register(grid(32, 64))
 
 
-def recorded(record: dict, what: str = "record") -> World:
+def recorded(record: dict, what: str = "record") -> World | DoorKey:
     """The world a checkpoint, dataset or report ``record`` states under ``"world"``; a
     record without one predates worlds and holds the default world.
 
@@ -307,7 +349,8 @@ def recorded(record: dict, what: str = "record") -> World:
     spec = record.get("world") if isinstance(record, dict) else None
     if spec is None:
         return DEFAULT
+    kind = DoorKey if isinstance(spec, dict) and spec.get("kind") == "minigrid-doorkey" else World
     try:
-        return World.from_spec(spec)
+        return kind.from_spec(spec)
     except (TypeError, ValueError) as err:
         raise ValueError(f"{what} states a malformed world {spec!r}: {err}") from err

@@ -42,11 +42,10 @@ from pathlib import Path
 
 import torch
 
-from gridplan.core.constants import N_ACTIONS, STATE_LAYOUT_VERSION
-from gridplan.core.env import check_state, reset, transition
+from gridplan.core.constants import STATE_LAYOUT_VERSION
+from gridplan.core.env import check_state
 from gridplan.core.render import PIXELS_PER_CELL, observe
 from gridplan.core.tasks import TASK_A, Task, check
-from gridplan.core.values import value_table
 from gridplan.core.world import World, recorded
 from gridplan.util.files import write_atomic
 
@@ -132,7 +131,8 @@ class _Behaviour:
 
     def __init__(self, policy: str, task: Task, device: torch.device) -> None:
         self.policy = check_policy(policy)
-        self.table = value_table(task, device) if policy != "random" else None
+        self.table = task.value_table(device) if policy != "random" else None
+        self.n_actions = task.n_actions
         rates = EXPERT_EPSILONS if policy == "expert" else BALANCED_EPSILONS
         self.epsilons = torch.tensor(rates, device=device)
 
@@ -148,7 +148,7 @@ class _Behaviour:
     def act(self, state: torch.Tensor, eps: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
         """``(B,)`` long actions for ``(B, 12)`` true states."""
         b, device = state.shape[0], state.device
-        uniform = torch.randint(0, N_ACTIONS, (b,), generator=gen, device=device)
+        uniform = torch.randint(0, self.n_actions, (b,), generator=gen, device=device)
         if self.table is None:
             return uniform
         q = self.table.q_values(state)
@@ -219,8 +219,8 @@ class TransitionDataset:
                     f"dataset field {name!r} must be {dtype} of shape ({n},), got "
                     f"{value.dtype} {tuple(value.shape)}"
                 )
-        if self.actions.min() < 0 or self.actions.max() >= N_ACTIONS:
-            raise ValueError(f"dataset actions must lie in 0..{N_ACTIONS - 1}")
+        if self.actions.min() < 0 or self.actions.max() >= world.n_actions:
+            raise ValueError(f"dataset actions must lie in 0..{world.n_actions - 1}")
 
     def __len__(self) -> int:
         return self.states.shape[0]
@@ -444,7 +444,7 @@ def collect(
     device = gen.device
     behaviour = _Behaviour(policy, task, device)
     b = min(COLLECT_ENVS, transitions)
-    state = reset(b, gen, task)
+    state = task.reset(b, gen)
     eps = behaviour.draw_eps(b, gen)
     episode = torch.arange(b, device=device)
     next_id = torch.tensor(b, device=device)
@@ -452,7 +452,7 @@ def collect(
     rows: dict[str, list[torch.Tensor]] = {k: [] for k in TENSOR_FIELDS}
     for _ in range(-(-transitions // b)):
         action = behaviour.act(state, eps, gen)
-        nxt, reward, terminated, info = transition(state, action, gen, task)
+        nxt, reward, terminated, info = task.transition(state, action, gen)
         logged = {
             "states": state,
             "actions": action,
@@ -470,7 +470,7 @@ def collect(
         t = t + 1
         done = terminated | (t >= task.horizon)
         # Draw a full fresh batch every step (no host sync on how many episodes ended).
-        state = torch.where(done.unsqueeze(1), reset(b, gen, task), nxt)
+        state = torch.where(done.unsqueeze(1), task.reset(b, gen), nxt)
         eps = torch.where(done, behaviour.draw_eps(b, gen), eps)
         new_ids = next_id + torch.cumsum(done.long(), 0) - 1
         episode = torch.where(done, new_ids, episode)
@@ -563,8 +563,9 @@ class EvalWindows:
                 raise ValueError(f"windows.{name} must be finite floating point")
         if self.actions.is_floating_point() or self.actions.dtype == torch.bool:
             raise ValueError(f"windows.actions must be integer, got {self.actions.dtype}")
-        if self.actions.min() < 0 or self.actions.max() >= N_ACTIONS:
-            raise ValueError(f"windows.actions must lie in 0..{N_ACTIONS - 1}")
+        a = self.world.n_actions
+        if self.actions.min() < 0 or self.actions.max() >= a:
+            raise ValueError(f"windows.actions must lie in 0..{a - 1}")
         for name in ("pickup", "door_opened"):
             if getattr(self, name).dtype != torch.bool:
                 raise ValueError(f"windows.{name} must be bool")
@@ -707,14 +708,14 @@ def _window_round(
 ) -> dict[str, torch.Tensor]:
     """Play ``b`` episodes and cut one window from each that runs ``>= horizon`` steps."""
     device = gen.device
-    state = reset(b, gen, task)
+    state = task.reset(b, gen)
     eps = behaviour.draw_eps(b, gen)
     alive = torch.ones(b, dtype=torch.bool, device=device)
     length = torch.zeros(b, dtype=torch.long, device=device)
     states, actions, pickups, doors = [state], [], [], []
     for _ in range(task.horizon):
         action = behaviour.act(state, eps, gen)
-        state, _, terminated, info = transition(state, action, gen, task)
+        state, _, terminated, info = task.transition(state, action, gen)
         states.append(state)
         actions.append(action)
         pickups.append(info["pickup"])

@@ -48,7 +48,7 @@ import torch
 from gridplan.core.constants import N_ACTIONS
 from gridplan.core.env import outcome, relevant_step
 from gridplan.core.tasks import Task
-from gridplan.core.values import check_table_memory, discrete_index, value_table
+from gridplan.core.values import check_table_memory, discrete_index
 from gridplan.planning.planner import TIE_TOLERANCE
 
 
@@ -80,7 +80,7 @@ class DiscreteDynamics:
     def index(self, state: torch.Tensor) -> torch.Tensor:
         """``(N,)`` discrete indices of ``(N, S)`` float states (rounded cells, flags at 0.5):
         the V* table's (``ValueTable.index``)."""
-        return value_table(self.task, self.reward.device).index(state)
+        return self.task.value_table(self.reward.device).index(state)
 
 
 @functools.lru_cache(maxsize=8)
@@ -216,7 +216,7 @@ class AnchorSet:
         self.task = task
         device = str(torch.device(device))
         self.dynamics = discrete_dynamics(task, device)
-        v_star = value_table(task, device).table
+        v_star = task.value_table(device).table
         # Q_d(s, a) = r + gamma * V_{d-1}(s'): the depth-d table is d - 1 steps deep.
         tables = [
             v_star if a.lookahead == 0 else _lookahead_table(task, str(device), a.lookahead - 1)

@@ -15,7 +15,6 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from gridplan.core.env import state_outcome
 from gridplan.core.tasks import Task
 
 #: Normal quantile of the 95% intervals of means.
@@ -108,7 +107,7 @@ def predicted_outcome(
         ``predict_reward``, else the true reward of the predicted state; ``goal``/``hazard``
         always from the predicted state (the step terminates where either holds).
     """
-    reward, goal, hazard = state_outcome(nxt, task)
+    reward, goal, hazard = task.outcome(nxt)
     if has_reward(model):
         reward = model.predict_reward(state, action, nxt).to(reward.dtype)
     return reward, goal, hazard

@@ -31,7 +31,6 @@ import torch
 from gridplan.core.constants import N_ACTIONS
 from gridplan.core.env import check_state
 from gridplan.core.tasks import Task
-from gridplan.core.values import value_table
 from gridplan.evaluation.common import NON_NEGATIVE, RATE, Estimate
 from gridplan.models.noise import OracleModel
 from gridplan.planning.planner import TIE_TOLERANCE, Planner, break_ties, resolve_ties
@@ -266,7 +265,7 @@ def decide_planner(planner, roots: torch.Tensor, generator: torch.Generator) -> 
         if hasattr(planner, "plan")
         else full_width_plan(planner, roots, generator)
     )
-    table = value_table(task, roots.device)
+    table = task.value_table(roots.device)
     oracle = OracleModel(world=task.world)
     achieved = sequence_returns(
         oracle, task, roots, plan.sequence.unsqueeze(1), table, generator

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import torch
 
+from gridplan.core.tasks import Task
 from gridplan.evaluation.common import has_reward
 from gridplan.evaluation.latent_eval import planning_note, prepare_latent
 from gridplan.evaluation.levels import LevelContext, measure
@@ -86,6 +87,34 @@ def check_levels(levels: Sequence[str] | None, model=None) -> tuple[str, ...]:
     return wanted + (("success",) if "success" in levels and "L7" not in levels else ())
 
 
+#: The levels and planners measured on a task of another kind than the paper's world
+#: (MiniGrid DoorKey, ``gridplan.core.doorkey_task``): the others read the paper's four
+#: actions and state layout.
+OTHER_WORLD_LEVELS = ("L1", "success")
+
+
+def check_world_levels(task, levels: Sequence[str], spec: EvalSpec) -> None:
+    """Refuse levels or a planner that ``task``'s world does not define.
+
+    Raises:
+        ValueError: on a MiniGrid DoorKey task with a level outside ``OTHER_WORLD_LEVELS`` or
+            a planner other than the full-width search, naming what is available.
+    """
+    if isinstance(task, Task):
+        return
+    extra = [lv for lv in levels if lv not in OTHER_WORLD_LEVELS]
+    if extra:
+        raise ValueError(
+            f"levels {extra} are not defined on {task.world.name}; it measures "
+            f"{', '.join(OTHER_WORLD_LEVELS)} (--levels {','.join(OTHER_WORLD_LEVELS)})"
+        )
+    if not spec.planner.is_search:
+        raise ValueError(
+            f"planner {spec.planner.name!r} is not defined on {task.world.name}; it is "
+            "planned by the full-width search (drop --planner)"
+        )
+
+
 def _measure(
     model,
     spec: EvalSpec,
@@ -103,6 +132,7 @@ def _measure(
     task = spec.resolved_task()
     name = (model_info or {}).get("name", type(model).__name__)
     check_model_world(model, task.world)
+    check_world_levels(task, levels, spec)
     latent = None
     if is_latent_model(model) and not callable(getattr(model, "predict", None)):
         # A latent model: measured with the frozen-decoder protocol, then every level runs

@@ -29,7 +29,6 @@ from gridplan.core.values import (
     optimal_state_distribution,
     perturbation_saliency,
     relevance_weights,
-    value_table,
 )
 from gridplan.evaluation.planner_choice import PlannerChoice
 from gridplan.metrics.prediction import drpe
@@ -61,7 +60,7 @@ def planner_value(choice: PlannerChoice, task: Task, depth: int, device="cpu"):
     """
     kind = value_kind(choice)
     if kind == "exact":
-        return value_table(task, device).lookup
+        return task.value_table(device).lookup
     if kind == "learned":
         return choice.learned.lookup
     horizon = int(choice.settings.get("horizon", depth))

@@ -361,7 +361,7 @@ def fitted_to(spec: EvalSpec, model) -> EvalSpec:
             naming both.
     """
     own = getattr(model, "world", None)
-    own = own if isinstance(own, worlds.World) else worlds.get("default")
+    own = own if isinstance(own, worlds.WORLD_KINDS) else worlds.get("default")
     if spec.world is not None and worlds.get(spec.world) != own:
         raise ValueError(
             f"spec {spec.name!r} is on world {spec.world}, but the model predicts "

@@ -45,7 +45,6 @@ import torch
 
 from gridplan.core.readings import PROJECT
 from gridplan.core.tasks import TASK_A, Task
-from gridplan.core.values import value_table
 from gridplan.data.datasets import EvalWindows
 from gridplan.evaluation.spec import EvalSpec
 from gridplan.experiments.measure import closed_loop
@@ -89,7 +88,7 @@ def episode_cycles(
     actions = results.actions
     t, b = actions.shape
     states = results.trajectory[:t].reshape(t * b, -1)
-    index = value_table(task, states.device).index(states).view(t, b)
+    index = task.value_table(states.device).index(states).view(t, b)
     step = torch.arange(t, device=actions.device)
     # A step after the end gets a key no other step shares (negative, one per step).
     key = torch.where(actions >= 0, index * 4 + actions, -1 - step.unsqueeze(1)).T  # (B, T)

@@ -35,9 +35,8 @@ from dataclasses import dataclass
 import torch
 
 from gridplan.core import tasks
-from gridplan.core.constants import CARRYING, DOOR_OPEN
 from gridplan.core.tasks import TASK_A, Task, check
-from gridplan.core.values import binary_weights, relevance_weights, value_table
+from gridplan.core.values import binary_weights, relevance_weights
 from gridplan.core.world import DEFAULT
 from gridplan.data.datasets import EvalWindows
 from gridplan.models.contract import check_model_world
@@ -272,10 +271,12 @@ def event_audit(
         pred = pred.view(m, n_pick + n_door, width)
     sq = (pred - target).square()
     results = []
+    world = windows.world
+    carrying, door = world.carrying_dim, world.door_dim
     for k in range(m):
         p_pick, p_door = pred[k, :n_pick], pred[k, n_pick:]
         s_pick, s_door = sq[k, :n_pick], sq[k, n_pick:]
-        flag_err = torch.cat([s_pick[:, CARRYING], s_door[:, DOOR_OPEN]])
+        flag_err = torch.cat([s_pick[:, carrying], s_door[:, door]])
 
         def mean(x: torch.Tensor) -> float:
             return float(x.mean()) if x.numel() else nan
@@ -284,11 +285,11 @@ def event_audit(
             {
                 "n_pickup": n_pick,
                 "n_door": n_door,
-                "carrying_at_pickup": mean(p_pick[:, CARRYING]),
-                "pickup_mse": mean(s_pick[:, CARRYING]),
+                "carrying_at_pickup": mean(p_pick[:, carrying]),
+                "pickup_mse": mean(s_pick[:, carrying]),
                 "pickup_state_mse": mean(s_pick),
-                "door_open_at_opening": mean(p_door[:, DOOR_OPEN]),
-                "door_mse": mean(s_door[:, DOOR_OPEN]),
+                "door_open_at_opening": mean(world.door_openness(p_door)),
+                "door_mse": mean(s_door[:, door]),
                 "door_state_mse": mean(s_door),
                 "event_mse": mean(flag_err),
             }
@@ -401,7 +402,7 @@ def prediction_metrics(
         m, len(windows), windows.horizon, width
     )
     sq = squared_errors(pred, windows.targets)
-    table = value_table(task, device)
+    table = task.value_table(device)
     v_pred = table.lookup(pred.reshape(-1, width)).view(m, -1)
     v_true = table.lookup(windows.targets.reshape(-1, width)).view(1, -1)
     vpe = (v_pred - v_true).square().mean(dim=1)

@@ -27,7 +27,7 @@ import abc
 
 import torch
 
-from gridplan.core.world import World
+from gridplan.core.world import WORLD_KINDS, World
 
 
 class WorldModel(abc.ABC):
@@ -73,7 +73,7 @@ def check_model_world(model, world: World) -> None:
         ValueError: naming both worlds.
     """
     own = getattr(model, "world", None)
-    if isinstance(own, World) and own != world:
+    if isinstance(own, WORLD_KINDS) and own != world:
         # A plug-in wrapper names its factory and file (gridplan.models.plugins).
         who = getattr(model, "who", None)
         raise ValueError(

@@ -37,6 +37,7 @@ from gridplan.core.constants import (
     KEY_X,
     KEY_Y,
 )
+from gridplan.core.doorkey_task import DoorKeyTask
 from gridplan.core.env import (
     check_action,
     check_state,
@@ -48,7 +49,7 @@ from gridplan.core.env import (
 )
 from gridplan.core.readings import PROJECT, Reading, check
 from gridplan.core.tasks import TASK_A, Task, task_a
-from gridplan.core.world import DEFAULT, World
+from gridplan.core.world import DEFAULT, DoorKey, World
 from gridplan.models.contract import WorldModel
 
 
@@ -93,11 +94,13 @@ def imagined_transition(
     ``state - cell / (N - 1)``, to the next clean position of agent, key and ``d1``;
     ``bits="carried"`` passes the ``c1`` bits through and outputs ``1 - c2``, unthresholded;
     ``flags="carried"`` passes the carrying and door flags through unless a pickup or a door
-    opening (read from the rounded belief) sets them to 1.
+    opening (read from the rounded belief) sets them to 1. On a MiniGrid DoorKey world it is
+    ``DoorKeyTask.transition`` (tiles sampled), under the one reading DoorKey has
+    (``check_world_reading``).
 
     Args:
         state: ``(N, S)`` float belief states (not validated).
-        action: ``(N,)`` long in ``0..3``.
+        action: ``(N,)`` long in ``0..A-1`` (``A = world.n_actions``).
         generator: the distractor draws of a ``sampled`` reading.
         reading: the choices of §4.2 (``gridplan.core.readings``).
         world: the states' world.
@@ -105,6 +108,8 @@ def imagined_transition(
     Returns:
         ``(N, S)`` float next states, not clamped.
     """
+    if isinstance(world, DoorKey):
+        return DoorKeyTask(world=world).transition(state, action, generator)[0]
     if reading.distractors == "sampled":
         # The next state does not depend on the task: any task of the world steps it.
         nxt, _, _, events = transition(state, action, generator, task_a(world))
@@ -122,6 +127,27 @@ def imagined_transition(
         for dim, event in ((CARRYING, "pickup"), (DOOR_OPEN, "door_opened")):
             nxt[:, dim] = torch.where(events[event], nxt[:, dim], state[:, dim])
     return nxt
+
+
+def check_world_reading(reading: Reading, world) -> Reading:
+    """Return ``reading`` if ``world`` gives meaning to it. MiniGrid DoorKey has no colour
+    bits and no expected distractor position: its transition is on rounded cells, with the
+    tiles sampled and the carrying flag thresholded.
+
+    Raises:
+        ValueError: naming the switches a DoorKey world cannot apply.
+    """
+    if not isinstance(world, DoorKey):
+        return reading
+    fixed = {"transition": "cells", "bits": "thresholded", "flags": "thresholded",
+             "distractors": "sampled"}
+    wrong = {k: v for k, v in fixed.items() if getattr(reading, k) != v}
+    if wrong:
+        raise ValueError(
+            f"reading {reading.name!r} sets {wrong}, which {world.name} cannot apply: its "
+            f"models read rounded cells with sampled tiles ({fixed})"
+        )
+    return reading
 
 
 def unit_flags(
@@ -205,7 +231,7 @@ class NoiseModel(WorldModel):
         self.world = world
         self.sigma = check_sigma(sigma, world)
         self.noise_dims = tuple(noise_dims)
-        self.reading = check(reading)
+        self.reading = check_world_reading(check(reading), world)
         self.n_settings = self.sigma.shape[0]
         self._deterministic = bool((self.sigma == 0).all())
 
@@ -268,7 +294,7 @@ class NoiseModel(WorldModel):
     def predict(self, state, action, generator):
         """Validated imagined step; Raises ValueError on a malformed state or action."""
         check_state(state, world=self.world)
-        check_action(action, state.shape[0])
+        check_action(action, state.shape[0], self.world.n_actions)
         nxt = imagined_transition(state, action.long(), generator, self.reading, self.world)
         if not self._deterministic:
             nxt = nxt + self.noise(state.shape[0], generator)
@@ -340,7 +366,7 @@ class AR1NoiseModel(NoiseModel):
 
     def predict(self, state, action, generator):
         check_state(state, world=self.world)
-        check_action(action, state.shape[0])
+        check_action(action, state.shape[0], self.world.n_actions)
         nxt = imagined_transition(state, action.long(), generator, self.reading, self.world)
         fresh = self.noise(state.shape[0], generator)
         if self._state is None or self._state.shape[0] != state.shape[0]:

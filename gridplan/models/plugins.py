@@ -94,7 +94,6 @@ from pathlib import Path
 import torch
 
 from gridplan.core.constants import N_ACTIONS
-from gridplan.core.env import reset
 from gridplan.core.tasks import Task
 from gridplan.models.contract import WorldModel
 from gridplan.models.latent_contract import (
@@ -680,7 +679,7 @@ def check_contract(model, task: Task, device: torch.device | str, name: str = "m
     model = checked(model, name)
     dev = torch.device(device)
     gen = torch.Generator(device=dev).manual_seed(0)
-    state = reset(CHECK_ROWS, gen, task)
+    state = task.reset(CHECK_ROWS, gen)
     action = torch.arange(CHECK_ROWS, device=dev) % N_ACTIONS
     if callable(getattr(model, "start_rollout", None)):
         model.start_rollout(CHECK_ROWS, gen)

@@ -9,7 +9,7 @@ same state whatever the number of episodes, the other seeds, the batch or the de
 runs of different sizes compare on shared start states (the first 10 episodes of a
 40-episode run are those of a 10-episode run). They are drawn in blocks of
 ``START_BLOCK`` episodes: block ``k = i // START_BLOCK`` of seed ``s`` is
-``gridplan.core.env.reset(START_BLOCK, g)`` on CPU with ``g`` seeded from
+``task.reset(START_BLOCK, g)`` on CPU with ``g`` seeded from
 ``numpy.random.SeedSequence((s, k))``, and episode ``i`` is its row ``i % START_BLOCK``.
 Everything after the start (the true environment's distractors, planning noise and
 tie-breaks) comes from one stream per ``run_episodes`` call, seeded from the seeds and the
@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from gridplan.core.env import check_state, reset, step
-from gridplan.core.tasks import TASK_A, Task
+from gridplan.core.env import check_state
+from gridplan.core.tasks import TASK_A, TaskKind
 from gridplan.planning.planner import Planner
 from gridplan.util.progress import Progress, bar
 
@@ -63,7 +63,7 @@ class EpisodeResults:
         return {name: int((self.outcome == i).sum()) for i, name in enumerate(OUTCOMES)}
 
 
-def start_block(seed: int, block: int, task: Task = TASK_A) -> torch.Tensor:
+def start_block(seed: int, block: int, task: TaskKind = TASK_A) -> torch.Tensor:
     """Start states of episodes ``[block * START_BLOCK, (block + 1) * START_BLOCK)`` of
     ``seed``: ``(START_BLOCK, S)`` float32 on CPU (the module docstring gives the scheme).
 
@@ -74,11 +74,11 @@ def start_block(seed: int, block: int, task: Task = TASK_A) -> torch.Tensor:
         raise ValueError(f"seed and block must be >= 0, got seed {seed}, block {block}")
     state = np.random.SeedSequence((int(seed), int(block))).generate_state(2, dtype=np.uint32)
     gen = torch.Generator().manual_seed(int(state[0]) << 32 | int(state[1]))
-    return reset(START_BLOCK, gen, task)
+    return task.reset(START_BLOCK, gen)
 
 
 def start_states(
-    seeds: Sequence[int], episodes: int, task: Task = TASK_A, device: torch.device | str = "cpu"
+    seeds: Sequence[int], episodes: int, task: TaskKind = TASK_A, device: torch.device | str = "cpu"
 ) -> torch.Tensor:
     """Start states of episodes ``0..episodes-1`` of each seed, seed-major: ``(n_seeds * E, S)``.
 
@@ -161,7 +161,7 @@ def run_closed_loop(
         rows = torch.arange(b, device=device).view(m, -1)[:, live_cols].reshape(-1)
         sub = state[rows]
         action = planner.act(sub, generator)
-        nxt, reward, done, info = step(sub, action, generator, task)
+        nxt, reward, done, info = task.step(sub, action, generator)
         live = active[rows]
         state[rows] = torch.where(live.unsqueeze(1), nxt, sub)
         returns[rows] += reward * live
@@ -193,7 +193,7 @@ def run_closed_loop(
 
 def run_episodes(
     model,
-    task: Task = TASK_A,
+    task: TaskKind = TASK_A,
     depth: int = 4,
     seeds: Sequence[int] = tuple(range(10)),
     episodes: int = 30,

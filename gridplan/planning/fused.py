@@ -61,10 +61,10 @@ import torch
 
 from gridplan.core.constants import CARRYING, MOVES, N_ACTIONS
 from gridplan.core.readings import PROJECT, Reading, check
-from gridplan.core.tasks import Task
+from gridplan.core.tasks import Task, TaskKind
 from gridplan.core.values import table_size, value_table
 from gridplan.models.noise import AR1NoiseModel, NoiseModel, OracleModel
-from gridplan.planning.registry import TREES, register_scorer
+from gridplan.planning.registry import TREES, register_scorer, through_predict
 from gridplan.planning.scorers import (
     DEFAULT_MAX_MEMORY,
     LeafScorer,
@@ -458,19 +458,24 @@ class FusedNoiseScorer(LeafScorer):
 
 def noise_scorer(
     model: NoiseModel,
-    task: Task,
+    task: TaskKind,
     depth: int,
     device: torch.device | str = "cpu",
     max_memory: int = DEFAULT_MAX_MEMORY,
     max_rows: int | None = None,
     tree: str = "independent",
-) -> FusedNoiseScorer:
+) -> LeafScorer:
     """``FusedNoiseScorer`` with the model's sigma, its AR(1) ``rho`` (None for independent
     noise) and its reading, drawing on ``tree`` (a ``gridplan.planning.registry.ScorerFactory``).
+
+    A task of another kind than the paper's (MiniGrid DoorKey) rolls the model through its
+    ``predict`` (``through_predict``): the fused arithmetic is the paper's world's.
 
     Raises:
         ValueError: if the model predicts another world than the task's (naming both).
     """
+    if not isinstance(task, Task):
+        return through_predict(model, task, depth, device, max_memory, max_rows, tree)
     if model.world != task.world:
         raise ValueError(
             f"the model predicts world {model.world.name!r}, task {task.name!r} is played on "

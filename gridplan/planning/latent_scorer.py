@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import torch
 
-from gridplan.core.env import state_outcome
 from gridplan.core.tasks import Task
 from gridplan.models.latent_contract import LatentThroughDecoder, check_head
 from gridplan.models.signatures import label
@@ -74,7 +73,7 @@ class LatentScorer(GenericScorer):
             action = self.sequences[:, t].repeat(b).to(z.device)
             z_next = model.step_latent(z, action, generator)
             decoded = model.decode_latent(z_next).to(root.device)
-            reward, goal, hazard = state_outcome(decoded, self.task)
+            reward, goal, hazard = self.task.outcome(decoded)
             if model.heads:
                 out = latent.reward(z, action, z_next)
                 reward = check_head(out, z.shape[0], label(latent, "reward"))

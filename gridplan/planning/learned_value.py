@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 
 from gridplan.core.tasks import Task, check
-from gridplan.core.values import ValueTable, value_table
+from gridplan.core.values import ValueTable
 
 #: The kinds of terminal value a planner can use.
 VALUE_KINDS: tuple[str, ...] = ("exact", "learned", "none")
@@ -133,7 +133,7 @@ def terminal_value(
     if kind not in VALUE_KINDS:
         raise ValueError(f"value must be one of {', '.join(VALUE_KINDS)}, got {kind!r}")
     if kind == "exact":
-        return value_table(task, device)
+        return task.value_table(device)
     if kind == "none":
         return ZeroValue(task, device)
     if learned is None:

@@ -52,7 +52,7 @@ from dataclasses import dataclass
 import torch
 
 from gridplan.core.constants import N_ACTIONS
-from gridplan.core.env import check_state, state_outcome
+from gridplan.core.env import check_state
 from gridplan.core.tasks import TASK_A, Task, check
 from gridplan.models.contract import check_model_world
 from gridplan.planning.learned_value import check_value
@@ -394,7 +394,7 @@ class TreeSearchPlanner:
         block = slice(t.used, t.used + N_ACTIONS * grow.shape[0])
         kids = t.state[block]  # the growing lanes' predictions go straight into the block
         torch.index_select(nxt.view(lanes, -1), 0, grow, out=kids.view(-1, N_ACTIONS * s))
-        r, goal, hazard = state_outcome(kids, self.task)
+        r, goal, hazard = self.task.outcome(kids)
         done = goal | hazard
         v = (self.value.lookup(kids) * ~done).double()
         r = r.double()

@@ -1,6 +1,7 @@
 """Full-width depth-D tree search over a world model (paper §3 "Planner", appendix D).
 
-For every episode all ``L = 4^D`` action sequences are expanded; each leaf gets a score, the
+For every episode all ``L = A^D`` action sequences are expanded (``A`` actions: the paper's
+four moves, or MiniGrid DoorKey's seven); each leaf gets a score, the
 discounted true reward of its imagined states plus ``gamma^D V*`` of the last one
 (``gridplan.planning.scorers`` defines it exactly). The value of a first action is its best leaf;
 the chosen action is the best first action, ties broken by the planner's tie rule
@@ -23,7 +24,7 @@ the lowest-index action among the tied best (in ``gridplan.core.constants``' act
 (``gridplan.core.readings``; a model without a reading gets ``PROJECT``'s, ``"first"``); an
 explicit rule always wins. Actions tie when their values lie within ``TIE_TOLERANCE``.
 
-Random draws of ``act``: first the ``(B, 4)`` tie-break uniforms, then the model's noise
+Random draws of ``act``: first the ``(B, A)`` tie-break uniforms, then the model's noise
 (through the scorer), so the tie-breaks never depend on chunking or on the model. The uniforms
 are drawn under both tie rules, so the model's noise stream, and every decision that is not an
 exact tie, is the same under ``"first"`` and ``"random"``.
@@ -33,10 +34,9 @@ from __future__ import annotations
 
 import torch
 
-from gridplan.core.constants import N_ACTIONS
 from gridplan.core.env import check_state
 from gridplan.core.readings import CHOICES, PROJECT, Reading
-from gridplan.core.tasks import TASK_A, Task, check
+from gridplan.core.tasks import TASK_A, TaskKind, check
 from gridplan.models.contract import check_model_world
 
 # Imported for their side effects: they register the noise family's fused scorer and the
@@ -85,10 +85,10 @@ def resolve_ties(model, ties: str | None) -> str:
 
 
 def break_ties(q: torch.Tensor, tie: torch.Tensor, ties: str) -> torch.Tensor:
-    """The chosen first actions ``(B,)`` long of first-action values ``q`` ``(B, 4)``.
+    """The chosen first actions ``(B,)`` long of first-action values ``q`` ``(B, A)``.
 
     Actions within ``TIE_TOLERANCE`` of the row's best are tied; ``"first"`` takes the
-    lowest-index one, ``"random"`` the one with the largest uniform of ``tie`` ``(B, 4)``
+    lowest-index one, ``"random"`` the one with the largest uniform of ``tie`` ``(B, A)``
     (uniform among the tied, since the draws are i.i.d.). ``tie`` is read only by ``"random"``
     but is drawn by the caller under both rules (module docstring).
 
@@ -110,8 +110,9 @@ class Planner:
     Args:
         model: any ``WorldModel`` (duck-typed ``predict``; optional ``start_rollout``,
             ``n_settings``, ``deterministic``, ``bytes_per_row``; ``gridplan.models.contract``).
-        depth: search depth ``D >= 1``; ``4^D`` leaves per episode.
-        task: the reward applied to imagined states, the V* table and ``gamma``.
+        depth: search depth ``D >= 1``; ``A^D`` leaves per episode (``A = task.n_actions``).
+        task: the reward applied to imagined states, the V* table, ``gamma`` and the action
+            count (a ``gridplan.core.tasks.TaskKind``: the paper's world or MiniGrid DoorKey).
         max_memory: bytes the scorer may use for the leaf tensors of one chunk (default 2 GiB).
         max_rows: optional hard cap on leaf rows per chunk (overrides ``max_memory``).
         device: where the V* table lives (move it with the states).
@@ -141,7 +142,7 @@ class Planner:
         self,
         model,
         depth: int,
-        task: Task = TASK_A,
+        task: TaskKind = TASK_A,
         max_memory: int = DEFAULT_MAX_MEMORY,
         max_rows: int | None = None,
         device: torch.device | str = "cpu",
@@ -158,7 +159,7 @@ class Planner:
         self.model = model
         self.depth = depth
         self.task = task
-        self.n_leaves = N_ACTIONS**depth
+        self.n_leaves = task.n_actions**depth
         self.tree = resolve_tree(model, tree)
         self.ties = resolve_ties(model, ties)
         self.scorer: LeafScorer = leaf_scorer(
@@ -170,8 +171,13 @@ class Planner:
         """The discount of the leaf scores, ``task.gamma``."""
         return self.task.gamma
 
+    @property
+    def n_actions(self) -> int:
+        """The task's action count ``A`` (4 in the paper's world, 7 in MiniGrid's)."""
+        return self.task.n_actions
+
     def action_values(self, root: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        """Best leaf score under each first action: ``(B, 4)``.
+        """Best leaf score under each first action: ``(B, A)``.
 
         Args:
             root: ``(B, S)`` true states, setting-major for a multi-setting model.
@@ -182,11 +188,12 @@ class Planner:
                 model's setting blocks, or a misbehaving model.
         """
         check_state(root, "root state", self.task.world)
-        q = root.new_empty(root.shape[0], N_ACTIONS)
-        per_action = self.n_leaves // N_ACTIONS
+        a = self.n_actions
+        q = root.new_empty(root.shape[0], a)
+        per_action = self.n_leaves // a
         for rows, scores in self.scorer.leaf_scores(root, generator):
             # Leaves of first action a are the contiguous block a of the L leaves.
-            q[rows] = scores.view(-1, N_ACTIONS, per_action).amax(dim=2)
+            q[rows] = scores.view(-1, a, per_action).amax(dim=2)
         return q
 
     def act(self, root: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
@@ -199,6 +206,6 @@ class Planner:
             ValueError: as ``action_values``; the root is checked before any draw.
         """
         check_state(root, "root state", self.task.world)
-        tie = torch.rand(root.shape[0], N_ACTIONS, generator=generator, device=root.device)
+        tie = torch.rand(root.shape[0], self.n_actions, generator=generator, device=root.device)
         q = self.action_values(root, generator)
         return break_ties(q, tie, self.ties)

@@ -34,7 +34,7 @@ from typing import Protocol
 import torch
 
 from gridplan.core.readings import CHOICES, Reading
-from gridplan.core.tasks import Task
+from gridplan.core.tasks import TaskKind
 from gridplan.models.plugins import CheckedModel
 from gridplan.planning.scorers import (
     DEFAULT_MAX_MEMORY,
@@ -60,7 +60,7 @@ class ScorerFactory(Protocol):
     def __call__(
         self,
         model,
-        task: Task,
+        task: TaskKind,
         depth: int,
         device: torch.device | str,
         max_memory: int,
@@ -121,7 +121,7 @@ def resolve_tree(model, tree: str | None) -> str:
 
 def through_predict(
     model,
-    task: Task,
+    task: TaskKind,
     depth: int,
     device: torch.device | str = "cpu",
     max_memory: int = DEFAULT_MAX_MEMORY,
@@ -152,7 +152,7 @@ register_scorer(CheckedModel, _plugin_scorer)
 
 def leaf_scorer(
     model,
-    task: Task,
+    task: TaskKind,
     depth: int,
     device: torch.device | str = "cpu",
     max_memory: int = DEFAULT_MAX_MEMORY,

@@ -52,9 +52,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from gridplan.core.constants import N_ACTIONS
-from gridplan.core.env import state_outcome
-from gridplan.core.tasks import Task
-from gridplan.core.values import value_table
+from gridplan.core.tasks import TaskKind
 from gridplan.core.world import DEFAULT
 
 #: Default memory budget for the leaf tensors of one chunk, in bytes.
@@ -78,11 +76,14 @@ PROBE_ROWS = 256
 Rows = slice | torch.Tensor
 
 
-def action_sequences(depth: int, device: torch.device | str = "cpu") -> torch.Tensor:
-    """All ``4^D`` action sequences, ``(L, D)`` long, first action most significant."""
-    leaves = torch.arange(N_ACTIONS**depth, device=device)
-    powers = N_ACTIONS ** torch.arange(depth - 1, -1, -1, device=device)
-    return (leaves.unsqueeze(1) // powers) % N_ACTIONS
+def action_sequences(
+    depth: int, device: torch.device | str = "cpu", n_actions: int = N_ACTIONS
+) -> torch.Tensor:
+    """All ``A^D`` action sequences, ``(L, D)`` long, first action most significant (``A``
+    actions: 4 in the paper's world, 7 in MiniGrid's)."""
+    leaves = torch.arange(n_actions**depth, device=device)
+    powers = n_actions ** torch.arange(depth - 1, -1, -1, device=device)
+    return (leaves.unsqueeze(1) // powers) % n_actions
 
 
 def is_deterministic(model) -> bool:
@@ -246,10 +247,14 @@ def episodes_per_setting(batch: int, n_settings: int) -> int:
 
 
 def check_depth(
-    depth: int, max_memory: int, bytes_per_leaf: Callable[[int], int], episodes: int = 1
+    depth: int,
+    max_memory: int,
+    bytes_per_leaf: Callable[[int], int],
+    episodes: int = 1,
+    n_actions: int = N_ACTIONS,
 ) -> None:
     """Check up front that the smallest chunk of the search, ``episodes`` whole episodes of
-    ``4^D`` leaves (one per setting block), fits in the memory budget.
+    ``A^D`` leaves (one per setting block; ``A = n_actions``), fits in the memory budget.
 
     Args:
         depth: search depth ``D``.
@@ -257,6 +262,7 @@ def check_depth(
         bytes_per_leaf: the scorer's working memory per leaf of one chunk at a depth, bytes
             (a model's own activations come on top).
         episodes: episodes in the smallest chunk (a multi-setting model's ``n_settings``).
+        n_actions: the world's action count ``A``.
 
     Raises:
         ValueError: if that chunk needs more than ``max_memory``; the message names the
@@ -264,7 +270,7 @@ def check_depth(
     """
 
     def need(d: int) -> int:
-        return episodes * N_ACTIONS**d * bytes_per_leaf(d)
+        return episodes * n_actions**d * bytes_per_leaf(d)
 
     if need(depth) <= max_memory:
         return
@@ -274,8 +280,8 @@ def check_depth(
     hint = f"the largest depth that fits is {fits}" if fits else "no depth fits"
     raise ValueError(
         f"depth {depth} needs {need(depth) / 2**30:,.1f} GiB for one chunk ({episodes} x "
-        f"4^{depth} leaves x {bytes_per_leaf(depth)} bytes), over the planner's memory budget "
-        f"max_memory = {max_memory / 2**30:,.2f} GiB; {hint}"
+        f"{n_actions}^{depth} leaves x {bytes_per_leaf(depth)} bytes), over the planner's "
+        f"memory budget max_memory = {max_memory / 2**30:,.2f} GiB; {hint}"
     )
 
 
@@ -329,12 +335,12 @@ class LeafScorer(abc.ABC):
         depth: search depth ``D``; ``n_leaves = 4^D``.
     """
 
-    task: Task
+    task: TaskKind
     depth: int
 
     @property
     def n_leaves(self) -> int:
-        return N_ACTIONS**self.depth
+        return self.task.n_actions**self.depth
 
     @abc.abstractmethod
     def leaf_scores(
@@ -391,7 +397,7 @@ class GenericScorer(LeafScorer):
     def __init__(
         self,
         model,
-        task: Task,
+        task: TaskKind,
         depth: int,
         device: torch.device | str = "cpu",
         max_memory: int = DEFAULT_MAX_MEMORY,
@@ -400,13 +406,17 @@ class GenericScorer(LeafScorer):
         row_bytes = generic_bytes_per_row(task.world.state_dim)
         # Per leaf: the chunk's rows plus the (L, D) action sequences and one step's actions.
         check_depth(
-            depth, max_memory, lambda d: row_bytes + 8 * (d + 1), getattr(model, "n_settings", 1)
+            depth,
+            max_memory,
+            lambda d: row_bytes + 8 * (d + 1),
+            getattr(model, "n_settings", 1),
+            task.n_actions,
         )
         self.model = model
         self.task = task
         self.depth = depth
-        self.values = value_table(task, device)
-        self.sequences = action_sequences(depth, device)
+        self.values = task.value_table(device)
+        self.sequences = action_sequences(depth, device, task.n_actions)
         self.discounts = [task.gamma**t for t in range(depth + 1)]
         model_bytes = model_bytes_per_row(model, self.values.device, task.world.state_dim)
         if is_deterministic(model):
@@ -432,7 +442,7 @@ class GenericScorer(LeafScorer):
         """``(reward, goal, hazard)``, each ``(R,)``, of the imagined step ``state --action-->
         nxt``: the task's true sparse reward of the predicted state. A subclass may score the
         reward otherwise (``RewardScorer``: the model's own reward)."""
-        return state_outcome(nxt, self.task)
+        return self.task.outcome(nxt)
 
     def scores(self, root: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         """Leaf scores ``(E, L)`` of ``E`` root episodes in one batch of ``E * L`` rows.

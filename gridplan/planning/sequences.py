@@ -23,7 +23,6 @@ from dataclasses import dataclass
 import torch
 
 from gridplan.core.constants import N_ACTIONS
-from gridplan.core.env import state_outcome
 from gridplan.core.tasks import Task
 from gridplan.models.latent_contract import LatentThroughDecoder
 from gridplan.planning.scorers import check_prediction, episodes_per_setting
@@ -107,7 +106,7 @@ def sequence_terms(
             z = model.step_latent(z, flat[:, t], generator)
             state = model.decode_latent(z).to(root.device)
         check_prediction(state, model, t, rows, "candidate rows", s)
-        reward, goal, hazard = state_outcome(state, task)
+        reward, goal, hazard = task.outcome(state)
         terms[:, t] = task.gamma**t * reward * alive
         alive &= ~(goal | hazard)
     terms[:, h - 1] += task.gamma**h * value.lookup(state) * alive

@@ -1,6 +1,7 @@
 """The shared-prefix tree: leaf scores with one prediction per tree node (paper §3 "Planner").
 
-``gridplan.planning.scorers.GenericScorer`` rolls each of the ``L = 4^D`` leaves of an episode on
+``gridplan.planning.scorers.GenericScorer`` rolls each of the ``L = 4^D`` leaves (``A^D`` in
+a world of ``A`` actions) of an episode on
 its own, ``D * 4^D`` predictions. Leaves that start with the same actions pass through the same
 imagined states, so ``TreeScorer`` expands the search tree level by level instead: level
 ``t + 1`` is ``predict`` of every level-``t`` node under each of the 4 actions,
@@ -31,10 +32,7 @@ from __future__ import annotations
 
 import torch
 
-from gridplan.core.constants import N_ACTIONS
-from gridplan.core.env import state_outcome
-from gridplan.core.tasks import Task
-from gridplan.core.values import value_table
+from gridplan.core.tasks import TaskKind
 from gridplan.models.contract import keeps_memory
 from gridplan.planning.scorers import (
     DEFAULT_MAX_MEMORY,
@@ -93,7 +91,7 @@ class TreeScorer(LeafScorer):
     def __init__(
         self,
         model,
-        task: Task,
+        task: TaskKind,
         depth: int,
         device: torch.device | str = "cpu",
         max_memory: int = DEFAULT_MAX_MEMORY,
@@ -107,23 +105,22 @@ class TreeScorer(LeafScorer):
         self.n_settings = getattr(model, "n_settings", 1)
         s = task.world.state_dim
         leaf_bytes, row_bytes = tree_bytes_per_leaf(s), generic_bytes_per_row(s)
-        check_depth(depth, max_memory, lambda d: leaf_bytes, self.n_settings)
+        a = task.n_actions
+        check_depth(depth, max_memory, lambda d: leaf_bytes, self.n_settings, a)
         self.model = model
         self.task = task
         self.depth = depth
-        self.values = value_table(task, device)
+        self.values = task.value_table(device)
         self.discounts = [task.gamma**t for t in range(depth + 1)]
         model_bytes = model_bytes_per_row(model, self.values.device, s)
         # A block and a call take at most a quarter of the budget (a small budget shrinks them).
-        working = max(N_ACTIONS, max_memory // 4 // (row_bytes + model_bytes))
+        working = max(a, max_memory // 4 // (row_bytes + model_bytes))
         self.block_rows = min(BLOCK_ROWS, max_rows or BLOCK_ROWS, working)
         self.call_rows = min(cache_rows(model_bytes, s), self.block_rows)
         fixed = self.block_rows * row_bytes + self.call_rows * model_bytes
         self.max_rows = max_rows or max(1, (max_memory - fixed) // leaf_bytes)
-        tile = self.block_rows + N_ACTIONS * self.n_settings
-        self._actions = torch.arange(N_ACTIONS, device=self.values.device).repeat(
-            -(-tile // N_ACTIONS)
-        )
+        tile = self.block_rows + a * self.n_settings
+        self._actions = torch.arange(a, device=self.values.device).repeat(-(-tile // a))
 
     def leaf_scores(self, root, generator):
         m = self.n_settings
@@ -143,7 +140,7 @@ class TreeScorer(LeafScorer):
         """``(reward, goal, hazard)`` of the imagined steps ``state --action--> nxt`` (``(R,)``
         each): the task's true sparse reward of the predicted state, as
         ``GenericScorer.arrival``."""
-        return state_outcome(nxt, self.task)
+        return self.task.outcome(nxt)
 
     def scores(self, root: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         """Leaf scores ``(E, L)`` of ``E`` root episodes (setting-major), level by level.
@@ -152,32 +149,32 @@ class TreeScorer(LeafScorer):
             ValueError: if the model returns a misshapen or non-finite prediction
                 (``gridplan.planning.scorers.check_prediction``).
         """
-        m, width = self.n_settings, root.shape[1]
+        m, width, a = self.n_settings, root.shape[1], self.task.n_actions
         e = episodes_per_setting(root.shape[0], m)
         state = root.reshape(m, e, width)
         score = root.new_zeros(m, e)
         alive = torch.ones(m, e, dtype=torch.bool, device=root.device)
         leaf = root.new_empty(m, e * self.n_leaves)
-        parents = max(1, self.block_rows // (N_ACTIONS * m))
+        parents = max(1, self.block_rows // (a * m))
         # One block's children and predictions live in buffers reused by every block: fresh
         # block-sized tensors cost page faults on each block, and a gather of the parents'
         # rows (index_select) copies them faster than an expanded copy of 12-float rows.
-        rows = m * N_ACTIONS * min(parents, e * N_ACTIONS ** (self.depth - 1))
+        rows = m * a * min(parents, e * a ** (self.depth - 1))
         children, predicted = root.new_empty(2, rows, width).unbind(0)
-        # Child j of a block reads its parent's row j // 4 (all 4 actions of a parent).
-        siblings = torch.arange(rows // m, device=root.device) // N_ACTIONS
+        # Child j of a block reads its parent's row j // A (all A actions of a parent).
+        siblings = torch.arange(rows // m, device=root.device) // a
         for t in range(self.depth):
             last = t == self.depth - 1
             n = state.shape[1]
             if not last:
-                nxt_state = root.new_empty(m, N_ACTIONS * n, width)
-                nxt_score = root.new_empty(m, N_ACTIONS * n)
-                nxt_alive = alive.new_empty(m, N_ACTIONS * n)
+                nxt_state = root.new_empty(m, a * n, width)
+                nxt_score = root.new_empty(m, a * n)
+                nxt_alive = alive.new_empty(m, a * n)
             settings = torch.arange(0, m * n, n, device=root.device).unsqueeze(1)
             for lo in range(0, n, parents):
                 hi = min(n, lo + parents)
-                k = N_ACTIONS * (hi - lo)
-                # Row (setting s, child j) of the block: parent s * n + lo + j // 4.
+                k = a * (hi - lo)
+                # Row (setting s, child j) of the block: parent s * n + lo + j // A.
                 index = (settings + (siblings[:k] + lo)).view(-1)
                 nodes = torch.index_select(
                     state.view(m * n, width), 0, index, out=children[: m * k]
@@ -200,7 +197,7 @@ class TreeScorer(LeafScorer):
                 s = score.view(-1).index_select(0, index)
                 s = s + self.discounts[t] * reward * live
                 live = live & ~(goal | hazard)
-                span = slice(N_ACTIONS * lo, N_ACTIONS * hi)
+                span = slice(a * lo, a * hi)
                 if last:
                     s = s + self.discounts[self.depth] * self.values.lookup(out) * live
                     leaf[:, span] = s.view(m, k)

@@ -55,7 +55,6 @@ import lightning.pytorch as pl
 import torch
 from torch.distributions import Normal, kl_divergence
 
-from gridplan.core.env import state_outcome
 from gridplan.core.render import obs_shape, observe
 from gridplan.data.datasets import TransitionDataset
 from gridplan.models.latent import (
@@ -258,7 +257,7 @@ class LatentWorldModelModule(pl.LightningModule):
             actual = torch.cat([start, goals[:, :-1]], dim=1)
         reward = done = value = 0.0
         for j, ((a, s_next, w), zj) in enumerate(zip(steps, imagined, strict=True)):
-            true_reward, goal, hazard = state_outcome(s_next, self.task)
+            true_reward, goal, hazard = self.task.outcome(s_next)
             r_hat, d_logit = heads.step(zj, a)
             reward = reward + (w * (r_hat - true_reward).square()).mean()
             ended = (goal | hazard).to(d_logit.dtype)
