@@ -394,8 +394,10 @@ class _Tables:
     Attributes:
         low, high: ``(10,)`` int64 range of each state dim (``_bounds``).
         dx, dy: ``(4,)`` int64 step of each heading.
-        border: ``(N * N,)`` int64 ``_AHEAD`` index times ``_AHEAD_UNIT`` of cell ``x N + y``
-            without the wall column: walls round the edge, the goal, else empty.
+        border: ``(2 * (N + 2)^2,)`` int64 ``_AHEAD`` index times ``_AHEAD_UNIT`` of cell
+            ``(x + 1) (N + 2) + y + 1`` (the grid in a frame of walls) without the wall
+            column, the key elsewhere (first) or on it (second): walls, the goal, else empty,
+            or the key where it is not in a wall.
         change: ``(codes, 10)`` int64 state change of each code (``_change``).
         events: ``(codes, 8)`` bool events of each code in ``_EVENTS`` order (padded to 8,
             one int64 per code).
@@ -414,10 +416,12 @@ class _Tables:
 def _tables(world: DoorKey, device: torch.device) -> _Tables:
     bounds = _bounds(world)
     n = world.size
-    edge = torch.zeros(n, n, dtype=torch.bool)
-    edge[0], edge[-1], edge[:, 0], edge[:, -1] = True, True, True, True
+    edge = torch.ones(n + 2, n + 2, dtype=torch.bool)
+    edge[2:-2, 2:-2] = False
     border = torch.where(edge, _AHEAD.index(WALL), _AHEAD.index(EMPTY))
-    border[world.goal] = _AHEAD.index(GOAL)
+    border[world.goal[0] + 1, world.goal[1] + 1] = _AHEAD.index(GOAL)
+    # The key on a cell: walls hide it, it hides the goal.
+    border = torch.stack([border, border.masked_fill(~edge, _AHEAD.index(KEY_OBJECT))])
     changes, events = zip(*(_change(code) for code in range(_CODES)), strict=True)
     padded = [e + [False] * (8 - len(e)) for e in events]
     return _Tables(
@@ -437,11 +441,12 @@ def _codes(state: torch.Tensor, action: torch.Tensor, tables: _Tables, n: int) -
     ax, ay, heading, kx, ky, carrying, door, wall_x, door_y = state[:, :STEP].unbind(1)
     fx = ax + tables.dx.index_select(0, heading)
     fy = ay + tables.dy.index_select(0, heading)
-    ahead = fy.add(fx, alpha=n)
-    kind = tables.border.index_select(0, ahead)
-    # A carried key lies on the agent's cell, never in front; the wall column hides a key
-    # in it (objects_at's order).
-    kind.masked_fill_(ky.add(kx, alpha=n) == ahead, _AHEAD.index(KEY_OBJECT) * _AHEAD_UNIT)
+    # Cells x (N + 2) + y, the grid framed by a ring of walls (the cell in front of an agent
+    # on the edge is off the grid). A carried key lies on the agent's cell, never in front.
+    ahead = fy.add(fx, alpha=n + 2)
+    keyed = ky.add(kx, alpha=n + 2) == ahead
+    kind = tables.border.index_select(0, ahead.add_(keyed, alpha=(n + 2) ** 2).add_(n + 3))
+    # The wall column hides a key in it (objects_at's order).
     door_or_wall = torch.where(
         fy == door_y, _AHEAD.index(DOOR_OBJECT) * _AHEAD_UNIT, _AHEAD.index(WALL) * _AHEAD_UNIT
     )
@@ -454,8 +459,9 @@ def transition(
     state: torch.Tensor, action: torch.Tensor, world: DoorKey
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
     """``step`` without validation (value iteration enumerates states through it), of
-    states inside ``check_state``'s ranges whose carried key lies on the agent's cell; they
-    may break its other rules (``gridplan.core.doorkey_task`` steps decoded noisy states).
+    states whose agent and key lie on the grid (``0..N-1``), the other dims in
+    ``check_state``'s ranges, a carried key on the agent's cell; they may break its other
+    rules (``gridplan.core.doorkey_task`` steps decoded noisy states).
     A row's change and events are looked up by its code (``_codes``): seven actions times
     what can lie in front, the door, carrying, heading."""
     tables = _tables(world, state.device)

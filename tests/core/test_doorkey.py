@@ -127,6 +127,25 @@ def test_batched_step_equals_the_plain_python_step(w):
         assert got == want, (s[i].tolist(), int(a[i]))
 
 
+@pytest.mark.parametrize("w", [W5, W8], ids=lambda w: w.name)
+def test_transition_of_states_that_break_the_rules_equals_the_plain_python_step(w):
+    # Decoded noisy states (gridplan.core.doorkey_task): the agent and the key anywhere on
+    # the grid, in the wall, on the door or the goal, a carried key on the agent's cell.
+    gen, n = torch.Generator().manual_seed(w.size), w.size
+    low = torch.tensor([0, 0, 0, 0, 0, 0, 0, 2, 1, 0])
+    high = torch.tensor([n - 1, n - 1, 3, n - 1, n - 1, 1, 2, n - 3, n - 2, w.max_steps])
+    s = low + (torch.rand(600, 10, generator=gen) * (high - low + 1)).long()
+    carried = s[:, 5] == 1
+    s[carried, 3:5] = s[carried, 0:2]
+    a = torch.randint(0, 7, (s.shape[0],), generator=gen)
+    nxt, r, term, trunc, _ = env.transition(s, a, w)
+    assert not env.valid(s, w).all()
+    for i in range(s.shape[0]):
+        want = scalar_step(w.size, w.max_steps, tuple(s[i].tolist()), int(a[i]))
+        got = (tuple(nxt[i].tolist()), r[i].item(), term[i].item(), trunc[i].item())
+        assert got == want, (s[i].tolist(), int(a[i]))
+
+
 def test_reset_states_are_valid_layouts_on_the_generators_device_and_reproducible():
     a = env.reset(256, torch.Generator().manual_seed(3), W8)
     b = env.reset(256, torch.Generator().manual_seed(3), W8)
