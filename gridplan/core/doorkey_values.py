@@ -72,9 +72,11 @@ def state_index(state: torch.Tensor, world: DoorKey) -> torch.Tensor:
     """Index of ``(B, 10)`` states in their layout's table, ``(B,)`` int64: agent x, agent
     y, heading, key (``x N + y``, or ``N^2`` carried), door; the last varies fastest."""
     n = world.size
-    key = torch.where(state[:, CARRYING] == 1, n * n, state[:, KEY_X] * n + state[:, KEY_Y])
-    idx = (state[:, AGENT_X] * n + state[:, AGENT_Y]) * N_HEADINGS + state[:, HEADING]
-    return (idx * (n * n + 1) + key) * N_DOOR_STATES + state[:, DOOR]
+    key = state[:, KEY_Y].add(state[:, KEY_X], alpha=n).masked_fill_(state[:, CARRYING] == 1, n * n)
+    heading = N_DOOR_STATES * (n * n + 1)
+    index = state[:, DOOR].add(key, alpha=N_DOOR_STATES).add_(state[:, HEADING], alpha=heading)
+    cell = heading * N_HEADINGS
+    return index.add_(state[:, AGENT_Y], alpha=cell).add_(state[:, AGENT_X], alpha=cell * n)
 
 
 def layout_states(world: DoorKey, wall_x: int, door_y: int) -> torch.Tensor:
