@@ -13,6 +13,11 @@ truncations, the egocentric ``7x7x3`` images and directions, and the fully obser
 episodes, greedy in our Q* with probability ``1 - epsilon`` so that goals, unlocks and drops
 are visited often (grids up to ``GUIDED_MAX_SIZE``; values are per layout and take seconds).
 
+``state_vector(env, tracked)`` reads the same state into the float layout models predict
+(``gridplan.core.doorkey_task``), and ``collect(env, transitions, policy)`` records
+transitions of MiniGrid's own env in it: the training data of a model trained outside
+gridplan (``docs/how-to/minigrid-model.md``).
+
 The semantics were written against MiniGrid ``PINNED_VERSION``; ``require_pinned`` refuses any
 other installed version, naming both. Needs ``pip install gridplan[minigrid]``.
 """
@@ -29,6 +34,7 @@ import torch
 from gridplan.core import doorkey_env as dk
 from gridplan.core.doorkey_constants import DIM_NAMES, N_ACTIONS
 from gridplan.core.doorkey_observe import egocentric, full_grid
+from gridplan.core.doorkey_task import encode
 from gridplan.core.doorkey_values import DoorKeyValues
 from gridplan.core.doorkey_world import DoorKey
 from gridplan.util.extras import require
@@ -116,6 +122,68 @@ def load_state(env, tracked: _Tracked) -> list[int]:
     door = tracked.door.encode()[2]
     return [ax, ay, int(e.agent_dir), kx, ky, int(carrying), door, tracked.wall_x,
             tracked.door_y, int(e.step_count)]
+
+
+def state_vector(env, tracked: _Tracked) -> torch.Tensor:
+    """``env``'s state in gridplan's float layout (``gridplan.core.doorkey_task``): ``(9,)``
+    float32 ``[agent_x, agent_y, heading, key_x, key_y, carrying, door, wall_x, door_y]``,
+    cells ``/ (N - 1)``, heading ``/ 3``, door state ``/ 2`` (0 open, 0.5 closed, 1 locked),
+    the key on the agent's cell while carried. ``tracked`` is ``track(env)`` taken right after
+    the episode's reset (it follows the key object once picked up).
+
+    Raises:
+        ValueError: if ``env``'s grid is not square or smaller than a DoorKey grid.
+    """
+    e = env.unwrapped
+    if e.width != e.height:
+        raise ValueError(f"a DoorKey grid is square, got {e.width}x{e.height}")
+    row = torch.tensor([load_state(env, tracked)], dtype=torch.long)
+    return encode(row, None, DoorKey(size=e.width))[0]
+
+
+def collect(env, transitions: int, policy, seed: int = 0):
+    """Play MiniGrid's own ``env`` (e.g. ``gymnasium.make("MiniGrid-DoorKey-8x8-v0")``) for
+    ``transitions`` steps and record gridplan's float states around each action.
+
+    An episode ends on termination or truncation and the next one starts from
+    ``env.reset(seed=seed * 1000003 + k)`` (episode ``k``).
+
+    Args:
+        env: a DoorKey environment (wrappers allowed; its ``unwrapped`` is read).
+        transitions: steps to record.
+        policy: ``policy(env, rng) -> action`` in ``0..6``; ``rng`` is a NumPy
+            ``Generator`` seeded with ``seed``, its only randomness.
+        seed: seeds the resets and ``rng``.
+
+    Returns:
+        ``(states (T, 9) float32, actions (T,) int64, next_states (T, 9) float32)``
+        (``state_vector``); ``next_states`` of a last step is the state it reached.
+
+    Raises:
+        ValueError: on ``transitions`` below 1, an action outside ``0..6``, or a grid that is
+            not a DoorKey layout (``track``).
+    """
+    if transitions < 1:
+        raise ValueError(f"transitions must be >= 1, got {transitions}")
+    rng, episodes = np.random.default_rng(seed), 0
+    states, actions, nexts = [], [], []
+    done = True
+    for _ in range(transitions):
+        if done:
+            env.reset(seed=seed * 1_000_003 + episodes)
+            episodes += 1
+            tracked = track(env)
+            state = state_vector(env, tracked)
+        action = int(policy(env, rng))
+        if not 0 <= action < N_ACTIONS:
+            raise ValueError(f"policy returned action {action}, outside 0..{N_ACTIONS - 1}")
+        _, _, terminated, truncated, _ = env.step(action)
+        nxt = state_vector(env, tracked)
+        states.append(state)
+        actions.append(action)
+        nexts.append(nxt)
+        state, done = nxt, terminated or truncated
+    return torch.stack(states), torch.tensor(actions, dtype=torch.long), torch.stack(nexts)
 
 
 def fully_observed(env):

@@ -27,3 +27,10 @@ ACTION_NAMES = ("up", "down", "left", "right")
 MOVES = torch.tensor([[0, 1], [0, -1], [-1, 0], [1, 0]], dtype=torch.long)
 #: (5, 2) moves of the d1 random walk: the four actions plus stay.
 DISTRACTOR_MOVES = torch.cat([MOVES, torch.zeros(1, 2, dtype=torch.long)])
+
+#: Discount of V* and of the planner's leaf scores in every world (our choice: the paper does
+#: not state one).
+DEFAULT_GAMMA = 0.95
+#: Reward of arriving on the goal cell, and on the hazard cell (paper §3, §5.3).
+GOAL_REWARD = 1.0
+HAZARD_REWARD = -1.0

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
-from gridplan.core import env
+from gridplan.core import checks
 from gridplan.core.doorkey_constants import (
     AGENT_X,
     AGENT_Y,
@@ -108,7 +108,7 @@ def check_action(action: torch.Tensor, batch: int) -> torch.Tensor:
     Raises:
         ValueError: on a wrong shape, a non-integer dtype or a value outside ``0..6``.
     """
-    return env.check_action(action, batch, N_ACTIONS).long()
+    return checks.check_action(action, batch, N_ACTIONS).long()
 
 
 def _fail(state: torch.Tensor, bad: torch.Tensor, field: str, rule: str) -> None:

@@ -1,7 +1,8 @@
 """MiniGrid DoorKey as a task of every layer: its float state, true step, reward and exact V*.
 
-The models, the planner and the metrics read ``(B, S)`` float states (``gridplan.core.tasks.
-TaskKind``); ``gridplan.core.doorkey_env`` steps ``(B, 10)`` int64 MiniGrid states. This
+The models, the planner and the metrics read ``(B, S)`` float states through the task
+protocol (``gridplan.core.dynamics``); ``gridplan.core.doorkey_env`` steps ``(B, 10)`` int64
+MiniGrid states. This
 module is the bridge, a ``DoorKeyTask`` whose state is the MiniGrid state, normalized, plus
 the world's floor tiles (``DoorKey.tiles``), irrelevant distractors:
 
@@ -32,8 +33,9 @@ from dataclasses import dataclass
 
 import torch
 
+from gridplan.core import checks
 from gridplan.core import doorkey_env as dk_env
-from gridplan.core import env as grid_env
+from gridplan.core.constants import DEFAULT_GAMMA, GOAL_REWARD
 from gridplan.core.doorkey_constants import (
     AGENT_X,
     AGENT_Y,
@@ -52,7 +54,6 @@ from gridplan.core.doorkey_constants import (
 )
 from gridplan.core.doorkey_values import layout_values, state_index
 from gridplan.core.doorkey_world import BASE_DIM_NAMES, DoorKey
-from gridplan.core.tasks import DEFAULT_GAMMA, GOAL_REWARD, TaskKind
 
 #: The MiniGrid dims of the float state, in its order (dims 0..8).
 _MINIGRID_DIMS = (AGENT_X, AGENT_Y, HEADING, KEY_X, KEY_Y, CARRYING, DOOR, WALL_X, DOOR_Y)
@@ -151,12 +152,12 @@ def check_state(state: torch.Tensor, world: DoorKey, what: str = "state") -> tor
     """Validate true DoorKey states at a public boundary (the environment's, not a model's).
 
     Raises:
-        ValueError: on a shape, dtype or non-finite value (``gridplan.core.env.check_state``),
+        ValueError: on a shape, dtype or non-finite value (``gridplan.core.checks.check_state``),
             a value off its lattice (not ``k / scale``) or out of range (naming the dim), or
             a MiniGrid state no step can reach (``doorkey_env.check_state``: a key in the
             wall, an agent on a closed door, ...).
     """
-    grid_env.check_state(state, what, world)
+    checks.check_state(state, what, world)
     base, tiles = lattice(state, world)
     scale = _scales(world).to(state.device)
     off = (state[:, : len(_MINIGRID_DIMS)].double() * scale - base).abs() > LATTICE_TOLERANCE
@@ -259,7 +260,7 @@ def _table(task: DoorKeyTask, device: str) -> DoorKeyValueTable:
 
 
 @dataclass(frozen=True)
-class DoorKeyTask(TaskKind):
+class DoorKeyTask:
     """MiniGrid's DoorKey task on one DoorKey world (frozen, hashable).
 
     Attributes:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import torch
 
+from gridplan.core.constants import DEFAULT_GAMMA
 from gridplan.core.doorkey_constants import (
     AGENT_X,
     AGENT_Y,
@@ -51,7 +52,6 @@ from gridplan.core.doorkey_constants import (
 )
 from gridplan.core.doorkey_env import check_state, transition, valid
 from gridplan.core.doorkey_world import DoorKey
-from gridplan.core.tasks import DEFAULT_GAMMA
 
 #: ``d`` of a state from which the goal cannot be reached.
 UNREACHABLE = -1
@@ -227,7 +227,7 @@ class DoorKeyValues:
 
     Args:
         world: the grid.
-        gamma: discount of ``V*`` and ``Q*`` (``gridplan.core.tasks.DEFAULT_GAMMA``, 0.95).
+        gamma: discount of ``V*`` and ``Q*`` (``gridplan.core.constants.DEFAULT_GAMMA``, 0.95).
 
     Raises:
         ValueError: if ``gamma`` is not in ``(0, 1)``.

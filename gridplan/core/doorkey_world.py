@@ -106,6 +106,11 @@ class DoorKey:
         return (*BASE_DIM_NAMES, *tiles)
 
     @property
+    def n_distractors(self) -> int:
+        """The floor tiles, DoorKey's distractors."""
+        return self.tiles
+
+    @property
     def tile_dims(self) -> tuple[int, ...]:
         """Indices of the tiles' coordinates, ``x, y`` per tile."""
         return tuple(range(len(BASE_DIM_NAMES), self.state_dim))

@@ -21,7 +21,6 @@ gives the paper's cells): Task A's goal is ``(N - 1, door_y)``; Task B's goal is
 
 from __future__ import annotations
 
-import abc
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -33,11 +32,12 @@ from gridplan.core.constants import (
     AGENT_Y,
     C1,
     CARRYING,
+    DEFAULT_GAMMA,
     DOOR_OPEN,
     KEY_X,
     KEY_Y,
-    N_ACTIONS,
 )
+from gridplan.core.doorkey_task import DoorKeyTask, task_on
 from gridplan.core.world import World
 
 Cell = tuple[int, int]
@@ -48,11 +48,6 @@ Cell = tuple[int, int]
 PAPER_RELEVANT_DIMS = (AGENT_X, AGENT_Y, KEY_X, KEY_Y, CARRYING, DOOR_OPEN)
 #: Episode length of the paper's tasks, in environment steps (paper §3): the default world's.
 DEFAULT_HORIZON = worlds.DEFAULT.horizon
-#: Discount of V* and of the planner's leaf scores (our choice: the paper does not state one).
-DEFAULT_GAMMA = 0.95
-#: Reward of arriving on the goal cell, and on the hazard cell (paper §3, §5.3).
-GOAL_REWARD = 1.0
-HAZARD_REWARD = -1.0
 
 
 def _check_cell(name: str, cell: Cell | None, world: World) -> None:
@@ -82,53 +77,8 @@ def _check_dims(name: str, dims: tuple[int, ...], world: World) -> None:
                          f"0..{s - 1}, got {dims!r}")
 
 
-class TaskKind(abc.ABC):
-    """What every layer reads of a task, whatever its world: the paper's gridworld (``Task``)
-    or MiniGrid DoorKey (``gridplan.core.doorkey_task.DoorKeyTask``).
-
-    Attributes every task has: ``name``, ``world`` (``gridplan.core.world.WORLD_KINDS``),
-    ``horizon`` (episode steps), ``gamma`` (discount of V* and of the planner's leaves),
-    ``relevant_dims`` (the dims V* reads) and ``noise_relevant_dims`` (the dims the controlled
-    family noises with ``sigma_r``). States are ``(B, S)`` float, ``S = world.state_dim``;
-    actions ``(B,)`` long in ``0..n_actions - 1``.
-    """
-
-    @property
-    @abc.abstractmethod
-    def n_actions(self) -> int:
-        """Number of actions: 4 in the paper's world, 7 in MiniGrid's."""
-
-    @abc.abstractmethod
-    def reset(self, batch: int, generator: torch.Generator) -> torch.Tensor:
-        """``(B, S)`` start states drawn from the task's start distribution."""
-
-    @abc.abstractmethod
-    def step(
-        self, state: torch.Tensor, action: torch.Tensor, generator: torch.Generator
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
-        """One validated true step: ``(next (B, S), reward (B,), terminated (B,) bool,
-        info)``; ``info`` holds ``(B,)`` bool ``goal`` and ``hazard`` at least."""
-
-    @abc.abstractmethod
-    def transition(
-        self, state: torch.Tensor, action: torch.Tensor, generator: torch.Generator
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
-        """``step`` on any (possibly noisy) state, read through rounded cells, without
-        validation: what the controlled family applies to a belief (paper §4.2)."""
-
-    @abc.abstractmethod
-    def outcome(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Sparse reward of arriving in ``(B, S)`` (possibly predicted) states:
-        ``(reward (B,) float, goal (B,) bool, hazard (B,) bool)``. No validation."""
-
-    @abc.abstractmethod
-    def value_table(self, device: torch.device | str = "cpu"):
-        """The exact V* of the task, cached: ``lookup(state) -> (B,)`` (no validation, any
-        float state), ``q_values(state) -> (B, n_actions)``, ``gamma`` and ``device``."""
-
-
 @dataclass(frozen=True)
-class Task(TaskKind):
+class Task:
     """One task of the gridworld (frozen, hashable; compare and cache by value).
 
     Attributes:
@@ -196,43 +146,6 @@ class Task(TaskKind):
             raise ValueError(f"gamma must lie in (0, 1), got {self.gamma!r}")
 
     @property
-    def n_actions(self) -> int:
-        """The four moves of the paper's world (``gridplan.core.constants``)."""
-        return N_ACTIONS
-
-    # ``gridplan.core.env`` and ``gridplan.core.values`` import this module, so the methods
-    # below import them when called.
-    def reset(self, batch: int, generator: torch.Generator) -> torch.Tensor:
-        """``gridplan.core.env.reset`` of this task."""
-        from gridplan.core.env import reset
-
-        return reset(batch, generator, self)
-
-    def step(self, state, action, generator):
-        """``gridplan.core.env.step`` of this task."""
-        from gridplan.core.env import step
-
-        return step(state, action, generator, self)
-
-    def transition(self, state, action, generator):
-        """``gridplan.core.env.transition`` of this task."""
-        from gridplan.core.env import transition
-
-        return transition(state, action, generator, self)
-
-    def outcome(self, state):
-        """``gridplan.core.env.state_outcome`` of this task."""
-        from gridplan.core.env import state_outcome
-
-        return state_outcome(state, self)
-
-    def value_table(self, device: torch.device | str = "cpu"):
-        """``gridplan.core.values.value_table`` of this task."""
-        from gridplan.core.values import value_table
-
-        return value_table(self, device)
-
-    @property
     def reads_c1(self) -> bool:
         """Whether the goal geometry, hence V*, depends on ``c1``."""
         return self.swap_on_c1
@@ -278,6 +191,12 @@ def task_b(world: World = worlds.DEFAULT) -> Task:
 TASK_A = task_a()
 TASK_B = task_b()
 
+#: The kinds of task every layer takes: the paper's gridworld and MiniGrid DoorKey
+#: (``gridplan.core.doorkey_task``). What a layer asks of either (reset, step, reward, V*)
+#: goes through ``gridplan.core.dynamics``.
+TASK_KINDS = (Task, DoorKeyTask)
+TaskKind = Task | DoorKeyTask
+
 _REGISTRY: dict[str, Task] = {}
 #: Tasks defined on every world by a rule of its geometry.
 _RULES: dict[str, Callable[[World], Task]] = {"A": task_a, "B": task_b}
@@ -312,13 +231,13 @@ def names() -> tuple[str, ...]:
 
 
 def check(task: TaskKind) -> TaskKind:
-    """Return ``task`` if it is a task of either kind (``TaskKind``): the library's functions
-    take tasks, not names.
+    """Return ``task`` if it is a task of either kind (``TASK_KINDS``): the library's
+    functions take tasks, not names.
 
     Raises:
         TypeError: naming what was passed instead (resolve a name with ``get``).
     """
-    if not isinstance(task, TaskKind):
+    if not isinstance(task, TASK_KINDS):
         hint = ""
         if isinstance(task, str):
             hint = f" {task!r}; resolve a name with gridplan.core.tasks.get"
@@ -345,11 +264,8 @@ def get(task: str | TaskKind, world=None) -> TaskKind:
     """
     target = None if world is None else worlds.get(world)
     if isinstance(target, worlds.DoorKey):
-        # doorkey_task imports this module.
-        from gridplan.core.doorkey_task import task_on
-
         return task_on(task, target)
-    if isinstance(task, TaskKind) and not isinstance(task, Task):
+    if isinstance(task, DoorKeyTask):
         return task
     if isinstance(task, Task):
         found = task

@@ -291,35 +291,6 @@ def value_table(task: Task = TASK_A, device: torch.device | str = "cpu") -> Valu
     return table
 
 
-def optimal_state_distribution(
-    task: Task = TASK_A, episodes: int = 2048, seed: int = 0
-) -> torch.Tensor:
-    """States visited by the optimal (greedy-in-Q*) policy from reset states: ``(N, S)``.
-
-    This is the distribution ``rho`` of Eq. 1 (our choice: the paper leaves it open). Episodes
-    run for at most ``task.horizon`` steps; ties between optimal actions are broken at random
-    with ``seed``.
-
-    Raises:
-        TypeError: if ``task`` is not a ``Task``.
-    """
-    table = task.value_table()
-    gen = torch.Generator().manual_seed(seed)
-    state = task.reset(episodes, gen)
-    visited = []
-    alive = torch.ones(episodes, dtype=torch.bool)
-    for _ in range(task.horizon):
-        visited.append(state[alive])
-        q = table.q_values(state)
-        best = q >= q.max(dim=1, keepdim=True).values - 1e-9
-        action = (torch.rand(q.shape, generator=gen) * best).argmax(dim=1)
-        state, _, done, _ = task.step(state, action, gen)
-        alive &= ~done
-        if not alive.any():
-            break
-    return torch.cat(visited)
-
-
 #: Rows of states, perturbed copies included, scored by one ``value_fn`` call of
 #: ``perturbation_saliency`` (bytes of float32 rows); the default world fits one call.
 SALIENCY_BYTES = 256 * 2**20
@@ -427,37 +398,3 @@ def perturbation_saliency(
     if sens.sum() <= 0:
         raise ValueError("the value function is constant under every perturbation")
     return (sens / sens.sum()).float()
-
-
-@functools.lru_cache(maxsize=8)
-def _graded_weights(task: Task) -> torch.Tensor:
-    states = optimal_state_distribution(task)
-    # V* reads the relevant dims only: the others' saliency is exactly 0 unscored.
-    lookup = task.value_table().lookup
-    return perturbation_saliency(lookup, states, world=task.world, dims=task.relevant_dims)
-
-
-def relevance_weights(task: Task = TASK_A) -> torch.Tensor:
-    """Graded relevance weights (paper Eq. 1): the ``perturbation_saliency`` of the exact V*
-    over the optimal policy's states (``optimal_state_distribution``); computed once per task.
-
-    Returns:
-        ``(S,)`` float32 weights, non-negative, summing to 1, exactly 0 on the dimensions
-        V* does not read (a fresh copy: callers may modify it).
-
-    Raises:
-        TypeError: if ``task`` is not a ``Task``.
-    """
-    return _graded_weights(check(task)).clone()
-
-
-def binary_weights(task: Task = TASK_A) -> torch.Tensor:
-    """Binary relevance weights ``(S,)``: ``1/d_R`` on ``task.relevant_dims``, else 0.
-
-    Raises:
-        TypeError: if ``task`` is not a ``Task``.
-    """
-    dims = check(task).relevant_dims
-    w = torch.zeros(task.world.state_dim)
-    w[list(dims)] = 1.0 / len(dims)
-    return w

@@ -42,6 +42,7 @@ from pathlib import Path
 
 import torch
 
+from gridplan.core import dynamics
 from gridplan.core.constants import STATE_LAYOUT_VERSION
 from gridplan.core.env import check_state
 from gridplan.core.render import PIXELS_PER_CELL, observe
@@ -131,8 +132,8 @@ class _Behaviour:
 
     def __init__(self, policy: str, task: Task, device: torch.device) -> None:
         self.policy = check_policy(policy)
-        self.table = task.value_table(device) if policy != "random" else None
-        self.n_actions = task.n_actions
+        self.table = dynamics.value_table(task, device) if policy != "random" else None
+        self.n_actions = task.world.n_actions
         rates = EXPERT_EPSILONS if policy == "expert" else BALANCED_EPSILONS
         self.epsilons = torch.tensor(rates, device=device)
 
@@ -444,7 +445,7 @@ def collect(
     device = gen.device
     behaviour = _Behaviour(policy, task, device)
     b = min(COLLECT_ENVS, transitions)
-    state = task.reset(b, gen)
+    state = dynamics.reset(task, b, gen)
     eps = behaviour.draw_eps(b, gen)
     episode = torch.arange(b, device=device)
     next_id = torch.tensor(b, device=device)
@@ -452,7 +453,7 @@ def collect(
     rows: dict[str, list[torch.Tensor]] = {k: [] for k in TENSOR_FIELDS}
     for _ in range(-(-transitions // b)):
         action = behaviour.act(state, eps, gen)
-        nxt, reward, terminated, info = task.transition(state, action, gen)
+        nxt, reward, terminated, info = dynamics.transition(task, state, action, gen)
         logged = {
             "states": state,
             "actions": action,
@@ -470,7 +471,7 @@ def collect(
         t = t + 1
         done = terminated | (t >= task.horizon)
         # Draw a full fresh batch every step (no host sync on how many episodes ended).
-        state = torch.where(done.unsqueeze(1), task.reset(b, gen), nxt)
+        state = torch.where(done.unsqueeze(1), dynamics.reset(task, b, gen), nxt)
         eps = torch.where(done, behaviour.draw_eps(b, gen), eps)
         new_ids = next_id + torch.cumsum(done.long(), 0) - 1
         episode = torch.where(done, new_ids, episode)
@@ -708,14 +709,14 @@ def _window_round(
 ) -> dict[str, torch.Tensor]:
     """Play ``b`` episodes and cut one window from each that runs ``>= horizon`` steps."""
     device = gen.device
-    state = task.reset(b, gen)
+    state = dynamics.reset(task, b, gen)
     eps = behaviour.draw_eps(b, gen)
     alive = torch.ones(b, dtype=torch.bool, device=device)
     length = torch.zeros(b, dtype=torch.long, device=device)
     states, actions, pickups, doors = [state], [], [], []
     for _ in range(task.horizon):
         action = behaviour.act(state, eps, gen)
-        state, _, terminated, info = task.transition(state, action, gen)
+        state, _, terminated, info = dynamics.transition(task, state, action, gen)
         states.append(state)
         actions.append(action)
         pickups.append(info["pickup"])

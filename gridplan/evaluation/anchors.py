@@ -45,6 +45,7 @@ from typing import NamedTuple
 
 import torch
 
+from gridplan.core import dynamics
 from gridplan.core.constants import N_ACTIONS
 from gridplan.core.env import outcome, relevant_step
 from gridplan.core.tasks import Task
@@ -80,7 +81,7 @@ class DiscreteDynamics:
     def index(self, state: torch.Tensor) -> torch.Tensor:
         """``(N,)`` discrete indices of ``(N, S)`` float states (rounded cells, flags at 0.5):
         the V* table's (``ValueTable.index``)."""
-        return self.task.value_table(self.reward.device).index(state)
+        return dynamics.value_table(self.task, self.reward.device).index(state)
 
 
 @functools.lru_cache(maxsize=8)
@@ -216,7 +217,7 @@ class AnchorSet:
         self.task = task
         device = str(torch.device(device))
         self.dynamics = discrete_dynamics(task, device)
-        v_star = task.value_table(device).table
+        v_star = dynamics.value_table(task, device).table
         # Q_d(s, a) = r + gamma * V_{d-1}(s'): the depth-d table is d - 1 steps deep.
         tables = [
             v_star if a.lookahead == 0 else _lookahead_table(task, str(device), a.lookahead - 1)

@@ -308,7 +308,7 @@ def what_to_fix(report: dict) -> list[str]:
     relevant dimension that weighs most in the graded DRPE (its share of it), missed
     decision-critical events (event audit), and how much of E_tot sits on irrelevant
     dimensions (error there never changes a decision). Never empty."""
-    from gridplan.core.values import relevance_weights
+    from gridplan.core.relevance import relevance_weights
 
     # A collapsed representation comes first: it is the cause of any gate it fails.
     out = representation_findings(report)
@@ -384,7 +384,7 @@ def profile_rows(report: dict) -> list[dict]:
 def _profile_figure(report: dict) -> Figure | None:
     if "profile" not in report:
         return None
-    from gridplan.core.values import relevance_weights
+    from gridplan.core.relevance import relevance_weights
 
     task = report_task(report)
     weights = relevance_weights(task).tolist()

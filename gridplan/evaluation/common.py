@@ -15,6 +15,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from gridplan.core import dynamics
 from gridplan.core.tasks import Task
 
 #: Normal quantile of the 95% intervals of means.
@@ -107,7 +108,7 @@ def predicted_outcome(
         ``predict_reward``, else the true reward of the predicted state; ``goal``/``hazard``
         always from the predicted state (the step terminates where either holds).
     """
-    reward, goal, hazard = task.outcome(nxt)
+    reward, goal, hazard = dynamics.outcome(task, nxt)
     if has_reward(model):
         reward = model.predict_reward(state, action, nxt).to(reward.dtype)
     return reward, goal, hazard

@@ -28,6 +28,7 @@ from dataclasses import dataclass, fields
 
 import torch
 
+from gridplan.core import dynamics
 from gridplan.core.constants import N_ACTIONS
 from gridplan.core.env import check_state
 from gridplan.core.tasks import Task
@@ -265,7 +266,7 @@ def decide_planner(planner, roots: torch.Tensor, generator: torch.Generator) -> 
         if hasattr(planner, "plan")
         else full_width_plan(planner, roots, generator)
     )
-    table = task.value_table(roots.device)
+    table = dynamics.value_table(task, roots.device)
     oracle = OracleModel(world=task.world)
     achieved = sequence_returns(
         oracle, task, roots, plan.sequence.unsqueeze(1), table, generator

@@ -27,6 +27,7 @@ from itertools import combinations
 
 import torch
 
+from gridplan.core import dynamics
 from gridplan.core.constants import N_ACTIONS
 from gridplan.core.tasks import Task
 from gridplan.evaluation.common import NON_NEGATIVE, Estimate, predicted_outcome, relevant_sq_error
@@ -77,7 +78,7 @@ def true_rollout(
     after termination are those the transition gives; the relevant dims stay exact)."""
     state, out = start, []
     for t in range(actions.shape[1]):
-        state = task.transition(state, actions[:, t], generator)[0]
+        state = dynamics.transition(task, state, actions[:, t], generator)[0]
         out.append(state)
     return torch.stack(out, dim=1)
 
@@ -116,7 +117,7 @@ def branch_predictions(
     if start_rollout is not None:
         start_rollout(rows.shape[0], model_generator)
     pred = model.predict(rows, action, model_generator)
-    true, reward_true, _, _ = task.transition(rows, action, env_generator)
+    true, reward_true, _, _ = dynamics.transition(task, rows, action, env_generator)
     reward_model, _, _ = predicted_outcome(model, rows, action, pred, task)
     shape = (N_ACTIONS, n, states.shape[1])
     return Branches(

@@ -39,7 +39,7 @@ from gridplan.core.tasks import Task
 from gridplan.evaluation.common import has_reward
 from gridplan.evaluation.latent_eval import planning_note, prepare_latent
 from gridplan.evaluation.levels import LevelContext, measure
-from gridplan.evaluation.planner_choice import PlannerChoice
+from gridplan.evaluation.planner_choice import PlannerChoice, check_learned_value_task
 from gridplan.evaluation.schema import LEVELS, Report
 from gridplan.evaluation.spec import (
     CONTROLLED,
@@ -54,6 +54,7 @@ from gridplan.models.latent_contract import is_latent_model
 from gridplan.models.plugins import check_contract, checked
 from gridplan.planning.learned_value import LearnedValue
 from gridplan.planning.planner import Planner
+from gridplan.planning.planners import needs_learned_value
 from gridplan.util.progress import Progress, as_progress
 
 
@@ -87,18 +88,20 @@ def check_levels(levels: Sequence[str] | None, model=None) -> tuple[str, ...]:
     return wanted + (("success",) if "success" in levels and "L7" not in levels else ())
 
 
-#: The levels and planners measured on a task of another kind than the paper's world
-#: (MiniGrid DoorKey, ``gridplan.core.doorkey_task``): the others read the paper's four
-#: actions and state layout.
+#: The levels measured on a task of another kind than the paper's world (MiniGrid DoorKey,
+#: ``gridplan.core.doorkey_task``): the others read the paper's four actions and state layout.
 OTHER_WORLD_LEVELS = ("L1", "success")
 
 
 def check_world_levels(task, levels: Sequence[str], spec: EvalSpec) -> None:
-    """Refuse levels or a planner that ``task``'s world does not define.
+    """Refuse levels or a planner that ``task``'s world does not define. Every planner plans
+    any task's actions; a learned value is fitted on the paper's world only
+    (``gridplan.evaluation.planner_choice.check_learned_value_task``).
 
     Raises:
         ValueError: on a MiniGrid DoorKey task with a level outside ``OTHER_WORLD_LEVELS`` or
-            a planner other than the full-width search, naming what is available.
+            a planner that needs a learned value (``search-learned-v``, ``value=learned``),
+            naming what is available.
     """
     if isinstance(task, Task):
         return
@@ -108,11 +111,8 @@ def check_world_levels(task, levels: Sequence[str], spec: EvalSpec) -> None:
             f"levels {extra} are not defined on {task.world.name}; it measures "
             f"{', '.join(OTHER_WORLD_LEVELS)} (--levels {','.join(OTHER_WORLD_LEVELS)})"
         )
-    if not spec.planner.is_search:
-        raise ValueError(
-            f"planner {spec.planner.name!r} is not defined on {task.world.name}; it is "
-            "planned by the full-width search (drop --planner)"
-        )
+    if needs_learned_value(spec.planner.name, spec.planner.settings):
+        check_learned_value_task(task)
 
 
 def _measure(

@@ -3,7 +3,7 @@
 from another planner's).
 
 The paper's graded weights are the perturbation saliency of the exact V*
-(``gridplan.core.values.relevance_weights``). A planner that ends its imagined rollouts with
+(``gridplan.core.relevance.relevance_weights``). A planner that ends its imagined rollouts with
 another value cares about other dims: ``planner_value`` is the value a planner's choices
 depend on, by its terminal value (``gridplan.planning.learned_value``):
 
@@ -23,13 +23,11 @@ from __future__ import annotations
 
 import torch
 
+from gridplan.core import dynamics
 from gridplan.core.readings import PROJECT
+from gridplan.core.relevance import optimal_state_distribution, relevance_weights
 from gridplan.core.tasks import Task
-from gridplan.core.values import (
-    optimal_state_distribution,
-    perturbation_saliency,
-    relevance_weights,
-)
+from gridplan.core.values import perturbation_saliency
 from gridplan.evaluation.planner_choice import PlannerChoice
 from gridplan.metrics.prediction import drpe
 from gridplan.models.noise import OracleModel
@@ -60,7 +58,7 @@ def planner_value(choice: PlannerChoice, task: Task, depth: int, device="cpu"):
     """
     kind = value_kind(choice)
     if kind == "exact":
-        return task.value_table(device).lookup
+        return dynamics.value_table(task, device).lookup
     if kind == "learned":
         return choice.learned.lookup
     horizon = int(choice.settings.get("horizon", depth))

@@ -259,7 +259,7 @@ def _level_rows(level: str, numbers: dict) -> list[Row]:
 def profile_table(report: dict) -> Table:
     """L1's per-dimension error ordered by graded relevance weight, with the 95% bootstrap
     interval over the held-out windows (``profile_ci``) where recorded."""
-    from gridplan.core.values import relevance_weights
+    from gridplan.core.relevance import relevance_weights
 
     task = report_task(report)
     names = task.world.dim_names

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 
 import torch
 
+from gridplan.core import dynamics
 from gridplan.core.readings import PROJECT
 from gridplan.core.tasks import TASK_A, Task
 from gridplan.data.datasets import EvalWindows
@@ -88,7 +89,7 @@ def episode_cycles(
     actions = results.actions
     t, b = actions.shape
     states = results.trajectory[:t].reshape(t * b, -1)
-    index = task.value_table(states.device).index(states).view(t, b)
+    index = dynamics.value_table(task, states.device).index(states).view(t, b)
     step = torch.arange(t, device=actions.device)
     # A step after the end gets a key no other step shares (negative, one per step).
     key = torch.where(actions >= 0, index * 4 + actions, -1 - step.unsqueeze(1)).T  # (B, T)

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from gridplan.core import tasks
-from gridplan.core.values import relevance_weights
+from gridplan.core import dynamics, tasks
+from gridplan.core.relevance import relevance_weights
 from gridplan.evaluation.planner_choice import PlannerChoice, fit_learned_value
 from gridplan.evaluation.planner_relevance import planner_weights, saliency_states, value_kind
 from gridplan.evaluation.spec import PlannerSpec
@@ -142,7 +142,7 @@ def measure_pool(ctx, cfg: E10Config, model, names, family, planners, weights) -
         metrics = prediction_metrics(model, windows, TASK, weights=extra)
     roots = saliency_states(TASK, cfg.regret_states).to(ctx.device)
     b = roots.shape[0]
-    q = TASK.value_table(ctx.device).q_values(roots)
+    q = dynamics.value_table(TASK, ctx.device).q_values(roots)
     success, regret = {}, {}
     for p, choice in planners.items():
         t0 = time.perf_counter()

@@ -36,8 +36,8 @@ import numpy as np
 import torch
 
 from gridplan.core.constants import AGENT_X, AGENT_Y, C1, CARRYING, DOOR_OPEN, KEY_X, KEY_Y
+from gridplan.core.relevance import binary_weights, relevance_weights
 from gridplan.core.tasks import TASK_A
-from gridplan.core.values import binary_weights, relevance_weights
 from gridplan.core.world import DEFAULT as PAPER_WORLD
 from gridplan.experiments import paper, settings
 from gridplan.experiments.figures import weights_figure

@@ -408,7 +408,7 @@ def axis_fit(
 # --------------------------------------------------------------------------- verdicts
 
 
-def _lead(rows: list[WorldRow], pooled: bool = False) -> tuple[bool | None, str]:
+def lead_claim(rows: list[WorldRow], pooled: bool = False) -> tuple[bool | None, str]:
     e_key, d_key = ("pooled_rho_E_tot", "pooled_rho_DRPE") if pooled else ("rho_E_tot", "rho_DRPE")
     pairs = [(r.world, getattr(r, e_key), getattr(r, d_key)) for r in rows]
     if not pairs or any(e is None or d is None for _, e, d in pairs):
@@ -430,7 +430,7 @@ def _margin(fit: AxisFit) -> tuple[bool | None, str]:
     )
 
 
-def _strong(rows: list[WorldRow]) -> tuple[bool | None, str]:
+def strong_claim(rows: list[WorldRow]) -> tuple[bool | None, str]:
     if any(r.rho_DRPE is None for r in rows):
         return None, "DRPE's ρ is undefined in a world"
     return all(r.rho_DRPE <= STRONG_RHO for r in rows), "; ".join(
@@ -460,14 +460,14 @@ def verdicts(
     length = [rows[n] for n in cfg.length_axis]
     learned = [rows[n] for n in cfg.learned_worlds]
     results = {
-        "lead_width": _lead(width),
+        "lead_width": lead_claim(width),
         "margin_width": _margin(fits["width"]),
-        "strong_width": _strong(width),
+        "strong_width": strong_claim(width),
         "etot_width": _etot(width),
-        "lead_length": _lead(length),
+        "lead_length": lead_claim(length),
         "margin_length": _margin(fits["length"]),
-        "strong_length": _strong(length),
-        "lead_learned": _lead(learned, pooled=True) if learned else (None, "no learned world"),
+        "strong_length": strong_claim(length),
+        "lead_learned": lead_claim(learned, pooled=True) if learned else (None, "no learned world"),
     }
     for key, claim in CLAIMS.items():
         ok, detail = results[key]

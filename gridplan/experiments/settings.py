@@ -532,6 +532,56 @@ class E8Config(GroupConfig):
         return tuple(dict.fromkeys((*self.width_axis, *self.length_axis, *self.extra_worlds)))
 
 
+# --------------------------------------------------------------------------- E12
+
+
+@dataclass(frozen=True, kw_only=True)
+class E12Config(GroupConfig):
+    """E12 settings: E1's design on Farama MiniGrid DoorKey (``gridplan.core.doorkey_task``).
+
+    Attributes:
+        worlds: DoorKey worlds (``minigrid-doorkey-{N}x{N}-t{T}``), each with floor tiles so
+            that irrelevant dims exist; the last has the most tiles.
+        sigma_r: relevant noise levels, grid cells, on dims 0-8.
+        sigma_i: irrelevant noise levels, normalized units, on the tiles.
+        protocol: the closed loop and held-out windows of every world.
+        learned_rows: learned MLPs trained on the factored state of each ``learned_worlds``.
+        learned_worlds: the worlds whose learned models are trained (a subset of ``worlds``).
+        learned_seeds: training seeds of each learned row.
+        train_overrides: extra overrides of every training run.
+        n_resamples: bootstrap resamples of every Spearman CI and of the margin.
+
+    Raises:
+        ValueError: if a world is not a DoorKey world with tiles, or a learned world is not
+            measured.
+    """
+
+    recorded: ClassVar[tuple[str, ...]] = ("depth", "seeds", "episodes", "n_windows", "horizon")
+
+    worlds: tuple[str, ...]
+    sigma_r: tuple[float, ...]
+    sigma_i: tuple[float, ...]
+    protocol: EvalSpec
+    learned_rows: tuple[LearnedRow, ...] = ()
+    learned_worlds: tuple[str, ...] = ()
+    learned_seeds: tuple[int, ...] = (0,)
+    train_overrides: tuple[str, ...] = ()
+    n_resamples: int
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in self.worlds:
+            world = worlds.get(name)
+            if not isinstance(world, worlds.DoorKey) or not world.tiles:
+                raise ValueError(
+                    f"E12Config.worlds must be DoorKey worlds with tiles "
+                    f"(minigrid-doorkey-NxN-tT), got {name!r}"
+                )
+        missing = [w for w in self.learned_worlds if w not in self.worlds]
+        if missing:
+            raise ValueError(f"E12Config.learned_worlds {missing} are not measured")
+
+
 # --------------------------------------------------------------------------- E10
 
 
@@ -655,6 +705,7 @@ class Settings:
     e8: E8Config
     e9: E9Config
     e10: E10Config
+    e12: E12Config
 
 
 def _zoo(name: str, seeds=None, eval_seeds=None, max_epochs=None) -> DictConfig:
@@ -719,5 +770,6 @@ E7: dict[str, E7Config] = {name: s.e7 for name, s in _SETTINGS.items()}
 E8: dict[str, E8Config] = {name: s.e8 for name, s in _SETTINGS.items()}
 E9: dict[str, E9Config] = {name: s.e9 for name, s in _SETTINGS.items()}
 E10: dict[str, E10Config] = {name: s.e10 for name, s in _SETTINGS.items()}
+E12: dict[str, E12Config] = {name: s.e12 for name, s in _SETTINGS.items()}
 #: The paper's Table 3 rows and its random-data one (the full profile's).
 ROWS, RANDOM_ROW = E3["full"].rows, E3["full"].random_row

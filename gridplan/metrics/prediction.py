@@ -34,9 +34,9 @@ from dataclasses import dataclass
 
 import torch
 
-from gridplan.core import tasks
+from gridplan.core import dynamics, tasks
+from gridplan.core.relevance import binary_weights, relevance_weights
 from gridplan.core.tasks import TASK_A, Task, check
-from gridplan.core.values import binary_weights, relevance_weights
 from gridplan.core.world import DEFAULT
 from gridplan.data.datasets import EvalWindows
 from gridplan.models.contract import check_model_world
@@ -402,7 +402,7 @@ def prediction_metrics(
         m, len(windows), windows.horizon, width
     )
     sq = squared_errors(pred, windows.targets)
-    table = task.value_table(device)
+    table = dynamics.value_table(task, device)
     v_pred = table.lookup(pred.reshape(-1, width)).view(m, -1)
     v_true = table.lookup(windows.targets.reshape(-1, width)).view(1, -1)
     vpe = (v_pred - v_true).square().mean(dim=1)

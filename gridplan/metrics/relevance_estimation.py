@@ -35,9 +35,10 @@ import torch
 from scipy.stats import spearmanr
 from torch import nn
 
-from gridplan.core.constants import N_ACTIONS
+from gridplan.core import dynamics
+from gridplan.core.constants import DEFAULT_GAMMA, N_ACTIONS
 from gridplan.core.env import check_state
-from gridplan.core.tasks import DEFAULT_GAMMA, TASK_A, Task, check
+from gridplan.core.tasks import TASK_A, Task, check
 from gridplan.core.values import perturbation_saliency
 from gridplan.core.world import DEFAULT, World
 
@@ -180,7 +181,7 @@ def one_step_backup_inputs(
     if not torch.isfinite(nxt).all():
         raise ValueError("model.predict returned non-finite values")
     nxt = nxt.clamp(0.0, 1.0)
-    reward, goal, hazard = task.outcome(nxt)
+    reward, goal, hazard = dynamics.outcome(task, nxt)
     shape = (n, N_ACTIONS)
     return nxt.view(n, N_ACTIONS, width), reward.view(shape), (goal | hazard).view(shape)
 
@@ -340,7 +341,7 @@ def estimate_relevance(
     weights = perturbation_saliency(fitted, probe, world=world)
     irrelevant = [d for d in range(world.state_dim) if d not in task.relevant_dims]
     v_fit = fitted(probe).double().cpu()
-    v_true = task.value_table(probe.device).lookup(probe).double().cpu()
+    v_true = dynamics.value_table(task, probe.device).lookup(probe).double().cpu()
     if float(v_fit.std()) > 0 and float(v_true.std()) > 0:
         rho = float(spearmanr(v_fit.numpy(), v_true.numpy()).statistic)
     else:

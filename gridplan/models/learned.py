@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from gridplan.core.constants import N_ACTIONS, STATE_LAYOUT_VERSION
-from gridplan.core.world import DEFAULT, World
+from gridplan.core.world import DEFAULT, World, recorded
 from gridplan.models.contract import WorldModel
 
 #: Planning modes of an ensemble (``EnsembleWorldModel``).
@@ -80,7 +80,8 @@ class MLPDynamics(nn.Module):
         members: ensemble size ``K >= 1``.
         activation: one of ``ACTIVATIONS``.
         predict_delta: output ``state + f(state, action)`` instead of ``f(state, action)``.
-        state_dim: the world's state width ``S`` (input ``S + 4``, output ``S``).
+        state_dim: the world's state width ``S`` (input ``S + A``, output ``S``).
+        n_actions: the world's action count ``A`` (4; MiniGrid DoorKey's 7), one-hot coded.
 
     Raises:
         ValueError: on an empty or non-positive ``hidden``, ``members < 1``, ``state_dim < 1``
@@ -94,11 +95,15 @@ class MLPDynamics(nn.Module):
         activation: str = "silu",
         predict_delta: bool = True,
         state_dim: int = DEFAULT.state_dim,
+        n_actions: int = N_ACTIONS,
     ) -> None:
         super().__init__()
         if int(state_dim) < 1:
             raise ValueError(f"state_dim must be >= 1, got {state_dim}")
+        if int(n_actions) < 1:
+            raise ValueError(f"n_actions must be >= 1, got {n_actions}")
         self.state_dim = int(state_dim)
+        self.n_actions = a = int(n_actions)
         hidden = [int(h) for h in hidden]
         if not hidden or min(hidden) < 1:
             raise ValueError(f"hidden must be a non-empty list of positive widths, got {hidden}")
@@ -112,7 +117,7 @@ class MLPDynamics(nn.Module):
         self.members = int(members)
         self.activation = activation
         self.predict_delta = bool(predict_delta)
-        widths = [self.state_dim + N_ACTIONS, *hidden]
+        widths = [self.state_dim + a, *hidden]
         layers: list[nn.Module] = []
         for w_in, w_out in zip(widths[:-1], widths[1:], strict=True):
             layers += [EnsembleLinear(self.members, w_in, w_out), ACTIVATIONS[activation]()]
@@ -121,7 +126,7 @@ class MLPDynamics(nn.Module):
         self._flat: list[torch.Tensor] = []
         # Row a: the input encoding of action a before the state is added (-1 in the state's
         # columns, a's one-hot); `_infer` gathers it. Not persistent: checkpoints are unchanged.
-        codes = torch.cat([torch.full((N_ACTIONS, self.state_dim), -1.0), torch.eye(N_ACTIONS)], 1)
+        codes = torch.cat([torch.full((a, self.state_dim), -1.0), torch.eye(a)], 1)
         self.register_buffer("_codes", codes, persistent=False)
 
     def architecture(self) -> dict[str, Any]:
@@ -132,6 +137,7 @@ class MLPDynamics(nn.Module):
             "activation": self.activation,
             "predict_delta": self.predict_delta,
             "state_dim": self.state_dim,
+            "n_actions": self.n_actions,
         }
 
     def forward(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
@@ -157,7 +163,7 @@ class MLPDynamics(nn.Module):
         if state.dim() == 2:
             state = state.unsqueeze(0).expand(self.members, -1, -1)
             action = action.unsqueeze(0).expand(self.members, -1)
-        one_hot = nn.functional.one_hot(action.long(), N_ACTIONS).to(state.dtype)
+        one_hot = nn.functional.one_hot(action.long(), self.n_actions).to(state.dtype)
         # Centred inputs: the MLP sees coordinates and flags in [-1, 1].
         x = torch.cat([2.0 * state - 1.0, one_hot], dim=-1)
         out = self.layers(x)
@@ -194,8 +200,8 @@ class MLPDynamics(nn.Module):
         *hidden, last = [layer for layer in self.layers if isinstance(layer, EnsembleLinear)]
         stacks, n = last.weight.shape[0], batch[-1]
         rows = (1, *batch) if state.dim() == 2 else batch
-        s = self.state_dim
-        shapes = [(*rows, s + N_ACTIONS)]
+        s, a = self.state_dim, self.n_actions
+        shapes = [(*rows, s + a)]
         shapes += [(stacks, n, layer.weight.shape[2]) for layer in hidden]
         transposed = n >= TRANSPOSED_MIN_ROWS
         width = last.weight.shape[2]
@@ -207,7 +213,7 @@ class MLPDynamics(nn.Module):
         codes = self._codes
         if codes.device != state.device or codes.dtype != state.dtype:
             codes = self._codes = codes.to(state)
-        torch.index_select(codes, 0, action.reshape(-1).long(), out=x.view(-1, s + N_ACTIONS))
+        torch.index_select(codes, 0, action.reshape(-1).long(), out=x.view(-1, s + a))
         x[..., :s].view(*batch, s).add_(state, alpha=2.0)
         h = x.expand(stacks, -1, -1)
         buffers = iter(outs)
@@ -265,10 +271,10 @@ class LearnedWorldModel(WorldModel):
     def __init__(
         self, net: MLPDynamics, metadata: dict | None = None, world: World = DEFAULT
     ) -> None:
-        if net.state_dim != world.state_dim:
+        if (net.state_dim, net.n_actions) != (world.state_dim, world.n_actions):
             raise ValueError(
-                f"the network predicts {net.state_dim} dims, world {world.name!r} has "
-                f"{world.state_dim}"
+                f"the network predicts {net.state_dim} dims from {net.n_actions} actions, world "
+                f"{world.name!r} has {world.state_dim} dims and {world.n_actions} actions"
             )
         self.net = net.eval()
         self.metadata = dict(metadata or {})
@@ -291,7 +297,7 @@ class LearnedWorldModel(WorldModel):
         s = self.net.state_dim
         per_member = 4 * (sum(self.net.hidden) + 2 * s)
         mean = 4 * s if self.members > 1 else 0
-        return self.members * per_member + 4 * (s + N_ACTIONS) + mean
+        return self.members * per_member + 4 * (s + self.net.n_actions) + mean
 
     def to(self, device: torch.device | str) -> LearnedWorldModel:
         """Move the network to ``device``; returns ``self``."""
@@ -554,7 +560,7 @@ def load_world_model(path: str | os.PathLike, device: torch.device | str = "cpu"
             f"version {STATE_LAYOUT_VERSION} (retrain the model)"
         )
     try:
-        world = World.from_spec(meta["world"]) if "world" in meta else DEFAULT
+        world = recorded(meta, "checkpoint")
     except (TypeError, ValueError) as err:
         raise ValueError(f"{path!r} stores an invalid world {meta['world']!r}: {err}") from err
     try:

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 
 import torch
 
+from gridplan.core import dynamics
 from gridplan.core.constants import (
     AGENT_X,
     AGENT_Y,
@@ -109,7 +110,7 @@ def imagined_transition(
         ``(N, S)`` float next states, not clamped.
     """
     if isinstance(world, DoorKey):
-        return DoorKeyTask(world=world).transition(state, action, generator)[0]
+        return dynamics.transition(DoorKeyTask(world=world), state, action, generator)[0]
     if reading.distractors == "sampled":
         # The next state does not depend on the task: any task of the world steps it.
         nxt, _, _, events = transition(state, action, generator, task_a(world))

@@ -93,6 +93,7 @@ from pathlib import Path
 
 import torch
 
+from gridplan.core import dynamics
 from gridplan.core.constants import N_ACTIONS
 from gridplan.core.tasks import Task
 from gridplan.models.contract import WorldModel
@@ -481,6 +482,9 @@ class CheckedModel(_PluginCalls, WorldModel):
         members = getattr(model, "members", None)
         if isinstance(members, int):
             self.members = members
+        # The world a plug-in declares decides the spec's world (evaluation.spec.fitted_to).
+        if getattr(model, "world", None) is not None:
+            self.world = model.world
 
     def start_rollout(self, batch: int, generator: torch.Generator) -> None:
         self.step = 0
@@ -679,7 +683,7 @@ def check_contract(model, task: Task, device: torch.device | str, name: str = "m
     model = checked(model, name)
     dev = torch.device(device)
     gen = torch.Generator(device=dev).manual_seed(0)
-    state = task.reset(CHECK_ROWS, gen)
+    state = dynamics.reset(task, CHECK_ROWS, gen)
     action = torch.arange(CHECK_ROWS, device=dev) % N_ACTIONS
     if callable(getattr(model, "start_rollout", None)):
         model.start_rollout(CHECK_ROWS, gen)

@@ -9,7 +9,7 @@ same state whatever the number of episodes, the other seeds, the batch or the de
 runs of different sizes compare on shared start states (the first 10 episodes of a
 40-episode run are those of a 10-episode run). They are drawn in blocks of
 ``START_BLOCK`` episodes: block ``k = i // START_BLOCK`` of seed ``s`` is
-``task.reset(START_BLOCK, g)`` on CPU with ``g`` seeded from
+``dynamics.reset(task, START_BLOCK, g)`` on CPU with ``g`` seeded from
 ``numpy.random.SeedSequence((s, k))``, and episode ``i`` is its row ``i % START_BLOCK``.
 Everything after the start (the true environment's distractors, planning noise and
 tie-breaks) comes from one stream per ``run_episodes`` call, seeded from the seeds and the
@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from gridplan.core import dynamics
 from gridplan.core.env import check_state
 from gridplan.core.tasks import TASK_A, TaskKind
 from gridplan.planning.planner import Planner
@@ -74,7 +75,7 @@ def start_block(seed: int, block: int, task: TaskKind = TASK_A) -> torch.Tensor:
         raise ValueError(f"seed and block must be >= 0, got seed {seed}, block {block}")
     state = np.random.SeedSequence((int(seed), int(block))).generate_state(2, dtype=np.uint32)
     gen = torch.Generator().manual_seed(int(state[0]) << 32 | int(state[1]))
-    return task.reset(START_BLOCK, gen)
+    return dynamics.reset(task, START_BLOCK, gen)
 
 
 def start_states(
@@ -161,7 +162,7 @@ def run_closed_loop(
         rows = torch.arange(b, device=device).view(m, -1)[:, live_cols].reshape(-1)
         sub = state[rows]
         action = planner.act(sub, generator)
-        nxt, reward, done, info = task.step(sub, action, generator)
+        nxt, reward, done, info = dynamics.step(task, sub, action, generator)
         live = active[rows]
         state[rows] = torch.where(live.unsqueeze(1), nxt, sub)
         returns[rows] += reward * live

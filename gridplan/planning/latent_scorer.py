@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import torch
 
+from gridplan.core import dynamics
 from gridplan.core.tasks import Task
 from gridplan.models.latent_contract import LatentThroughDecoder, check_head
 from gridplan.models.signatures import label
@@ -73,7 +74,7 @@ class LatentScorer(GenericScorer):
             action = self.sequences[:, t].repeat(b).to(z.device)
             z_next = model.step_latent(z, action, generator)
             decoded = model.decode_latent(z_next).to(root.device)
-            reward, goal, hazard = self.task.outcome(decoded)
+            reward, goal, hazard = dynamics.outcome(self.task, decoded)
             if model.heads:
                 out = latent.reward(z, action, z_next)
                 reward = check_head(out, z.shape[0], label(latent, "reward"))

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import torch
 
-from gridplan.core.tasks import Task, check
+from gridplan.core import dynamics
+from gridplan.core.tasks import TaskKind, check
 from gridplan.core.values import ValueTable
 
 #: The kinds of terminal value a planner can use.
@@ -37,7 +38,7 @@ class ZeroValue:
 
     kind = "none"
 
-    def __init__(self, task: Task, device: torch.device | str = "cpu") -> None:
+    def __init__(self, task: TaskKind, device: torch.device | str = "cpu") -> None:
         self.task = check(task)
         self.world = task.world
         self._device = torch.device(device)
@@ -65,13 +66,13 @@ class LearnedValue:
         task, world: the task and world it was fitted for (``check_value``).
 
     Raises:
-        TypeError: if ``fn`` is not callable or ``task`` is not a ``Task``.
+        TypeError: if ``fn`` is not callable or ``task`` is not a task (``TaskKind``).
         ValueError: if ``fn`` declares a ``world`` other than the task's.
     """
 
     kind = "learned"
 
-    def __init__(self, fn, task: Task, device: torch.device | str = "cpu") -> None:
+    def __init__(self, fn, task: TaskKind, device: torch.device | str = "cpu") -> None:
         if not callable(fn):
             raise TypeError(f"a learned value must be callable, got {type(fn).__name__}")
         self.task = check(task)
@@ -96,7 +97,7 @@ class LearnedValue:
         return out.to(state.device, torch.float32)
 
 
-def check_value(value, task: Task) -> None:
+def check_value(value, task: TaskKind) -> None:
     """Refuse a terminal value made for another world or task.
 
     Raises:
@@ -120,7 +121,7 @@ def check_value(value, task: Task) -> None:
 
 def terminal_value(
     kind: str,
-    task: Task,
+    task: TaskKind,
     device: torch.device | str = "cpu",
     learned: LearnedValue | None = None,
 ) -> ValueTable | LearnedValue | ZeroValue:
@@ -133,7 +134,7 @@ def terminal_value(
     if kind not in VALUE_KINDS:
         raise ValueError(f"value must be one of {', '.join(VALUE_KINDS)}, got {kind!r}")
     if kind == "exact":
-        return task.value_table(device)
+        return dynamics.value_table(task, device)
     if kind == "none":
         return ZeroValue(task, device)
     if learned is None:

@@ -3,10 +3,11 @@
 several simulations per round under virtual visits (Liu et al. 2020, "Watch the Unobserved").
 
 One tree per root, all ``B`` trees grown in lockstep as tensors: flat node tables of
-``4 * (B * (1 + budget) + 1)`` rows (visits ``N``, value sums ``W``, rewards, terminal flags,
-the children's family, the parent, states; ``_Trees``). The ``budget`` simulations run in
+``A * (B * (1 + budget) + 1)`` rows, ``A = task.world.n_actions`` (4 in the paper's world, 7 in
+MiniGrid DoorKey's), holding visits ``N``, value sums ``W``, rewards, terminal flags,
+the children's family, the parent and states (``_Trees``). The ``budget`` simulations run in
 rounds of ``L`` *lanes* (simulations at once; ``lane_schedule``): the first rounds grow
-fourfold from 1 lane up to ``parallel``, the rest take at most ``parallel`` each. One round:
+``A``-fold from 1 lane up to ``parallel``, the rest take at most ``parallel`` each. One round:
 
 1. **Select**: the lanes descend as *groups* (the lanes at one node, consecutive lanes), one
    depth level per step, through expanded, non-terminal nodes. The ``m`` lanes at node ``s``
@@ -14,14 +15,14 @@ fourfold from 1 lane up to ``parallel``, the rest take at most ``parallel`` each
    ``argmax_a Q(s, a) + c * P(a) * sqrt(N(s)) / (1 + N(s, a) + O(s, a))``, where ``O(s, a)``
    counts the earlier selections of ``a`` (virtual visits: in-flight simulations spread
    over the children; ``N(s)`` counts finished simulations only), the prior is uniform
-   ``P(a) = 1/4`` (no policy network), ``Q(s, a) = r(s_a) + gamma * W(s_a) / N(s_a)``, and
+   ``P(a) = 1/A`` (no policy network), ``Q(s, a) = r(s_a) + gamma * W(s_a) / N(s_a)``, and
    ties go to the lowest action; the lanes, in order, take the selected children in action
    order, so each child's lanes are again a group. A group of one lane takes the argmax;
    the others' splits (``splits``) take the selections in turn up to 16 lanes, else by
    water-filling: each child's scores over ``O = 0, 1, ...`` fall, so the ``m`` selections
    are the ``m`` best of them all, counted at a water level and repaired exactly.
-2. **Expand** the leaf each group reached (unless terminal): every lane's 4 children in one
-   ``predict`` call of ``B * L * 4`` rows, each child valued ``r(s_a) + gamma * V(s_a)``
+2. **Expand** the leaf each group reached (unless terminal): every lane's ``A`` children in
+   one ``predict`` call of ``B * L * A`` rows, each child valued ``r(s_a) + gamma * V(s_a)``
    while alive (``V`` the terminal value: exact V*, learned or none;
    ``gridplan.planning.learned_value``); the leaf's estimate is the best of them (a one-step
    backup). The group's first lane's children enter the tree (only they are scored and
@@ -31,9 +32,9 @@ fourfold from 1 lane up to ``parallel``, the rest take at most ``parallel`` each
 
 With ``parallel = 1`` this is plain sequential PUCT, one simulation per round. The decision
 is the root's most visited action (ties to the larger ``Q``, then the lowest action). A
-budget of ``b`` simulations costs ``4 b`` predictions per decision; the default 256 matches
-the depth-4 full-width search's 1,024, in 5 rounds of 1, 4, 16, 64 and 171 lanes
-(``parallel = 256``; docs/PERFORMANCE.md, "Batched MCTS"). A wide round chooses before its
+budget of ``b`` simulations costs ``A b`` predictions per decision; in the paper's world the
+default 256 matches the depth-4 full-width search's 1,024, in 5 rounds of 1, 4, 16, 64 and
+171 lanes (``parallel = 256``; docs/PERFORMANCE.md, "Batched MCTS"). A wide round chooses before its
 own lanes' returns are known: with the exact V* as terminal value, wide rounds chose the
 optimal first action at least as often as narrow ones in those runs; with an imperfect
 value, less often, so a learned value wants a smaller ``parallel``. The statistics are
@@ -51,27 +52,25 @@ from dataclasses import dataclass
 
 import torch
 
+from gridplan.core import dynamics
 from gridplan.core.constants import N_ACTIONS
 from gridplan.core.env import check_state
-from gridplan.core.tasks import TASK_A, Task, check
+from gridplan.core.tasks import TASK_A, TaskKind, check
 from gridplan.models.contract import check_model_world
 from gridplan.planning.learned_value import check_value
 from gridplan.planning.scorers import check_prediction
 from gridplan.planning.sequences import Plan
 
-#: The stated prior of every action (no policy network).
-PRIOR = 1.0 / N_ACTIONS
 
-
-def lane_schedule(budget: int, parallel: int) -> list[int]:
-    """Lanes of each round, summing to ``budget``: growing fourfold from 1 while below
-    ``parallel`` (the leaves of a tree with few expanded nodes: the root, its 4 children,
-    their 16, ...; more lanes would pile onto them), then the rest in as few rounds of at
-    most ``parallel`` as it takes, shared out evenly (earlier rounds one more)."""
+def lane_schedule(budget: int, parallel: int, n_actions: int = N_ACTIONS) -> list[int]:
+    """Lanes of each round, summing to ``budget``: growing ``n_actions``-fold from 1 while
+    below ``parallel`` (the leaves of a tree with few expanded nodes: the root, its ``A``
+    children, their ``A^2``, ...; more lanes would pile onto them), then the rest in as few
+    rounds of at most ``parallel`` as it takes, shared out evenly (earlier rounds one more)."""
     out, width = [], 1
     while width < parallel and sum(out) + width <= budget:
         out.append(width)
-        width *= N_ACTIONS
+        width *= n_actions
     rest = budget - sum(out)
     rounds = -(-rest // parallel)
     return out + [rest // rounds + (k < rest % rounds) for k in range(rounds)]
@@ -92,17 +91,17 @@ def splits(
     Selection ``k`` takes the best child under the virtual visits ``O`` of selections
     ``0..k-1``, ``argmax_a q_a + beta / (1 + n_a + O_a)``, ties to the lowest action. Up to
     ``_ONE_BY_ONE`` lanes, the selections one after another (``most`` argmaxes over
-    ``(G, 4)``); more, water-filling and repair (``_fill``), whose operations do not grow
+    ``(G, A)``); more, water-filling and repair (``_fill``), whose operations do not grow
     with the lanes (docs/PERFORMANCE.md, "Batched MCTS").
 
     Args:
-        q, n: ``(G, 4)`` float64 the children's ``Q`` and visits.
+        q, n: ``(G, A)`` float64 the children's ``Q`` and visits, ``A`` actions.
         beta: ``(G,)`` float64 ``c * P * sqrt(N)`` of the nodes.
         lanes: ``(G,)`` long selections per node, ``1 <= lanes <= most``.
         most: the largest of ``lanes``.
 
     Returns:
-        ``(G, 4)`` long selections per child, summing to ``lanes``.
+        ``(G, A)`` long selections per child, summing to ``lanes``.
     """
     if most > _ONE_BY_ONE:
         return _fill(q, 1 + n, beta.unsqueeze(1), lanes.to(q.dtype).unsqueeze(1))
@@ -168,20 +167,16 @@ def _last(q: torch.Tensor, d: torch.Tensor, beta: torch.Tensor, taken: torch.Ten
 def _worst(last: torch.Tensor) -> torch.Tensor:
     """``(G, 1)`` the child whose last taken selection comes last (``last``, ``_last``): the
     lowest score, ties to the higher action."""
-    return N_ACTIONS - 1 - last.flip(1).argmin(dim=1, keepdim=True)
-
-
-#: The four actions.
-_ACTIONS = torch.arange(N_ACTIONS)
+    return last.shape[1] - 1 - last.flip(1).argmin(dim=1, keepdim=True)
 
 
 @dataclass
 class _Trees:
-    """``B`` trees as flat tables of rows ``4 * f + a``, child ``a`` of family ``f``: the
-    ``B`` roots are rows ``4 * b`` (families ``0..B-1``), and every round appends a block of
-    four rows per growing group (the first lane's four predictions), whose family becomes
-    the children of the group's leaf. The last family is never read: above the roots, the
-    backups walk into its last row. Rows are written before they are read."""
+    """``B`` trees as flat tables of rows ``A * f + a``, child ``a`` of family ``f`` (``A``
+    actions): the ``B`` roots are rows ``A * b`` (families ``0..B-1``), and every round appends
+    a block of ``A`` rows per growing group (the first lane's ``A`` predictions), whose family
+    becomes the children of the group's leaf. The last family is never read: above the roots,
+    the backups walk into its last row. Rows are written before they are read."""
 
     state: torch.Tensor  # (rows, S) float
     stats: torch.Tensor  # (rows, 3) float64: visits N, value sum W, reward r
@@ -189,11 +184,12 @@ class _Trees:
     first: torch.Tensor  # (rows,) long: the children's family, -1 while unexpanded
     parent: torch.Tensor  # (rows,) long: a root's, and its own, is the last row
     used: int  # rows in use: the next round's block starts here
+    n_actions: int  # A: the rows of a family
 
     @classmethod
-    def rooted(cls, root: torch.Tensor, budget: int) -> _Trees:
+    def rooted(cls, root: torch.Tensor, budget: int, n_actions: int) -> _Trees:
         b, s = root.shape
-        rows = N_ACTIONS * (b * (1 + budget) + 1)
+        rows = n_actions * (b * (1 + budget) + 1)
         dev = root.device
 
         def table(dtype):
@@ -205,9 +201,10 @@ class _Trees:
             terminal=table(torch.bool),
             first=table(torch.long),
             parent=table(torch.long),
-            used=N_ACTIONS * b,
+            used=n_actions * b,
+            n_actions=n_actions,
         )
-        roots = slice(0, N_ACTIONS * b, N_ACTIONS)
+        roots = slice(0, n_actions * b, n_actions)
         t.state[roots] = root
         t.stats[roots] = 0.0
         t.terminal[roots] = False
@@ -218,8 +215,8 @@ class _Trees:
         return t
 
     def children(self, fam: torch.Tensor, gamma: float) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(N, Q)``, ``(G, 4)`` each, of the families ``fam (G,)``: ``Q = r + gamma W / N``."""
-        x = self.stats.view(-1, N_ACTIONS, 3).index_select(0, fam)
+        """``(N, Q)``, ``(G, A)`` each, of the families ``fam (G,)``: ``Q = r + gamma W / N``."""
+        x = self.stats.view(-1, self.n_actions, 3).index_select(0, fam)
         n = x[..., 0]
         return n, x[..., 2] + gamma * x[..., 1] / n
 
@@ -285,9 +282,10 @@ class TreeSearchPlanner:
 
     Args:
         model: any world model.
-        task: reward, termination and ``gamma``.
+        task: reward, termination, ``gamma`` and the ``A = task.world.n_actions`` actions
+            (``gridplan.core.tasks.TaskKind``).
         value: terminal value (``gridplan.planning.learned_value``).
-        budget: simulations per decision, ``>= 1`` (``4 * budget`` predictions).
+        budget: simulations per decision, ``>= 1`` (``A * budget`` predictions).
         exploration: the PUCT constant ``c > 0``.
         parallel: simulations per round (lanes), ``>= 1``; 1 is sequential PUCT. The
             default suits an exact terminal value; an imperfect one decides better with
@@ -303,7 +301,7 @@ class TreeSearchPlanner:
     def __init__(
         self,
         model,
-        task: Task = TASK_A,
+        task: TaskKind = TASK_A,
         value=None,
         budget: int = 256,
         exploration: float = 1.0,
@@ -320,21 +318,25 @@ class TreeSearchPlanner:
         check_value(value, task)
         self.model, self.task, self.value = model, task, value
         self.budget, self.exploration, self.parallel = budget, float(exploration), parallel
+        self.n_actions = task.world.n_actions
+        # The stated prior of every action (no policy network).
+        self.prior = 1.0 / self.n_actions
+        self.actions = torch.arange(self.n_actions)
 
     @property
     def predictions_per_decision(self) -> int:
-        return N_ACTIONS * self.budget
+        return self.n_actions * self.budget
 
     def _children(self, t: _Trees, g: _Groups):
-        """``(n, q)`` ``(G, 4)`` of the children of ``g``'s nodes and ``beta (G,)``."""
+        """``(n, q)`` ``(G, A)`` of the children of ``g``'s nodes and ``beta (G,)``."""
         n, q = t.children(g.fam, self.task.gamma)
-        return n, q, (self.exploration * PRIOR) * g.visits.sqrt()
+        return n, q, (self.exploration * self.prior) * g.visits.sqrt()
 
     def _step(self, t: _Trees, g: _Groups) -> _Groups:
         """One-lane groups one depth down, each to its best child (step 1)."""
         n, q, beta = self._children(t, g)
         choice = (q + beta.unsqueeze(1) / (1 + n)).argmax(dim=1, keepdim=True)
-        node = N_ACTIONS * g.fam + choice.squeeze(1)
+        node = self.n_actions * g.fam + choice.squeeze(1)
         visits = n.gather(1, choice).squeeze(1)
         return _Groups(node, t.first.index_select(0, node), visits, g.lane, g.size)
 
@@ -344,7 +346,7 @@ class TreeSearchPlanner:
         n, q, beta = self._children(t, g)
         counts = splits(q, n, beta, g.size, int(g.size.max()))
         pick = counts.view(-1).nonzero().squeeze(1)
-        node = (N_ACTIONS * g.fam.unsqueeze(1) + _ACTIONS.to(n.device)).view(-1)
+        node = (self.n_actions * g.fam.unsqueeze(1) + self.actions.to(n.device)).view(-1)
         node = node.index_select(0, pick)
         lane = (g.lane.unsqueeze(1) + counts.cumsum(dim=1) - counts).view(-1)
         return _Groups(
@@ -379,22 +381,23 @@ class TreeSearchPlanner:
                 single = single if one is None else one.join(single)
 
     def _expand(self, t: _Trees, at: _Leaves, generator, step: int):
-        """Predict every lane's 4 children; the first lane's of each group at a leaf that is
+        """Predict every lane's ``A`` children; the first lane's of each group at a leaf that is
         not terminal become the leaf's children in the round's block (only they are scored
         and valued). Each lane's leaf and estimate ``(B * L,)`` (step 2)."""
-        lanes, dev, s = at.lanes, at.first.device, t.state.shape[1]
+        lanes, dev, s, a = at.lanes, at.first.device, t.state.shape[1], self.n_actions
         owner = at.first[:lanes].cummax(dim=0).values  # the first lane of each lane's group
         leaf = at.leaf.index_select(0, owner)
-        parent = t.state.index_select(0, leaf).unsqueeze(1).expand(-1, N_ACTIONS, -1)
-        nxt = self.model.predict(parent.reshape(-1, s), _ACTIONS.to(dev).repeat(lanes), generator)
-        check_prediction(nxt, self.model, step, N_ACTIONS * lanes, "tree rows", s)
+        parent = t.state.index_select(0, leaf).unsqueeze(1).expand(-1, a, -1)
+        action = self.actions.to(dev).repeat(lanes)
+        nxt = self.model.predict(parent.reshape(-1, s), action, generator)
+        check_prediction(nxt, self.model, step, a * lanes, "tree rows", s)
         lane = torch.arange(lanes, device=dev)
         ends = t.terminal.index_select(0, leaf)
         grow = ((owner == lane) & ~ends).nonzero().squeeze(1)
-        block = slice(t.used, t.used + N_ACTIONS * grow.shape[0])
+        block = slice(t.used, t.used + a * grow.shape[0])
         kids = t.state[block]  # the growing lanes' predictions go straight into the block
-        torch.index_select(nxt.view(lanes, -1), 0, grow, out=kids.view(-1, N_ACTIONS * s))
-        r, goal, hazard = self.task.outcome(kids)
+        torch.index_select(nxt.view(lanes, -1), 0, grow, out=kids.view(-1, a * s))
+        r, goal, hazard = dynamics.outcome(self.task, kids)
         done = goal | hazard
         v = (self.value.lookup(kids) * ~done).double()
         r = r.double()
@@ -404,14 +407,14 @@ class TreeSearchPlanner:
         t.terminal[block] = done
         t.first[block] = -1
         grown = leaf.index_select(0, grow)
-        t.parent[block] = grown.unsqueeze(1).expand(-1, N_ACTIONS).reshape(-1)
+        t.parent[block] = grown.unsqueeze(1).expand(-1, a).reshape(-1)
         rank = torch.arange(grow.shape[0], device=dev)
-        t.first.index_copy_(0, grown, t.used // N_ACTIONS + rank)
+        t.first.index_copy_(0, grown, t.used // a + rank)
         t.used += kids.shape[0]
         if not grow.shape[0]:  # every leaf terminal: every estimate 0
             return leaf, torch.zeros(lanes, dtype=torch.float64, device=dev)
         # Each lane's estimate: its group's first lane's best child, 0 at a terminal leaf.
-        best = (r + self.task.gamma * v).view(-1, N_ACTIONS).amax(dim=1)
+        best = (r + self.task.gamma * v).view(-1, a).amax(dim=1)
         rank = torch.zeros_like(lane).index_copy_(0, grow, rank).index_select(0, owner)
         return leaf, torch.where(ends, 0.0, best.index_select(0, rank))
 
@@ -432,18 +435,19 @@ class TreeSearchPlanner:
 
     @torch.no_grad()
     def tree(self, root: torch.Tensor, generator: torch.Generator):
-        """Grow the trees; ``(visits (B, 4), q (B, 4))`` float64 of the root's children."""
+        """Grow the trees; ``(visits (B, A), q (B, A))`` float64 of the root's children."""
         check_state(root, "root state", self.task.world)
-        t = _Trees.rooted(root, self.budget)
-        roots = torch.arange(0, N_ACTIONS * root.shape[0], N_ACTIONS, device=root.device)
-        for step, width in enumerate(lane_schedule(self.budget, self.parallel)):
+        a = self.n_actions
+        t = _Trees.rooted(root, self.budget, a)
+        roots = torch.arange(0, a * root.shape[0], a, device=root.device)
+        for step, width in enumerate(lane_schedule(self.budget, self.parallel, a)):
             at = self._descend(t, roots, width)
             leaf, g = self._expand(t, at, generator, step)
             self._backup(t, leaf, g, at.depth)
         return t.children(t.first.index_select(0, roots), self.task.gamma)
 
     def search(self, root: torch.Tensor, generator: torch.Generator):
-        """Grow the trees; returns ``(visits (B, 4), q (B, 4))`` float32 of the root's
+        """Grow the trees; returns ``(visits (B, A), q (B, A))`` float32 of the root's
         children (``tree`` rounded)."""
         visits, q = self.tree(root, generator)
         return visits.float(), q.float()

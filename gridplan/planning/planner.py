@@ -110,7 +110,7 @@ class Planner:
     Args:
         model: any ``WorldModel`` (duck-typed ``predict``; optional ``start_rollout``,
             ``n_settings``, ``deterministic``, ``bytes_per_row``; ``gridplan.models.contract``).
-        depth: search depth ``D >= 1``; ``A^D`` leaves per episode (``A = task.n_actions``).
+        depth: search depth ``D >= 1``; ``A^D`` leaves per episode (``A = task.world.n_actions``).
         task: the reward applied to imagined states, the V* table, ``gamma`` and the action
             count (a ``gridplan.core.tasks.TaskKind``: the paper's world or MiniGrid DoorKey).
         max_memory: bytes the scorer may use for the leaf tensors of one chunk (default 2 GiB).
@@ -159,7 +159,7 @@ class Planner:
         self.model = model
         self.depth = depth
         self.task = task
-        self.n_leaves = task.n_actions**depth
+        self.n_leaves = task.world.n_actions**depth
         self.tree = resolve_tree(model, tree)
         self.ties = resolve_ties(model, ties)
         self.scorer: LeafScorer = leaf_scorer(
@@ -174,7 +174,7 @@ class Planner:
     @property
     def n_actions(self) -> int:
         """The task's action count ``A`` (4 in the paper's world, 7 in MiniGrid's)."""
-        return self.task.n_actions
+        return self.task.world.n_actions
 
     def action_values(self, root: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         """Best leaf score under each first action: ``(B, A)``.

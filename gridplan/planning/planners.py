@@ -19,15 +19,18 @@ differently" from other planners).
 Every planner offers ``act(root, generator) -> (B,)``, ``plan(root, generator) -> Plan``
 (except ``"search"``, whose decisions the ladder measures through
 ``gridplan.evaluation.decisions.decide``), ``model`` and ``task``, and runs in the closed loop
-(``gridplan.planning.closed_loop.run_closed_loop``).
+(``gridplan.planning.closed_loop.run_closed_loop``). Every planner plans over the task's
+``task.world.n_actions`` actions (4 in the paper's world, 7 in MiniGrid DoorKey's,
+``gridplan.core.tasks.TaskKind``); a learned value is fitted on the paper's world only
+(``gridplan.evaluation.planner_choice.check_learned_value_task``).
 
 Settings (``planner_settings``; ``SETTINGS`` holds the defaults): ``horizon`` (default: the
 depth ``D``), ``candidates``, ``elites``, ``iterations``, ``value`` for CEM and MPPI, and
 ``temperature`` for MPPI; ``budget``, ``exploration``, ``parallel`` and ``value`` for MCTS.
-The defaults match the search's compute at ``D = 4``: 4 rounds x 64 candidates x 4 steps =
-1,024 predictions per decision, the ``4^4 * 4`` of its independent leaves (MCTS: 256
-simulations x 4 children in 5 rounds of 1, 4, 16, 64 and 171 with exact V*; rounds of at
-most 16 with a learned or no terminal value, ``MCTS_PARALLEL``).
+In the paper's world the defaults match the search's compute at ``D = 4``: 4 rounds x 64
+candidates x 4 steps = 1,024 predictions per decision, the ``4^4 * 4`` of its independent
+leaves (MCTS: 256 simulations x 4 children in 5 rounds of 1, 4, 16, 64 and 171 with exact V*;
+rounds of at most 16 with a learned or no terminal value, ``MCTS_PARALLEL``).
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from collections.abc import Mapping
 
 import torch
 
-from gridplan.core.tasks import Task
+from gridplan.core.tasks import TaskKind
 from gridplan.planning.cem import CrossEntropyPlanner
 from gridplan.planning.learned_value import VALUE_KINDS, ZeroValue, terminal_value
 from gridplan.planning.mcts import TreeSearchPlanner
@@ -163,7 +166,7 @@ def needs_learned_value(name: str, settings: Mapping[str, object] | None = None)
 def make_planner(
     name: str,
     model,
-    task: Task,
+    task: TaskKind,
     depth: int,
     settings: Mapping[str, object] | None = None,
     learned=None,

@@ -11,7 +11,8 @@ cells by the tests.
 
 The reference covers worlds with the paper's state layout (one colour bit and one distractor
 of each kind: 12 dims) on any grid (``gridplan.core.world.World``); ``ref_relevant_step`` covers
-every world.
+every world, and ``ref_tree_search`` any task's actions (MiniGrid DoorKey's seven) given the
+task's reward and value of one state.
 
 Conventions shared with the batched code (they are the specification, not code reuse):
 state layout and normalization (position = cell / (N - 1)), action order up/down/left/right, the
@@ -31,7 +32,8 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from gridplan.core.tasks import GOAL_REWARD, HAZARD_REWARD, TASK_A, Task, check
+from gridplan.core.constants import GOAL_REWARD, HAZARD_REWARD
+from gridplan.core.tasks import TASK_A, Task, check
 from gridplan.core.values import value_table
 from gridplan.core.world import DEFAULT, World
 from gridplan.planning.mcts import lane_schedule
@@ -44,6 +46,8 @@ REF_DISTRACTOR_MOVES = (*REF_MOVES, (0, 0))
 _FLAG_FIELDS = ("carrying", "door_open", "c1", "c2")
 
 PredictFn = Callable[[list, int], list]
+#: ``vector -> (reward, terminal)``: the reward of arriving in one state.
+OutcomeFn = Callable[[list], tuple[float, bool]]
 
 
 class RefState(NamedTuple):
@@ -348,55 +352,69 @@ def ref_tree_search(
     exploration: float = 1.0,
     parallel: int = 1,
     value_fn: Callable[[list], float] | None = None,
+    outcome_fn: OutcomeFn | None = None,
 ) -> tuple[list[float], list[float], int]:
-    """PUCT tree search of one root, one simulation at a time (``gridplan.planning.mcts``).
+    """PUCT tree search of one root, one simulation at a time (``gridplan.planning.mcts``),
+    over the task's ``A = task.world.n_actions`` actions.
 
     The simulations run in rounds of lanes (``gridplan.planning.mcts.lane_schedule``, a
     convention shared with the batched search). In a round, the lanes descend from the root through
     expanded, non-terminal nodes. The ``m`` lanes at node ``s`` split over its children as
     ``m`` selections one after another would: each takes the first action maximising
-    ``Q(s, a) + exploration / 4 * sqrt(N(s)) / (1 + N(s, a) + O(s, a))`` with
+    ``Q(s, a) + exploration / A * sqrt(N(s)) / (1 + N(s, a) + O(s, a))`` with
     ``Q = r + gamma * W / N`` and ``O(s, a)`` the earlier selections of ``a``; the lanes, in
     order, take the selected children in action order. Then each leaf reached, once, is
-    expanded (its 4 children predicted, each with
+    expanded (its ``A`` children predicted, each with
     ``N = 1`` and ``W = V`` of the child, 0 once terminal) or, if terminal, valued 0; an
     expanded leaf's estimate is ``max_a r + gamma * V``. Then lane after lane backs its
     leaf's estimate up its path, discounting by each step's reward. Rewards and values are
     read as float32, as the batched tables hold them; the statistics are Python floats.
 
     Args:
-        state: root as a ``RefState`` or a normalized 12-vector.
-        task: reward, termination, ``gamma`` and the V* table.
-        predict_fn: ``(vector12, action) -> vector12``, one imagined step of one state.
+        state: root as a ``RefState`` or a normalized 12-vector; with ``outcome_fn``, any
+            state vector of the task.
+        task: reward, termination, ``gamma``, the actions and the V* table.
+        predict_fn: ``(vector, action) -> vector``, one imagined step of one state.
         budget: simulations, ``>= 1``.
         exploration: the PUCT constant.
         parallel: lanes per round, ``>= 1``.
-        value_fn: ``vector12 -> float`` terminal value (default: exact V*).
+        value_fn: ``vector -> float`` terminal value (default: exact V* of the paper's
+            layout; needed with ``outcome_fn``).
+        outcome_fn: ``vector -> (reward, terminal)`` (default: the paper's rules,
+            ``ref_outcome``); given, the root is not decoded, so any task's states serve.
 
     Returns:
         ``(visits, q, action)``: the root children's visit counts and ``Q``, and the most
         visited action (ties to the larger ``Q``, then the lowest action).
 
     Raises:
-        ValueError: on a malformed root, or a budget or parallel below 1.
-        TypeError: if ``task`` is not a ``Task``.
+        ValueError: on a malformed root, a budget or parallel below 1, or ``outcome_fn``
+            without ``value_fn``.
+        TypeError: if ``task`` is not a task (``TaskKind``).
     """
     check(task)
     if budget < 1 or parallel < 1:
         raise ValueError(f"budget and parallel must be >= 1, got {budget}, {parallel}")
+    if outcome_fn is not None:
+        if value_fn is None:
+            raise ValueError("ref_tree_search with an outcome_fn needs its value_fn")
+        root = [float(v) for v in state]
+    else:
+        outcome_fn = functools.partial(_ref_arrival, task=task)
+        root = _root_vector(state, task.world)
     if value_fn is None:
         table = value_table_list(task)
 
         def value_fn(vector):
             return ref_value(table, ref_decode(vector, task.world), task)
 
-    tree = _RefTree(task, _root_vector(state, task.world))
-    for lanes in lane_schedule(budget, parallel):
+    tree = _RefTree(task, root)
+    for lanes in lane_schedule(budget, parallel, task.world.n_actions):
         paths = tree.descend(lanes, exploration)
         estimate: dict[int, float] = {}
         for path in paths:
             if path[-1] not in estimate:
-                estimate[path[-1]] = tree.expand(path[-1], predict_fn, value_fn)
+                estimate[path[-1]] = tree.expand(path[-1], predict_fn, value_fn, outcome_fn)
         for path in paths:
             tree.backup(path, estimate[path[-1]])
     kids = tree.children[0]
@@ -406,11 +424,18 @@ def ref_tree_search(
     return n_root, q_root, best.index(max(best))
 
 
+def _ref_arrival(vector: list[float], task: Task) -> tuple[float, bool]:
+    """``(reward, terminal)`` of arriving in a state of the paper's layout (``ref_outcome``)."""
+    decoded = ref_decode(vector, task.world)
+    reward, goal, hazard = ref_outcome((decoded.agent_x, decoded.agent_y), decoded.c1, task)
+    return reward, goal or hazard
+
+
 class _RefTree:
     """One search tree of ``ref_tree_search`` as plain lists, node 0 the root."""
 
-    def __init__(self, task: Task, root: list[float]) -> None:
-        self.task = task
+    def __init__(self, task, root: list[float]) -> None:
+        self.task, self.n_actions = task, task.world.n_actions
         self.vectors = [root]
         self.visits, self.total, self.reward, self.terminal = [0.0], [0.0], [0.0], [False]
         self.children: list[list[int] | None] = [None]
@@ -428,8 +453,8 @@ class _RefTree:
             kids = self.children[node]
             if kids is None or self.terminal[node]:
                 continue
-            beta = exploration * (1 / len(REF_MOVES)) * math.sqrt(self.visits[node])
-            taken = [0] * len(REF_MOVES)
+            beta = exploration * (1 / self.n_actions) * math.sqrt(self.visits[node])
+            taken = [0] * self.n_actions
             for _ in members:
                 scores = [
                     self.q(k) + beta / (1 + self.visits[k] + taken[a]) for a, k in enumerate(kids)
@@ -443,24 +468,23 @@ class _RefTree:
                     groups.append((kid, share))
         return paths
 
-    def expand(self, leaf: int, predict_fn: PredictFn, value_fn) -> float:
-        """The leaf's estimate: 0 if terminal, else the best ``r + gamma * V`` of its 4
+    def expand(self, leaf: int, predict_fn: PredictFn, value_fn, outcome_fn: OutcomeFn) -> float:
+        """The leaf's estimate: 0 if terminal, else the best ``r + gamma * V`` of its ``A``
         children, which join the tree with ``N = 1`` and ``W = V``."""
         if self.terminal[leaf]:
             return 0.0
-        world, gamma = self.task.world, self.task.gamma
-        self.children[leaf] = list(range(len(self.vectors), len(self.vectors) + len(REF_MOVES)))
+        gamma, a = self.task.gamma, self.n_actions
+        self.children[leaf] = list(range(len(self.vectors), len(self.vectors) + a))
         values = []
-        for action in range(len(REF_MOVES)):
+        for action in range(a):
             nxt = predict_fn(self.vectors[leaf], action)
-            decoded = ref_decode(nxt, world)
-            r, goal, hazard = ref_outcome((decoded.agent_x, decoded.agent_y), decoded.c1, self.task)
-            v = 0.0 if goal or hazard else _f32(value_fn(nxt))
+            r, done = outcome_fn(nxt)
+            v = 0.0 if done else _f32(value_fn(nxt))
             self.vectors.append(nxt)
             self.visits.append(1.0)
             self.total.append(v)
             self.reward.append(_f32(r))
-            self.terminal.append(goal or hazard)
+            self.terminal.append(done)
             self.children.append(None)
             values.append(self.reward[-1] + gamma * v)
         return max(values)

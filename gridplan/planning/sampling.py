@@ -2,10 +2,11 @@
 "Planner"; the paper's limitation "other planners may weight errors differently").
 
 The grid's actions are discrete; the sampling planners search a Gaussian over *action
-scores*, ``(H, 4)`` real numbers per candidate, and a candidate executes the action of the
-largest score at each step (the one-hot relaxation; ties have probability 0). Per root:
+scores*, ``(H, A)`` real numbers per candidate (``A = task.world.n_actions``: 4 in the paper's
+world, 7 in MiniGrid DoorKey's), and a candidate executes the action of the largest score at
+each step (the one-hot relaxation; ties have probability 0). Per root:
 
-1. ``mean = 0``, ``std = 1``, shape ``(H, 4)``;
+1. ``mean = 0``, ``std = 1``, shape ``(H, A)``;
 2. for each of ``iterations`` rounds: ``P`` candidates ``mean + std * eps`` (``eps`` standard
    normal), each scored by its return through the world model
    (``gridplan.planning.sequences.sequence_returns``: true reward of the predicted states plus
@@ -20,7 +21,7 @@ agree on the same model and candidate noise.
 
 Draws: one draw from the caller's generator seeds the planner's own stream
 (``gridplan.planning.sequences.own_generator``), which supplies every ``eps`` (one
-``(B, P, H, 4)`` draw per round); the model's noise comes from the caller's generator. All
+``(B, P, H, A)`` draw per round); the model's noise comes from the caller's generator. All
 ``B`` roots are planned in one batch (``B * P`` rows per ``predict`` call). A latent model seen
 through its decoder is rolled in latent space from its roots' latents, encoded once per
 decision (``gridplan.planning.sequences.root_latents``).
@@ -32,9 +33,8 @@ import abc
 
 import torch
 
-from gridplan.core.constants import N_ACTIONS
 from gridplan.core.env import check_state
-from gridplan.core.tasks import TASK_A, Task, check
+from gridplan.core.tasks import TASK_A, TaskKind, check
 from gridplan.models.contract import check_model_world
 from gridplan.planning.learned_value import check_value
 from gridplan.planning.sequences import Plan, own_generator, root_latents, sequence_returns
@@ -51,7 +51,8 @@ class SequencePlanner(abc.ABC):
 
     Args:
         model: any world model (``gridplan.models.contract``).
-        task: reward, termination and ``gamma`` of the returns.
+        task: reward, termination and ``gamma`` of the returns, and the ``A =
+            task.world.n_actions`` actions scored (``gridplan.core.tasks.TaskKind``).
         value: terminal value (``lookup``, ``task``; ``gridplan.planning.learned_value``).
         horizon: ``H >= 1`` imagined steps per candidate.
         candidates: ``P >= 2`` candidates per root and round.
@@ -61,7 +62,7 @@ class SequencePlanner(abc.ABC):
     Raises:
         ValueError: on a count out of range, a model or value of another world, or a value
             fitted for another task.
-        TypeError: if ``task`` is not a ``Task``.
+        TypeError: if ``task`` is not a task (``gridplan.core.tasks.TaskKind``).
     """
 
     #: The registry name of the planner (``gridplan.planning.planners``).
@@ -70,7 +71,7 @@ class SequencePlanner(abc.ABC):
     def __init__(
         self,
         model,
-        task: Task = TASK_A,
+        task: TaskKind = TASK_A,
         value=None,
         horizon: int = 4,
         candidates: int = 64,
@@ -105,11 +106,11 @@ class SequencePlanner(abc.ABC):
     def update(
         self, elite: torch.Tensor, returns: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """New ``(mean, std)``, each ``(B, 1, H, 4)``, from the elites' action scores
-        ``(B, K, H, 4)`` and their returns ``(B, K)``, best first."""
+        """New ``(mean, std)``, each ``(B, 1, H, A)``, from the elites' action scores
+        ``(B, K, H, A)`` and their returns ``(B, K)``, best first."""
 
     def search(self, root: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        """The final Gaussian mean ``(B, H, 4)`` of every root (module docstring).
+        """The final Gaussian mean ``(B, H, A)`` of every root (module docstring).
 
         Raises:
             ValueError: on a malformed root or a misbehaving model.
@@ -125,8 +126,8 @@ class SequencePlanner(abc.ABC):
         (``root_latents``: encoded once per decision, not once per round)."""
         own = own_generator(generator, root.device)
         b = root.shape[0]
-        shape = (b, self.candidates, self.horizon, N_ACTIONS)
-        mean = root.new_zeros(b, 1, self.horizon, N_ACTIONS)
+        shape = (b, self.candidates, self.horizon, self.task.world.n_actions)
+        mean = root.new_zeros(b, 1, *shape[2:])
         std = torch.ones_like(mean)
         for _ in range(self.iterations):
             scores = mean + std * torch.randn(shape, generator=own, device=root.device)

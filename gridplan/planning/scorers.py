@@ -51,6 +51,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from gridplan.core import dynamics
 from gridplan.core.constants import N_ACTIONS
 from gridplan.core.tasks import TaskKind
 from gridplan.core.world import DEFAULT
@@ -340,7 +341,7 @@ class LeafScorer(abc.ABC):
 
     @property
     def n_leaves(self) -> int:
-        return self.task.n_actions**self.depth
+        return self.task.world.n_actions**self.depth
 
     @abc.abstractmethod
     def leaf_scores(
@@ -410,13 +411,13 @@ class GenericScorer(LeafScorer):
             max_memory,
             lambda d: row_bytes + 8 * (d + 1),
             getattr(model, "n_settings", 1),
-            task.n_actions,
+            task.world.n_actions,
         )
         self.model = model
         self.task = task
         self.depth = depth
-        self.values = task.value_table(device)
-        self.sequences = action_sequences(depth, device, task.n_actions)
+        self.values = dynamics.value_table(task, device)
+        self.sequences = action_sequences(depth, device, task.world.n_actions)
         self.discounts = [task.gamma**t for t in range(depth + 1)]
         model_bytes = model_bytes_per_row(model, self.values.device, task.world.state_dim)
         if is_deterministic(model):
@@ -442,7 +443,7 @@ class GenericScorer(LeafScorer):
         """``(reward, goal, hazard)``, each ``(R,)``, of the imagined step ``state --action-->
         nxt``: the task's true sparse reward of the predicted state. A subclass may score the
         reward otherwise (``RewardScorer``: the model's own reward)."""
-        return self.task.outcome(nxt)
+        return dynamics.outcome(self.task, nxt)
 
     def scores(self, root: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         """Leaf scores ``(E, L)`` of ``E`` root episodes in one batch of ``E * L`` rows.

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import torch
 
-from gridplan.core.constants import N_ACTIONS
-from gridplan.core.tasks import Task
+from gridplan.core import dynamics
+from gridplan.core.tasks import TaskKind
 from gridplan.models.latent_contract import LatentThroughDecoder
 from gridplan.planning.scorers import check_prediction, episodes_per_setting
 
@@ -43,7 +43,7 @@ def root_latents(model, root: torch.Tensor) -> torch.Tensor | None:
 @torch.no_grad()
 def sequence_terms(
     model,
-    task: Task,
+    task: TaskKind,
     root: torch.Tensor,
     actions: torch.Tensor,
     value,
@@ -66,9 +66,9 @@ def sequence_terms(
     Args:
         model: any world model (``predict(state, action, generator)``; optional
             ``start_rollout(rows, generator)``, ``n_settings``).
-        task: the reward, termination and ``gamma``.
+        task: the reward, termination, ``gamma`` and action count ``task.world.n_actions``.
         root: ``(B, S)`` validated true states.
-        actions: ``(B, P, H)`` long candidate sequences, values in ``0..3``.
+        actions: ``(B, P, H)`` long candidate sequences, values in ``0..task.world.n_actions - 1``.
         value: terminal value with ``lookup((N, S)) -> (N,)`` (``ValueTable``,
             ``gridplan.planning.learned_value``).
         generator: the model's noise.
@@ -85,8 +85,9 @@ def sequence_terms(
         raise ValueError(
             f"actions must be (B, P, H) with B = {b} roots and H >= 1, got {tuple(actions.shape)}"
         )
-    if actions.numel() and (int(actions.min()) < 0 or int(actions.max()) >= N_ACTIONS):
-        raise ValueError(f"actions must lie in 0..{N_ACTIONS - 1}")
+    a = task.world.n_actions
+    if actions.numel() and (int(actions.min()) < 0 or int(actions.max()) >= a):
+        raise ValueError(f"actions must lie in 0..{a - 1} (the {a} actions of task {task.name})")
     episodes_per_setting(b, getattr(model, "n_settings", 1))
     p, h = actions.shape[1], actions.shape[2]
     rows = b * p
@@ -106,7 +107,7 @@ def sequence_terms(
             z = model.step_latent(z, flat[:, t], generator)
             state = model.decode_latent(z).to(root.device)
         check_prediction(state, model, t, rows, "candidate rows", s)
-        reward, goal, hazard = task.outcome(state)
+        reward, goal, hazard = dynamics.outcome(task, state)
         terms[:, t] = task.gamma**t * reward * alive
         alive &= ~(goal | hazard)
     terms[:, h - 1] += task.gamma**h * value.lookup(state) * alive
@@ -115,7 +116,7 @@ def sequence_terms(
 
 def sequence_returns(
     model,
-    task: Task,
+    task: TaskKind,
     root: torch.Tensor,
     actions: torch.Tensor,
     value,

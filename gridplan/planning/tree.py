@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import torch
 
+from gridplan.core import dynamics
 from gridplan.core.tasks import TaskKind
 from gridplan.models.contract import keeps_memory
 from gridplan.planning.scorers import (
@@ -105,12 +106,12 @@ class TreeScorer(LeafScorer):
         self.n_settings = getattr(model, "n_settings", 1)
         s = task.world.state_dim
         leaf_bytes, row_bytes = tree_bytes_per_leaf(s), generic_bytes_per_row(s)
-        a = task.n_actions
+        a = task.world.n_actions
         check_depth(depth, max_memory, lambda d: leaf_bytes, self.n_settings, a)
         self.model = model
         self.task = task
         self.depth = depth
-        self.values = task.value_table(device)
+        self.values = dynamics.value_table(task, device)
         self.discounts = [task.gamma**t for t in range(depth + 1)]
         model_bytes = model_bytes_per_row(model, self.values.device, s)
         # A block and a call take at most a quarter of the budget (a small budget shrinks them).
@@ -140,7 +141,7 @@ class TreeScorer(LeafScorer):
         """``(reward, goal, hazard)`` of the imagined steps ``state --action--> nxt`` (``(R,)``
         each): the task's true sparse reward of the predicted state, as
         ``GenericScorer.arrival``."""
-        return self.task.outcome(nxt)
+        return dynamics.outcome(self.task, nxt)
 
     def scores(self, root: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         """Leaf scores ``(E, L)`` of ``E`` root episodes (setting-major), level by level.
@@ -149,7 +150,7 @@ class TreeScorer(LeafScorer):
             ValueError: if the model returns a misshapen or non-finite prediction
                 (``gridplan.planning.scorers.check_prediction``).
         """
-        m, width, a = self.n_settings, root.shape[1], self.task.n_actions
+        m, width, a = self.n_settings, root.shape[1], self.task.world.n_actions
         e = episodes_per_setting(root.shape[0], m)
         state = root.reshape(m, e, width)
         score = root.new_zeros(m, e)

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import torch
 
-from gridplan.core.constants import N_ACTIONS
 from gridplan.core.env import check_state
-from gridplan.core.tasks import TASK_A, Task
+from gridplan.core.tasks import TASK_A, TaskKind
 from gridplan.planning.learned_value import check_value
 from gridplan.planning.planner import Planner, break_ties
 from gridplan.planning.registry import through_predict
@@ -41,7 +40,8 @@ def full_width_plan(planner: Planner, root: torch.Tensor, generator: torch.Gener
     """The full-width search's decision as a ``Plan``: the best leaf under the chosen first
     action, its action sequence and its score.
 
-    Draws and tie rule as ``Planner.act``: the ``(B, 4)`` tie-break uniforms first, then the
+    Draws and tie rule as ``Planner.act``: the ``(B, A)`` tie-break uniforms first (``A =
+    planner.n_actions``), then the
     model's noise, ties broken by ``planner.ties``, so ``plan(...).action`` equals ``act``
     under the same generator state.
 
@@ -49,17 +49,17 @@ def full_width_plan(planner: Planner, root: torch.Tensor, generator: torch.Gener
         ValueError: as ``Planner.action_values``.
     """
     check_state(root, "root state", planner.task.world)
-    b = root.shape[0]
-    tie = torch.rand(b, N_ACTIONS, generator=generator, device=root.device)
+    b, a = root.shape[0], planner.n_actions
+    tie = torch.rand(b, a, generator=generator, device=root.device)
     scores = root.new_empty(b, planner.n_leaves)
     for rows, part in planner.scorer.leaf_scores(root, generator):
         scores[rows] = part
-    per_action = planner.n_leaves // N_ACTIONS
-    q = scores.view(b, N_ACTIONS, per_action).amax(dim=2)
+    per_action = planner.n_leaves // a
+    q = scores.view(b, a, per_action).amax(dim=2)
     action = break_ties(q, tie, planner.ties)
     rows = torch.arange(b, device=root.device)
-    leaf = action * per_action + scores.view(b, N_ACTIONS, per_action)[rows, action].argmax(1)
-    sequences = action_sequences(planner.depth, root.device)
+    leaf = action * per_action + scores.view(b, a, per_action)[rows, action].argmax(1)
+    sequences = action_sequences(planner.depth, root.device, a)
     return Plan(action=action, sequence=sequences[leaf], predicted=scores[rows, leaf])
 
 
@@ -80,7 +80,7 @@ class ValueSearchPlanner(Planner):
         self,
         model,
         depth: int,
-        task: Task = TASK_A,
+        task: TaskKind = TASK_A,
         value=None,
         max_memory: int = DEFAULT_MAX_MEMORY,
         max_rows: int | None = None,

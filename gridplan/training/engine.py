@@ -520,8 +520,9 @@ class WorldModelModule(pl.LightningModule):
 def _shape(config: dict, members: int) -> tuple:
     """``MLPDynamics`` arguments of ``config``'s architecture with ``members`` members."""
     m = config["model"]
-    width = config_task(config).world.state_dim
-    return m["hidden"], members, m["activation"], m["predict_delta"], width
+    world = config_task(config).world
+    width, actions = world.state_dim, world.n_actions
+    return m["hidden"], members, m["activation"], m["predict_delta"], width, actions
 
 
 def _epoch_rows(order: list[_Run], s: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -55,6 +55,7 @@ import lightning.pytorch as pl
 import torch
 from torch.distributions import Normal, kl_divergence
 
+from gridplan.core import dynamics
 from gridplan.core.render import obs_shape, observe
 from gridplan.data.datasets import TransitionDataset
 from gridplan.models.latent import (
@@ -257,7 +258,7 @@ class LatentWorldModelModule(pl.LightningModule):
             actual = torch.cat([start, goals[:, :-1]], dim=1)
         reward = done = value = 0.0
         for j, ((a, s_next, w), zj) in enumerate(zip(steps, imagined, strict=True)):
-            true_reward, goal, hazard = self.task.outcome(s_next)
+            true_reward, goal, hazard = dynamics.outcome(self.task, s_next)
             r_hat, d_logit = heads.step(zj, a)
             reward = reward + (w * (r_hat - true_reward).square()).mean()
             ended = (goal | hazard).to(d_logit.dtype)

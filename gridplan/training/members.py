@@ -83,8 +83,10 @@ def member_init(config: dict) -> tuple[MLPDynamics, torch.Generator]:
     m = config["model"]
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(config["seed"]))
-        width = worlds.get(config["world"]).state_dim
-        net = MLPDynamics(m["hidden"], 1, m["activation"], m["predict_delta"], width)
+        world = worlds.get(config["world"])
+        net = MLPDynamics(
+            m["hidden"], 1, m["activation"], m["predict_delta"], world.state_dim, world.n_actions
+        )
         stream = torch.Generator()
         stream.set_state(torch.get_rng_state())
     return net, stream

@@ -31,8 +31,8 @@ from torch.utils.data import TensorDataset as _Tensors
 
 from gridplan.core import tasks
 from gridplan.core.constants import STATE_LAYOUT_VERSION
+from gridplan.core.relevance import relevance_weights
 from gridplan.core.tasks import TASK_A, Task
-from gridplan.core.values import relevance_weights
 from gridplan.data.datasets import (
     EvalWindows,
     TransitionDataset,
@@ -465,7 +465,7 @@ def dashboard_layout(prefix: str = "val", task: Task = TASK_A) -> dict:
 
     The per-dimension open-loop errors are split by the task's relevance: charts of the
     relevant dims (``task.relevant_dims``), titled with their graded relevance weights
-    (paper Eq. 1, ``gridplan.core.values.relevance_weights``), most relevant first, and charts
+    (paper Eq. 1, ``gridplan.core.relevance.relevance_weights``), most relevant first, and charts
     of the irrelevant dims (weight 0); positions and flags (the world's ``flag_dims``: 0/1
     values, errors of another scale) are in charts of their own, so four charts (fewer where
     a task leaves one empty). The event audit's squared errors and its predicted flags

@@ -18,8 +18,9 @@ from eval.cli import main as eval_main
 from gridplan.core import tasks
 from gridplan.core.constants import AGENT_X, AGENT_Y, DOWN, RIGHT
 from gridplan.core.env import reset, step
+from gridplan.core.relevance import relevance_weights
 from gridplan.core.tasks import TASK_A
-from gridplan.core.values import relevance_weights, value_table
+from gridplan.core.values import value_table
 from gridplan.data.datasets import collect, eval_windows
 from gridplan.metrics.prediction import prediction_metrics
 from gridplan.models.noise import NoiseModel, OracleModel

@@ -21,8 +21,8 @@ from paper_layout import C2, D1_X, DIM_NAMES, STATE_DIM
 from scipy.stats import spearmanr
 
 from gridplan.core.constants import AGENT_X, C1, CARRYING
+from gridplan.core.relevance import binary_weights, relevance_weights
 from gridplan.core.tasks import TASK_A, TASK_B
-from gridplan.core.values import binary_weights, relevance_weights
 from gridplan.data.datasets import eval_windows
 from gridplan.metrics.prediction import (
     check_weights,

@@ -10,13 +10,9 @@ from paper_layout import CELL_SCALE, D1_X, STATE_DIM
 
 from gridplan.core.constants import AGENT_X, C1, CARRYING
 from gridplan.core.env import reset
+from gridplan.core.relevance import optimal_state_distribution, relevance_weights
 from gridplan.core.tasks import TASK_A, TASK_B
-from gridplan.core.values import (
-    optimal_state_distribution,
-    perturbation_saliency,
-    relevance_weights,
-    value_table,
-)
+from gridplan.core.values import perturbation_saliency, value_table
 from gridplan.metrics.relevance_estimation import (
     FVIConfig,
     estimate_relevance,

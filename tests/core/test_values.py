@@ -11,8 +11,9 @@ import pytest
 import torch
 
 from gridplan.core.constants import RIGHT, UP
+from gridplan.core.relevance import binary_weights, relevance_weights
 from gridplan.core.tasks import TASK_A, TASK_B
-from gridplan.core.values import ValueTable, binary_weights, relevance_weights, value_table
+from gridplan.core.values import ValueTable, value_table
 
 GAMMA = TASK_A.gamma
 

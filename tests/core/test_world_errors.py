@@ -131,7 +131,7 @@ def g16_model() -> LearnedWorldModel:
 
 
 def test_a_learned_model_must_match_its_worlds_width():
-    with pytest.raises(ValueError, match="the network predicts 12 dims, world 'g16-k8' has 24"):
+    with pytest.raises(ValueError, match="predicts 12 dims from 4 actions, world 'g16-k8' has 24"):
         LearnedWorldModel(MLPDynamics(hidden=(8,)), world=G16)
 
 

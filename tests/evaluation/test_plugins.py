@@ -14,10 +14,11 @@ import torch
 
 import gridplan
 from gridplan.core import tasks
+from gridplan.core import world as worlds
 from gridplan.core.constants import RIGHT
 from gridplan.core.env import reset, transition
 from gridplan.evaluation.decisions import decide
-from gridplan.evaluation.spec import EvalSpec
+from gridplan.evaluation.spec import CONTROLLED, EvalSpec, fitted_to
 from gridplan.models.noise import OracleModel
 from gridplan.models.plugins import (
     CheckedModel,
@@ -284,6 +285,15 @@ def test_built_in_models_are_trusted_and_plugins_wrapped():
     assert type(leaf_scorer(checked(NeverRewarded()), TASK_A, 2)) is RewardScorer
     with pytest.raises(PluginError, match="n_settings=3"):
         CheckedModel(type("Multi", (TrueDynamics,), {"n_settings": 3})())
+
+
+def test_a_wrapped_plugin_keeps_the_world_it_declares():
+    # python -m eval wraps a plug-in before fitting the spec to its world (eval/specs.py).
+    world = worlds.get("g16-k8")
+    wrapped = checked(type("Big", (TrueDynamics,), {"world": world})())
+    assert wrapped.world is world
+    assert fitted_to(CONTROLLED.replace(world="g16-k8"), wrapped).world == "g16-k8"
+    assert not hasattr(checked(TrueDynamics()), "world")
 
 
 @pytest.mark.parametrize(

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import torch
 
+from gridplan.core.relevance import relevance_weights
 from gridplan.core.tasks import TASK_A
-from gridplan.core.values import relevance_weights, value_table
+from gridplan.core.values import value_table
 from gridplan.evaluation.planner_choice import PlannerChoice
 from gridplan.evaluation.planner_relevance import (
     planner_drpe,

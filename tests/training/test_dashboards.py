@@ -10,7 +10,7 @@ import pytest
 from paper_layout import DIM_NAMES, FLAG_DIMS
 
 from gridplan.core import tasks
-from gridplan.core.values import relevance_weights
+from gridplan.core.relevance import relevance_weights
 from gridplan.training.module import (
     EVENT_ERRORS,
     EVENT_FLAGS,
