@@ -439,6 +439,8 @@ def _codes(state: torch.Tensor, action: torch.Tensor, tables: _Tables, n: int) -
     actions: what the cell in front holds (``objects_at`` of it), the action, door, carrying,
     heading."""
     ax, ay, heading, kx, ky, carrying, door, wall_x, door_y = state[:, :STEP].unbind(1)
+    # index_select by a strided index costs ten times one by a contiguous copy of it.
+    heading = heading.contiguous()
     fx = ax + tables.dx.index_select(0, heading)
     fy = ay + tables.dy.index_select(0, heading)
     # Cells x (N + 2) + y, the grid framed by a ring of walls (the cell in front of an agent
