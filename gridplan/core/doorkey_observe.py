@@ -223,7 +223,7 @@ def egocentric(state: torch.Tensor, world: DoorKey) -> torch.Tensor:
     seen.logical_and_(inside.logical_or_(carried))
     key = torch.tensor([KEY_OBJECT, YELLOW, 0], dtype=torch.uint8, device=state.device)
     at = torch.where(seen, at, b * size).unsqueeze(1) + torch.arange(3, device=state.device)
-    image.view(-1).scatter_(0, at.flatten(), key.repeat(b))
+    image.view(-1).scatter_(0, at.flatten(), key.expand(b, 3).flatten())
     cells = image[:b].view(b, v * v, 3)
     return cells.view(b, v, v, 3)
 
