@@ -12,6 +12,8 @@ the events visited; exits 1 on any mismatch, 2 if the installed MiniGrid is not 
 ``--worlds`` lists grid sizes, ``N:S`` for a step limit ``S`` other than MiniGrid's ``10 N^2``
 (the default ``5:40`` makes truncations frequent); the transitions are shared equally among
 the worlds and, within a world, among ``--shards`` worker processes with distinct seeds.
+``--rgb K`` also compares the RGB frames (``get_frame``, ``get_pov_render``, 8-pixel tiles)
+every ``K`` ticks.
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ def run(worlds: list[DoorKey], args: argparse.Namespace) -> list[dict]:
     """One merged record per world."""
     share = -(-args.transitions // (len(worlds) * args.shards))
     options = {"envs": args.envs, "guided": args.guided, "epsilon": args.epsilon,
-               "full_every": args.full_every}
+               "full_every": args.full_every, "rgb_every": args.rgb}
     jobs = [(w, k) for w in worlds for k in range(args.shards)]
     # Distinct seeds for every world and shard: MiniGrid's resets and the action draws.
     calls = [
@@ -100,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="share of episodes greedy in Q* (grids up to 8)")
     parser.add_argument("--epsilon", type=float, default=0.25)
     parser.add_argument("--full-every", type=int, default=1)
+    parser.add_argument("--rgb", type=int, default=0, metavar="K",
+                        help="compare the RGB frames every K ticks (0: never)")
     parser.add_argument("--shards", type=int, default=1, help="worker processes per world")
     parser.add_argument("--json", type=Path, default=None, help="write the records (new file)")
     args = parser.parse_args(argv)

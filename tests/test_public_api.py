@@ -35,8 +35,8 @@ PUBLIC = {
         "suite_tables", "validate_row",
     ],
     "gridplan.core": [
-        "ACTION_NAMES", "N_ACTIONS", "OBS_KINDS", "PROJECT",
-        "Reading", "STATE_LAYOUT_VERSION", "TASK_A", "TASK_B", "Task",
+        "ACTION_NAMES", "DoorKey", "DoorKeyTask", "N_ACTIONS", "OBS_KINDS", "PROJECT",
+        "Reading", "STATE_LAYOUT_VERSION", "TASK_A", "TASK_B", "TASK_KINDS", "Task",
         "ValueTable", "World", "binary_weights", "check_action", "check_state", "obs_shape",
         "observe", "perturbation_saliency", "relevance_weights", "reset", "state_outcome", "step",
         "transition", "value_table",

@@ -1,4 +1,6 @@
-"""Adapters that expose the batched gridworld to other RL libraries.
+"""Adapters that expose the batched gridworld to other RL libraries, on either kind of world
+(the paper's, or MiniGrid DoorKey with its seven actions and its state observation;
+``gridplan.adapters.minigrid`` also reads Farama's own ``minigrid`` environments).
 
 Each adapter lives in its own module and imports its library only when that module is
 imported, so ``import gridplan`` and ``import gridplan.adapters`` need neither; the names

@@ -2,14 +2,23 @@
 one imagined episode of a world model.
 
 ``GridPlanEnv`` is a ``gymnasium.Env``; ``GridPlanVectorEnv`` is a ``gymnasium.vector.VectorEnv``
-that steps all ``B`` sub-environments with one call of ``gridplan.core.env.step`` on a ``(B, 12)``
-tensor (no Python loop over sub-environments); ``ImaginedEnv`` is a ``gymnasium.Env`` whose
-dynamics are a world model's ``predict`` (``backend.Imagination``: the plug-in checks and
-clamping of ``python -m eval``), its reward and termination the task's, read from the predicted
-state as the planner reads leaves (the Gymnasium twin of ``gridplan.adapters.torchrl``'s
-``WorldModelEnv``). All observe the full state (paper §3; layout in
-``gridplan.core.constants``): ``Box(0, 1, (12,), float32)``; actions ``Discrete(4)`` (up, down,
+that steps all ``B`` sub-environments with one call of ``gridplan.core.dynamics.step`` on a
+``(B, S)`` tensor (no Python loop over sub-environments); ``ImaginedEnv`` is a
+``gymnasium.Env`` whose dynamics are a world model's ``predict`` (``backend.Imagination``:
+the plug-in checks and clamping of ``python -m eval``), its reward and termination the task's,
+read from the predicted state as the planner reads leaves (the Gymnasium twin of
+``gridplan.adapters.torchrl``'s ``WorldModelEnv``). All observe the full state (paper §3;
+layout in ``gridplan.core.constants``), in the paper's world ``Box(0, 1, (12,), float32)``;
+actions ``Discrete(A)``, ``A = task.world.n_actions``: the paper's ``Discrete(4)`` (up, down,
 left, right), batched as ``MultiDiscrete([4] * B)``.
+
+Every env also plays MiniGrid DoorKey (``world="minigrid-doorkey-8x8"``, task ``"A"``;
+``gridplan.core.doorkey_task``): the state ``Box(0, 1, (9 + 2 T,), float32)``, MiniGrid's seven
+actions ``Discrete(7)`` (``gridplan.core.doorkey_constants``), episodes of the world's
+``max_steps``; ``info`` events as above, ``door_opened`` being the unlock. The drawings
+(``observation="grid"``/``"pixels"``, ``render_mode``) are the paper world's and are refused
+there with a ``ValueError``. The registered ids are the paper world's: through ``gym.make`` on
+DoorKey pass ``max_episode_steps`` too (the spec's is the paper task's horizon).
 
 Episodes end with ``terminated`` on the goal or hazard and with ``truncated`` after
 ``max_episode_steps`` steps without either (default the task's ``horizon``, 60 in the paper).
@@ -58,9 +67,9 @@ import torch
 
 from gridplan.adapters import backend, rendering
 from gridplan.core import render
-from gridplan.core.constants import N_ACTIONS
+from gridplan.core.doorkey_world import DoorKey
 from gridplan.core.env import check_state
-from gridplan.core.tasks import Task
+from gridplan.core.tasks import TaskKind
 from gridplan.core.world import DEFAULT, World
 from gridplan.util.extras import require
 
@@ -82,18 +91,28 @@ _SEED_BOUND = 2**63 - 1
 METADATA = {"render_modes": list(rendering.RENDER_MODES), "render_fps": 4}
 
 
-def observation_space(world: World = DEFAULT, observation: str = "state") -> spaces.Box:
+def observation_space(world: World | DoorKey = DEFAULT, observation: str = "state") -> spaces.Box:
     """The space of one observation of ``world`` (``gridplan.core.render``):
 
     * ``state``: ``Box(0, 1, (S,), float32)``, the normalized state (``S = 12`` in the
-      default world; layout in ``gridplan.core.world``);
+      default world, ``9 + 2 T`` on DoorKey; layout in ``gridplan.core.world``,
+      ``gridplan.core.doorkey_task``);
     * ``grid``: ``Box(0, K, (C, N, N), float32)``, ``K`` the most distractors of one kind (a
       cell's count), at least 1;
     * ``pixels``: ``Box(0, 255, (3, N P, N P), uint8)``, ``P = render.PIXELS_PER_CELL``.
 
+    ``grid`` and ``pixels`` draw the paper's gridworld only.
+
     Raises:
-        ValueError: on an unknown observation kind (or pixels of a world that has none).
+        ValueError: on an unknown observation kind (or pixels of a world that has none), or a
+            drawing of a DoorKey world.
     """
+    render.check_kind(observation)
+    if not isinstance(world, World) and observation != "state":
+        raise ValueError(
+            f"observation={observation!r} draws the paper's gridworld (gridplan.core.render); "
+            f'world {world.name} is observed with observation="state"'
+        )
     shape = render.obs_shape(world, observation)
     if observation == "state":
         return spaces.Box(0.0, 1.0, shape, np.float32)
@@ -136,7 +155,7 @@ def _given_states(value: Any, rows: int, device, world: World) -> torch.Tensor:
     return state
 
 
-def episode_steps(max_episode_steps: int | None, task: Task) -> int:
+def episode_steps(max_episode_steps: int | None, task: TaskKind) -> int:
     """Steps after which an episode truncates: ``max_episode_steps``, or the task's horizon.
 
     Raises:
@@ -149,6 +168,29 @@ def episode_steps(max_episode_steps: int | None, task: Task) -> int:
     if max_episode_steps < 1:
         raise ValueError(f"max_episode_steps must be an integer >= 1, got {max_episode_steps}")
     return int(max_episode_steps)
+
+
+def _check_render_mode(render_mode: str | None, world: World | DoorKey) -> str | None:
+    """``render_mode`` if ``gridplan.adapters.rendering`` draws it on ``world``.
+
+    Raises:
+        ValueError: on an unknown mode, or any mode on a DoorKey world (the drawings are the
+            paper's gridworld's).
+    """
+    rendering.check_render_mode(render_mode)
+    if render_mode is not None and not isinstance(world, World):
+        raise ValueError(
+            f"render_mode={render_mode!r} draws the paper's gridworld "
+            f"(gridplan.adapters.rendering); world {world.name} renders nothing: pass "
+            'render_mode=None and observation="state"'
+        )
+    return render_mode
+
+
+def _metadata(world: World | DoorKey) -> dict[str, Any]:
+    """``METADATA`` with the render modes ``world`` has (none on DoorKey)."""
+    modes = METADATA["render_modes"] if isinstance(world, World) else []
+    return {**METADATA, "render_modes": modes}
 
 
 def _check_info_state(info_state) -> bool:
@@ -193,23 +235,24 @@ class _EpisodeEnv(gym.Env):
 
     def __init__(
         self,
-        task: str | Task,
+        task: str | TaskKind,
         device: torch.device | str,
         render_mode: str | None,
         max_episode_steps: int | None,
-        world: str | World | None,
+        world: str | World | DoorKey | None,
         observation: str = "state",
         info_state: bool = False,
     ) -> None:
         self.task = backend.resolve(task, world)
         self.device = torch.device(device)
-        self.render_mode = rendering.check_render_mode(render_mode)
+        self.metadata = _metadata(self.task.world)
+        self.render_mode = _check_render_mode(render_mode, self.task.world)
         self.info_state = _check_info_state(info_state)
         #: Steps after which the env truncates; None: never (an outer ``TimeLimit`` does).
         self.max_episode_steps: int | None = episode_steps(max_episode_steps, self.task)
         self.observation = render.check_kind(observation)
         self.observation_space = observation_space(self.task.world, observation)
-        self.action_space = spaces.Discrete(N_ACTIONS)
+        self.action_space = spaces.Discrete(self.task.world.n_actions)
         self._generator: torch.Generator | None = None
         self._state: torch.Tensor | None = None
         self._steps = 0
@@ -253,7 +296,9 @@ class _EpisodeEnv(gym.Env):
         if self._ended:
             raise gym.error.ResetNeeded("the episode has ended (or never started): call reset()")
         if not self.action_space.contains(action):
-            raise ValueError(f"action must be an integer in 0..{N_ACTIONS - 1}, got {action!r}")
+            raise ValueError(
+                f"action must be an integer in 0..{self.action_space.n - 1}, got {action!r}"
+            )
         act = torch.tensor([int(action)], device=self.device)
         state, reward, terminated, events = self._advance(self._state, act, self._generator)
         self._state = state
@@ -289,7 +334,8 @@ class GridPlanEnv(_EpisodeEnv):
     """One episode of the gridworld as a ``gymnasium.Env``.
 
     Args:
-        task: task name or ``gridplan.core.tasks.Task`` (its geometry and ``horizon``).
+        task: task name or task (``gridplan.core.tasks.Task`` or ``DoorKeyTask``: its
+            geometry and ``horizon``).
         device: where the state tensor lives; observations are numpy arrays either way.
         render_mode: None, ``"ansi"`` (``render()`` returns the N x N text grid of
             ``gridplan.adapters.rendering``) or ``"rgb_array"`` (the ``(N P, N P, 3)`` uint8
@@ -298,7 +344,8 @@ class GridPlanEnv(_EpisodeEnv):
             ``horizon``). Through ``gym.make`` the spec's ``TimeLimit`` truncates instead (module
             docstring), so ``gym.make(id, max_episode_steps=N)`` gives ``N``-step episodes.
         world: the world a task name is placed on (``gridplan.core.world``: a name such as
-            ``g16-k8`` or a ``World``; default the task's own).
+            ``g16-k8`` or ``minigrid-doorkey-8x8``, a ``World`` or a ``DoorKey``; default the
+            task's own).
         observation: ``"state"`` (default), ``"grid"`` or ``"pixels"``: what ``reset`` and
             ``step`` return (``observation_space``, ``gridplan.core.render``).
         info_state: put the physical state in ``info`` (module docstring).
@@ -310,17 +357,18 @@ class GridPlanEnv(_EpisodeEnv):
 
     Raises:
         ValueError: on an unknown task, render mode or a bad ``max_episode_steps``
-            (constructor), an invalid action, or bad options.
+            (constructor), a drawing (observation or render mode) of a DoorKey world, an
+            invalid action, or bad options.
         gymnasium.error.ResetNeeded: on ``step`` before ``reset`` or after the episode ended.
     """
 
     def __init__(
         self,
-        task: str | Task = "A",
+        task: str | TaskKind = "A",
         device: torch.device | str = "cpu",
         render_mode: str | None = None,
         max_episode_steps: int | None = None,
-        world: str | World | None = None,
+        world: str | World | DoorKey | None = None,
         observation: str = "state",
         info_state: bool = False,
     ) -> None:
@@ -336,15 +384,15 @@ class ImaginedEnv(_EpisodeEnv):
     """One episode inside a world model: the Gymnasium twin of
     ``gridplan.adapters.torchrl.WorldModelEnv``.
 
-    Episodes start from the task's true start states (``gridplan.core.env.reset``, or
+    Episodes start from the task's true start states (``gridplan.core.dynamics.reset``, or
     ``options={"state": x}``); every step is the model's ``predict`` of the current (predicted)
     state, clamped into ``[0, 1]``; reward and termination are the task's, read from the
-    predicted state through rounded cells and the thresholded ``c1`` (as the planner scores
-    leaves); ``info`` events are read from the predicted state (``pickup`` / ``door_opened``:
-    the thresholded flag turned on). The model is held to the contract ``python -m eval``
-    applies (``gridplan.models.plugins``: checked once on construction, every output checked,
-    out-of-range values clamped with one ``OutOfRangeWarning``); its ``start_rollout(1,
-    generator)`` is called at every reset.
+    predicted state through rounded cells (``gridplan.core.dynamics.outcome``, as the planner
+    scores leaves); ``info`` events are read from the predicted state (``pickup`` /
+    ``door_opened``: the thresholded flag turned on, ``backend.Imagination.step``). The model
+    is held to the contract ``python -m eval`` applies (``gridplan.models.plugins``: checked
+    once on construction, every output checked, out-of-range values clamped with one
+    ``OutOfRangeWarning``); its ``start_rollout(1, generator)`` is called at every reset.
 
     Args:
         model: anything with ``predict(state (N, S), action (N,), generator) -> (N, S)``.
@@ -364,11 +412,11 @@ class ImaginedEnv(_EpisodeEnv):
     def __init__(
         self,
         model,
-        task: str | Task = "A",
+        task: str | TaskKind = "A",
         device: torch.device | str = "cpu",
         render_mode: str | None = None,
         max_episode_steps: int | None = None,
-        world: str | World | None = None,
+        world: str | World | DoorKey | None = None,
         observation: str = "state",
         info_state: bool = False,
     ) -> None:
@@ -418,7 +466,7 @@ class GridPlanVectorEnv(VectorEnv):
     Seeding follows Gymnasium's ``SyncVectorEnv`` of ``GridPlanEnv``: ``reset(seed=s)`` seeds
     sub-environment ``i`` with ``s + i``, ``reset(seed=[s_0, ..., s_{B-1}])`` with ``s_i``,
     and sub-environment ``i`` starts where ``GridPlanEnv().reset(seed=s_i)`` starts. The steps
-    then share one torch generator, so one call of ``gridplan.core.env.step`` serves every
+    then share one torch generator, so one call of ``gridplan.core.dynamics.step`` serves every
     sub-environment: sub-environment 0's (seeded ``s_0``, continued after its start), which
     draws every step's distractors and every later start. With ``B = 1`` the episode is
     ``GridPlanEnv``'s; with more, the decided dims (agent, key, flags) of the first episodes
@@ -428,7 +476,7 @@ class GridPlanVectorEnv(VectorEnv):
     seeds, and the first of them provides the shared generator.
 
     ``reset`` options: ``reset_mask`` (``(B,)`` bool numpy array: reset only those rows,
-    drawing fresh start states for them alone) and ``state`` (``(B, 12)`` start states; with a
+    drawing fresh start states for them alone) and ``state`` (``(B, S)`` start states; with a
     mask only the masked rows are taken).
 
     Raises:
@@ -440,12 +488,12 @@ class GridPlanVectorEnv(VectorEnv):
     def __init__(
         self,
         num_envs: int,
-        task: str | Task = "A",
+        task: str | TaskKind = "A",
         device: torch.device | str = "cpu",
         autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
         render_mode: str | None = None,
         max_episode_steps: int | None = None,
-        world: str | World | None = None,
+        world: str | World | DoorKey | None = None,
         observation: str = "state",
         info_state: bool = False,
     ) -> None:
@@ -455,13 +503,13 @@ class GridPlanVectorEnv(VectorEnv):
         self.device = torch.device(device)
         self.num_envs = num_envs
         self.autoreset_mode = AutoresetMode(autoreset_mode)
-        self.render_mode = rendering.check_render_mode(render_mode)
+        self.render_mode = _check_render_mode(render_mode, self.task.world)
         self.info_state = _check_info_state(info_state)
         self.max_episode_steps = episode_steps(max_episode_steps, self.task)
-        self.metadata = {"autoreset_mode": self.autoreset_mode, **METADATA}
+        self.metadata = {"autoreset_mode": self.autoreset_mode, **_metadata(self.task.world)}
         self.observation = render.check_kind(observation)
         self.single_observation_space = observation_space(self.task.world, observation)
-        self.single_action_space = spaces.Discrete(N_ACTIONS)
+        self.single_action_space = spaces.Discrete(self.task.world.n_actions)
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
         self._generator: torch.Generator | None = None
@@ -561,17 +609,18 @@ class GridPlanVectorEnv(VectorEnv):
 
     def _actions(self, actions) -> torch.Tensor:
         array = np.asarray(actions)
+        last = self.single_action_space.n - 1
         if array.shape != (self.num_envs,) or not np.issubdtype(array.dtype, np.integer):
             raise ValueError(
-                f"actions must be {self.num_envs} integers in 0..{N_ACTIONS - 1}, got "
+                f"actions must be {self.num_envs} integers in 0..{last}, got "
                 f"shape {array.shape} dtype {array.dtype}"
             )
         if not self.action_space.contains(array.astype(self.action_space.dtype)):
-            raise ValueError(f"actions must lie in 0..{N_ACTIONS - 1}, got {array.tolist()}")
+            raise ValueError(f"actions must lie in 0..{last}, got {array.tolist()}")
         return torch.as_tensor(array, dtype=torch.long, device=self.device)
 
     def step(self, actions):
-        """Step every sub-environment: ``(obs (B, 12), reward (B,) float64, terminated (B,),
+        """Step every sub-environment: ``(obs (B, S), reward (B,) float64, terminated (B,),
         truncated (B,), info)``; ``info[event]`` is ``(B,)`` bool with mask ``info["_" + event]``
         (False where a ``NEXT_STEP`` reset replaced the step); ``obs`` is ``(B, ...)`` of the
         ``observation`` kind."""

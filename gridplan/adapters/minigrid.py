@@ -9,9 +9,11 @@ environments in lockstep with one batched ``gridplan.core.doorkey_env.step``: ev
 starts from a layout MiniGrid drew from its own seed (``env.reset(seed=s)``), both sides take
 the same actions, and after every step it compares the states, rewards, terminations,
 truncations, the egocentric ``7x7x3`` images and directions, and the fully observed grids
-(``FullyObsWrapper``'s encoding). Actions are uniform over the seven, or, in ``guided``
-episodes, greedy in our Q* with probability ``1 - epsilon`` so that goals, unlocks and drops
-are visited often (grids up to ``GUIDED_MAX_SIZE``; values are per layout and take seconds).
+(``FullyObsWrapper``'s encoding), and with ``rgb_every`` the RGB frames of
+``gridplan.core.doorkey_render`` against ``get_frame`` and ``get_pov_render``. Actions are
+uniform over the seven, or, in ``guided`` episodes, greedy in our Q* with probability
+``1 - epsilon`` so that goals, unlocks and drops are visited often (grids up to
+``GUIDED_MAX_SIZE``; values are per layout and take seconds).
 
 ``state_vector(env, tracked)`` reads the same state into the float layout models predict
 (``gridplan.core.doorkey_task``), and ``collect(env, transitions, policy)`` records
@@ -32,6 +34,7 @@ import numpy as np
 import torch
 
 from gridplan.core import doorkey_env as dk
+from gridplan.core import doorkey_render as render
 from gridplan.core.doorkey_constants import DIM_NAMES, N_ACTIONS
 from gridplan.core.doorkey_observe import egocentric, full_grid
 from gridplan.core.doorkey_task import encode
@@ -43,6 +46,8 @@ from gridplan.util.extras import require
 PINNED_VERSION = "3.2.0"
 #: Largest grid whose episodes may be guided by Q* (one value table per layout met).
 GUIDED_MAX_SIZE = 8
+#: Tile side (pixels) of the RGB frames ``differential`` compares.
+RGB_TILE_SIZE = 8
 
 
 def require_pinned():
@@ -203,7 +208,8 @@ class Tally:
         transitions: steps compared.
         episodes: episodes started (layouts loaded from MiniGrid's seeds).
         mismatches: per compared field (``state:<dim>``, ``reward``, ``terminated``,
-            ``truncated``, ``image``, ``direction``, ``full_grid``, ``reset:<...>``), the
+            ``truncated``, ``image``, ``direction``, ``full_grid``, ``rgb``, ``pov_rgb``,
+            ``reset:<...>``), the
             transitions on which the two sides differ.
         events: per event (``pickup``, ``drop``, ``unlocked``, ``toggled``, ``goal``,
             ``truncated``), how often it occurred.
@@ -229,8 +235,11 @@ class Tally:
 class _Lockstep:
     """``envs`` MiniGrid environments and their batched twin (``differential``)."""
 
-    def __init__(self, world: DoorKey, envs: int, seed: int, guided: float, full_every: int):
-        self.world, self.seed, self.full_every = world, seed, full_every
+    def __init__(
+        self, world: DoorKey, envs: int, seed: int, guided: float, full_every: int,
+        rgb_every: int,
+    ):
+        self.world, self.seed, self.full_every, self.rgb_every = world, seed, full_every, rgb_every
         self.envs = [make_env(world) for _ in range(envs)]
         self.full = [fully_observed(env) for env in self.envs]
         self.tracked: list[_Tracked | None] = [None] * envs
@@ -290,6 +299,12 @@ class _Lockstep:
             self.full[i].observation({})["image"], ours["full"][i]
         ):
             tally.note("full_grid", f"tick {tick} env {i}: state {row}")
+        if ours["rgb"] is not None:
+            frames = (("rgb", env.unwrapped.get_frame(tile_size=RGB_TILE_SIZE)),
+                      ("pov_rgb", env.unwrapped.get_pov_render(RGB_TILE_SIZE)))
+            for name, frame in frames:
+                if not np.array_equal(frame, ours[name][i]):
+                    tally.note(name, f"tick {tick} env {i}: state {row}")
 
     def tick(self, tick: int, epsilon: float) -> None:
         action = self.actions(epsilon)
@@ -298,7 +313,11 @@ class _Lockstep:
             "state": nxt, "reward": reward, "terminated": terminated, "truncated": truncated,
             "image": egocentric(nxt, self.world).numpy(),
             "full": full_grid(nxt, self.world).numpy() if tick % self.full_every == 0 else None,
+            "rgb": None,
         }
+        if self.rgb_every and tick % self.rgb_every == 0:
+            ours["rgb"] = render.rgb(nxt, self.world, RGB_TILE_SIZE).numpy()
+            ours["pov_rgb"] = render.pov_rgb(nxt, self.world, RGB_TILE_SIZE).numpy()
         for name, flags in (*info.items(), ("truncated", truncated)):
             self.tally.events[name] += int(flags.sum())
         self.state = nxt
@@ -318,6 +337,7 @@ def differential(
     guided: float = 0.5,
     epsilon: float = 0.25,
     full_every: int = 1,
+    rgb_every: int = 0,
 ) -> Tally:
     """Step MiniGrid and ``gridplan.core.doorkey_*`` side by side and count disagreements.
 
@@ -331,19 +351,23 @@ def differential(
             ``GUIDED_MAX_SIZE``; uniform otherwise).
         epsilon: chance of a uniform action in a guided episode.
         full_every: compare the fully observed grid every this many ticks.
+        rgb_every: compare the RGB frames (``get_frame`` with its highlighting and
+            ``get_pov_render``, tile side ``RGB_TILE_SIZE``) every this many ticks; 0 never.
 
     Returns:
         The ``Tally``: transitions, episodes, mismatches per field, events, examples.
 
     Raises:
         ImportError, RuntimeError: if ``minigrid`` is missing or not ``PINNED_VERSION``.
-        ValueError: on ``transitions``, ``envs`` or ``full_every`` below 1, or a MiniGrid
-            grid that is not a DoorKey layout.
+        ValueError: on ``transitions``, ``envs`` or ``full_every`` below 1, ``rgb_every``
+            below 0, or a MiniGrid grid that is not a DoorKey layout.
     """
     for name, value in (("transitions", transitions), ("envs", envs), ("full_every", full_every)):
         if value < 1:
             raise ValueError(f"{name} must be >= 1, got {value}")
-    run = _Lockstep(world, envs, seed, guided, full_every)
+    if rgb_every < 0:
+        raise ValueError(f"rgb_every must be >= 0, got {rgb_every}")
+    run = _Lockstep(world, envs, seed, guided, full_every, rgb_every)
     for i in range(envs):
         run.start(i)
     for tick in range(-(-transitions // envs)):

@@ -1,10 +1,12 @@
 """TorchRL adapters: the true environment as an ``EnvBase`` and any gridplan world model as a
 ``ModelBasedEnvBase``, so TorchRL's ``CEMPlanner`` and ``MPPIPlanner`` plan on our models.
 
-* ``GridEnv(batch_size=B)``: ``B`` episodes of ``gridplan.core.env`` stepped as one ``(B, 12)``
-  batch. Keys: ``observation`` ``(B, 12)`` float32 in ``[0, 1]`` (the full state, layout in
-  ``gridplan.core.constants``), ``step_count`` ``(B, 1)`` int64, the events ``goal``, ``hazard``,
-  ``pickup``, ``door_opened`` ``(B, 1)`` bool, ``action`` ``(B,)`` int64 in ``0..3``,
+* ``GridEnv(batch_size=B)``: ``B`` episodes of the task (``gridplan.core.dynamics``) stepped as
+  one ``(B, S)`` batch. Keys: ``observation`` ``(B, S)`` float32 in ``[0, 1]`` (the full state,
+  ``S = 12`` in the paper's world, layout in ``gridplan.core.constants``), ``step_count``
+  ``(B, 1)`` int64, the events ``goal``, ``hazard``, ``pickup``, ``door_opened`` ``(B, 1)``
+  bool, ``action`` ``(B,)`` int64 in ``0..A-1`` (``A = task.world.n_actions``: 4 in the
+  paper's world, MiniGrid DoorKey's 7 on ``world="minigrid-doorkey-8x8"``),
   ``reward`` ``(B, 1)`` (+1 goal, -1 hazard), ``terminated`` (goal or hazard), ``truncated``
   (the task's ``horizon`` reached) and ``done``.
 * ``WorldModelEnv(model)``: one imagined step per ``step`` through ``model.predict``, reward
@@ -13,7 +15,7 @@
   the planners step it on ``(B, K)`` candidate batches.
 
 The planners draw Gaussian action sequences, so ``WorldModelEnv``'s action is a continuous
-``(4,)`` vector of action scores and the executed action is its argmax: with the planners'
+``(A,)`` vector of action scores and the executed action is its argmax: with the planners'
 zero-mean, unit-variance start every sequence of discrete actions is equally likely, and the
 returned mean scores rank the first actions. ``planning_policy`` turns a planner into a
 ``GridEnv`` policy (argmax of those scores)::
@@ -34,9 +36,10 @@ import torch
 from torch import nn
 
 from gridplan.adapters import backend
-from gridplan.core.constants import N_ACTIONS
+from gridplan.core.doorkey_world import DoorKey
 from gridplan.core.env import check_state
-from gridplan.core.tasks import Task
+from gridplan.core.tasks import TaskKind
+from gridplan.core.world import World
 from gridplan.models.contract import WorldModel
 from gridplan.util.extras import require
 
@@ -75,13 +78,15 @@ class GridEnv(EnvBase):
 
     Args:
         batch_size: number of episodes ``B >= 1``.
-        task: task name or ``gridplan.core.tasks.Task`` (geometry and ``horizon``).
+        task: task name or task (``gridplan.core.tasks.Task`` or ``DoorKeyTask``: geometry
+            and ``horizon``).
         device: device of every tensor (and of the generator).
         seed: seeds the generator of start states and distractors (``set_seed`` reseeds it);
             default: a draw of torch's global generator.
-        world: the world a task name is placed on (``gridplan.core.world``).
+        world: the world a task name is placed on (``gridplan.core.world``: a name such as
+            ``minigrid-doorkey-8x8``, a ``World`` or a ``DoorKey``).
 
-    ``reset()`` draws start states as ``gridplan.core.env.reset``; with a partial ``"_reset"``
+    ``reset()`` draws start states as ``gridplan.core.dynamics.reset``; with a partial ``"_reset"``
     mask only the reset rows are drawn. ``reset(td, set_state=True)`` starts from
     ``td["observation"]`` (``(B, S)``, validated). Partial steps (the ``"_step"`` mask of
     ``rollout(..., break_when_all_done=True)``) step only the rows still running.
@@ -95,10 +100,10 @@ class GridEnv(EnvBase):
     def __init__(
         self,
         batch_size: int,
-        task: str | Task = "A",
+        task: str | TaskKind = "A",
         device: torch.device | str = "cpu",
         seed: int | None = None,
-        world: str | None = None,
+        world: str | World | DoorKey | None = None,
     ) -> None:
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
@@ -118,7 +123,7 @@ class GridEnv(EnvBase):
             step_count=Unbounded(shape=(*shape, 1), dtype=torch.int64),
             shape=shape,
         )
-        self.action_spec = Categorical(N_ACTIONS, shape=shape, dtype=torch.int64)
+        self.action_spec = Categorical(self.task.world.n_actions, shape=shape, dtype=torch.int64)
         self.reward_spec = Bounded(-1.0, 1.0, shape=(*shape, 1), dtype=torch.float32)
         self.done_spec = _done_spec(shape, ("done", "terminated", "truncated"))
         self.set_seed(_random_seed() if seed is None else seed)
@@ -204,11 +209,11 @@ class GridEnv(EnvBase):
 
 class _PredictStep(nn.Module):
     """One imagined step as an ``nn.Module`` (what ``ModelBasedEnvBase`` expects):
-    ``(observation (..., S), action scores (..., 4)) -> (next observation, reward (..., 1),
+    ``(observation (..., S), action scores (..., A)) -> (next observation, reward (..., 1),
     terminated (..., 1), done (..., 1))``, through ``backend.Imagination`` (the plug-in checks
     and clamping of ``python -m eval``)."""
 
-    def __init__(self, model: WorldModel, task: Task, shaping: bool, device) -> None:
+    def __init__(self, model: WorldModel, task: TaskKind, shaping: bool, device) -> None:
         super().__init__()
         self.imagination = backend.Imagination(model, task, device)
         # An nn.Module world model becomes a submodule, so .to(device) moves it too.
@@ -227,7 +232,7 @@ class _PredictStep(nn.Module):
         if self.rollout_pending:
             self.imagination.start(n, self.generator)
             self.rollout_pending = False
-        chosen = action.reshape(n, N_ACTIONS).argmax(dim=1)
+        chosen = action.reshape(n, self.task.world.n_actions).argmax(dim=1)
         nxt, reward, terminated, _ = self.imagination.step(state, chosen, self.generator)
         self.transitions += n
         if self.values is not None:
@@ -248,21 +253,22 @@ class WorldModelEnv(ModelBasedEnvBase):
             is held to the contract ``python -m eval`` applies (``backend.Imagination``):
             checked once on construction and at every step, its predictions clamped into
             ``[0, 1]`` (the observation spec's box) with one ``OutOfRangeWarning``.
-        task: task name or ``gridplan.core.tasks.Task``: the goal and hazard cells (and V*) that
+        task: task name or task (``GridEnv``): the goal and hazard cells (and V*) that
             turn predicted states into rewards and termination.
         shaping: add ``gamma * V*(s') - V*(s)`` to the sparse reward (potential-based
-            shaping with the exact V* of ``gridplan.core.values``, the information the full-width
-            planner uses at its leaves). The reward is then the optimal advantage
-            ``A*(s, a)`` of the predicted step, so a planner's undiscounted sum over its
-            horizon is 0 for an optimal path and negative otherwise. Without it the planners
-            see only the sparse reward and find the goal only within their horizon.
+            shaping with the exact V* of ``gridplan.core.dynamics.value_table``, the
+            information the full-width planner uses at its leaves). The reward is then the
+            optimal advantage ``A*(s, a)`` of the predicted step, so a planner's undiscounted
+            sum over its horizon is 0 for an optimal path and negative otherwise. Without it
+            the planners see only the sparse reward and find the goal only within their
+            horizon.
         device: device of every tensor.
         seed: seeds the generator of the model's noise (``set_seed`` reseeds it). The
             planners draw their candidate actions from torch's global generator.
         world: the world a task name is placed on (``gridplan.core.world``); default the
             world the model declares (``model.world``).
 
-    Keys: ``observation`` ``(..., S)`` (read and predicted), ``action`` ``(..., 4)`` float
+    Keys: ``observation`` ``(..., S)`` (read and predicted), ``action`` ``(..., A)`` float
     action scores (the argmax is executed), ``reward`` ``(..., 1)``, ``terminated`` and
     ``done`` ``(..., 1)``: the predicted state is on the goal or hazard. ``start_rollout`` of
     the model is called before the first step after a ``reset`` and at the start of every
@@ -278,11 +284,11 @@ class WorldModelEnv(ModelBasedEnvBase):
     def __init__(
         self,
         model: WorldModel,
-        task: str | Task = "A",
+        task: str | TaskKind = "A",
         shaping: bool = False,
         device: torch.device | str = "cpu",
         seed: int | None = None,
-        world: str | None = None,
+        world: str | World | DoorKey | None = None,
     ) -> None:
         task = backend.resolve(task, backend.model_world(model, world))
         width = task.world.state_dim
@@ -298,7 +304,7 @@ class WorldModelEnv(ModelBasedEnvBase):
         self._predict = step
         self.observation_spec = Composite(observation=_state_spec((), width), shape=())
         self.state_spec = Composite(observation=_state_spec((), width), shape=())
-        self.action_spec = Unbounded(shape=(N_ACTIONS,), dtype=torch.float32)
+        self.action_spec = Unbounded(shape=(task.world.n_actions,), dtype=torch.float32)
         self.reward_spec = Unbounded(shape=(1,), dtype=torch.float32)
         self.done_spec = _done_spec((), ("done", "terminated"))
         self.set_seed(_random_seed() if seed is None else seed)
@@ -341,7 +347,7 @@ class WorldModelEnv(ModelBasedEnvBase):
 
 
 class _VStar(nn.Module):
-    def __init__(self, task: Task, device) -> None:
+    def __init__(self, task: TaskKind, device) -> None:
         super().__init__()
         self.values = backend.value_table(task, device)
 
@@ -350,15 +356,20 @@ class _VStar(nn.Module):
         return v.view(*observation.shape[:-1], 1)
 
 
-def value_operator(task: str | Task = "A", device: torch.device | str = "cpu") -> ValueOperator:
-    """The task's exact V* (``gridplan.core.values``) as a TorchRL ``ValueOperator``:
-    ``observation (..., 12) -> state_value (..., 1)``, read through the rounded relevant dims.
+def value_operator(
+    task: str | TaskKind = "A",
+    device: torch.device | str = "cpu",
+    world: str | World | DoorKey | None = None,
+) -> ValueOperator:
+    """The task's exact V* (``gridplan.core.dynamics.value_table``; on ``world``, as
+    ``GridEnv``'s) as a TorchRL ``ValueOperator``: ``observation (..., S) -> state_value
+    (..., 1)``, read through the rounded relevant dims.
 
     For ``MPPIPlanner``'s advantage module, e.g. ``TDLambdaEstimator(gamma=0.95, lmbda=0.95,
     value_network=value_operator("A"), deactivate_vmap=True)`` (the lookup's in-place
     rounding has no vmap rule).
     """
-    return ValueOperator(_VStar(backend.resolve(task), device), in_keys=["observation"])
+    return ValueOperator(_VStar(backend.resolve(task, world), device), in_keys=["observation"])
 
 
 def _argmax(scores: torch.Tensor) -> torch.Tensor:
@@ -366,7 +377,7 @@ def _argmax(scores: torch.Tensor) -> torch.Tensor:
 
 
 def planning_policy(planner: TensorDictModule) -> TensorDictSequential:
-    """A ``GridEnv`` policy from a planner over ``WorldModelEnv``: the planner's ``(B, 4)``
+    """A ``GridEnv`` policy from a planner over ``WorldModelEnv``: the planner's ``(B, A)``
     action scores, then their argmax as the ``(B,)`` categorical ``action``."""
     return TensorDictSequential(
         planner, TensorDictModule(_argmax, in_keys=["action"], out_keys=["action"])

@@ -2,6 +2,8 @@
 
 ``constants`` (dims by name, geometry, actions), ``tasks`` (``Task``, frozen, with its registry),
 ``env`` (pure batched ``reset``/``step``), ``values`` (value iteration V*, Q*, Eq. 1 saliency),
+``relevance`` (Eq. 1's weights), ``dynamics`` (the task protocol over both kinds of task: the
+paper's world and Farama MiniGrid DoorKey, ``doorkey_world``/``doorkey_task``),
 ``readings`` (the paper's ambiguous choices as named data). Paper §3, appendix D. The evaluation
 protocols are specs of ``gridplan.evaluation.spec``.
 
@@ -16,6 +18,9 @@ _EXPORTS = {
     "N_ACTIONS": "constants",
     "STATE_LAYOUT_VERSION": "constants",
     "Task": "tasks",
+    "TASK_KINDS": "tasks",
+    "DoorKey": "doorkey_world",
+    "DoorKeyTask": "doorkey_task",
     "TASK_A": "tasks",
     "TASK_B": "tasks",
     "World": "world",

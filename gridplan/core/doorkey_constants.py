@@ -35,9 +35,15 @@ N_DOOR_STATES = 3
 
 #: Object codes (``OBJECT_TO_IDX``) of the cells DoorKey holds, and the agent's.
 UNSEEN, EMPTY, WALL, DOOR_OBJECT, KEY_OBJECT, GOAL, AGENT = 0, 1, 2, 4, 5, 8, 10
+#: MiniGrid's ``Floor``: the object code of a floor tile, a distractor drawn on empty cells
+#: that nothing reads (``gridplan.core.doorkey_tiles``).
+FLOOR = 3
 #: Colour codes (``COLOR_TO_IDX``): the agent is red, the goal green, door and key yellow,
-#: walls grey.
-RED, GREEN, YELLOW, GREY = 0, 1, 4, 5
+#: walls grey; blue and purple are the two DoorKey never draws.
+RED, GREEN, BLUE, PURPLE, YELLOW, GREY = range(6)
+N_COLOURS = 6
+#: Colour of floor tile ``t``: ``TILE_COLOURS[t % 2]``, the colours DoorKey leaves free.
+TILE_COLOURS = (BLUE, PURPLE)
 #: Colour of each object code DoorKey draws (0 for empty and unseen cells).
 OBJECT_COLOURS = {EMPTY: 0, WALL: GREY, DOOR_OBJECT: YELLOW, KEY_OBJECT: YELLOW, GOAL: GREEN}
 

@@ -6,7 +6,9 @@ agent looks up from the middle of the bottom row, cells off the grid drawn as wa
 hidden behind walls and closed doors unseen (``Grid.process_vis``), and the agent's own cell
 showing what it carries. ``full_grid(state, world)`` is ``FullyObsWrapper``'s image. Both are
 ``(x, y, channel)`` uint8 codes ``(object, colour, state)`` as MiniGrid writes them
-(``gridplan.core.doorkey_constants``); the third channel of a door is its state.
+(``gridplan.core.doorkey_constants``); the third channel of a door is its state. Both take
+optional floor tiles (``gridplan.core.doorkey_tiles``), drawn as MiniGrid draws a ``Floor`` on
+each empty cell they cover; without them the codes are DoorKey's alone.
 
 Occlusion is MiniGrid's sweep, row by row from the agent's row away from it. Within a row the
 sweep only depends on which cells of the row the previous rows made visible and which cells of
@@ -46,6 +48,7 @@ from gridplan.core.doorkey_constants import (
     YELLOW,
 )
 from gridplan.core.doorkey_env import columns, objects_at
+from gridplan.core.doorkey_tiles import check_tiles, lay_floors, lay_grid_floors
 from gridplan.core.doorkey_world import DoorKey
 
 
@@ -183,7 +186,28 @@ def _view_table(world: DoorKey, device: torch.device) -> torch.Tensor | None:
     return table.view(rows, v * v * 3).to(device)
 
 
-def egocentric(state: torch.Tensor, world: DoorKey) -> torch.Tensor:
+def _floors_in_view(
+    image: torch.Tensor, state: torch.Tensor, world: DoorKey, tiles: torch.Tensor | None
+) -> torch.Tensor:
+    """``(B, V, V, 3)`` egocentric codes with the tiles drawn on the visible empty cells; the
+    agent's own cell shows what it carries, never a tile under it (``gen_obs_grid``)."""
+    if tiles is None:
+        return image
+    tiles = check_tiles(tiles, state.shape[0], world)
+    v, cols = world.view_size, columns(state)
+    vec = DIR_VECTORS.to(state.device)[cols[HEADING]].unsqueeze(1)
+    dx = tiles[..., 0] - cols[AGENT_X].unsqueeze(1)
+    dy = tiles[..., 1] - cols[AGENT_Y].unsqueeze(1)
+    vx = v // 2 - vec[..., 1] * dx + vec[..., 0] * dy
+    vy = v - 1 - vec[..., 0] * dx - vec[..., 1] * dy
+    shown = (vx >= 0) & (vx < v) & (vy >= 0) & (vy < v) & ((dx != 0) | (dy != 0))
+    cells = image.reshape(image.shape[0], v * v, 3)
+    return lay_floors(cells, vx * v + vy, shown).view(image.shape)
+
+
+def egocentric(
+    state: torch.Tensor, world: DoorKey, tiles: torch.Tensor | None = None
+) -> torch.Tensor:
     """MiniGrid's partial observation ``gen_obs()["image"]`` of every row.
 
     In worlds whose ``_view_table`` fits ``VIEW_TABLE_BYTES`` (up to 11x11 with the 7x7 view)
@@ -194,14 +218,19 @@ def egocentric(state: torch.Tensor, world: DoorKey) -> torch.Tensor:
     Args:
         state: ``(B, 10)`` int64 states (not validated: ``env.check_state``).
         world: the grid and the view size ``V``.
+        tiles: optional ``(B, T, 2)`` floor tile cells (``gridplan.core.doorkey_tiles``),
+            drawn where seen on an empty cell other than the agent's.
 
     Returns:
         ``(B, V, V, 3)`` uint8, indexed ``(vx, vy, channel)``; unseen cells are all 0; the
         agent's cell ``(V // 2, V - 1)`` holds the carried key or is empty.
+
+    Raises:
+        ValueError: on tiles that are not ``(B, T, 2)`` integer cells on the interior.
     """
     table = _view_table(world, state.device)
     if table is None:
-        return views(state, world)
+        return _floors_in_view(views(state, world), state, world, tiles)
     # Strided columns of the state: a transposed copy costs more than it saves here.
     v, b, cols, size = world.view_size, state.shape[0], state.t(), world.view_size**2 * 3
     # A spare last row takes the key's write in rows where it is not seen (no masked index).
@@ -225,25 +254,54 @@ def egocentric(state: torch.Tensor, world: DoorKey) -> torch.Tensor:
     at = torch.where(seen, at, b * size).unsqueeze(1) + torch.arange(3, device=state.device)
     image.view(-1).scatter_(0, at.flatten(), key.expand(b, 3).flatten())
     cells = image[:b].view(b, v * v, 3)
-    return cells.view(b, v, v, 3)
+    return _floors_in_view(cells.view(b, v, v, 3), state, world, tiles)
 
 
-def full_grid(state: torch.Tensor, world: DoorKey) -> torch.Tensor:
-    """MiniGrid's fully observed encoding (``minigrid.wrappers.FullyObsWrapper``).
+def grid_codes(
+    state: torch.Tensor, world: DoorKey, tiles: torch.Tensor | None = None
+) -> torch.Tensor:
+    """MiniGrid's ``Grid.encode()``: the codes of every cell, the agent not drawn.
 
     Args:
         state: ``(B, 10)`` int64 states (not validated).
         world: the grid.
+        tiles: optional ``(B, T, 2)`` floor tile cells, drawn on the empty cells they cover
+            (the agent's cell included: the agent is not an object of the grid).
 
     Returns:
-        ``(B, N, N, 3)`` uint8 indexed ``(x, y, channel)``: every cell's code, the agent's
-        cell ``(AGENT, RED, heading)``; a carried key is not on the grid.
+        ``(B, N, N, 3)`` uint8 indexed ``(x, y, channel)``; a carried key is not on the grid.
+
+    Raises:
+        ValueError: on tiles that are not ``(B, T, 2)`` integer cells on the interior.
     """
     b, n, cols = state.shape[0], world.size, columns(state)
     g = torch.arange(n, device=state.device)
     x = g.view(1, n, 1).expand(b, n, n)
     y = g.view(1, 1, n).expand(b, n, n)
     image = _encode(objects_at(x, y, cols, world), cols[DOOR].view(-1, 1, 1))
+    return image if tiles is None else lay_grid_floors(image, tiles, world)
+
+
+def full_grid(
+    state: torch.Tensor, world: DoorKey, tiles: torch.Tensor | None = None
+) -> torch.Tensor:
+    """MiniGrid's fully observed encoding (``minigrid.wrappers.FullyObsWrapper``).
+
+    Args:
+        state: ``(B, 10)`` int64 states (not validated).
+        world: the grid.
+        tiles: optional ``(B, T, 2)`` floor tile cells (``grid_codes``); the agent's cell
+            shows the agent, as in MiniGrid, over a tile too.
+
+    Returns:
+        ``(B, N, N, 3)`` uint8 indexed ``(x, y, channel)``: every cell's code, the agent's
+        cell ``(AGENT, RED, heading)``; a carried key is not on the grid.
+
+    Raises:
+        ValueError: on tiles that are not ``(B, T, 2)`` integer cells on the interior.
+    """
+    b, cols = state.shape[0], columns(state)
+    image = grid_codes(state, world, tiles)
     rows = torch.arange(b, device=state.device)
     heading = cols[HEADING]
     agent = torch.stack(

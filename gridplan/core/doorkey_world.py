@@ -4,8 +4,9 @@ Farama MiniGrid's ``MiniGrid-DoorKey-{N}x{N}-v0`` is the paper's problem (fetch 
 door, reach a goal) as the field plays it: a heading with turn and forward actions, pickup and
 toggle on the cell in front, a locked door, a layout drawn per episode, an egocentric occluded
 view. ``doorkey_constants`` names the state dims and codes, this module the settings,
-``doorkey_env`` the batched ``reset``/``step``, ``doorkey_observe`` the observations and
-``doorkey_values`` the exact values; ``docs/DESIGN.md`` ("MiniGrid DoorKey") the choices.
+``doorkey_env`` the batched ``reset``/``step``, ``doorkey_observe`` the observations,
+``doorkey_render`` the RGB frames, ``doorkey_tiles`` the floor tiles' drawing,
+``doorkey_values`` the exact values and ``doorkey_task`` the float state every layer reads; ``docs/DESIGN.md`` ("MiniGrid DoorKey") the choices.
 
 A ``DoorKey`` fixes what MiniGrid's ``DoorKeyEnv(size, max_steps, agent_view_size)`` fixes;
 everything drawn per episode (wall column, door row, agent, heading, key) lives in the state

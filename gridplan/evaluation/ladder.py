@@ -39,7 +39,7 @@ from gridplan.core.tasks import Task
 from gridplan.evaluation.common import has_reward
 from gridplan.evaluation.latent_eval import planning_note, prepare_latent
 from gridplan.evaluation.levels import LevelContext, measure
-from gridplan.evaluation.planner_choice import PlannerChoice, check_learned_value_task
+from gridplan.evaluation.planner_choice import PlannerChoice
 from gridplan.evaluation.schema import LEVELS, Report
 from gridplan.evaluation.spec import (
     CONTROLLED,
@@ -54,7 +54,6 @@ from gridplan.models.latent_contract import is_latent_model
 from gridplan.models.plugins import check_contract, checked
 from gridplan.planning.learned_value import LearnedValue
 from gridplan.planning.planner import Planner
-from gridplan.planning.planners import needs_learned_value
 from gridplan.util.progress import Progress, as_progress
 
 
@@ -93,14 +92,12 @@ def check_levels(levels: Sequence[str] | None, model=None) -> tuple[str, ...]:
 OTHER_WORLD_LEVELS = ("L1", "success")
 
 
-def check_world_levels(task, levels: Sequence[str], spec: EvalSpec) -> None:
-    """Refuse levels or a planner that ``task``'s world does not define. Every planner plans
-    any task's actions; a learned value is fitted on the paper's world only
-    (``gridplan.evaluation.planner_choice.check_learned_value_task``).
+def check_world_levels(task, levels: Sequence[str]) -> None:
+    """Refuse levels that ``task``'s world does not define (every planner plans any task's
+    actions).
 
     Raises:
-        ValueError: on a MiniGrid DoorKey task with a level outside ``OTHER_WORLD_LEVELS`` or
-            a planner that needs a learned value (``search-learned-v``, ``value=learned``),
+        ValueError: on a MiniGrid DoorKey task with a level outside ``OTHER_WORLD_LEVELS``,
             naming what is available.
     """
     if isinstance(task, Task):
@@ -111,8 +108,6 @@ def check_world_levels(task, levels: Sequence[str], spec: EvalSpec) -> None:
             f"levels {extra} are not defined on {task.world.name}; it measures "
             f"{', '.join(OTHER_WORLD_LEVELS)} (--levels {','.join(OTHER_WORLD_LEVELS)})"
         )
-    if needs_learned_value(spec.planner.name, spec.planner.settings):
-        check_learned_value_task(task)
 
 
 def _measure(
@@ -132,7 +127,7 @@ def _measure(
     task = spec.resolved_task()
     name = (model_info or {}).get("name", type(model).__name__)
     check_model_world(model, task.world)
-    check_world_levels(task, levels, spec)
+    check_world_levels(task, levels)
     latent = None
     if is_latent_model(model) and not callable(getattr(model, "predict", None)):
         # A latent model: measured with the frozen-decoder protocol, then every level runs

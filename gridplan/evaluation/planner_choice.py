@@ -10,11 +10,9 @@ planner (``gridplan.evaluation.levels``; ``gridplan.evaluation.decisions.decide_
 
 A learned value (``search-learned-v``, or ``value=learned``) is fitted by fitted value
 iteration through the evaluated model on logged states
-(``gridplan.metrics.relevance_estimation.fitted_value_iteration``: the E4 machinery), and
-bound to the task it was fitted for (``gridplan.planning.learned_value.LearnedValue``). The
-fit backs up over the paper world's four actions (``gridplan.metrics.relevance_estimation``),
-so a learned value is fitted on the paper's world only (``check_learned_value_task``); the
-planners themselves plan any task's actions.
+(``gridplan.metrics.relevance_estimation.fitted_value_iteration``: the E4 machinery, backing
+up over the task's actions), and bound to the task it was fitted for
+(``gridplan.planning.learned_value.LearnedValue``).
 """
 
 from __future__ import annotations
@@ -23,30 +21,11 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from gridplan.core.tasks import Task, TaskKind
+from gridplan.core.tasks import TaskKind
 from gridplan.evaluation.spec import PlannerSpec
 from gridplan.metrics.relevance_estimation import FVIConfig, fitted_value_iteration
 from gridplan.planning.learned_value import LearnedValue
 from gridplan.planning.planners import make_planner, needs_learned_value, planner_settings
-
-
-def check_learned_value_task(task: TaskKind) -> None:
-    """Refuse a learned value on a task outside the paper's world.
-
-    Raises:
-        ValueError: if ``task`` is not a ``gridplan.core.tasks.Task`` (e.g. MiniGrid
-            DoorKey): fitted value iteration backs up over the paper's four actions only
-            (``gridplan.metrics.relevance_estimation.one_step_backup_inputs``); the message
-            names the planners that plan there.
-    """
-    if isinstance(task, Task):
-        return
-    raise ValueError(
-        "a learned value (planner search-learned-v, or value=learned) is fitted on the "
-        "paper's world only (fitted value iteration backs up over its 4 actions; "
-        f"{task.world.name} has {task.world.n_actions}); on {task.world.name} plan with search, "
-        "search-no-heuristic, or cem, mppi, mcts with value=exact or value=none"
-    )
 
 
 def fit_learned_value(
@@ -66,10 +45,8 @@ def fit_learned_value(
         generator: randomness of a stochastic model.
 
     Raises:
-        ValueError: as ``fitted_value_iteration`` (malformed states, a multi-setting model);
-            on a task outside the paper's world (``check_learned_value_task``).
+        ValueError: as ``fitted_value_iteration`` (malformed states, a multi-setting model).
     """
-    check_learned_value_task(task)
     fitted = fitted_value_iteration(model, states, task, config, generator)
     return LearnedValue(fitted, task, states.device)
 

@@ -36,9 +36,9 @@ from scipy.stats import spearmanr
 from torch import nn
 
 from gridplan.core import dynamics
-from gridplan.core.constants import DEFAULT_GAMMA, N_ACTIONS
+from gridplan.core.constants import DEFAULT_GAMMA
 from gridplan.core.env import check_state
-from gridplan.core.tasks import TASK_A, Task, check
+from gridplan.core.tasks import TASK_A, Task, TaskKind, check
 from gridplan.core.values import perturbation_saliency
 from gridplan.core.world import DEFAULT, World
 
@@ -143,7 +143,7 @@ class FittedValue:
 
 @torch.no_grad()
 def one_step_backup_inputs(
-    model, states: torch.Tensor, task: Task = TASK_A, generator: torch.Generator | None = None
+    model, states: torch.Tensor, task: TaskKind = TASK_A, generator: torch.Generator | None = None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The model's prediction of every action from every state, with the true reward on it.
 
@@ -155,11 +155,11 @@ def one_step_backup_inputs(
             default ``torch.Generator(states.device).manual_seed(0)``.
 
     Returns:
-        ``(next_states (N, 4, S), reward (N, 4), terminal (N, 4) bool)``.
+        ``(next_states (N, A, S), reward (N, A), terminal (N, A) bool)``.
 
     Raises:
         ValueError: on malformed states, a model with several settings, or a model output
-            that is not ``(4N, S)`` and finite.
+            that is not ``(A N, S)`` (``A = task.world.n_actions``) and finite.
         TypeError: if ``task`` is not a ``Task``.
     """
     check(task)
@@ -170,20 +170,19 @@ def one_step_backup_inputs(
         )
     if generator is None:
         generator = torch.Generator(device=states.device).manual_seed(0)
-    n = states.shape[0]
-    rows = states.repeat_interleave(N_ACTIONS, dim=0)
-    actions = torch.arange(N_ACTIONS, device=states.device).repeat(n)
+    n, a = states.shape[0], task.world.n_actions
+    rows = states.repeat_interleave(a, dim=0)
+    actions = torch.arange(a, device=states.device).repeat(n)
     nxt = model.predict(rows, actions, generator)
     width = states.shape[1]
-    if not isinstance(nxt, torch.Tensor) or tuple(nxt.shape) != (n * N_ACTIONS, width):
+    if not isinstance(nxt, torch.Tensor) or tuple(nxt.shape) != (n * a, width):
         got = tuple(nxt.shape) if isinstance(nxt, torch.Tensor) else type(nxt).__name__
-        raise ValueError(f"model.predict returned {got}, expected ({n * N_ACTIONS}, {width})")
+        raise ValueError(f"model.predict returned {got}, expected ({n * a}, {width})")
     if not torch.isfinite(nxt).all():
         raise ValueError("model.predict returned non-finite values")
     nxt = nxt.clamp(0.0, 1.0)
     reward, goal, hazard = dynamics.outcome(task, nxt)
-    shape = (n, N_ACTIONS)
-    return nxt.view(n, N_ACTIONS, width), reward.view(shape), (goal | hazard).view(shape)
+    return nxt.view(n, a, width), reward.view(n, a), (goal | hazard).view(n, a)
 
 
 @contextlib.contextmanager
@@ -255,7 +254,7 @@ def _fit(states, nxt, reward, terminal, config: FVIConfig, world: World) -> Fitt
             if it == 0:
                 v_next = torch.zeros_like(reward)
             else:
-                v_next = fitted(flat_next).view(n, N_ACTIONS).to(device)
+                v_next = fitted(flat_next).view(n, nxt.shape[1]).to(device)
             target = (reward + config.gamma * alive * v_next).amax(dim=1)
         fitted.backup_change.append(float((target - previous).abs().mean()))
         previous = target

@@ -21,8 +21,7 @@ Every planner offers ``act(root, generator) -> (B,)``, ``plan(root, generator) -
 ``gridplan.evaluation.decisions.decide``), ``model`` and ``task``, and runs in the closed loop
 (``gridplan.planning.closed_loop.run_closed_loop``). Every planner plans over the task's
 ``task.world.n_actions`` actions (4 in the paper's world, 7 in MiniGrid DoorKey's,
-``gridplan.core.tasks.TaskKind``); a learned value is fitted on the paper's world only
-(``gridplan.evaluation.planner_choice.check_learned_value_task``).
+``gridplan.core.tasks.TaskKind``), and a learned value is fitted over the same actions.
 
 Settings (``planner_settings``; ``SETTINGS`` holds the defaults): ``horizon`` (default: the
 depth ``D``), ``candidates``, ``elites``, ``iterations``, ``value`` for CEM and MPPI, and
