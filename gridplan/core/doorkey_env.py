@@ -471,7 +471,8 @@ def transition(
     nxt = tables.change.index_select(0, code).add_(state)
     # The eight event flags of a code are read as one int64 (a quarter of the time).
     flags = tables.events.view(torch.int64).view(-1).index_select(0, code)
-    events = dict(zip(_EVENTS, flags.view(torch.bool).view(-1, 8).t(), strict=False))
+    flags = flags.view(torch.bool).view(-1, 8)
+    events = {name: flags[:, i] for i, name in enumerate(_EVENTS)}
     goal = events["goal"]
     reward = torch.zeros(state.shape[0], dtype=torch.float64, device=state.device)
     if goal.any():
