@@ -176,9 +176,10 @@ def _broken(state: torch.Tensor, world: DoorKey) -> torch.Tensor:
     in_wall = (ax == wall_x) & ((ay != door_y) | (door != OPEN))
     key = ky.add(kx, alpha=n)
     goal = (n - 2) * (n + 1)
+    carried = carrying == 1
     # A key is carried exactly when it is on the agent's cell.
-    misplaced = (key == ay.add(ax, alpha=n)) != carrying
-    taken = ((kx == wall_x) | (key == goal)) & (carrying == 0)
+    misplaced = (key == ay.add(ax, alpha=n)) != carried
+    taken = ((kx == wall_x) | (key == goal)) & ~carried
     return in_wall.logical_or_(misplaced).logical_or_(taken)
 
 
