@@ -67,6 +67,7 @@ import torch
 
 from gridplan.adapters import backend, rendering
 from gridplan.core import render
+from gridplan.core.doorkey_constants import AGENT as MAX_CODE
 from gridplan.core.doorkey_world import DoorKey
 from gridplan.core.env import check_state
 from gridplan.core.tasks import TaskKind
@@ -101,23 +102,22 @@ def observation_space(world: World | DoorKey = DEFAULT, observation: str = "stat
       cell's count), at least 1;
     * ``pixels``: ``Box(0, 255, (3, N P, N P), uint8)``, ``P = render.PIXELS_PER_CELL``.
 
-    ``grid`` and ``pixels`` draw the paper's gridworld only.
+    ``grid`` and ``pixels`` draw the paper's gridworld only; a MiniGrid DoorKey world draws
+    ``egocentric`` (``Box(0, 10, (3, V, V), float32)``: MiniGrid's ``(object, colour,
+    state)`` codes of the agent's view) and ``full`` (``(3, N, N)``), ``gridplan.core.render``.
 
     Raises:
-        ValueError: on an unknown observation kind (or pixels of a world that has none), or a
-            drawing of a DoorKey world.
+        ValueError: on an unknown observation kind, or one the world does not draw (naming
+            the kinds it does).
     """
-    render.check_kind(observation)
-    if not isinstance(world, World) and observation != "state":
-        raise ValueError(
-            f"observation={observation!r} draws the paper's gridworld (gridplan.core.render); "
-            f'world {world.name} is observed with observation="state"'
-        )
+    render.check_world_kind(world, observation)
     shape = render.obs_shape(world, observation)
     if observation == "state":
         return spaces.Box(0.0, 1.0, shape, np.float32)
     if observation == "grid":
         return spaces.Box(0.0, float(max(1, world.d1, world.d2)), shape, np.float32)
+    if observation in ("egocentric", "full"):
+        return spaces.Box(0.0, float(MAX_CODE), shape, np.float32)
     return spaces.Box(0, 255, shape, np.uint8)
 
 
@@ -250,7 +250,7 @@ class _EpisodeEnv(gym.Env):
         self.info_state = _check_info_state(info_state)
         #: Steps after which the env truncates; None: never (an outer ``TimeLimit`` does).
         self.max_episode_steps: int | None = episode_steps(max_episode_steps, self.task)
-        self.observation = render.check_kind(observation)
+        self.observation = render.check_world_kind(self.task.world, observation)
         self.observation_space = observation_space(self.task.world, observation)
         self.action_space = spaces.Discrete(self.task.world.n_actions)
         self._generator: torch.Generator | None = None
@@ -507,7 +507,7 @@ class GridPlanVectorEnv(VectorEnv):
         self.info_state = _check_info_state(info_state)
         self.max_episode_steps = episode_steps(max_episode_steps, self.task)
         self.metadata = {"autoreset_mode": self.autoreset_mode, **_metadata(self.task.world)}
-        self.observation = render.check_kind(observation)
+        self.observation = render.check_world_kind(self.task.world, observation)
         self.single_observation_space = observation_space(self.task.world, observation)
         self.single_action_space = spaces.Discrete(self.task.world.n_actions)
         self.observation_space = batch_space(self.single_observation_space, num_envs)

@@ -309,6 +309,16 @@ class DoorKeyTask:
         """The goal cell ``(N - 2, N - 2)``."""
         return self.world.goal
 
+    @property
+    def hazard(self) -> None:
+        """DoorKey has no hazard cell."""
+        return None
+
+    @property
+    def swap_on_c1(self) -> bool:
+        """DoorKey's goal never swaps (it has no colour bit)."""
+        return False
+
     def reset(self, batch: int, generator: torch.Generator) -> torch.Tensor:
         """``(B, S)`` float32 start states: MiniGrid's layout distribution
         (``doorkey_env.reset``), then the tiles (``reset_tiles``), from ``generator``."""

@@ -6,7 +6,8 @@ toggle on the cell in front, a locked door, a layout drawn per episode, an egoce
 view. ``doorkey_constants`` names the state dims and codes, this module the settings,
 ``doorkey_env`` the batched ``reset``/``step``, ``doorkey_observe`` the observations,
 ``doorkey_render`` the RGB frames, ``doorkey_tiles`` the floor tiles' drawing,
-``doorkey_values`` the exact values and ``doorkey_task`` the float state every layer reads; ``docs/DESIGN.md`` ("MiniGrid DoorKey") the choices.
+``doorkey_values`` the exact values and ``doorkey_task`` the float state every layer reads;
+``docs/DESIGN.md`` ("MiniGrid DoorKey") the choices.
 
 A ``DoorKey`` fixes what MiniGrid's ``DoorKeyEnv(size, max_steps, agent_view_size)`` fixes;
 everything drawn per episode (wall column, door row, agent, heading, key) lives in the state

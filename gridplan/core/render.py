@@ -1,4 +1,5 @@
-"""Observations of a state: the state itself, a symbolic top-down grid, or RGB pixels.
+"""Observations of a state: the state itself, a symbolic top-down grid, RGB pixels, or on
+MiniGrid DoorKey MiniGrid's own egocentric view and full grid.
 
 Batched, deterministic and pure: ``observe(state, world, kind)`` reads every row of a
 ``(B, S)`` state tensor as the planner reads it (``gridplan.core.env.to_cell``: positions
@@ -36,18 +37,38 @@ Kinds (``OBS_KINDS``; ``obs_shape`` gives each one's per-row shape):
 Later drawings cover earlier ones in the order floor/wall/door, bits, ``d1``, ``d2``, key,
 agent; within one quadrant only one kind is ever drawn, except the agent over a bit, which
 cannot happen (the agent never stands in the wall).
+
+A MiniGrid DoorKey world (``gridplan.core.doorkey_world.DoorKey``) draws ``DOORKEY_OBS_KINDS``
+of the rounded, clamped MiniGrid state (``gridplan.core.doorkey_task.decode``):
+
+* ``state``: as above.
+* ``egocentric``: ``(B, 3, V, V)`` float32, ``V = world.view_size``: MiniGrid's
+  ``gen_obs()["image"]`` (``gridplan.core.doorkey_observe.egocentric``), the ``(object,
+  colour, state)`` codes as channels, indexed ``[channel, vx, vy]`` as MiniGrid indexes its
+  image ``[vx, vy, channel]`` (the agent at ``(V // 2, V - 1)``, looking towards ``vy = 0``).
+* ``full``: ``(B, 3, N, N)`` float32, ``FullyObsWrapper``'s image
+  (``doorkey_observe.full_grid``), indexed ``[channel, x, y]``.
+
+A world with floor tiles draws them in both, as MiniGrid draws a ``Floor`` on an empty cell
+(``gridplan.core.doorkey_tiles``).
 """
 
 from __future__ import annotations
 
 import torch
 
+from gridplan.core import doorkey_observe, doorkey_task
 from gridplan.core.constants import AGENT_X, AGENT_Y, C1, CARRYING, DOOR_OPEN, KEY_X, KEY_Y
+from gridplan.core.doorkey_world import DoorKey
 from gridplan.core.env import check_state, to_cell, to_flag
 from gridplan.core.world import World
 
-#: Observation kinds ``observe`` draws.
+#: Observation kinds ``observe`` draws of the paper's world.
 OBS_KINDS = ("state", "grid", "pixels")
+#: Observation kinds ``observe`` draws of a MiniGrid DoorKey world.
+DOORKEY_OBS_KINDS = ("state", "egocentric", "full")
+#: Every observation kind of some world.
+ALL_OBS_KINDS = (*OBS_KINDS, *DOORKEY_OBS_KINDS[1:])
 #: Default pixel tile side ``P`` (the default 8x8 world is 32x32 pixels).
 PIXELS_PER_CELL = 4
 #: RGB colours of the pixel observation (uint8 triples).
@@ -75,9 +96,32 @@ def grid_channels(world: World) -> tuple[str, ...]:
 
 
 def check_kind(kind: str) -> str:
-    """``kind`` if it is one of ``OBS_KINDS``. Raises ValueError naming the valid kinds."""
-    if kind not in OBS_KINDS:
-        raise ValueError(f"unknown observation kind {kind!r}; valid kinds: {', '.join(OBS_KINDS)}")
+    """``kind`` if it is one of ``ALL_OBS_KINDS``. Raises ValueError naming the valid kinds."""
+    if kind not in ALL_OBS_KINDS:
+        raise ValueError(
+            f"unknown observation kind {kind!r}; valid kinds: {', '.join(ALL_OBS_KINDS)}"
+        )
+    return kind
+
+
+def world_kinds(world: World | DoorKey) -> tuple[str, ...]:
+    """The observation kinds ``world`` draws: ``DOORKEY_OBS_KINDS`` or ``OBS_KINDS``."""
+    return DOORKEY_OBS_KINDS if isinstance(world, DoorKey) else OBS_KINDS
+
+
+def check_world_kind(world: World | DoorKey, kind: str) -> str:
+    """``kind`` if ``world`` draws it.
+
+    Raises:
+        ValueError: on an unknown kind, a kind of the other world's kinds (naming those that
+            work), or ``egocentric``/``full`` of a DoorKey world with floor tiles.
+    """
+    check_kind(kind)
+    kinds = world_kinds(world)
+    if kind not in kinds:
+        raise ValueError(
+            f"world {world.name!r} has no {kind!r} observation; its kinds: {', '.join(kinds)}"
+        )
     return kind
 
 
@@ -93,17 +137,24 @@ def _wall_cells(world: World) -> list[int]:
     return [y for y in reversed(range(world.size)) if y != world.door_y]
 
 
-def obs_shape(world: World, kind: str, pixels_per_cell: int = PIXELS_PER_CELL) -> tuple[int, ...]:
-    """Shape of one row's observation: ``(S,)``, ``(C, N, N)`` or ``(3, N P, N P)``.
+def obs_shape(
+    world: World | DoorKey, kind: str, pixels_per_cell: int = PIXELS_PER_CELL
+) -> tuple[int, ...]:
+    """Shape of one row's observation: ``(S,)``, ``(C, N, N)`` or ``(3, N P, N P)``; on
+    DoorKey ``(S,)``, ``(3, V, V)`` (``egocentric``) or ``(3, N, N)`` (``full``).
 
     Raises:
-        ValueError: on an unknown kind, a bad ``pixels_per_cell``, or ``pixels`` of a world
-            with more colour bits than wall cells.
+        ValueError: on an unknown kind, a kind the world does not draw (``check_world_kind``),
+            a bad ``pixels_per_cell``, or ``pixels`` of a world with more colour bits than
+            wall cells.
     """
-    check_kind(kind)
+    check_world_kind(world, kind)
     n = world.size
     if kind == "state":
         return (world.state_dim,)
+    if isinstance(world, DoorKey):
+        side = world.view_size if kind == "egocentric" else n
+        return (3, side, side)
     if kind == "grid":
         return (len(grid_channels(world)), n, n)
     p = _check_pixels_per_cell(pixels_per_cell)
@@ -205,9 +256,17 @@ def _pixels(state: torch.Tensor, world: World, pixels_per_cell: int) -> torch.Te
     return img.repeat_interleave(half, dim=2).repeat_interleave(half, dim=3).contiguous()
 
 
+def _doorkey(state: torch.Tensor, world: DoorKey, kind: str) -> torch.Tensor:
+    """``egocentric`` or ``full`` codes, channels first, of the decoded MiniGrid states."""
+    cells, tiles = doorkey_task.decode(state, world)
+    draw = doorkey_observe.egocentric if kind == "egocentric" else doorkey_observe.full_grid
+    codes = draw(cells, world, tiles if world.tiles else None)
+    return codes.permute(0, 3, 1, 2).to(torch.float32).contiguous()
+
+
 def observe(
     state: torch.Tensor,
-    world: World,
+    world: World | DoorKey,
     kind: str,
     pixels_per_cell: int = PIXELS_PER_CELL,
 ) -> torch.Tensor:
@@ -216,22 +275,25 @@ def observe(
     Args:
         state: ``(B, S)`` float, normalized (``S = world.state_dim``), finite.
         world: the layout of the states and the geometry drawn.
-        kind: one of ``OBS_KINDS``.
+        kind: one of ``world_kinds(world)``.
         pixels_per_cell: tile side ``P`` of ``pixels`` (even, >= 2).
 
     Returns:
-        ``(B, *obs_shape(world, kind, pixels_per_cell))``: float32 for ``state`` and
-        ``grid``, uint8 for ``pixels``; on ``state``'s device; the same state always gives the
-        same observation.
+        ``(B, *obs_shape(world, kind, pixels_per_cell))``: float32 for ``state``, ``grid``,
+        ``egocentric`` and ``full``, uint8 for ``pixels``; on ``state``'s device; the same
+        state always gives the same observation.
 
     Raises:
         ValueError: on a malformed, non-floating or non-finite state (naming the problem),
-            an unknown kind or a bad ``pixels_per_cell`` (``obs_shape``).
+            an unknown kind, a kind the world does not draw or a bad ``pixels_per_cell``
+            (``obs_shape``).
     """
     obs_shape(world, kind, pixels_per_cell)
     check_state(state, "state", world)
     if kind == "state":
         return state.to(torch.float32, copy=True)
+    if isinstance(world, DoorKey):
+        return _doorkey(state, world, kind)
     if kind == "grid":
         return _grid(state, world)
     return _pixels(state, world, pixels_per_cell)

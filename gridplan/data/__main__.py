@@ -29,7 +29,7 @@ import sys
 from pathlib import Path
 
 from gridplan.core import tasks
-from gridplan.core.render import OBS_KINDS
+from gridplan.core.render import ALL_OBS_KINDS
 from gridplan.data.datasets import BEHAVIOUR_POLICIES, check_val_fraction, parse_budget
 from gridplan.data.export import (
     VAL_FRACTION,
@@ -73,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"the trainer's data.val_fraction (default {VAL_FRACTION})")
     export.add_argument("--out", type=Path, default=Path("."),
                         help="output folder (default: the working folder)")
-    export.add_argument("--sequences", choices=OBS_KINDS, metavar="KIND",
+    export.add_argument("--sequences", choices=ALL_OBS_KINDS, metavar="KIND",
                         help="write episode sequences of KIND observations (state, grid or "
                         "pixels) for multi-step training instead of transitions: arrays obs, "
                         "state, action, reward, pickup, door_opened, goal, is_first, is_last, "

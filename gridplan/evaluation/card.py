@@ -162,6 +162,7 @@ def policy_class(report: dict) -> str:
     ``latent.planning``), or the planner and settings ``report["planner"]`` records
     (``PlannerChoice.to_dict``)."""
     depth = report["depth"]
+    actions = report_task(report).world.n_actions
     planner = report.get("planner")
     planning = (report.get("latent") or {}).get("planning") or {}
     if planning.get("leaf_score") == "heads":
@@ -170,7 +171,7 @@ def policy_class(report: dict) -> str:
         leaves = f"the sparse reward on predicted states plus gamma^{depth} V* (exact)"
     if planner is None or planner["name"] == "search":
         return (
-            f"full-width tree search at depth {depth} over the model (all 4^{depth} action "
+            f"full-width tree search at depth {depth} over the model (all {actions}^{depth} action "
             f"sequences), leaves scored by {leaves}, first action of the best leaf, replanned "
             "every step"
         )
@@ -207,7 +208,8 @@ def contract(report: dict) -> dict:
         },
         "policy_class": policy_class(report)
         + (f"; tied best first actions: {report['ties']}" if "ties" in report else ""),
-        "action_interface": "controlled: 4 discrete moves executed directly (never inferred)",
+        "action_interface": f"controlled: {task.world.n_actions} discrete actions executed "
+        "directly (never inferred)",
         "horizon": {
             "episode": task.horizon,
             "lookahead": depth,

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from gridplan.core.tasks import Task
+from gridplan.core.tasks import TaskKind
 from gridplan.data.datasets import collect
 from gridplan.metrics.action_consistency import action_consistency
 from gridplan.metrics.frozen_decoder import (
@@ -94,7 +94,7 @@ class LatentMeasurement:
 @torch.no_grad()
 def prepare_latent(
     latent,
-    task: Task,
+    task: TaskKind,
     device: torch.device | str = "cpu",
     protocol: LatentProtocol = DEFAULT_LATENT_PROTOCOL,
     heads: bool = False,
@@ -147,7 +147,9 @@ def prepare_latent(
     else:
         model = LatentThroughDecoder(latent, decoder, decoder.describe(), heads=heads)
     with torch.enable_grad():
-        probe = action_consistency(fit, test, seed=protocol.decoder_seed)
+        probe = action_consistency(
+            fit, test, seed=protocol.decoder_seed, n_actions=task.world.n_actions
+        )
     planning = LatentScorer(model, task, 1, device).describe()
     report = {
         "obs_kind": latent.obs_kind,

@@ -38,6 +38,7 @@ from omegaconf import OmegaConf
 
 from gridplan.core import tasks
 from gridplan.core import world as worlds
+from gridplan.core.render import ALL_OBS_KINDS
 from gridplan.evaluation.anchors import ANCHORS, get_anchors
 from gridplan.evaluation.decisions import XGAP_THRESHOLD
 from gridplan.evaluation.schema import LEVELS
@@ -53,8 +54,9 @@ from gridplan.training.config import CONFIGS_ROOT
 SPEC_FORMAT = 1
 #: Where the named specs live (the package ``gridplan.conf.eval``).
 SPEC_ROOT = CONFIGS_ROOT / "eval"
-#: Observation kinds a spec can name: the physical state, the symbolic grid, pixels.
-OBS_KINDS = ("state", "grid", "pixels")
+#: Observation kinds a spec can name: the physical state, the symbolic grid, pixels, and on
+#: MiniGrid DoorKey the egocentric view and the full grid (``gridplan.core.render``).
+OBS_KINDS = ALL_OBS_KINDS
 #: Levels a spec can name: the ladder's (``gridplan.evaluation.schema.LEVELS``) and
 #: ``success`` (the closed loop alone, without the rest of L7).
 SPEC_LEVELS = (*LEVELS, "success")

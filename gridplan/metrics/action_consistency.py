@@ -12,7 +12,8 @@ epochs (no model selection: the probe is a fixed instrument). On isolated test e
   and its action cannot be told from the other blocked ones.
 * ``accuracy_pred``: its accuracy on predicted pairs ``(E(o_t), P(E(o_t), a_t))``: whether the
   predictor keeps the action's effect where the encoder puts it.
-* ``consistency = (accuracy_pred - chance) / (accuracy_real - chance)``, ``chance = 1/4``:
+* ``consistency = (accuracy_pred - chance) / (accuracy_real - chance)``, ``chance = 1/A``
+  (``A`` the world's action count, 4 on the paper's world):
   1 when predicted transitions carry the action as well as real ones, 0 at chance, negative
   below it (never clipped). None when ``accuracy_real <= chance`` (nothing to compare to).
 
@@ -36,8 +37,6 @@ PROBE_HIDDEN = 64
 PROBE_EPOCHS = 20
 PROBE_LR = 3e-3
 PROBE_BATCH = 256
-#: Accuracy of guessing among the four actions.
-CHANCE = 1.0 / N_ACTIONS
 
 
 @dataclass(frozen=True)
@@ -64,8 +63,10 @@ def action_consistency(
     seed: int = 0,
     hidden: int = PROBE_HIDDEN,
     epochs: int = PROBE_EPOCHS,
+    n_actions: int = N_ACTIONS,
 ) -> ActionConsistency:
-    """Fit the probe on ``fit``'s actual pairs and score it on ``test`` (module docstring).
+    """Fit the probe on ``fit``'s actual pairs and score it on ``test`` (module docstring);
+    ``n_actions`` is the world's action count (the probe's classes, chance ``1 / n_actions``).
 
     Raises:
         ValueError: if ``fit`` and ``test`` share an episode, or ``test`` has no predictions.
@@ -79,7 +80,7 @@ def action_consistency(
     y = fit.actions.long()
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        net = nn.Sequential(nn.Linear(x.shape[1], hidden), nn.ReLU(), nn.Linear(hidden, N_ACTIONS))
+        net = nn.Sequential(nn.Linear(x.shape[1], hidden), nn.ReLU(), nn.Linear(hidden, n_actions))
         net = net.to(x.device)
     opt = torch.optim.Adam(net.parameters(), lr=PROBE_LR)
     gen = torch.Generator(device="cpu").manual_seed(seed + 1)
@@ -100,7 +101,8 @@ def action_consistency(
             return float(episode_mean(hit, test.episode))
 
         real, pred = accuracy(test.z_next), accuracy(test.z_pred)
-    consistency = (pred - CHANCE) / (real - CHANCE) if real > CHANCE else None
+    chance = 1.0 / n_actions
+    consistency = (pred - chance) / (real - chance) if real > chance else None
     return ActionConsistency(
         accuracy_real=real,
         accuracy_pred=pred,

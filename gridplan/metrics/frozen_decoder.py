@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from gridplan.core.tasks import TASK_A, Task
+from gridplan.core.tasks import TASK_A, TaskKind
 from gridplan.data.datasets import TransitionDataset
 from gridplan.metrics.prediction import standard_weights
 from gridplan.models.latent_contract import (
@@ -436,7 +436,7 @@ def _identity(z: torch.Tensor) -> torch.Tensor:
 def latent_floor(
     test: TransitionDataset,
     normalization: StateNormalization,
-    task: Task = TASK_A,
+    task: TaskKind = TASK_A,
     generator: torch.Generator | None = None,
 ) -> dict[str, float]:
     """The floor of every ``FLOORED`` number: the perfect latent model on the same test
@@ -479,7 +479,7 @@ def _decoder_name(decode) -> str:
 def latent_fidelity(
     test: LatentTransitions,
     decode,
-    task: Task = TASK_A,
+    task: TaskKind = TASK_A,
     fit_keys: set | frozenset | None = None,
     decoder: dict | None = None,
     normalization: StateNormalization | None = None,

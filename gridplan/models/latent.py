@@ -51,8 +51,8 @@ import torch
 from torch import nn
 
 from gridplan.core.constants import N_ACTIONS, STATE_LAYOUT_VERSION
-from gridplan.core.render import OBS_KINDS, PIXELS_PER_CELL, check_kind, obs_shape, observe
-from gridplan.core.world import World
+from gridplan.core.render import ALL_OBS_KINDS, PIXELS_PER_CELL, check_kind, obs_shape, observe
+from gridplan.core.world import World, recorded
 from gridplan.models.learned import CHECKPOINT_KEY, _read_checkpoint, load_weights
 
 #: Latent model families (``model.family`` of a training config).
@@ -136,17 +136,20 @@ class LatentDynamics(nn.Module):
         latent_dim: ``Z``.
         hidden: MLP widths.
         stochastic: Gaussian latent transition instead of a deterministic one.
+        n_actions: the world's action count ``A`` (4; MiniGrid DoorKey's 7), one-hot coded.
     """
 
-    def __init__(self, latent_dim: int, hidden: Sequence[int], stochastic: bool) -> None:
+    def __init__(
+        self, latent_dim: int, hidden: Sequence[int], stochastic: bool, n_actions: int = N_ACTIONS
+    ) -> None:
         super().__init__()
-        self.stochastic = bool(stochastic)
+        self.stochastic, self.n_actions = bool(stochastic), int(n_actions)
         out = 2 * latent_dim if stochastic else latent_dim
-        self.net = _mlp([latent_dim + N_ACTIONS, *hidden, out])
+        self.net = _mlp([latent_dim + self.n_actions, *hidden, out])
 
     def distribution(self, z: torch.Tensor, action: torch.Tensor):
         """``(mean (B, Z), std (B, Z) or None)`` of the next latent."""
-        one_hot = nn.functional.one_hot(action.long(), N_ACTIONS).to(z.dtype)
+        one_hot = nn.functional.one_hot(action.long(), self.n_actions).to(z.dtype)
         out = self.net(torch.cat([z, one_hot], dim=1))
         if not self.stochastic:
             return z + out, None
@@ -179,12 +182,13 @@ class RSSMDynamics(nn.Module):
         belief_dim: ``H``, also the width of the prior's projections (TorchRL's prior reads
             the belief with a layer of its projection width).
         state_dim: ``Zs``.
+        n_actions: the world's action count ``A``, one-hot coded.
 
     Raises:
         ImportError: without TorchRL (``pip install 'gridplan[torchrl]'``).
     """
 
-    def __init__(self, belief_dim: int, state_dim: int) -> None:
+    def __init__(self, belief_dim: int, state_dim: int, n_actions: int = N_ACTIONS) -> None:
         super().__init__()
         try:
             from torchrl.data import OneHot
@@ -195,12 +199,13 @@ class RSSMDynamics(nn.Module):
                 "torchrl extra (pip install 'gridplan[torchrl]')"
             ) from err
         self.belief_dim, self.state_dim = int(belief_dim), int(state_dim)
+        self.n_actions = int(n_actions)
         self.prior = RSSMPrior(
-            OneHot(N_ACTIONS),
+            OneHot(self.n_actions),
             hidden_dim=self.belief_dim,
             rnn_hidden_dim=self.belief_dim,
             state_dim=self.state_dim,
-            action_dim=N_ACTIONS,
+            action_dim=self.n_actions,
         )
 
     def step(
@@ -209,7 +214,7 @@ class RSSMDynamics(nn.Module):
         """``(z' (B, H + Zs), prior mean (B, Zs), prior std (B, Zs))`` from ``(B, H + Zs)``
         latents, ``(B,)`` actions and ``(B, Zs)`` standard-normal ``noise``."""
         belief, state = z.split([self.belief_dim, self.state_dim], dim=1)
-        one_hot = nn.functional.one_hot(action.long(), N_ACTIONS).to(z.dtype)
+        one_hot = nn.functional.one_hot(action.long(), self.n_actions).to(z.dtype)
         mean, std, state, belief = self.prior(state, belief, one_hot, noise=noise)
         return torch.cat([belief, state], dim=1), mean, std
 
@@ -228,27 +233,28 @@ class RSSMDynamics(nn.Module):
 
 class TDHeads(nn.Module):
     """The heads of a ``tdmpc`` model: ``reward(z, a)`` (the reward of the step, as
-    ``gridplan.core.env.state_outcome`` gives it), ``done(z, a)`` (the logit that the step ends
+    ``gridplan.core.dynamics.outcome`` gives it), ``done(z, a)`` (the logit that the step ends
     the episode at a goal or a hazard), ``value(z)`` and its EMA copy ``target_value`` (the
     bootstrap of the temporal-difference target, never trained by gradient).
 
     Args:
         latent_dim: ``Z``.
         hidden: MLP widths of each head.
+        n_actions: the world's action count ``A``, one-hot coded.
     """
 
-    def __init__(self, latent_dim: int, hidden: Sequence[int]) -> None:
+    def __init__(self, latent_dim: int, hidden: Sequence[int], n_actions: int = N_ACTIONS) -> None:
         super().__init__()
-        self.reward = _mlp([latent_dim + N_ACTIONS, *hidden, 1])
-        self.done = _mlp([latent_dim + N_ACTIONS, *hidden, 1])
+        self.n_actions = a = int(n_actions)
+        self.reward = _mlp([latent_dim + a, *hidden, 1])
+        self.done = _mlp([latent_dim + a, *hidden, 1])
         self.value = _mlp([latent_dim, *hidden, 1])
         self.target_value = _mlp([latent_dim, *hidden, 1])
         self.target_value.load_state_dict(self.value.state_dict())
         self.target_value.requires_grad_(False)
 
-    @staticmethod
-    def _with_action(z: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        one_hot = nn.functional.one_hot(action.long(), N_ACTIONS).to(z.dtype)
+    def _with_action(self, z: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        one_hot = nn.functional.one_hot(action.long(), self.n_actions).to(z.dtype)
         return torch.cat([z, one_hot], dim=1)
 
     def step(self, z: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -261,13 +267,13 @@ class TDHeads(nn.Module):
         """The temporal-difference target of ``V(z)``, a backup over every action through the
         model: ``max_a r(z, a) + gamma (1 - sigmoid(done(z, a))) V_target(f(z, a))`` for
         ``(B, Z)`` latents (``f`` the deterministic latent dynamics) -> ``(B,)``."""
-        b = z.shape[0]
-        rows = z.repeat_interleave(N_ACTIONS, dim=0)
-        actions = torch.arange(N_ACTIONS, device=z.device).repeat(b)
+        b, a = z.shape[0], self.n_actions
+        rows = z.repeat_interleave(a, dim=0)
+        actions = torch.arange(a, device=z.device).repeat(b)
         reward, done = self.step(rows, actions)
         later = self.target_value(dynamics(rows, actions)).squeeze(1)
         backup = reward + gamma * (1.0 - torch.sigmoid(done)) * later
-        return backup.view(b, N_ACTIONS).max(dim=1).values
+        return backup.view(b, a).max(dim=1).values
 
 
 class LatentNetwork(nn.Module):
@@ -278,7 +284,7 @@ class LatentNetwork(nn.Module):
 
     Args:
         family: one of ``LATENT_FAMILIES``.
-        obs_kind: one of ``gridplan.core.render.OBS_KINDS``.
+        obs_kind: one of ``gridplan.core.render.ALL_OBS_KINDS``.
         obs_shape: one observation's shape.
         state_dim: ``S`` of the world (the decoder's output).
         latent_dim: ``Z >= 1``.
@@ -288,6 +294,8 @@ class LatentNetwork(nn.Module):
         pixels_per_cell: tile side ``P`` of a ``pixels`` observation.
         belief_dim: ``rssm``: the belief's share ``H`` of ``latent_dim`` (the stochastic
             state has the other ``latent_dim - H``); 0 for the other families.
+        n_actions: the world's action count ``A`` (4; MiniGrid DoorKey's 7), one-hot coded by
+            the dynamics and the heads.
 
     Raises:
         ValueError: on an unknown family or kind, a non-positive size, a stochastic
@@ -307,6 +315,7 @@ class LatentNetwork(nn.Module):
         stochastic: bool = False,
         pixels_per_cell: int = PIXELS_PER_CELL,
         belief_dim: int = 0,
+        n_actions: int = N_ACTIONS,
     ) -> None:
         super().__init__()
         if family not in LATENT_FAMILIES:
@@ -314,11 +323,12 @@ class LatentNetwork(nn.Module):
                 f"unknown latent family {family!r}; valid: {', '.join(LATENT_FAMILIES)}"
             )
         check_kind(obs_kind)
-        sizes = [latent_dim, state_dim, *channels, *hidden]
+        sizes = [latent_dim, state_dim, n_actions, *channels, *hidden]
         if min(sizes) < 1 or not hidden or (obs_kind != "state" and not channels):
             raise ValueError(
                 f"latent sizes must be positive and the widths non-empty, got latent_dim "
-                f"{latent_dim}, channels {list(channels)}, hidden {list(hidden)}"
+                f"{latent_dim}, n_actions {n_actions}, channels {list(channels)}, hidden "
+                f"{list(hidden)}"
             )
         if family in TARGET_FAMILIES and stochastic:
             raise ValueError(f"a {family} model predicts a deterministic latent: stochastic=False")
@@ -337,7 +347,7 @@ class LatentNetwork(nn.Module):
         self.latent_dim, self.stochastic = int(latent_dim), bool(stochastic)
         self.channels, self.hidden = [int(c) for c in channels], [int(h) for h in hidden]
         self.pixels_per_cell = int(pixels_per_cell)
-        self.belief_dim = int(belief_dim)
+        self.belief_dim, self.n_actions = int(belief_dim), int(n_actions)
         #: Standard normals one imagined step draws: the stochastic state's dims.
         self.noise_dim = self.latent_dim - self.belief_dim
         if family == "rssm":
@@ -352,7 +362,9 @@ class LatentNetwork(nn.Module):
             self.pixels_per_cell,
         )
         self.encoder = ObservationEncoder(*args)
-        self.dynamics = LatentDynamics(self.latent_dim, self.hidden, self.stochastic)
+        self.dynamics = LatentDynamics(
+            self.latent_dim, self.hidden, self.stochastic, self.n_actions
+        )
         if family == "latent_recon":
             self.decoder = nn.Sequential(
                 _mlp([self.latent_dim, *self.hidden, self.state_dim]), nn.Sigmoid()
@@ -362,7 +374,7 @@ class LatentNetwork(nn.Module):
             self.target_encoder.load_state_dict(self.encoder.state_dict())
             self.target_encoder.requires_grad_(False)
         if family == "tdmpc":
-            self.heads = TDHeads(self.latent_dim, self.hidden)
+            self.heads = TDHeads(self.latent_dim, self.hidden, self.n_actions)
 
     def _build_rssm(self, obs_kind: str) -> None:
         """An ``rssm``'s parts: the encoder gives an embedding of ``hidden[0]`` dims."""
@@ -372,7 +384,7 @@ class LatentNetwork(nn.Module):
         self.encoder = ObservationEncoder(
             self.obs_shape, obs_kind, embed, self.channels, self.hidden, self.pixels_per_cell
         )
-        self.dynamics = RSSMDynamics(self.belief_dim, self.noise_dim)
+        self.dynamics = RSSMDynamics(self.belief_dim, self.noise_dim, self.n_actions)
         self.posterior = RSSMPosterior(
             hidden_dim=self.hidden[0],
             state_dim=self.noise_dim,
@@ -418,6 +430,7 @@ class LatentNetwork(nn.Module):
             "stochastic": self.stochastic,
             "pixels_per_cell": self.pixels_per_cell,
             "belief_dim": self.belief_dim,
+            "n_actions": self.n_actions,
         }
 
 
@@ -475,7 +488,7 @@ class LearnedLatentModel:
 
     Attributes:
         net: the ``LatentNetwork`` (eval mode).
-        obs_kind: ``state``, ``grid`` or ``pixels``.
+        obs_kind: ``state``, ``grid``, ``pixels``, ``egocentric`` or ``full``.
         pixels_per_cell: tile side of the pixel observation it was trained on.
         obs_shape: one observation's shape.
         latent_dim: ``Z``.
@@ -499,10 +512,11 @@ class LearnedLatentModel:
         self.obs_kind = net.obs_kind
         self.pixels_per_cell = int(pixels_per_cell)
         self.obs_shape = tuple(obs_shape(world, net.obs_kind, self.pixels_per_cell))
-        if self.obs_shape != net.obs_shape:
+        if self.obs_shape != net.obs_shape or net.n_actions != world.n_actions:
             raise ValueError(
-                f"the network reads observations {net.obs_shape}, its world {world.name!r} "
-                f"draws {self.obs_shape} ({net.obs_kind})"
+                f"the network reads observations {net.obs_shape} and {net.n_actions} actions, "
+                f"its world {world.name!r} draws {self.obs_shape} ({net.obs_kind}) and has "
+                f"{world.n_actions} actions"
             )
         self.latent_dim = net.latent_dim
         self.deterministic = not net.stochastic
@@ -545,18 +559,16 @@ class LearnedLatentModel:
             )
         _check_finite(z, name)
 
-    @staticmethod
-    def _check_action(action, rows: int) -> None:
+    def _check_action(self, action, rows: int) -> None:
+        a = self.net.n_actions
         if (
             not isinstance(action, torch.Tensor)
             or action.shape != (rows,)
             or action.is_floating_point()
-            or (action.numel() and (action.min() < 0 or action.max() >= N_ACTIONS))
+            or (action.numel() and (action.min() < 0 or action.max() >= a))
         ):
             got = tuple(action.shape) if isinstance(action, torch.Tensor) else action
-            raise ValueError(
-                f"action must be a ({rows},) integer tensor in 0..{N_ACTIONS - 1}, got {got}"
-            )
+            raise ValueError(f"action must be a ({rows},) integer tensor in 0..{a - 1}, got {got}")
 
     @torch.no_grad()
     def encode(self, obs: torch.Tensor) -> torch.Tensor:
@@ -710,13 +722,12 @@ def load_latent_model(path: str | os.PathLike, device: torch.device | str = "cpu
             f"{path!r} was written for state layout version {meta['state_layout_version']!r}; "
             f"this gridplan uses version {STATE_LAYOUT_VERSION} (retrain the model)"
         )
-    try:
-        world = World.from_spec(meta["world"])
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"{path!r} stores an invalid world {meta['world']!r}: {err}") from err
+    world = recorded(meta, repr(path))
     obs = meta["obs"]
-    if not isinstance(obs, dict) or obs.get("kind") not in OBS_KINDS:
-        raise ValueError(f"{path!r} stores an invalid observation {obs!r}; kinds: {OBS_KINDS}")
+    if not isinstance(obs, dict) or obs.get("kind") not in ALL_OBS_KINDS:
+        raise ValueError(
+            f"{path!r} stores an invalid observation {obs!r}; kinds: {ALL_OBS_KINDS}"
+        )
     try:
         net = LatentNetwork(**meta["model"])
     except (TypeError, ValueError) as err:

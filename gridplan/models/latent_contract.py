@@ -43,11 +43,10 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
-from gridplan.core.constants import N_ACTIONS
-from gridplan.core.env import check_state, reset
-from gridplan.core.render import OBS_KINDS, observe
-from gridplan.core.tasks import task_a
-from gridplan.core.world import World
+from gridplan.core import dynamics, tasks
+from gridplan.core.env import check_state
+from gridplan.core.render import ALL_OBS_KINDS, observe, world_kinds
+from gridplan.core.world import WORLD_KINDS, World
 from gridplan.models.contract import WorldModel
 from gridplan.models.signatures import (
     METHODS,
@@ -257,16 +256,14 @@ def check_decoded(state, rows: int, world: World, what: str, called: str = "") -
 def _check_attributes(model, world: World) -> None:
     """The latent contract's attributes (module docstring), and ``model.world == world``."""
     who = label(model)
-    kind = getattr(model, "obs_kind", None)
-    if kind not in OBS_KINDS:
-        raise LatentContractError(
-            f"{who}.obs_kind must be one of {', '.join(OBS_KINDS)}, got {kind!r}"
-        )
+    kind, kinds = getattr(model, "obs_kind", None), world_kinds(world)
+    if kind not in ALL_OBS_KINDS:
+        raise LatentContractError(f"{who}.obs_kind must be one of {', '.join(kinds)}, got {kind!r}")
     z_dim = getattr(model, "latent_dim", None)
     if isinstance(z_dim, bool) or not isinstance(z_dim, int) or z_dim < 1:
         raise LatentContractError(f"{who}.latent_dim must be an integer >= 1, got {z_dim!r}")
     own = getattr(model, "world", None)
-    if not isinstance(own, World):
+    if not isinstance(own, WORLD_KINDS):
         raise LatentContractError(
             f"{who}.world must be a gridplan World (e.g. gridplan.core.world.get('default')), "
             f"got {own!r}"
@@ -276,6 +273,11 @@ def _check_attributes(model, world: World) -> None:
             f"{who} reads observations of world {own.describe()}, but the task is played on "
             f"{world.describe()}; evaluate it on its own world (--world {own.name}), or set "
             "its world attribute to the world it was trained on"
+        )
+    if kind not in kinds:
+        raise LatentContractError(
+            f"{who}.obs_kind must be one of {', '.join(kinds)} on world {world.name!r}, "
+            f"got {kind!r}"
         )
     if not isinstance(getattr(model, "deterministic", None), bool):
         raise LatentContractError(f"{who}.deterministic must be a bool")
@@ -304,10 +306,10 @@ def check_latent_model(model, world: World, device: torch.device | str = "cpu") 
     dev = torch.device(device)
     rows = LATENT_CHECK_ROWS
     gen = torch.Generator(device=dev).manual_seed(0)
-    state = reset(rows, gen, task_a(world))
+    state = dynamics.reset(tasks.get("A", world=world), rows, gen)
     with torch.no_grad():
         z = encode_states(model, state)
-        action = torch.arange(rows, device=dev) % N_ACTIONS
+        action = torch.arange(rows, device=dev) % world.n_actions
         nxt = step_latent(model, z, action, torch.Generator(device=dev).manual_seed(1))
         if model.deterministic:
             again = step_latent(model, z, action, torch.Generator(device=dev).manual_seed(2))

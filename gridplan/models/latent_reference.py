@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import torch
 
-from gridplan.core.constants import N_ACTIONS
 from gridplan.core.env import check_state
 from gridplan.core.world import DEFAULT, World
 from gridplan.models.latent_contract import LatentContractError, check_latent, is_latent_model
@@ -38,16 +37,17 @@ def _check_state_obs(obs, world: World) -> torch.Tensor:
     return obs
 
 
-def _check_action(action, rows: int) -> None:
+def _check_action(action, rows: int, n_actions: int) -> None:
+    """``action`` must be ``(rows,)`` integers in ``0..n_actions - 1`` (the world's actions)."""
     if (
         not isinstance(action, torch.Tensor)
         or tuple(action.shape) != (rows,)
         or action.is_floating_point()
-        or (action.numel() and (int(action.min()) < 0 or int(action.max()) >= N_ACTIONS))
+        or (action.numel() and (int(action.min()) < 0 or int(action.max()) >= n_actions))
     ):
         got = tuple(action.shape) if isinstance(action, torch.Tensor) else type(action).__name__
         raise LatentContractError(
-            f"action must be a ({rows},) integer tensor in 0..{N_ACTIONS - 1}, got {got}"
+            f"action must be a ({rows},) integer tensor in 0..{n_actions - 1}, got {got}"
         )
 
 
@@ -83,7 +83,7 @@ class StateLatentModel:
             LatentContractError: on a malformed latent or actions.
         """
         check_latent(z, z.shape[0] if isinstance(z, torch.Tensor) else -1, self.latent_dim, "z")
-        _check_action(action, z.shape[0])
+        _check_action(action, z.shape[0], self.world.n_actions)
         return self.dynamics.predict(z, action, generator).float()
 
     def decode(self, z: torch.Tensor) -> torch.Tensor:
@@ -138,7 +138,7 @@ class PersistenceLatentModel:
             LatentContractError: on a malformed latent or actions.
         """
         check_latent(z, z.shape[0] if isinstance(z, torch.Tensor) else -1, self.latent_dim, "z")
-        _check_action(action, z.shape[0])
+        _check_action(action, z.shape[0], self.world.n_actions)
         return z.clone()
 
     def _decode(self, z: torch.Tensor) -> torch.Tensor:

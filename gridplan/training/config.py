@@ -44,7 +44,7 @@ from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBase
 
 from gridplan.core import tasks
 from gridplan.core import world as worlds
-from gridplan.core.render import OBS_KINDS, obs_shape
+from gridplan.core.render import ALL_OBS_KINDS, obs_shape
 from gridplan.data.datasets import BEHAVIOUR_POLICIES, parse_budget
 from gridplan.models.latent import LATENT_FAMILIES
 from gridplan.models.learned import ACTIVATIONS
@@ -291,20 +291,21 @@ class ModelConfig:
 @dataclass
 class ObsConfig:
     """What a latent model observes (``gridplan.core.render``): the ``state``, the symbolic
-    ``grid`` or RGB ``pixels``, drawn from the logged states on demand.
+    ``grid`` or RGB ``pixels`` (the paper's world), MiniGrid's ``egocentric`` view or ``full``
+    grid (DoorKey), drawn from the logged states on demand.
 
     Raises:
         ValueError: on an unknown kind or a bad ``pixels_per_cell``.
     """
 
-    #: The ``configs/train/obs`` choice: one of ``gridplan.core.render.OBS_KINDS`` (a config
-    #: saved before observations reads the state).
+    #: The ``configs/train/obs`` choice: one of ``gridplan.core.render.ALL_OBS_KINDS`` (a
+    #: config saved before observations reads the state); the world must draw it.
     name: str = "state"
     #: Tile side of the pixel observation (even; 4: 32x32 pixels for the default world).
     pixels_per_cell: int = 4
 
     def __post_init__(self) -> None:
-        _one_of("obs.name", self.name, OBS_KINDS)
+        _one_of("obs.name", self.name, ALL_OBS_KINDS)
         _require(
             self.pixels_per_cell >= 2 and self.pixels_per_cell % 2 == 0,
             f"obs.pixels_per_cell must be an even int >= 2, got {self.pixels_per_cell}",
@@ -477,8 +478,8 @@ class Config:
             _require(
                 obs == "state",
                 f"obs={obs} needs a latent model: model={self.model.name} (model.family mlp) "
-                "reads the state; the models that accept grid or pixels observations are "
-                "model=latent_recon, model=jepa, model=tdmpc and model=rssm",
+                "reads the state; the models that accept grid, pixels, egocentric or full "
+                "observations are model=latent_recon, model=jepa, model=tdmpc and model=rssm",
             )
             return
         _require(

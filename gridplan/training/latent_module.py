@@ -3,8 +3,8 @@ observations.
 
 The data are ``gridplan.training.module.TransitionDataModule``'s logged transitions; each batch's
 observations are drawn from its logged states on demand (``gridplan.core.render.observe``:
-``state``, ``grid`` or ``pixels``), so the cached datasets hold states only. The variants
-apply where they make sense (``VariantConfig``):
+``state``, ``grid``, ``pixels``, or on DoorKey ``egocentric`` or ``full``), so the cached
+datasets hold states only. The variants apply where they make sense (``VariantConfig``):
 
 * ``latent_recon``: ``loss = recon + pred + latent_weight * latent`` with ``recon`` the
   weighted MSE of ``decode(encode(o_t))`` against ``s_t``, ``pred`` that of
@@ -26,7 +26,7 @@ apply where they make sense (``VariantConfig``):
   open-loop steps of the rollout: ``reward`` the squared error of the reward head at each
   imagined latent against the logged step's reward, ``done`` the binary cross-entropy of the
   termination head against the step ending at a goal or a hazard
-  (``gridplan.core.env.state_outcome``), ``value`` the squared error of ``V`` at each imagined
+  (``gridplan.core.dynamics.outcome``), ``value`` the squared error of ``V`` at each imagined
   latent against ``TDHeads.td_target`` of the target encoder's encoding of the logged state
   there (a backup over every action through the model, bootstrapped by the EMA value head,
   with the task's ``gamma``). The target encoder and the target value head follow by EMA.
@@ -132,6 +132,7 @@ class LatentWorldModelModule(pl.LightningModule):
             m["stochastic"],
             self.pixels_per_cell,
             m["belief_dim"],
+            world.n_actions,
         )
         self.register_buffer("dim_weights", dimension_weights(config["variant"], self.task))
         self.event_weight = float(config["variant"]["event_weight"])

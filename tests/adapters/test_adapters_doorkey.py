@@ -156,13 +156,20 @@ def test_vector_doorkey_env_steps_seven_valued_actions_as_the_task_protocol():
         envs.step(np.array([0, 7, 0]))
 
 
-# --- The paper world's drawings are refused, naming what works
+# --- MiniGrid's views are observations; the paper world's drawings are refused
+
+
+@pytest.mark.parametrize(("kind", "shape"), [("egocentric", (3, 7, 7)), ("full", (3, 6, 6))])
+def test_minigrids_codes_are_observations_that_pass_the_checker(kind, shape):
+    env = GridPlanEnv(task="A", world=TILED, observation=kind)
+    assert env.observation_space == gym.spaces.Box(0.0, 10.0, shape, np.float32)
+    assert _quiet(lambda: check_env(env, skip_render_check=True)) == []
 
 
 @pytest.mark.parametrize("make", [GridPlanEnv, lambda **kw: GridPlanVectorEnv(2, **kw)])
 @pytest.mark.parametrize("kind", ["grid", "pixels"])
 def test_drawn_observations_are_refused_on_doorkey(make, kind):
-    with pytest.raises(ValueError, match=f"observation='{kind}'.*observation=\"state\""):
+    with pytest.raises(ValueError, match=f"no '{kind}' observation; its kinds: state, egoc"):
         make(world=WORLD, observation=kind)
 
 

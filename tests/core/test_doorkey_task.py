@@ -163,3 +163,16 @@ def test_command_line_reports_success_and_refuses_other_levels(tmp_path, capsys)
         eval_main(["--world", "minigrid-doorkey-6x6", "--levels", "L4", "--json", str(bad)])
     assert stop.value.code == 2 and not bad.exists()
     assert "not defined on minigrid-doorkey-6x6" in capsys.readouterr().err
+
+
+def test_the_card_states_doorkeys_contract(tmp_path):
+    out = tmp_path / "dk.json"
+    args = ["--world", "minigrid-doorkey-6x6", "--depth", "1", "--seeds", "1", "--episodes", "4"]
+    args += ["--eval-windows", "40", "--levels", "L1,success", "--card", "--no-progress"]
+    assert eval_main([*args, "--json", str(out)]) == 0
+    card = json.loads((tmp_path / "dk.card.json").read_text())
+    task = card["contract"]["task"]
+    assert task["goal"] == [4, 4] and task["hazard"] is None
+    assert task["relevant_dims"][:3] == ["agent_x", "agent_y", "heading"]
+    assert card["contract"]["action_interface"].startswith("controlled: 7 discrete actions")
+    assert "all 7^1 action sequences" in card["contract"]["policy_class"]

@@ -222,8 +222,8 @@ def test_a_state_model_with_observations_is_refused_naming_it_and_the_latent_mod
         compose([f"model={model}", f"obs={obs}"])
     assert str(err.value) == (
         f"obs={obs} needs a latent model: model={model} (model.family mlp) reads the state; "
-        "the models that accept grid or pixels observations are model=latent_recon, "
-        "model=jepa, model=tdmpc and model=rssm"
+        "the models that accept grid, pixels, egocentric or full observations are "
+        "model=latent_recon, model=jepa, model=tdmpc and model=rssm"
     )
 
 
