@@ -14,14 +14,18 @@ Prints steps per second, the ratio to MiniGrid and the memory-bandwidth floor of
 (state read and written plus the image, int64 state, uint8 image). ``--vi`` times
 ``values.layout_values`` on one 8x8 layout, all 20 8x8 layouts and one 16x16 layout.
 
-``--against REF`` times the headline, the ``step+obs+reset`` row at the largest of
-``--batches``, of this checkout against git ``REF`` in interleaved fresh processes
-(``scripts/against.py``, docs/PERFORMANCE.md §13): the ratio ours / ref per pair, the median
-and the same floor.
+``--against REF`` times the headline of this checkout against git ``REF`` in interleaved
+fresh processes (``scripts/against.py``, docs/PERFORMANCE.md §13): the ratio ours / ref per
+pair, the median and the floor. The headline is ``--row``: ``full`` (default) the
+``step+obs+reset`` row at the largest of ``--batches``, with the same floor; ``step`` our
+``step`` alone there (its floor: the state read and written); ``vi`` layouts per second of
+value iteration, ``layout_values`` on the first ``--vi-layouts`` layouts of the ``--size``
+world (cache cleared; no floor).
 
     python scripts/bench_minigrid.py --batches 1,64,4096 --vi
     python scripts/bench_minigrid.py --device cuda --batches 4096,65536,1048576
     python scripts/bench_minigrid.py --against main --pairs 8 --batches 4096 --min-time 0.5
+    python scripts/bench_minigrid.py --against main --pairs 4 --row vi --size 16
 """
 
 from __future__ import annotations
@@ -128,13 +132,38 @@ def time_vi() -> dict:
     return out
 
 
-def floor(world: DoorKey, device) -> tuple[float, str, float]:
-    """Rows per second our full row cannot pass, what it is, and the copy bandwidth (bytes/s)
-    it divides by the row's bytes (state read and written, int64, and the uint8 image)."""
+def vi_rate(world: DoorKey, layouts: int) -> float:
+    """Layouts per second of ``layout_values`` on the first ``layouts`` of ``world`` (cache
+    cleared before and after)."""
+    values.layout_values.cache_clear()
+    start = time.perf_counter()
+    for wall_x, door_y in world.layouts[:layouts]:
+        values.layout_values(world, wall_x, door_y, 0.95)
+    elapsed = time.perf_counter() - start
+    values.layout_values.cache_clear()
+    return min(layouts, len(world.layouts)) / elapsed
+
+
+def floor(world: DoorKey, device, image: bool = True) -> tuple[float, str, float]:
+    """Rows per second our full row (``image``; else ``step`` alone) cannot pass, what it is,
+    and the copy bandwidth (bytes/s) it divides by the row's bytes (state read and written,
+    int64, and the uint8 image)."""
     bandwidth = BENCH.memory_bandwidth(device)
-    row_bytes = 2 * STATE_DIM * 8 + world.view_size**2 * 3
+    row_bytes = 2 * STATE_DIM * 8 + image * world.view_size**2 * 3
     what = f"copy bandwidth {bandwidth / 1e9:.1f} GB/s / {row_bytes} bytes per row"
     return bandwidth / row_bytes, what, bandwidth
+
+
+def headline(args, world: DoorKey, device) -> int:
+    """The ``--row`` rate of one run of ``--against``, as ``against.emit``'s JSON line."""
+    if args.row == "vi":
+        rate = vi_rate(world, args.vi_layouts)
+        return against.emit(rate, "layouts/s", f"value iteration, {world.name}")
+    b = max(int(b) for b in args.batches.split(","))
+    full = args.row == "full"
+    rate = ours_rate(world, b, full, device, args.min_time)
+    name = "step+obs+reset" if full else "step"
+    return against.emit(rate, "rows/s", f"{name} B={b}, {world.name}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -147,6 +176,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--min-time", type=float, default=1.0)
     parser.add_argument("--vi", action="store_true", help="also time value iteration")
+    parser.add_argument(
+        "--row", choices=("full", "step", "vi"), default="full",
+        help="the headline --against times: step+obs+reset, step alone or value iteration",
+    )
+    parser.add_argument(
+        "--vi-layouts", type=int, default=3, help="layouts --row vi builds per run (3)"
+    )
     parser.add_argument("--json", type=Path, default=None, help="write the results (new file)")
     against.add_arguments(parser)
     args = parser.parse_args(argv)
@@ -156,12 +192,18 @@ def main(argv: list[str] | None = None) -> int:
     threads = configure_threads(args.threads)
     world = DoorKey(size=args.size)
     batches = [int(b) for b in args.batches.split(",")]
+    if args.vi_layouts < 1:
+        parser.error(f"--vi-layouts must be >= 1, got {args.vi_layouts}")
     if args.headline:
-        rate = ours_rate(world, max(batches), True, device, args.min_time)
-        return against.emit(rate, "rows/s", f"step+obs+reset B={max(batches)}, {world.name}")
+        return headline(args, world, device)
     if args.against:
         child = against.child_argv(argv)
-        return against.main_against(args, __file__, child, lambda _: floor(world, device)[:2])
+        if args.row == "vi":
+            return against.main_against(args, __file__, child)
+        image = args.row == "full"
+        return against.main_against(
+            args, __file__, child, lambda _: floor(world, device, image)[:2]
+        )
     rows: dict[str, list[float]] = {"minigrid": []}
     for r in range(args.rounds):
         rows["minigrid"].append(minigrid_rate(world, args.min_time, seed=r))

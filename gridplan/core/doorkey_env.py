@@ -22,6 +22,9 @@ batch rows; the state dims are named in ``gridplan.core.doorkey_constants``.
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass
+
 import torch
 
 from gridplan.core import checks
@@ -99,12 +102,6 @@ def objects_at(
     return kind.masked_fill_(door, DOOR_OBJECT).masked_fill_(wall, WALL)
 
 
-def front(cols: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The cell in front of the agent from ``(10, B)`` state columns: ``(x, y)``, ``(B,)``."""
-    vec = DIR_VECTORS.to(cols.device)[cols[HEADING]]
-    return cols[AGENT_X] + vec[:, 0], cols[AGENT_Y] + vec[:, 1]
-
-
 def check_action(action: torch.Tensor, batch: int) -> torch.Tensor:
     """Validate ``(B,)`` integer actions in ``0..6``; returns them as int64.
 
@@ -170,13 +167,28 @@ def _violations(cols: torch.Tensor, world: DoorKey):
     )
 
 
+def _broken(state: torch.Tensor, world: DoorKey) -> torch.Tensor:
+    """``(B,)`` bool: rows of ``(B, 10)`` states that break a rule of ``_violations`` past the
+    ranges (read on rows inside them only: cells are ``x N + y``). Strided columns of the
+    state cost less here than a transposed copy."""
+    n = world.size
+    ax, ay, _, kx, ky, carrying, door, wall_x, door_y = state[:, :STEP].unbind(1)
+    in_wall = (ax == wall_x) & ((ay != door_y) | (door != OPEN))
+    key = ky.add(kx, alpha=n)
+    goal = (n - 2) * (n + 1)
+    carried = carrying == 1
+    # A key is carried exactly when it is on the agent's cell.
+    misplaced = (key == ay.add(ax, alpha=n)) != carried
+    taken = ((kx == wall_x) | (key == goal)) & ~carried
+    return in_wall.logical_or_(misplaced).logical_or_(taken)
+
+
 def valid(state: torch.Tensor, world: DoorKey) -> torch.Tensor:
     """``(B,)`` bool: which rows of ``(B, 10)`` int64 states keep every rule of
     ``check_state`` (value iteration enumerates all index combinations and keeps these)."""
-    ok = torch.ones(state.shape[0], dtype=torch.bool, device=state.device)
-    for _, _, bad in _violations(columns(state), world):
-        ok &= ~bad
-    return ok
+    tables = _tables(world, state.device)
+    inside = ((state >= tables.low) & (state <= tables.high)).all(dim=1)
+    return inside & ~_broken(state, world)
 
 
 def check_state(state: torch.Tensor, world: DoorKey) -> torch.Tensor:
@@ -204,10 +216,14 @@ def check_state(state: torch.Tensor, world: DoorKey) -> torch.Tensor:
         )
     if state.dtype != torch.long:
         raise ValueError(f"DoorKey state must be int64, got dtype {state.dtype}")
-    found = list(_violations(columns(state), world))
-    # One test of all rules (one device sync); the rule that fails is looked up after.
-    if torch.stack([bad for _, _, bad in found]).any():
-        for field, rule, bad in found:
+    if state.shape[0] == 0:
+        return state
+    tables = _tables(world, state.device)
+    least, most = state.aminmax(dim=0)
+    # One test of all rules (one device sync); the rule that fails is looked up after, in the
+    # order of _violations.
+    if ((least < tables.low) | (most > tables.high)).any() | _broken(state, world).any():
+        for field, rule, bad in _violations(columns(state), world):
             _fail(state, bad, field, rule)
     return state
 
@@ -317,39 +333,153 @@ def minigrid_reward(steps: torch.Tensor, world: DoorKey) -> torch.Tensor:
     return 1.0 - SUCCESS_PENALTY * (steps.double() / world.max_steps)
 
 
+#: The objects the cell in front can hold, in the order ``_Tables`` codes them.
+_AHEAD = (EMPTY, WALL, DOOR_OBJECT, KEY_OBJECT, GOAL)
+#: A row's code ``(((ahead * 7 + action) * 3 + door) * 2 + carrying) * 4 + heading``, ``ahead``
+#: the index in ``_AHEAD``: the weight of each part.
+_HEADING_UNIT, _CARRYING_UNIT, _DOOR_UNIT = 1, N_HEADINGS, 2 * N_HEADINGS
+_ACTION_UNIT = N_DOOR_STATES * _DOOR_UNIT
+_AHEAD_UNIT = N_ACTIONS * _ACTION_UNIT
+_CODES = len(_AHEAD) * _AHEAD_UNIT
+#: The events of ``step``'s info, in the columns of ``_Tables.events``.
+_EVENTS = ("pickup", "drop", "unlocked", "toggled", "goal")
+
+
+def _effect(ahead: int, action: int, door: int, carrying: bool) -> dict[str, int]:
+    """MiniGrid's step of one agent from the object in front (``MiniGridEnv.step``): whether
+    it moves, the events, the door state and whether the key is held after."""
+    forward = action == FORWARD
+    moved = forward and (ahead in (EMPTY, GOAL) or (ahead == DOOR_OBJECT and door == OPEN))
+    pickup = action == PICKUP and ahead == KEY_OBJECT and not carrying
+    drop = action == DROP and ahead == EMPTY and carrying
+    toggle = action == TOGGLE and ahead == DOOR_OBJECT
+    unlocked = toggle and door == LOCKED and carrying
+    toggled = toggle and door != LOCKED
+    door_after = OPEN if unlocked else OPEN + CLOSED - door if toggled else door
+    return {
+        "moved": moved, "pickup": pickup, "drop": drop, "unlocked": unlocked,
+        "toggled": toggled, "goal": forward and ahead == GOAL, "door": door_after,
+        "holds": (carrying or pickup) and not drop,
+    }
+
+
+def _change(code: int) -> tuple[list[int], list[bool]]:
+    """The state change (a ``(10,)`` difference) and the events of a row's code. Cells move
+    along the heading: the agent by one if it moves; a held key with the agent, a picked-up
+    key from the cell in front to the agent, a dropped key from the agent to the cell in
+    front (a carried key lies on the agent's cell)."""
+    rest, heading = divmod(code, N_HEADINGS)
+    rest, carrying = divmod(rest, 2)
+    rest, door = divmod(rest, N_DOOR_STATES)
+    ahead, action = divmod(rest, N_ACTIONS)
+    e = _effect(_AHEAD[ahead], action, door, bool(carrying))
+    key_from = 0 if carrying else 1
+    key_to = int(e["moved"]) if e["holds"] else 1 if e["drop"] else key_from
+    along = key_to - key_from if carrying or e["pickup"] else 0
+    turn = (action == RIGHT) - (action == LEFT)
+    dx, dy = DIR_VECTORS[heading].tolist()
+    change = [0] * STATE_DIM
+    change[AGENT_X], change[AGENT_Y] = e["moved"] * dx, e["moved"] * dy
+    change[HEADING] = (heading + turn) % N_HEADINGS - heading
+    change[KEY_X], change[KEY_Y] = along * dx, along * dy
+    change[CARRYING] = int(e["holds"]) - carrying
+    change[DOOR] = e["door"] - door
+    change[STEP] = 1
+    return change, [bool(e[name]) for name in _EVENTS]
+
+
+@dataclass(frozen=True)
+class _Tables:
+    """What ``transition`` and ``check_state`` look up, on one device.
+
+    Attributes:
+        low, high: ``(10,)`` int64 range of each state dim (``_bounds``).
+        dx, dy: ``(4,)`` int64 step of each heading.
+        border: ``(2 * (N + 2)^2,)`` int64 ``_AHEAD`` index times ``_AHEAD_UNIT`` of cell
+            ``(x + 1) (N + 2) + y + 1`` (the grid in a frame of walls) without the wall
+            column, the key elsewhere (first) or on it (second): walls, the goal, else empty,
+            or the key where it is not in a wall.
+        change: ``(codes, 10)`` int64 state change of each code (``_change``).
+        events: ``(codes, 8)`` bool events of each code in ``_EVENTS`` order (padded to 8,
+            one int64 per code).
+    """
+
+    low: torch.Tensor
+    high: torch.Tensor
+    dx: torch.Tensor
+    dy: torch.Tensor
+    border: torch.Tensor
+    change: torch.Tensor
+    events: torch.Tensor
+
+
+@functools.lru_cache(maxsize=16)
+def _tables(world: DoorKey, device: torch.device) -> _Tables:
+    bounds = _bounds(world)
+    n = world.size
+    edge = torch.ones(n + 2, n + 2, dtype=torch.bool)
+    edge[2:-2, 2:-2] = False
+    border = torch.where(edge, _AHEAD.index(WALL), _AHEAD.index(EMPTY))
+    border[world.goal[0] + 1, world.goal[1] + 1] = _AHEAD.index(GOAL)
+    # The key on a cell: walls hide it, it hides the goal.
+    border = torch.stack([border, border.masked_fill(~edge, _AHEAD.index(KEY_OBJECT))])
+    changes, events = zip(*(_change(code) for code in range(_CODES)), strict=True)
+    padded = [e + [False] * (8 - len(e)) for e in events]
+    return _Tables(
+        low=torch.tensor([b[1] for b in bounds], device=device),
+        high=torch.tensor([b[2] for b in bounds], device=device),
+        dx=DIR_VECTORS[:, 0].to(device), dy=DIR_VECTORS[:, 1].to(device),
+        border=(border * _AHEAD_UNIT).flatten().to(device),
+        change=torch.tensor(changes, device=device),
+        events=torch.tensor(padded, device=device),
+    )
+
+
+def _codes(state: torch.Tensor, action: torch.Tensor, tables: _Tables, n: int) -> torch.Tensor:
+    """``(B,)`` int64 code of each row of ``(B, 10)`` states (``transition``'s) and ``(B,)``
+    actions: what the cell in front holds (``objects_at`` of it), the action, door, carrying,
+    heading."""
+    ax, ay, heading, kx, ky, carrying, door, wall_x, door_y = state[:, :STEP].unbind(1)
+    # index_select by a strided index costs ten times one by a contiguous copy of it.
+    heading = heading.contiguous()
+    fx = ax + tables.dx.index_select(0, heading)
+    fy = ay + tables.dy.index_select(0, heading)
+    # Cells x (N + 2) + y, the grid framed by a ring of walls (the cell in front of an agent
+    # on the edge is off the grid). A carried key lies on the agent's cell, never in front.
+    ahead = fy.add(fx, alpha=n + 2)
+    keyed = ky.add(kx, alpha=n + 2) == ahead
+    kind = tables.border.index_select(0, ahead.add_(keyed, alpha=(n + 2) ** 2).add_(n + 3))
+    # The wall column hides a key in it (objects_at's order).
+    door_or_wall = torch.where(
+        fy == door_y, _AHEAD.index(DOOR_OBJECT) * _AHEAD_UNIT, _AHEAD.index(WALL) * _AHEAD_UNIT
+    )
+    kind = torch.where(fx == wall_x, door_or_wall, kind)
+    code = heading.add(carrying, alpha=_CARRYING_UNIT).add_(door, alpha=_DOOR_UNIT)
+    return code.add_(action, alpha=_ACTION_UNIT).add_(kind)
+
+
 def transition(
     state: torch.Tensor, action: torch.Tensor, world: DoorKey
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
-    """``step`` without validation (value iteration enumerates states through it)."""
-    cols = columns(state)
-    fx, fy = front(cols)
-    ahead = objects_at(fx, fy, cols, world)
-    carrying = cols[CARRYING] == 1
-    door = cols[DOOR]
-    turn = (action == RIGHT).long() - (action == LEFT).long()
-    passable = (ahead == EMPTY) | (ahead == GOAL) | ((ahead == DOOR_OBJECT) & (door == OPEN))
-    moved = (action == FORWARD) & passable
-    goal = (action == FORWARD) & (ahead == GOAL)
-    ax = torch.where(moved, fx, cols[AGENT_X])
-    ay = torch.where(moved, fy, cols[AGENT_Y])
-    pickup = (action == PICKUP) & (ahead == KEY_OBJECT) & ~carrying
-    drop = (action == DROP) & (ahead == EMPTY) & carrying
-    holds = (carrying | pickup) & ~drop
-    kx = torch.where(holds, ax, torch.where(drop, fx, cols[KEY_X]))
-    ky = torch.where(holds, ay, torch.where(drop, fy, cols[KEY_Y]))
-    toggle = (action == TOGGLE) & (ahead == DOOR_OBJECT)
-    unlocked = toggle & (door == LOCKED) & carrying
-    flipped = toggle & (door != LOCKED)
-    door = torch.where(unlocked, OPEN, torch.where(flipped, OPEN + CLOSED - door, door))
-    steps = cols[STEP] + 1
-    heading = (cols[HEADING] + turn) % N_HEADINGS
-    nxt = torch.stack(
-        [ax, ay, heading, kx, ky, holds.long(), door, cols[WALL_X], cols[DOOR_Y], steps], dim=1
-    )
-    reward = torch.where(goal, minigrid_reward(steps, world), 0.0)
-    truncated = steps >= world.max_steps
-    info = {"pickup": pickup, "drop": drop, "unlocked": unlocked, "toggled": flipped, "goal": goal}
-    return nxt, reward, goal, truncated, info
+    """``step`` without validation (value iteration enumerates states through it), of
+    states whose agent and key lie on the grid (``0..N-1``), the other dims in
+    ``check_state``'s ranges, a carried key on the agent's cell; they may break its other
+    rules (``gridplan.core.doorkey_task`` steps decoded noisy states).
+    A row's change and events are looked up by its code (``_codes``): seven actions times
+    what can lie in front, the door, carrying, heading."""
+    tables = _tables(world, state.device)
+    code = _codes(state, action, tables, world.size)
+    nxt = tables.change.index_select(0, code).add_(state)
+    # The eight event flags of a code are read as one int64 (a quarter of the time).
+    flags = tables.events.view(torch.int64).view(-1).index_select(0, code)
+    flags = flags.view(torch.bool).view(-1, 8)
+    events = {name: flags[:, i] for i, name in enumerate(_EVENTS)}
+    goal = events["goal"]
+    reward = torch.zeros(state.shape[0], dtype=torch.float64, device=state.device)
+    if goal.any():
+        reward[goal] = minigrid_reward(nxt[goal, STEP], world)
+    truncated = state[:, STEP] >= world.max_steps - 1
+    return nxt, reward, goal, truncated, events
 
 
 def step(

@@ -127,6 +127,25 @@ def test_batched_step_equals_the_plain_python_step(w):
         assert got == want, (s[i].tolist(), int(a[i]))
 
 
+@pytest.mark.parametrize("w", [W5, W8], ids=lambda w: w.name)
+def test_transition_of_states_that_break_the_rules_equals_the_plain_python_step(w):
+    # Decoded noisy states (gridplan.core.doorkey_task): the agent and the key anywhere on
+    # the grid, in the wall, on the door or the goal, a carried key on the agent's cell.
+    gen, n = torch.Generator().manual_seed(w.size), w.size
+    low = torch.tensor([0, 0, 0, 0, 0, 0, 0, 2, 1, 0])
+    high = torch.tensor([n - 1, n - 1, 3, n - 1, n - 1, 1, 2, n - 3, n - 2, w.max_steps])
+    s = low + (torch.rand(600, 10, generator=gen) * (high - low + 1)).long()
+    carried = s[:, 5] == 1
+    s[carried, 3:5] = s[carried, 0:2]
+    a = torch.randint(0, 7, (s.shape[0],), generator=gen)
+    nxt, r, term, trunc, _ = env.transition(s, a, w)
+    assert not env.valid(s, w).all()
+    for i in range(s.shape[0]):
+        want = scalar_step(w.size, w.max_steps, tuple(s[i].tolist()), int(a[i]))
+        got = (tuple(nxt[i].tolist()), r[i].item(), term[i].item(), trunc[i].item())
+        assert got == want, (s[i].tolist(), int(a[i]))
+
+
 def test_reset_states_are_valid_layouts_on_the_generators_device_and_reproducible():
     a = env.reset(256, torch.Generator().manual_seed(3), W8)
     b = env.reset(256, torch.Generator().manual_seed(3), W8)
@@ -239,6 +258,39 @@ def test_q_star_is_one_step_of_v_star_and_its_maximum():
     goal = (s[:, 0] == 4) & (s[:, 1] == 4)
     assert torch.equal(q.amax(dim=1)[~goal], v[~goal])
     assert (q[goal] == 0).all()
+
+
+def _sweep_both(w, wall_x, door_y, gamma):
+    """Plain value iteration of V* and d together on one layout, (S, 7) successors."""
+    s = values.layout_states(w, wall_x, door_y)
+    ok = env.valid(s, w)
+    full = ok.nonzero().flatten()
+    compact = torch.full((ok.shape[0],), -1, dtype=torch.long)
+    compact[full] = torch.arange(full.shape[0])
+    s = s[full]
+    steps = [env.transition(s, torch.full((s.shape[0],), a), w) for a in range(7)]
+    nxt = compact[torch.stack([values.state_index(r[0], w) for r in steps], dim=1)]
+    goal = torch.stack([r[2] for r in steps], dim=1)
+    stop = (s[:, 0] == w.size - 2) & (s[:, 1] == w.size - 2)
+    v, d, sweeps = torch.zeros(s.shape[0], dtype=torch.float64), torch.where(stop, 0, 2**40), 0
+    while True:
+        sweeps += 1
+        v_next = torch.where(goal, 1.0, gamma * v[nxt]).amax(dim=1).masked_fill_(stop, 0.0)
+        d_next = torch.where(goal, 1, d[nxt] + 1).amin(dim=1).clamp_(max=2**40)
+        d_next = torch.where(stop, d, d_next)
+        if torch.equal(v_next, v) and torch.equal(d_next, d):
+            break
+        v, d = v_next, d_next
+    return full, v, d.masked_fill_(d >= 2**40, values.UNREACHABLE), sweeps
+
+
+@pytest.mark.parametrize("w", [W5, W6], ids=lambda w: w.name)
+def test_v_star_read_off_the_distances_equals_sweeping_both_backups_bit_for_bit(w):
+    for (wall_x, door_y), gamma in zip(w.layouts, [0.95, 0.5, 1e-30] * 4, strict=False):
+        full, v, d, sweeps = _sweep_both(w, wall_x, door_y, gamma)
+        table = values.layout_values(w, wall_x, door_y, gamma)
+        assert torch.equal(table.values[full], v) and torch.equal(table.distance[full], d)
+        assert table.sweeps == sweeps and (table.distance[full] > 0).any()
 
 
 def test_valid_keeps_exactly_the_states_minigrid_can_hold():
