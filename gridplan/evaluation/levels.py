@@ -45,7 +45,12 @@ from gridplan.evaluation.fidelity import (
     interventional_fidelity,
     true_rollout,
 )
-from gridplan.evaluation.outcome import PolicyRuns, outcome_fidelity, run_anchor_policies
+from gridplan.evaluation.outcome import (
+    PolicyRuns,
+    outcome_fidelity,
+    random_policy_success,
+    run_anchor_policies,
+)
 from gridplan.evaluation.planner_choice import PlannerChoice
 from gridplan.evaluation.probe import answer, build_questions
 from gridplan.evaluation.ranking import policy_ranking
@@ -384,12 +389,18 @@ def _difference(a: np.ndarray, b: np.ndarray, protocol: EvalSpec) -> dict:
 
 
 def _random_success(ctx: LevelContext) -> np.ndarray:
-    """``(S, E)`` success of the uniform random policy from the closed loop's start states."""
+    """``(S, E)`` success of the uniform random policy from the closed loop's start states:
+    the anchor ``uniform_random`` on the paper's world, ``random_policy_success`` (over the
+    world's ``n_actions``) on a task of another kind, which has no anchor tables."""
     p, seeds = ctx.spec, list(ctx.spec.seeds)
+    starts = start_states(seeds, p.episodes, ctx.task, ctx.device)
+    if not isinstance(ctx.task, Task):
+        success = random_policy_success(ctx.task, starts, ctx.stream("random_policy"))
+        return success.view(len(seeds), p.episodes).double().cpu().numpy()
     runs = run_anchor_policies(
         None,
         AnchorSet(get_anchors(("uniform_random",)), ctx.task, ctx.device),
-        start_states(seeds, p.episodes, ctx.task, ctx.device),
+        starts,
         1,
         ctx.task,
         1_000 * p.seed + STREAMS["random_policy"],
