@@ -247,11 +247,15 @@ class LevelContext:
     @cached_property
     def rollouts(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """``(predicted, true, scores)``: the model's and the true ``H``-step rollouts of ``Q``
-        under random actions, ``(N, H, 12)`` each, and the model's uncertainty score at every
+        under random actions, ``(N, H, S)`` each, and the model's uncertainty score at every
         step, ``(N, H)``, if ``uncertainty`` is measured (else None)."""
         q, p = self.branch_set, self.spec
         actions = torch.randint(
-            0, 4, (len(q), p.horizon), generator=self.stream("actions"), device=self.device
+            0,
+            self.task.world.n_actions,
+            (len(q), p.horizon),
+            generator=self.stream("actions"),
+            device=self.device,
         )
         score = uncertainty_fn(self.model, self.task) if "uncertainty" in self.levels else None
         pred, scores = imagined_rollout(self.model, q.states, actions, self.stream("model"), score)

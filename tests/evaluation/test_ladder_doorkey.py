@@ -7,11 +7,12 @@ from __future__ import annotations
 import pytest
 
 import gridplan
-from gridplan.core.world import get as get_world
+from gridplan.core import tasks
 from gridplan.evaluation.spec import EvalSpec
-from gridplan.models.noise import OracleModel
+from gridplan.models.noise import NoiseModel, OracleModel
 
-DK6 = "minigrid-doorkey-6x6"
+DK6 = tasks.get("A", world="minigrid-doorkey-6x6")
+DK6_TILES = tasks.get("A", world="minigrid-doorkey-6x6-t2")
 SPEC = EvalSpec(
     seeds=(0,),
     episodes=4,
@@ -26,21 +27,39 @@ SPEC = EvalSpec(
 )
 
 
-def _ladder(model, world: str, levels: tuple[str, ...]) -> dict:
-    report = gridplan.evaluate(model, SPEC, depth=1, world=world, levels=levels)
-    return report.to_dict()
+def _ladder(model, task, levels: tuple[str, ...]) -> dict:
+    report = gridplan.evaluate(model, SPEC, depth=1, world=task.world.name, levels=levels)
+    return report.to_dict()["ladder"]
 
 
 @pytest.fixture(scope="module")
-def oracle_l7() -> dict:
-    return _ladder(OracleModel(world=get_world(DK6)), DK6, ("L7",))
+def oracle() -> dict:
+    return _ladder(OracleModel(world=DK6.world), DK6, ("L4", "L7"))
 
 
-def test_the_oracles_planning_utility_on_doorkey(oracle_l7):
-    l7 = oracle_l7["ladder"]["L7"]
+def test_the_oracle_decides_optimally_at_the_branch_states(oracle):
+    l4 = oracle["L4"]
+    assert l4["decision_agreement"]["mean"] == 1.0
+    assert l4["decision_regret"]["mean"] == 0.0
+    # The relevant dims are deterministic: the oracle's rollouts and branches are exact.
+    assert l4["ipe"]["mean"] == l4["teacher_forced"]["mean"] == 0.0
+    assert l4["action_effect"]["mean"] == 0.0
+    assert l4["n_states"] == 24 and l4["n_behaviour"] == 12
+
+
+def test_the_oracles_planning_utility(oracle):
+    l7 = oracle["L7"]
     assert l7["success"]["mean"] == l7["success_oracle"]["mean"] == 1.0
     assert l7["optimality_regret"]["mean"] == 0.0
     assert l7["success_random"]["mean"] < l7["success_oracle"]["mean"]
     assert l7["policy_gain"]["mean"] == 1.0 - l7["success_random"]["mean"]
     # The oracle's leaf scores are the true returns: it promises what it delivers.
     assert l7["xgap"]["mean"] == 0.0
+
+
+def test_noise_on_the_tiles_decides_exactly_like_the_oracle():
+    levels = ("L4",)
+    truth = _ladder(OracleModel(world=DK6_TILES.world), DK6_TILES, levels)
+    noisy = _ladder(NoiseModel.controlled(0.0, 0.5, DK6_TILES), DK6_TILES, levels)
+    assert noisy == truth
+    assert truth["L4"]["decision_agreement"]["mean"] == 1.0
