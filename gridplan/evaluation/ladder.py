@@ -89,7 +89,7 @@ def check_levels(levels: Sequence[str] | None, model=None) -> tuple[str, ...]:
 
 #: The levels measured on a task of another kind than the paper's world (MiniGrid DoorKey,
 #: ``gridplan.core.doorkey_task``): the others read the paper's four actions and state layout.
-OTHER_WORLD_LEVELS = ("L1", "L4", "success", "L7")
+OTHER_WORLD_LEVELS = ("L1", "L4", "success", "L7", "probe")
 
 
 def check_world_levels(task, levels: Sequence[str]) -> None:

@@ -439,7 +439,9 @@ def probe(ctx: LevelContext) -> dict:
     rows = sample_rows(
         torch.arange(len(q), device=ctx.device), ctx.spec.probe_questions, ctx.stream("probe")
     )
-    questions = build_questions(decisions.true_scores[rows], ctx.depth, ctx.stream("probe"))
+    questions = build_questions(
+        decisions.true_scores[rows], ctx.depth, ctx.stream("probe"), ctx.task.world.n_actions
+    )
     return answer(questions, decisions.model_scores[rows]).to_dict()
 
 

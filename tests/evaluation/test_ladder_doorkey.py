@@ -34,7 +34,7 @@ def _ladder(model, task, levels: tuple[str, ...]) -> dict:
 
 @pytest.fixture(scope="module")
 def oracle() -> dict:
-    return _ladder(OracleModel(world=DK6.world), DK6, ("L4", "L7"))
+    return _ladder(OracleModel(world=DK6.world), DK6, ("L4", "L7", "probe"))
 
 
 def test_the_oracle_decides_optimally_at_the_branch_states(oracle):
@@ -57,8 +57,15 @@ def test_the_oracles_planning_utility(oracle):
     assert l7["xgap"]["mean"] == 0.0
 
 
+def test_the_oracle_answers_the_probe_perfectly(oracle):
+    probe = oracle["probe"]
+    assert probe["regret"]["mean"] == 0.0 and probe["reward_error"]["mean"] == 0.0
+    # Another candidate that ties the best plan's true return may be picked, at no regret.
+    assert probe["n_questions"] == 12 and probe["n_dropped"] < 12
+
+
 def test_noise_on_the_tiles_decides_exactly_like_the_oracle():
-    levels = ("L4",)
+    levels = ("L4", "probe")
     truth = _ladder(OracleModel(world=DK6_TILES.world), DK6_TILES, levels)
     noisy = _ladder(NoiseModel.controlled(0.0, 0.5, DK6_TILES), DK6_TILES, levels)
     assert noisy == truth
