@@ -8,6 +8,7 @@ import pytest
 
 import gridplan
 from gridplan.core import tasks
+from gridplan.evaluation.card import build_card
 from gridplan.evaluation.spec import EvalSpec
 from gridplan.models.noise import NoiseModel, OracleModel
 
@@ -27,14 +28,22 @@ SPEC = EvalSpec(
 )
 
 
+def _report(model, task, levels: tuple[str, ...]) -> dict:
+    return gridplan.evaluate(model, SPEC, depth=1, world=task.world.name, levels=levels).to_dict()
+
+
 def _ladder(model, task, levels: tuple[str, ...]) -> dict:
-    report = gridplan.evaluate(model, SPEC, depth=1, world=task.world.name, levels=levels)
-    return report.to_dict()["ladder"]
+    return _report(model, task, levels)["ladder"]
 
 
 @pytest.fixture(scope="module")
-def oracle() -> dict:
-    return _ladder(OracleModel(world=DK6.world), DK6, ("L4", "L7", "probe"))
+def oracle_report() -> dict:
+    return _report(OracleModel(world=DK6.world), DK6, ("L4", "L7", "probe"))
+
+
+@pytest.fixture(scope="module")
+def oracle(oracle_report) -> dict:
+    return oracle_report["ladder"]
 
 
 def test_the_oracle_decides_optimally_at_the_branch_states(oracle):
@@ -70,3 +79,13 @@ def test_noise_on_the_tiles_decides_exactly_like_the_oracle():
     noisy = _ladder(NoiseModel.controlled(0.0, 0.5, DK6_TILES), DK6_TILES, levels)
     assert noisy == truth
     assert truth["L4"]["decision_agreement"]["mean"] == 1.0
+
+
+def test_the_card_marks_the_anchor_levels_not_applicable(oracle_report):
+    card = build_card(oracle_report)
+    for level in ("L5", "L6"):
+        assert card["not_applicable"][level].startswith("not defined on minigrid-doorkey-6x6")
+    assert card["verdict"].startswith(
+        "Fit for planning with the depth-1 planner on task A: every gate passes "
+        "(L5, L6: not defined on minigrid-doorkey-6x6)."
+    )
