@@ -27,10 +27,10 @@ from gridplan.planning.closed_loop import EpisodeResults
 @dataclass
 class BranchSet:
     """Attributes:
-    states: ``(N, 12)`` true states, behaviour part first.
+    states: ``(N, S)`` true states, behaviour part first.
     behaviour: ``(N,)`` bool, the row is a held-out behaviour state.
     logged_actions: ``(N_b, H)`` the behaviour rows' logged actions.
-    logged_targets: ``(N_b, H, 12)`` their true futures under those actions.
+    logged_targets: ``(N_b, H, S)`` their true futures under those actions.
     """
 
     states: torch.Tensor
@@ -47,7 +47,7 @@ class BranchSet:
 
 
 def decision_states(results: EpisodeResults) -> torch.Tensor:
-    """``(K, 12)`` the true states at which a recorded closed loop chose an action.
+    """``(K, S)`` the true states at which a recorded closed loop chose an action.
 
     Raises:
         ValueError: if the results were not recorded (``record=True``).

@@ -29,7 +29,6 @@ from dataclasses import dataclass, fields
 import torch
 
 from gridplan.core import dynamics
-from gridplan.core.constants import N_ACTIONS
 from gridplan.core.env import check_state
 from gridplan.core.tasks import Task
 from gridplan.evaluation.common import NON_NEGATIVE, RATE, Estimate
@@ -49,8 +48,8 @@ class Decisions:
     Attributes:
         action: chosen first action.
         leaf: chosen leaf (the best leaf under the chosen first action).
-        q_model: ``(B, 4)`` the model's first-action values.
-        q_true: ``(B, 4)`` exact ``Q*(s, a)``.
+        q_model: ``(B, A)`` the model's first-action values (``A = task.world.n_actions``).
+        q_true: ``(B, A)`` exact ``Q*(s, a)``.
         predicted: the model's score of the chosen leaf.
         achieved: the true return of the chosen leaf's action sequence.
         model_scores: ``(B, L)`` every leaf's model score, if kept.
@@ -98,7 +97,7 @@ class Decisions:
 def leaf_scores(
     model, roots: torch.Tensor, task: Task, depth: int, generator: torch.Generator, **planner_kwargs
 ) -> torch.Tensor:
-    """``(B, 4^D)`` the depth-``D`` planner's score of every leaf of every root with ``model``,
+    """``(B, A^D)`` the depth-``D`` planner's score of every leaf of every root with ``model``,
     from the leaf scorer the planner uses for it (``gridplan.planning.scorers``; chunked by the
     scorer to its memory budget). With the oracle, a leaf's score is the true return of its action
     sequence.
@@ -131,11 +130,11 @@ def decide(
 
     Args:
         model: a single-setting world model.
-        roots: ``(B, 12)`` true, non-terminal states.
+        roots: ``(B, S)`` true, non-terminal states.
         task: the task (reward, V* and termination of the leaves).
         depth: planner depth ``D``.
         generator: tie-breaks first, then the model's noise.
-        keep_scores: keep every leaf's model and true score (``(B, 4^D)`` each).
+        keep_scores: keep every leaf's model and true score (``(B, A^D)`` each).
         **planner_kwargs: passed to both ``Planner``s (``max_memory``, ``tree``, ...);
             ``ties`` (``"first"``, ``"random"``, or None: the model's reading's,
             ``gridplan.planning.planner.resolve_ties``) picks among tied first actions as the
@@ -150,16 +149,16 @@ def decide(
     """
     ties = resolve_ties(model, planner_kwargs.pop("ties", None))
     device = roots.device
-    b = roots.shape[0]
-    tie = torch.rand(b, N_ACTIONS, generator=generator, device=device)
+    b, n_actions = roots.shape[0], task.world.n_actions
+    tie = torch.rand(b, n_actions, generator=generator, device=device)
     scores = leaf_scores(model, roots, task, depth, generator, **planner_kwargs)
     oracle = OracleModel(world=task.world)
     true_scores = leaf_scores(oracle, roots, task, depth, generator, **planner_kwargs)
-    per_action = scores.shape[1] // N_ACTIONS
-    q_model = scores.view(b, N_ACTIONS, per_action).amax(dim=2)
-    q_true = true_scores.view(b, N_ACTIONS, per_action).amax(dim=2)
+    per_action = scores.shape[1] // n_actions
+    q_model = scores.view(b, n_actions, per_action).amax(dim=2)
+    q_true = true_scores.view(b, n_actions, per_action).amax(dim=2)
     action = break_ties(q_model, tie, ties)
-    block = scores.view(b, N_ACTIONS, per_action)[torch.arange(b, device=device), action]
+    block = scores.view(b, n_actions, per_action)[torch.arange(b, device=device), action]
     leaf = action * per_action + block.argmax(dim=1)
     rows = torch.arange(b, device=device)
     return Decisions(
@@ -252,7 +251,7 @@ def decide_planner(planner, roots: torch.Tensor, generator: torch.Generator) -> 
     (``ValueTable.q_values``), and ``achieved`` the true return of the committed sequence
     (the oracle's rollout with ``gamma^H V*`` at its end, the full-width search's true leaf
     score). A planner without first-action values has ``q_model`` NaN; ``leaf`` is the
-    sequence read as base-4 digits, first action most significant (``action_sequences``).
+    sequence read as base-``A`` digits, first action most significant (``action_sequences``).
     The paper's planner (a plain ``Planner``) is measured through ``full_width_plan``, the
     same decisions as ``decide``; the ladder keeps ``decide`` for it.
 
@@ -271,12 +270,12 @@ def decide_planner(planner, roots: torch.Tensor, generator: torch.Generator) -> 
     achieved = sequence_returns(
         oracle, task, roots, plan.sequence.unsqueeze(1), table, generator
     ).squeeze(1)
-    h = plan.sequence.shape[1]
-    powers = N_ACTIONS ** torch.arange(h - 1, -1, -1, device=roots.device)
+    h, n_actions = plan.sequence.shape[1], task.world.n_actions
+    powers = n_actions ** torch.arange(h - 1, -1, -1, device=roots.device)
     return Decisions(
         action=plan.action,
         leaf=(plan.sequence * powers).sum(dim=1),
-        q_model=torch.full((roots.shape[0], N_ACTIONS), float("nan"), device=roots.device),
+        q_model=torch.full((roots.shape[0], n_actions), float("nan"), device=roots.device),
         q_true=table.q_values(roots),
         predicted=plan.predicted,
         achieved=achieved,

@@ -11,7 +11,8 @@ relevant projection and errors in normalized units averaged over its dims:
   relevant set, on the same starts).
 - Action-effect consistency: from each state, one step under every action;
   for every pair ``a < a'`` the predicted difference ``Phi(s_hat_a) - Phi(s_hat_a')`` against the
-  true ``Phi(s_a) - Phi(s_a')``; ``mean |.|^2`` over the 6 pairs and ``Q``.
+  true ``Phi(s_a) - Phi(s_a')``; ``mean |.|^2`` over the ``A (A - 1) / 2`` pairs (6 in the
+  paper's world, 21 over MiniGrid's seven actions) and ``Q``.
 
 The one-step branches also give the reward-prediction error of L5
 (``gridplan.evaluation.outcome``). Definitions: "How Should World Models Be Evaluated for Embodied
@@ -28,7 +29,6 @@ from itertools import combinations
 import torch
 
 from gridplan.core import dynamics
-from gridplan.core.constants import N_ACTIONS
 from gridplan.core.tasks import Task
 from gridplan.evaluation.common import NON_NEGATIVE, Estimate, predicted_outcome, relevant_sq_error
 
@@ -47,13 +47,13 @@ def imagined_rollout(
 
     Args:
         model: a world model (``start_rollout`` is called once first, if it has one).
-        start: ``(N, 12)`` true start states.
+        start: ``(N, S)`` true start states.
         actions: ``(N, H)`` long actions.
         generator: the model's randomness.
         uncertainty: optional ``(state, action) -> (N,)`` score of each imagined step's input.
 
     Returns:
-        ``(pred, u)``: ``(N, H, 12)`` predictions ``s_hat_1 .. s_hat_H`` and ``(N, H)``
+        ``(pred, u)``: ``(N, H, S)`` predictions ``s_hat_1 .. s_hat_H`` and ``(N, H)``
         uncertainty scores (``None`` without ``uncertainty``).
     """
     n, h = actions.shape
@@ -74,7 +74,7 @@ def imagined_rollout(
 def true_rollout(
     start: torch.Tensor, actions: torch.Tensor, task: Task, generator: torch.Generator
 ) -> torch.Tensor:
-    """``(N, H, 12)`` true states under ``(N, H)`` actions from ``(N, 12)`` ``start`` (states
+    """``(N, H, S)`` true states under ``(N, H)`` actions from ``(N, S)`` ``start`` (states
     after termination are those the transition gives; the relevant dims stay exact)."""
     state, out = start, []
     for t in range(actions.shape[1]):
@@ -85,13 +85,14 @@ def true_rollout(
 
 @dataclass
 class Branches:
-    """One step from each of ``N`` states under each of the 4 actions, action-major.
+    """One step from each of ``N`` states under each of the ``A = task.world.n_actions``
+    actions, action-major.
 
     Attributes:
-        pred: ``(4, N, 12)`` the model's next states.
-        true: ``(4, N, 12)`` the true next states.
-        reward_model: ``(4, N)`` reward inside the model (``gridplan.evaluation.common``).
-        reward_true: ``(4, N)`` true reward.
+        pred: ``(A, N, S)`` the model's next states.
+        true: ``(A, N, S)`` the true next states.
+        reward_model: ``(A, N)`` reward inside the model (``gridplan.evaluation.common``).
+        reward_true: ``(A, N)`` true reward.
     """
 
     pred: torch.Tensor
@@ -109,33 +110,33 @@ def branch_predictions(
     env_generator: torch.Generator,
 ) -> Branches:
     """The model's and the environment's one-step branches from ``(N, S)`` true ``states``,
-    all ``4 N`` rows in one ``predict`` call."""
-    n = states.shape[0]
-    rows = states.repeat(N_ACTIONS, 1)
-    action = torch.arange(N_ACTIONS, device=states.device).repeat_interleave(n)
+    all ``A N`` rows in one ``predict`` call."""
+    n, n_actions = states.shape[0], task.world.n_actions
+    rows = states.repeat(n_actions, 1)
+    action = torch.arange(n_actions, device=states.device).repeat_interleave(n)
     start_rollout = getattr(model, "start_rollout", None)
     if start_rollout is not None:
         start_rollout(rows.shape[0], model_generator)
     pred = model.predict(rows, action, model_generator)
     true, reward_true, _, _ = dynamics.transition(task, rows, action, env_generator)
     reward_model, _, _ = predicted_outcome(model, rows, action, pred, task)
-    shape = (N_ACTIONS, n, states.shape[1])
+    shape = (n_actions, n, states.shape[1])
     return Branches(
         pred=pred.view(shape),
         true=true.view(shape),
-        reward_model=reward_model.view(N_ACTIONS, n).float(),
-        reward_true=reward_true.view(N_ACTIONS, n).float(),
+        reward_model=reward_model.view(n_actions, n).float(),
+        reward_true=reward_true.view(n_actions, n).float(),
     )
 
 
 def action_effect_error(branches: Branches, task: Task) -> torch.Tensor:
-    """``(N,)`` action-effect error per state: the mean over the 6 action pairs of the
-    relevant-projection squared error of the predicted effect difference."""
+    """``(N,)`` action-effect error per state: the mean over the ``A (A - 1) / 2`` action pairs
+    of the relevant-projection squared error of the predicted effect difference."""
     errors = [
         relevant_sq_error(
             branches.pred[a] - branches.pred[b], branches.true[a] - branches.true[b], task
         )
-        for a, b in combinations(range(N_ACTIONS), 2)
+        for a, b in combinations(range(branches.pred.shape[0]), 2)
     ]
     return torch.stack(errors).mean(dim=0)
 
@@ -175,10 +176,10 @@ def interventional_fidelity(
     """Summaries of L4 fidelity from rollouts already made.
 
     Args:
-        pred: ``(N, H, 12)`` model rollouts of ``Q`` under random actions.
-        true: ``(N, H, 12)`` true rollouts under the same actions.
+        pred: ``(N, H, S)`` model rollouts of ``Q`` under random actions.
+        true: ``(N, H, S)`` true rollouts under the same actions.
         behaviour: ``(N,)`` bool, the row is a held-out behaviour state (else oracle-visited).
-        teacher_pred: ``(n_b, H, 12)`` model rollouts of the behaviour starts under their
+        teacher_pred: ``(n_b, H, S)`` model rollouts of the behaviour starts under their
             logged actions; ``teacher_true`` the logged true states.
         branches: one-step branches of ``Q``.
         task: the relevant projection.

@@ -45,7 +45,12 @@ from gridplan.evaluation.fidelity import (
     interventional_fidelity,
     true_rollout,
 )
-from gridplan.evaluation.outcome import PolicyRuns, outcome_fidelity, run_anchor_policies
+from gridplan.evaluation.outcome import (
+    PolicyRuns,
+    outcome_fidelity,
+    random_policy_success,
+    run_anchor_policies,
+)
 from gridplan.evaluation.planner_choice import PlannerChoice
 from gridplan.evaluation.probe import answer, build_questions
 from gridplan.evaluation.ranking import policy_ranking
@@ -242,11 +247,15 @@ class LevelContext:
     @cached_property
     def rollouts(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """``(predicted, true, scores)``: the model's and the true ``H``-step rollouts of ``Q``
-        under random actions, ``(N, H, 12)`` each, and the model's uncertainty score at every
+        under random actions, ``(N, H, S)`` each, and the model's uncertainty score at every
         step, ``(N, H)``, if ``uncertainty`` is measured (else None)."""
         q, p = self.branch_set, self.spec
         actions = torch.randint(
-            0, 4, (len(q), p.horizon), generator=self.stream("actions"), device=self.device
+            0,
+            self.task.world.n_actions,
+            (len(q), p.horizon),
+            generator=self.stream("actions"),
+            device=self.device,
         )
         score = uncertainty_fn(self.model, self.task) if "uncertainty" in self.levels else None
         pred, scores = imagined_rollout(self.model, q.states, actions, self.stream("model"), score)
@@ -384,12 +393,18 @@ def _difference(a: np.ndarray, b: np.ndarray, protocol: EvalSpec) -> dict:
 
 
 def _random_success(ctx: LevelContext) -> np.ndarray:
-    """``(S, E)`` success of the uniform random policy from the closed loop's start states."""
+    """``(S, E)`` success of the uniform random policy from the closed loop's start states:
+    the anchor ``uniform_random`` on the paper's world, ``random_policy_success`` (over the
+    world's ``n_actions``) on a task of another kind, which has no anchor tables."""
     p, seeds = ctx.spec, list(ctx.spec.seeds)
+    starts = start_states(seeds, p.episodes, ctx.task, ctx.device)
+    if not isinstance(ctx.task, Task):
+        success = random_policy_success(ctx.task, starts, ctx.stream("random_policy"))
+        return success.view(len(seeds), p.episodes).double().cpu().numpy()
     runs = run_anchor_policies(
         None,
         AnchorSet(get_anchors(("uniform_random",)), ctx.task, ctx.device),
-        start_states(seeds, p.episodes, ctx.task, ctx.device),
+        starts,
         1,
         ctx.task,
         1_000 * p.seed + STREAMS["random_policy"],
@@ -424,7 +439,9 @@ def probe(ctx: LevelContext) -> dict:
     rows = sample_rows(
         torch.arange(len(q), device=ctx.device), ctx.spec.probe_questions, ctx.stream("probe")
     )
-    questions = build_questions(decisions.true_scores[rows], ctx.depth, ctx.stream("probe"))
+    questions = build_questions(
+        decisions.true_scores[rows], ctx.depth, ctx.stream("probe"), ctx.task.world.n_actions
+    )
     return answer(questions, decisions.model_scores[rows]).to_dict()
 
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from gridplan.core import dynamics
 from gridplan.core.tasks import Task
 from gridplan.evaluation.anchors import AnchorSet
 from gridplan.evaluation.common import NON_NEGATIVE, Estimate, predicted_outcome
@@ -152,6 +153,37 @@ def run_anchor_policies(
         success.view(shape),
         m_success.view(shape),
     )
+
+
+@torch.no_grad()
+def random_policy_success(
+    task, starts: torch.Tensor, generator: torch.Generator, horizon: int | None = None
+) -> torch.Tensor:
+    """``(N,)`` bool: the uniform random policy over ``task.world.n_actions`` reached the goal
+    from each of the ``(N, S)`` true ``starts`` within ``horizon`` steps (default: the task's),
+    stepped through ``gridplan.core.dynamics``; any task kind (the anchor set's
+    ``uniform_random`` is the paper world's same policy over its discrete tables).
+
+    Raises:
+        ValueError: if ``horizon < 1``.
+    """
+    horizon = task.horizon if horizon is None else horizon
+    if horizon < 1:
+        raise ValueError(f"horizon must be >= 1, got {horizon}")
+    n, device = starts.shape[0], starts.device
+    state, alive = starts, torch.ones(n, dtype=torch.bool, device=device)
+    success = torch.zeros(n, dtype=torch.bool, device=device)
+    for _ in range(horizon):
+        # One action per row every step, alive or not, so the draws do not depend on outcomes.
+        action = torch.randint(0, task.world.n_actions, (n,), generator=generator, device=device)
+        rows = alive.nonzero().squeeze(1)
+        if rows.numel() == 0:
+            break
+        nxt, _, terminated, info = dynamics.transition(task, state[rows], action[rows], generator)
+        state = state.index_copy(0, rows, nxt)
+        success[rows] = info["goal"]
+        alive[rows] = ~terminated
+    return success
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ sequence is one planner leaf):
 
 1. the best sequence by exact value (the highest true return; ties at random);
 2. three near-misses: the best sequence with the action of one step (uniform over the ``H``
-   steps) replaced by one of the three other actions (uniform);
+   steps) replaced by one of the ``A - 1`` other actions (uniform; ``A = task.world.n_actions``,
+   4 in the paper's world, 7 in MiniGrid DoorKey's);
 3. one uniform random sequence.
 
 The five are shown in a random order. The model scores each with its predicted return (the
@@ -62,20 +63,22 @@ class ProbeQuestions:
 
 
 def build_questions(
-    true_scores: torch.Tensor, depth: int, generator: torch.Generator
+    true_scores: torch.Tensor, depth: int, generator: torch.Generator, n_actions: int = N_ACTIONS
 ) -> ProbeQuestions:
     """The candidates of every question from every leaf's true return (module docstring).
 
     Args:
-        true_scores: ``(n, 4^D)`` true return of every sequence from each question's state
+        true_scores: ``(n, A^D)`` true return of every sequence from each question's state
             (``gridplan.evaluation.decisions.Decisions.true_scores``).
         depth: ``D`` (sequence length).
         generator: every random choice of the construction, drawn in a fixed order.
+        n_actions: ``A``, the world's action count (``task.world.n_actions``; the paper's 4
+            by default).
 
     Raises:
-        ValueError: if ``true_scores`` is not ``(n, 4^depth)``.
+        ValueError: if ``true_scores`` is not ``(n, A^depth)``.
     """
-    n_leaves = N_ACTIONS**depth
+    n_leaves = n_actions**depth
     if true_scores.dim() != 2 or true_scores.shape[1] != n_leaves:
         raise ValueError(
             f"true_scores must have shape (n, {n_leaves}) for depth {depth}, got "
@@ -94,10 +97,10 @@ def build_questions(
     top = true_scores >= true_scores.amax(dim=1, keepdim=True) - TIE_TOLERANCE
     best = (draw(n, n_leaves) * top).argmax(dim=1)
     step = integers(depth, n, 3)
-    shift = 1 + integers(N_ACTIONS - 1, n, 3)
-    place = N_ACTIONS ** (depth - 1 - step)
-    old = (best.unsqueeze(1) // place) % N_ACTIONS
-    near = best.unsqueeze(1) + ((old + shift) % N_ACTIONS - old) * place
+    shift = 1 + integers(n_actions - 1, n, 3)
+    place = n_actions ** (depth - 1 - step)
+    old = (best.unsqueeze(1) // place) % n_actions
+    near = best.unsqueeze(1) + ((old + shift) % n_actions - old) * place
     rand = integers(n_leaves, n, 1)
     candidates = torch.cat([best.unsqueeze(1), near, rand], dim=1)
     kinds = torch.tensor(_KIND_CODES, device=device).expand(n, N_CANDIDATES)
@@ -146,7 +149,7 @@ def answer(questions: ProbeQuestions, model_scores: torch.Tensor) -> ProbeResult
 
     Args:
         questions: from ``build_questions``.
-        model_scores: ``(n, 4^D)`` the model's predicted return of every sequence from each
+        model_scores: ``(n, A^D)`` the model's predicted return of every sequence from each
             question's state.
 
     Raises:
@@ -188,13 +191,13 @@ def probe(
     generator: torch.Generator,
     **planner_kwargs,
 ) -> ProbeResult:
-    """Ask ``model`` one question per true state of ``(n, 12)`` ``states``.
+    """Ask ``model`` one question per true state of ``(n, S)`` ``states``.
 
     The questions are drawn from ``generator`` first, then the model's noise, so a seed gives
     every model the same questions. ``planner_kwargs`` go to the scoring ``Planner``s.
     """
     oracle = OracleModel(world=task.world)
     truth = leaf_scores(oracle, states, task, depth, generator, **planner_kwargs)
-    questions = build_questions(truth, depth, generator)
+    questions = build_questions(truth, depth, generator, task.world.n_actions)
     scores = leaf_scores(model, states, task, depth, generator, **planner_kwargs)
     return answer(questions, scores)

@@ -160,7 +160,7 @@ def test_command_line_reports_success_and_refuses_other_levels(tmp_path, capsys)
     assert report["world"]["name"] == "minigrid-doorkey-6x6"
     bad = tmp_path / "bad.json"
     with pytest.raises(SystemExit) as stop:
-        eval_main(["--world", "minigrid-doorkey-6x6", "--levels", "L4", "--json", str(bad)])
+        eval_main(["--world", "minigrid-doorkey-6x6", "--levels", "L5", "--json", str(bad)])
     assert stop.value.code == 2 and not bad.exists()
     assert "not defined on minigrid-doorkey-6x6" in capsys.readouterr().err
 

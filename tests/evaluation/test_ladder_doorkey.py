@@ -1,0 +1,91 @@
+"""The decision ladder on MiniGrid DoorKey (``gridplan.core.doorkey_task``): the levels its
+world defines (``gridplan.evaluation.ladder.OTHER_WORLD_LEVELS``) give the oracle's known
+answers, and irrelevant noise on the tiles decides exactly like the oracle (paper Prop. 1)."""
+
+from __future__ import annotations
+
+import pytest
+
+import gridplan
+from gridplan.core import tasks
+from gridplan.evaluation.card import build_card
+from gridplan.evaluation.spec import EvalSpec
+from gridplan.models.noise import NoiseModel, OracleModel
+
+DK6 = tasks.get("A", world="minigrid-doorkey-6x6")
+DK6_TILES = tasks.get("A", world="minigrid-doorkey-6x6-t2")
+SPEC = EvalSpec(
+    seeds=(0,),
+    episodes=4,
+    horizon=4,
+    n_windows=12,
+    branch_states=12,
+    anchor_starts=4,
+    anchor_rollouts=1,
+    probe_questions=12,
+    xgap_states=12,
+    n_resamples=100,
+)
+
+
+def _report(model, task, levels: tuple[str, ...]) -> dict:
+    return gridplan.evaluate(model, SPEC, depth=1, world=task.world.name, levels=levels).to_dict()
+
+
+def _ladder(model, task, levels: tuple[str, ...]) -> dict:
+    return _report(model, task, levels)["ladder"]
+
+
+@pytest.fixture(scope="module")
+def oracle_report() -> dict:
+    return _report(OracleModel(world=DK6.world), DK6, ("L4", "L7", "probe"))
+
+
+@pytest.fixture(scope="module")
+def oracle(oracle_report) -> dict:
+    return oracle_report["ladder"]
+
+
+def test_the_oracle_decides_optimally_at_the_branch_states(oracle):
+    l4 = oracle["L4"]
+    assert l4["decision_agreement"]["mean"] == 1.0
+    assert l4["decision_regret"]["mean"] == 0.0
+    # The relevant dims are deterministic: the oracle's rollouts and branches are exact.
+    assert l4["ipe"]["mean"] == l4["teacher_forced"]["mean"] == 0.0
+    assert l4["action_effect"]["mean"] == 0.0
+    assert l4["n_states"] == 24 and l4["n_behaviour"] == 12
+
+
+def test_the_oracles_planning_utility(oracle):
+    l7 = oracle["L7"]
+    assert l7["success"]["mean"] == l7["success_oracle"]["mean"] == 1.0
+    assert l7["optimality_regret"]["mean"] == 0.0
+    assert l7["success_random"]["mean"] < l7["success_oracle"]["mean"]
+    assert l7["policy_gain"]["mean"] == 1.0 - l7["success_random"]["mean"]
+    # The oracle's leaf scores are the true returns: it promises what it delivers.
+    assert l7["xgap"]["mean"] == 0.0
+
+
+def test_the_oracle_answers_the_probe_perfectly(oracle):
+    probe = oracle["probe"]
+    assert probe["regret"]["mean"] == 0.0 and probe["reward_error"]["mean"] == 0.0
+    # Another candidate that ties the best plan's true return may be picked, at no regret.
+    assert probe["n_questions"] == 12 and probe["n_dropped"] < 12
+
+
+def test_noise_on_the_tiles_decides_exactly_like_the_oracle():
+    levels = ("L4", "probe")
+    truth = _ladder(OracleModel(world=DK6_TILES.world), DK6_TILES, levels)
+    noisy = _ladder(NoiseModel.controlled(0.0, 0.5, DK6_TILES), DK6_TILES, levels)
+    assert noisy == truth
+    assert truth["L4"]["decision_agreement"]["mean"] == 1.0
+
+
+def test_the_card_marks_the_anchor_levels_not_applicable(oracle_report):
+    card = build_card(oracle_report)
+    for level in ("L5", "L6"):
+        assert card["not_applicable"][level].startswith("not defined on minigrid-doorkey-6x6")
+    assert card["verdict"].startswith(
+        "Fit for planning with the depth-1 planner on task A: every gate passes "
+        "(L5, L6: not defined on minigrid-doorkey-6x6)."
+    )
