@@ -29,7 +29,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from gridplan.core.world import World
+from gridplan.core.world import World, recorded
 from gridplan.evaluation.schema import LEVEL_TITLES, check_schema, report_task, write_text
 from gridplan.evaluation.tabular import report_tables
 from gridplan.util.jsonio import dumps
@@ -179,7 +179,7 @@ def policy_class(report: dict) -> str:
     ``latent.planning``), or the planner and settings ``report["planner"]`` records
     (``PlannerChoice.to_dict``)."""
     depth = report["depth"]
-    actions = report_task(report).world.n_actions
+    actions = recorded(report, "report").n_actions
     planner = report.get("planner")
     planning = (report.get("latent") or {}).get("planning") or {}
     if planning.get("leaf_score") == "heads":
