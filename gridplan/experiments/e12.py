@@ -21,21 +21,17 @@ not part of E12: they need a latent family that reads the 7x7x3 view. Writes ``m
 
 from __future__ import annotations
 
-import time
-
 from gridplan.core import tasks
 from gridplan.experiments import paper
 from gridplan.experiments.e8 import (
     STRONG_RHO,
     ScaleRecord,
     WorldRow,
-    grid_pool,
     lead_claim,
-    learned_pool,
     learned_table,
+    measure_worlds,
     strong_claim,
     train_learned,
-    world_row,
 )
 from gridplan.experiments.figures import new_figure
 from gridplan.experiments.records import write_models
@@ -203,25 +199,7 @@ def run(ctx: GroupContext) -> GroupReport:
     """E12 (see the module docstring)."""
     cfg: E12Config = ctx.config
     trained, train_wall = train_learned(ctx, cfg)
-    records: list[ScaleRecord] = []
-    rows: dict[str, WorldRow] = {}
-    for name in cfg.worlds:
-        t0 = time.perf_counter()
-        ctx.log(
-            f"{name}: {len(cfg.sigma_r) * len(cfg.sigma_i)} settings x "
-            f"{cfg.protocol.n_episodes} episodes"
-        )
-        grid = grid_pool(ctx, cfg, name)
-        grid_seconds = time.perf_counter() - t0
-        learned, learned_seconds = [], None
-        if name in cfg.learned_worlds:
-            t0 = time.perf_counter()
-            learned = learned_pool(ctx, cfg, name, trained)
-            learned_seconds = time.perf_counter() - t0
-        rows[name], _ = world_row(
-            name, grid, learned, cfg.n_resamples, grid_seconds, learned_seconds
-        )
-        records += grid + learned
+    records, rows, _ = measure_worlds(ctx, cfg, trained)
     ordered = [rows[n] for n in cfg.worlds]
     write_models(ctx, records)
     ctx.write_csv("worlds.csv", ordered)

@@ -632,10 +632,12 @@ def timing_text(
 # --------------------------------------------------------------------------- run
 
 
-def run(ctx: GroupContext) -> GroupReport:
-    """E8 (see the module docstring)."""
-    cfg: E8Config = ctx.config
-    trained, train_wall = train_learned(ctx, cfg)
+def measure_worlds(
+    ctx: GroupContext, cfg: E8Config, trained: dict
+) -> tuple[list[ScaleRecord], dict[str, WorldRow], dict[str, np.ndarray]]:
+    """Every world of ``cfg.worlds``: its controlled grid, its learned models where trained,
+    its row and its margin's bootstrap replicates (E12 measures its DoorKey worlds the same
+    way). Returns ``(records, rows, replicates)``."""
     records: list[ScaleRecord] = []
     rows: dict[str, WorldRow] = {}
     reps: dict[str, np.ndarray] = {}
@@ -656,6 +658,14 @@ def run(ctx: GroupContext) -> GroupReport:
             name, grid, learned, cfg.n_resamples, grid_seconds, learned_seconds
         )
         records += grid + learned
+    return records, rows, reps
+
+
+def run(ctx: GroupContext) -> GroupReport:
+    """E8 (see the module docstring)."""
+    cfg: E8Config = ctx.config
+    trained, train_wall = train_learned(ctx, cfg)
+    records, rows, reps = measure_worlds(ctx, cfg, trained)
     fits = {
         "width": axis_fit("width", cfg.width_axis, rows, reps, cfg.n_resamples),
         "length": axis_fit("length", cfg.length_axis, rows, reps, cfg.n_resamples),
