@@ -341,8 +341,10 @@ def builtin(
 
 
 def plugin(target: str, options: dict, task, device) -> tuple[object, dict]:
-    """A plug-in model, checked against the contract, and its description (``path``: the
-    file it comes from, relative to the working directory when inside it).
+    """A plug-in model, checked against the contract, and its description: its options
+    (``--model-arg``), and ``path``, the file it comes from (relative to the working directory
+    when inside it) unless an option of that name records the model's own file (the file is
+    in ``factory`` as well).
 
     Raises:
         PluginError: if it cannot be built or breaks the contract.
@@ -352,10 +354,10 @@ def plugin(target: str, options: dict, task, device) -> tuple[object, dict]:
     name = f"{Path(module).stem if is_file else module}.{factory}"
     source = display_path(module) if is_file else None
     model = check_plugin(build(target, options, task, device), task, device, name, source)
-    info = {"name": name, "factory": target, **options}
+    info = {"name": name, "factory": target}
     if source is not None:
         info["path"] = source
-    return model, info
+    return model, {**info, **options}
 
 
 def label(spec: str) -> str:

@@ -28,7 +28,6 @@ median and the floor:
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import subprocess
@@ -41,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import against  # noqa: E402
+import bench_planner as BENCH  # noqa: E402
 
 from gridplan.util.threads import set_wait_policy  # noqa: E402
 
@@ -53,16 +53,6 @@ from gridplan.core.tasks import TASK_A  # noqa: E402
 from gridplan.planning.reference import REF_DISTRACTOR_MOVES, ref_decode, ref_step  # noqa: E402
 from gridplan.util.threads import configure_threads, describe  # noqa: E402
 
-
-def _load_bench_planner():
-    path = Path(__file__).resolve().parent / "bench_planner.py"
-    spec = importlib.util.spec_from_file_location("bench_planner", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-BENCH = _load_bench_planner()
 #: Batch sizes of the step rows; the must-show comparison is at 1e5.
 SIZES = (1_000, 10_000, 100_000, 1_000_000)
 HEADLINE_SIZE = 100_000

@@ -31,7 +31,6 @@ world (cache cleared; no floor).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import statistics
@@ -44,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import against  # noqa: E402
+import bench_planner as BENCH  # noqa: E402
 
 from gridplan.util.threads import set_wait_policy  # noqa: E402
 
@@ -59,14 +59,6 @@ from gridplan.core.doorkey_constants import N_ACTIONS, STATE_DIM  # noqa: E402
 from gridplan.core.doorkey_observe import egocentric  # noqa: E402
 from gridplan.core.doorkey_world import DoorKey  # noqa: E402
 from gridplan.util.threads import configure_threads, describe  # noqa: E402
-
-
-def _load_bench_planner():
-    path = Path(__file__).resolve().parent / "bench_planner.py"
-    spec = importlib.util.spec_from_file_location("bench_planner", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def minigrid_rate(world: DoorKey, min_time: float, seed: int) -> float:
@@ -233,7 +225,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-BENCH = _load_bench_planner()
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -16,7 +16,6 @@ the ratios ours / MiniGrid and ours / floor.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import statistics
 import sys
@@ -25,11 +24,13 @@ from pathlib import Path
 
 # Run from any folder against this checkout, installed or not.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gridplan.util.threads import set_wait_policy  # noqa: E402
 
 set_wait_policy()  # before torch is imported: OpenMP reads it once (gridplan.util.threads)
 
+import bench_planner as BENCH  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
@@ -37,14 +38,6 @@ from gridplan.adapters.minigrid import PINNED_VERSION, load_state, make_env, tra
 from gridplan.core import doorkey_render as render  # noqa: E402
 from gridplan.core.doorkey_world import DoorKey  # noqa: E402
 from gridplan.util.threads import configure_threads, describe  # noqa: E402
-
-
-def _load_bench_planner():
-    path = Path(__file__).resolve().parent / "bench_planner.py"
-    spec = importlib.util.spec_from_file_location("bench_planner", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def played(world: DoorKey, batch: int, seed: int) -> tuple[list, torch.Tensor]:
@@ -126,7 +119,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-BENCH = _load_bench_planner()
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -373,7 +373,8 @@ def what_to_fix(report: dict) -> list[str]:
             floor = report.get("oracle_floor")
             irreducible = (
                 f"; E_tot {report['E_tot']:.4f} against the oracle floor "
-                f"{floor['E_tot']:.4f}, which the stochastic distractors make irreducible"
+                f"{floor['E_tot']:.4f}, which the randomly moving distractors (or floor tiles) "
+                "make irreducible"
                 if floor is not None and "E_tot" in report
                 else ""
             )

@@ -57,10 +57,16 @@ from gridplan.planning.planner import Planner
 from gridplan.util.progress import Progress, as_progress
 
 
-def every_level(model) -> tuple[str, ...]:
+def every_level(model, task=None) -> tuple[str, ...]:
     """Every level of ``LEVELS`` that applies to ``model`` (``uncertainty`` only if it
-    exposes uncertainty)."""
-    return tuple(lv for lv in LEVELS if lv != "uncertainty" or uncertainty_source(model))
+    exposes uncertainty) and, when ``task`` is given, to its world (``OTHER_WORLD_LEVELS``
+    outside the paper's world)."""
+    return tuple(
+        lv
+        for lv in LEVELS
+        if (lv != "uncertainty" or uncertainty_source(model))
+        and (task is None or isinstance(task, Task) or lv in OTHER_WORLD_LEVELS)
+    )
 
 
 def check_levels(levels: Sequence[str] | None, model=None) -> tuple[str, ...]:
@@ -231,10 +237,11 @@ def evaluate(
             (``gridplan.models.plugins.PluginError``, naming the method, step and rows).
     """
     spec = resolve_spec(spec)
-    if spec.levels is None and "levels" not in changes:
-        changes["levels"] = every_level(model)
+    every = spec.levels is None and changes.get("levels") is None
     spec = spec.replace(**changes) if changes else spec
     spec = fitted_to(spec, model)
+    if every:
+        spec = spec.replace(levels=every_level(model, spec.resolved_task()))
     return _measure(
         model,
         spec,

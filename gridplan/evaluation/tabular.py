@@ -43,14 +43,14 @@ MEANINGS: dict[str, tuple[str, int]] = {
     "L1/event_audit/door_open_at_opening": ("predicted door_open at door openings (truth 1)", 4),
     "L1/event_audit/event_mse": ("event error: flag MSE at pickups and door openings", 4),
     "L1/oracle_floor/E_tot": (
-        "the oracle's E_tot, same windows (not 0: stochastic distractors)",
+        "the oracle's E_tot, same windows (not 0 where distractors or tiles move at random)",
         4,
     ),
     "L1/E_repr": ("E_repr, frozen decoder of the actual latent", 4),
     "L1/E_pred": ("E_pred, frozen decoder of the predicted latent", 4),
     "L1/E_excess": ("E_excess = E_pred - E_repr", 4),
     "L1/latent_floor/E_excess": (
-        "the perfect latent model's E_excess, same transitions (not 0: stochastic distractors)",
+        "the perfect latent model's E_excess, same transitions (not 0 with random distractors)",
         4,
     ),
     "L4/horizon": ("steps H of the interventional rollouts", 0),

@@ -176,3 +176,16 @@ def test_the_card_states_doorkeys_contract(tmp_path):
     assert task["relevant_dims"][:3] == ["agent_x", "agent_y", "heading"]
     assert card["contract"]["action_interface"].startswith("controlled: 7 discrete actions")
     assert "all 7^1 action sequences" in card["contract"]["policy_class"]
+
+
+def test_every_level_means_every_level_the_world_defines(tmp_path):
+    from gridplan.evaluation.ladder import OTHER_WORLD_LEVELS, every_level
+
+    model = OracleModel(world=T6.world)
+    assert set(every_level(model, T6)) == set(OTHER_WORLD_LEVELS) - {"success"}  # in L7
+    assert "L5" in every_level(model, tasks.get("A"))
+    out = tmp_path / "all.json"
+    args = ["--world", "minigrid-doorkey-6x6", "--depth", "1", "--seeds", "1", "--episodes", "2"]
+    args += ["--eval-windows", "20", "--ladder-sizes", "tiny", "--levels", "all", "--no-progress"]
+    assert eval_main([*args, "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["levels"] == ["L1", "L4", "L7", "probe"]

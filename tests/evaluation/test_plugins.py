@@ -347,3 +347,29 @@ def test_the_worked_example_runs_every_level_from_its_file():
     assert lad["L6"]["spearman"]["mean"] > 0.5
     assert lad["uncertainty"]["source"] == "uncertainty"
     assert lad["uncertainty"]["aurc"] <= lad["uncertainty"]["aurc_random"]
+
+
+def test_an_option_named_path_is_recorded_not_shadowed_by_the_plugin_file(tmp_path):
+    from eval.specs import plugin
+
+    path = _write(
+        tmp_path,
+        """
+        from gridplan.core.env import transition
+
+        class Model:
+            def __init__(self, task, weights):
+                self.task, self.weights = task, weights
+
+            def predict(self, state, action, generator):
+                return transition(state, action, generator, self.task)[0]
+
+        def make(task, path="w.pt"):
+            return Model(task, path)
+        """,
+    )
+    task = tasks.get("A")
+    _, info = plugin(f"{path}:make", {"path": "weights.pt"}, task, "cpu")
+    assert info["path"] == "weights.pt" and str(path) in info["factory"]
+    _, plain = plugin(f"{path}:make", {}, task, "cpu")
+    assert plain["path"].endswith("my_model.py")
