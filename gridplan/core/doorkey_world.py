@@ -242,6 +242,11 @@ def get(world: str | DoorKey) -> DoorKey:
             f"N in {MIN_SIZE}..{MAX_SIZE} (MiniGrid registers {MINIGRID_SIZES}), and "
             f"minigrid-doorkey-{{N}}x{{N}}-t{{T}} with T floor tiles in 1..{MAX_TILES}"
         )
+    if match[3] is not None and int(match[3]) == 0:
+        raise ValueError(
+            f"DoorKey world {world!r} names 0 tiles; the world without tiles is "
+            f"minigrid-doorkey-{match[1]}x{match[1]}"
+        )
     return DoorKey(size=int(match[1]), tiles=int(match[3] or 0))
 
 
