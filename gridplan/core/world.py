@@ -47,6 +47,8 @@ MAX_SIZE = 256
 #: Dims of agent, key, carrying and door: the same indices in every world.
 BASE_DIMS = 6
 _NAME_RULE = re.compile(r"g(\d+)-k(\d+)")
+#: A Gymnasium id of MiniGrid's DoorKey, to point at its name here.
+_GYM_ID = re.compile(r"minigrid-doorkey-(\d+x\d+)-v\d+", re.IGNORECASE)
 
 
 def _positive_int(name: str, value, low: int) -> None:
@@ -318,8 +320,10 @@ def get(world: str | World | DoorKey) -> World | DoorKey:
         return _REGISTRY[world]
     match = _NAME_RULE.fullmatch(world)
     if match is None:
+        gym_id = _GYM_ID.fullmatch(world)
+        hint = f" (for MiniGrid's {world}: minigrid-doorkey-{gym_id[1]})" if gym_id else ""
         raise ValueError(
-            f"unknown world {world!r}; registered worlds are {', '.join(_REGISTRY)}, "
+            f"unknown world {world!r}{hint}; registered worlds are {', '.join(_REGISTRY)}, "
             "g{N}-k{K} names a grid of N cells with K distractors, and "
             "minigrid-doorkey-{N}x{N} MiniGrid's DoorKey"
         )

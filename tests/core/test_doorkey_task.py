@@ -42,6 +42,8 @@ def test_names_resolve_to_doorkey_tasks_and_only_task_a():
         tasks.get("B", world="minigrid-doorkey-6x6")
     with pytest.raises(ValueError, match="unknown DoorKey world"):
         worlds.get("minigrid-doorkey-6x7")
+    with pytest.raises(ValueError, match="for MiniGrid's MiniGrid-DoorKey-8x8-v0: minigrid-doo"):
+        worlds.get("MiniGrid-DoorKey-8x8-v0")
     with pytest.raises(ValueError, match="the world without tiles is minigrid-doorkey-6x6"):
         worlds.get("minigrid-doorkey-6x6-t0")
     assert worlds.recorded({"world": T6_TILES.world.spec()}) == T6_TILES.world
