@@ -73,11 +73,14 @@ def _scales(world: DoorKey) -> torch.Tensor:
     return torch.tensor(world.dim_scales[: len(_MINIGRID_DIMS)], dtype=torch.float64)
 
 
-def _bounds(world: DoorKey) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(9,)`` long low and high of each MiniGrid dim that ``decode`` clamps to."""
-    n = world.size
-    low = [0, 0, 0, 0, 0, 0, 0, 2, 1]
-    high = [n - 1, n - 1, N_HEADINGS - 1, n - 1, n - 1, 1, N_DOOR_STATES - 1, n - 3, n - 2]
+def _bounds(world: DoorKey, inside: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(9,)`` long low and high of each MiniGrid dim: the range ``decode`` clamps a belief
+    to (cells anywhere on the grid), or with ``inside`` the range of a true state (cells
+    inside the outer walls)."""
+    n, edge = world.size, int(inside)
+    lo, hi = edge, n - 1 - edge
+    low = [lo, lo, 0, lo, lo, 0, 0, 2, 1]
+    high = [hi, hi, N_HEADINGS - 1, hi, hi, 1, N_DOOR_STATES - 1, n - 3, n - 2]
     return torch.tensor(low), torch.tensor(high)
 
 
@@ -167,9 +170,7 @@ def check_state(state: torch.Tensor, world: DoorKey, what: str = "state") -> tor
             f"{what} dim {BASE_DIM_NAMES[dim]} = {float(state[row, dim])} in row {row} is not "
             f"a multiple of 1/{float(scale[dim]):g} (world {world.name})"
         )
-    low, high = _bounds(world)
-    low[:7] = torch.tensor([1, 1, 0, 1, 1, 0, 0])
-    high[:2], high[3:5] = world.size - 2, world.size - 2
+    low, high = _bounds(world, inside=True)
     bad = (base < low.to(base.device)) | (base > high.to(base.device))
     if bad.any():
         row, dim = (int(v) for v in bad.nonzero()[0])
