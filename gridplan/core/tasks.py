@@ -265,9 +265,7 @@ def get(task: str | TaskKind, world=None) -> TaskKind:
     target = None if world is None else worlds.get(world)
     if isinstance(target, worlds.DoorKey):
         return task_on(task, target)
-    if isinstance(task, DoorKeyTask):
-        return task
-    if isinstance(task, Task):
+    if isinstance(task, TASK_KINDS):
         found = task
     elif not isinstance(task, str):
         raise TypeError(f"task must be a name or a Task, got {type(task).__name__}")

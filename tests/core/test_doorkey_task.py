@@ -40,6 +40,9 @@ def test_names_resolve_to_doorkey_tasks_and_only_task_a():
     assert worlds.get("minigrid-doorkey-16x16-t4").name == "minigrid-doorkey-16x16-t4"
     with pytest.raises(ValueError, match="one task, A"):
         tasks.get("B", world="minigrid-doorkey-6x6")
+    assert tasks.get(T6) is T6
+    with pytest.raises(ValueError, match="played on world 'minigrid-doorkey-6x6', not 'default'"):
+        tasks.get(T6, world="default")
     with pytest.raises(ValueError, match="unknown DoorKey world"):
         worlds.get("minigrid-doorkey-6x7")
     with pytest.raises(ValueError, match="for MiniGrid's MiniGrid-DoorKey-8x8-v0: minigrid-doo"):
