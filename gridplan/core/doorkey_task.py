@@ -212,29 +212,33 @@ class DoorKeyValueTable:
         self._values = torch.empty(0, device=self.device)
         self._lock = threading.Lock()
 
-    def _build(self, codes: torch.Tensor) -> None:
-        """Append the tables of the layouts ``codes`` (``wall_x * N + door_y``) not built."""
-        missing = codes[self._offset[codes] < 0].unique().tolist()
-        if not missing:
-            return
+    def _build(self, codes: list[int]) -> None:
+        """Append the tables of the layouts ``codes`` (``wall_x * N + door_y``) not built yet.
+        The values grow before the offsets point into them, so a lookup never reads past."""
         with self._lock:
-            n, parts = self.task.world.size, [self._values]
+            n, parts, placed = self.task.world.size, [self._values], {}
             size = self._values.shape[0]
-            for code in missing:
+            for code in codes:
                 if int(self._offset[code]) >= 0:
                     continue
                 wall_x, door_y = divmod(code, n)
                 table = layout_values(self.task.world, wall_x, door_y, self.gamma).values
-                self._offset[code] = size
+                placed[code] = size
                 parts.append(table.to(self.device, torch.float32))
                 size += table.shape[0]
             self._values = torch.cat(parts)
+            for code, offset in placed.items():
+                self._offset[code] = offset
 
     def _at(self, cells: torch.Tensor) -> torch.Tensor:
         """V* of ``(B, 10)`` MiniGrid states, clamped in range (``decode``): ``(B,)``."""
         codes = cells[:, WALL_X] * self.task.world.size + cells[:, DOOR_Y]
-        self._build(codes)
-        return self._values[self._offset[codes] + state_index(cells, self.task.world)]
+        offset = self._offset[codes]
+        unbuilt = offset < 0
+        if unbuilt.any():
+            self._build(codes[unbuilt].unique().tolist())
+            offset = self._offset[codes]
+        return self._values[offset + state_index(cells, self.task.world)]
 
     def lookup(self, state: torch.Tensor) -> torch.Tensor:
         """V* of ``(B, S)`` float states (any values, read through ``decode``): ``(B,)``
