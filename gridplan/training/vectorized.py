@@ -442,7 +442,7 @@ def _group_record(name: str, runs: list[_Run], module: WorldModelModule, trainer
             }
             for r in runs
         ],
-        "cohorts": len(module.cohorts),
+        "cohorts": len(module.cohort_members),
         "group_epochs": trainer.current_epoch,
         "optimizer_steps": trainer.global_step,
         "member_steps": sum(r.global_step for r in runs),
