@@ -3,9 +3,9 @@
 A ``WorldModelModule`` holds ``K >= 1`` members' ``MLPDynamics`` side by side in one network
 (``net``: one ``(K, ...)`` tensor per layer's weight and bias): every layer is one batched
 matmul (``torch.baddbmm``, ``gridplan.models.learned.EnsembleLinear``) over the members' own
-minibatches, and one fused AdamW step updates every member's rows (each member's rows are its
-own AdamW parameters, with their own moments and step count; a parameter group per *cohort*:
-members of the same epoch length and learning-rate schedule). A run alone
+minibatches, and one fused AdamW step updates the members' rows (a parameter group per
+*cohort*, members of the same epoch length and learning-rate schedule, who take the same
+steps: the cohort's rows of each stacked tensor, with their moments and step count). A run alone
 is a stack of one (``gridplan.training.runs``), with Lightning's own ``ModelCheckpoint``,
 ``EarlyStopping``, logger and resume around it; a group of runs is a stack of ``K``
 (``gridplan.training.vectorized``), whose per-member logging, stopping and checkpoints
@@ -155,9 +155,11 @@ class WorldModelModule(pl.LightningModule):
         #: Member indices in the order of the stacked parameters' rows (``order``, kept by
         #: ``_restack``).
         self._rows: list[int] = self.order
-        #: Each member's rows of the stacked parameters, AdamW's parameters
-        #: (``configure_optimizers`` makes them, on the module's device).
-        self._views: dict[int, list[torch.Tensor]] | None = None
+        #: Each cohort's rows of the stacked parameters, AdamW's parameters
+        #: (``configure_optimizers`` makes them, on the module's device), and the members
+        #: they hold.
+        self._views: list[list[torch.Tensor]] | None = None
+        self._held: list[list[int]] = []
         self._adamw: torch.optim.Optimizer | None = None
         self._refresh_weights()
         # The step drives AdamW itself (the same updates): Lightning's automatic-optimization
@@ -227,18 +229,26 @@ class WorldModelModule(pl.LightningModule):
             self.dim_weight[j, 0] = dimension_weights(r.config["variant"], r.task)
             self.event_weight[j, 0] = float(r.config["variant"]["event_weight"])
 
-    def _member_views(self) -> dict[int, list[torch.Tensor]]:
-        """Each member's row of every stacked parameter, ``(1, ...)`` leaf views sharing its
-        storage: AdamW's parameters, so each member has its own moments and step count and a
-        member whose rows get no gradient is left as it is (the shapes and state of a run
-        alone's AdamW, whose checkpoints keep their layout)."""
+    def _cohort_views(self) -> list[list[torch.Tensor]]:
+        """Each cohort's rows of every stacked parameter (contiguous in stack order) as
+        leaf views sharing its storage, in key order (none for an empty cohort): AdamW's
+        parameters, so a cohort's members, which take the same steps, share a step count,
+        and a cohort whose rows get no gradient is left as it is (for a run alone: its whole
+        parameters, as its checkpoints hold them)."""
         params = [p.detach() for p in self.net.parameters()]
-        return {i: [p[j : j + 1] for p in params] for j, i in enumerate(self._rows)}
+        views: list[list[torch.Tensor]] = [[] for _ in self.cohort_members]
+        start = 0
+        for c in self.rank:
+            n = len(self.cohort_members[c])
+            if n:
+                views[c] = [p[start : start + n] for p in params]
+            start += n
+        return views
 
     @torch.no_grad()
     def _restack(self, optimizer: torch.optim.Optimizer | None) -> None:
         """Bring the stacked parameters' rows into stack order (``order``): the rows of
-        members that left are cut out with their AdamW state, the others move with theirs."""
+        members that left are cut out, with their rows of their cohort's AdamW state."""
         order = self.order
         if order == self._rows:
             return
@@ -248,20 +258,24 @@ class WorldModelModule(pl.LightningModule):
         for p in self.net.parameters():
             p.data = p.data.index_select(0, rows)
             p.grad = None
-        old, self._rows = self._views, order
-        if old is None:
+        self._rows = order
+        if self._views is None:
             return
-        self._views = self._member_views()
-        if optimizer is None:
-            return
-        moved = {id(v): w for i in order for v, w in zip(old[i], self._views[i], strict=True)}
-        for group in optimizer.param_groups:
-            group["params"] = [moved[id(v)] for v in group["params"] if id(v) in moved]
-        for views in old.values():
-            for v in views:
-                state = optimizer.state.pop(v, None)
-                if state is not None and id(v) in moved:
-                    optimizer.state[moved[id(v)]] = state
+        old, self._views = self._views, self._cohort_views()
+        for c, (before, after) in enumerate(zip(old, self._views, strict=True)):
+            members = set(self.cohort_members[c])
+            keep = [j for j, i in enumerate(self._held[c]) if i in members]
+            index = torch.tensor(keep, dtype=torch.long, device=device)
+            for v, w in zip(before, after or [None] * len(before), strict=True):
+                state = optimizer.state.pop(v, None) if optimizer is not None else None
+                if state is not None and w is not None:
+                    optimizer.state[w] = {
+                        k: x.index_select(0, index) if torch.is_tensor(x) and x.dim() else x
+                        for k, x in state.items()
+                    }
+            if optimizer is not None:
+                optimizer.param_groups[c]["params"] = list(after)
+        self._held = [list(m) for m in self.cohort_members]
 
     def _params(self, members: int | None = None) -> dict[str, torch.Tensor]:
         """The stacked parameters' first ``members`` rows (all with None), by name."""
@@ -288,16 +302,17 @@ class WorldModelModule(pl.LightningModule):
     @torch.no_grad()
     def snapshot(self, index: int, optimizer: torch.optim.Optimizer, score: float) -> _Snapshot:
         """Member ``index``'s weights and AdamW state now (copies, on CPU)."""
-        j = self._rows.index(index)
+        c = next(c for c, held in enumerate(self._held) if index in held)
+        j, row = self._held[c].index(index), self._rows.index(index)
         run = self.runs[index]
-        weights = [p[j : j + 1].detach().cpu().clone() for p in self.net.parameters()]
+        weights = [p[row : row + 1].detach().cpu().clone() for p in self.net.parameters()]
         moments = [
             {
-                k: v.detach().cpu().clone()
+                k: (v[j : j + 1] if v.dim() > 0 else v).detach().cpu().clone()
                 for k, v in optimizer.state.get(view, {}).items()
                 if torch.is_tensor(v)
             }
-            for view in self._views[index]
+            for view in self._views[c]
         ]
         return _Snapshot(run.epochs - 1, run.global_step, score, weights, moments)
 
@@ -339,12 +354,13 @@ class WorldModelModule(pl.LightningModule):
             write_dashboards(metric_writer(self.logger), "val", self.task)
 
     def configure_optimizers(self):
-        """One fused AdamW over every member's rows (``_member_views``), a parameter group
-        and a cosine schedule per cohort."""
-        self._views = self._member_views()
+        """One fused AdamW over the stacked parameters: a parameter group of each cohort's
+        rows (``_cohort_views``) and a cosine schedule per cohort."""
+        self._views = self._cohort_views()
+        self._held = [list(m) for m in self.cohort_members]
         groups = [
-            {"params": [v for i in members for v in self._views[i]], "lr": lr, "weight_decay": wd}
-            for members, (lr, wd, _) in zip(self.cohort_members, self.cohort_hparams, strict=True)
+            {"params": views, "lr": lr, "weight_decay": wd}
+            for views, (lr, wd, _) in zip(self._views, self.cohort_hparams, strict=True)
         ]
         opt = self._adamw = adamw(groups, groups[0]["lr"], groups[0]["weight_decay"], self.device)
         lambdas = [(lambda e, n=epochs: lr_factor(e, n)) for (_, _, epochs) in self.cohort_hparams]
@@ -458,12 +474,17 @@ class WorldModelModule(pl.LightningModule):
             self.lr_schedulers().step()
 
     def _share_grads(self, k: int) -> None:
-        """Give the first ``k`` members' AdamW parameters their rows of the stacked
-        gradients, and the others none (AdamW skips them)."""
+        """Give the cohorts among the first ``k`` members (a prefix of whole cohorts) their
+        rows of the stacked gradients as their AdamW parameters' gradients, and the others
+        none (AdamW skips them)."""
         grads = [p.grad for p in self.net.parameters()]
-        for j, i in enumerate(self._rows):
-            for view, grad in zip(self._views[i], grads, strict=True):
-                view.grad = grad[j : j + 1] if j < k else None
+        start = 0
+        for c in self.rank:
+            end = start + len(self.cohort_members[c])
+            if end > start:  # an empty cohort has no views
+                for view, grad in zip(self._views[c], grads, strict=True):
+                    view.grad = grad[start:end] if end <= k else None
+            start = end
 
     def val_dataloader(self):
         """Validation chunks: ``rows (K, C)`` into the validation buffer, ``weight (K, C)``."""
