@@ -17,7 +17,9 @@ the same total epochs) are trained twice, each time in a fresh process:
 Both sides run the threads a training process gets (``gridplan.util.threads.training_threads``:
 one per process unless ``--threads`` says otherwise) and the passive OpenMP wait policy of
 ``python -m train``; ``--repeats N`` runs each side N times, interleaved, and reports the
-median.
+median; then per K the sides' CPU times (every process's, children included) and the
+medians of the pairs' CPU-time ratios, which move less with a shared machine's load than
+wall time does.
 
 Both write every run's folder, checkpoints, metrics and TensorBoard scalars; neither draws
 the dashboard images (``trainer.figures_every_n_epochs=0``: Matplotlib renders, the same work
@@ -58,6 +60,7 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -227,16 +230,34 @@ def measure_pair(k: int, args, out: Path) -> list[dict]:
     for measured in runs.values():
         row = dict(sorted(measured, key=lambda r: r["wall_s"])[len(measured) // 2])
         row["walls_s"] = [r["wall_s"] for r in measured]
+        row["cpus_s"] = [r["cpu_s"] for r in measured]
         rows.append(row)
     seq = rows[0]
     for row in rows[1:]:
-        pairs = zip(seq["walls_s"], row["walls_s"], strict=True)
-        row["pair_speedups"] = [round(a / b, 2) for a, b in pairs]
+        for times, key in (("walls_s", "pair_speedups"), ("cpus_s", "cpu_pair_speedups")):
+            pairs = zip(seq[times], row[times], strict=True)
+            row[key] = [round(a / b, 2) for a, b in pairs]
     if args.baseline:
         for ours, theirs in ((rows[0], rows[2]), (rows[1], rows[3])):
-            pairs = zip(theirs["walls_s"], ours["walls_s"], strict=True)
-            ours["baseline_ratios"] = [round(a / b, 2) for a, b in pairs]
+            for times, key in (("walls_s", "baseline_ratios"), ("cpus_s", "cpu_baseline_ratios")):
+                pairs = zip(theirs[times], ours[times], strict=True)
+                ours[key] = [round(a / b, 2) for a, b in pairs]
     return rows
+
+
+def cpu_line(k: int, rows: list[dict]) -> str:
+    """One K's CPU-time readings (every process's, children included): on a shared machine
+    they move less with the load than wall time does; medians of the pairs' ratios."""
+    median = statistics.median
+    seq, vec, *base = rows
+    line = f"K = {k} CPU s (median): sequential {median(seq['cpus_s']):.1f}, vectorized "
+    line += f"{median(vec['cpus_s']):.1f}: {median(vec['cpu_pair_speedups']):.2f}x"
+    if base:
+        line += f"; the baseline's {median(base[1]['cpu_pair_speedups']):.2f}x; ours over the "
+        line += f"baseline's: sequential {median(seq['cpu_baseline_ratios']):.2f}x, "
+        line += f"vectorized {median(vec['cpu_baseline_ratios']):.2f}x"
+    return line
+
 
 
 def step_flops(batch: int = BATCH, widths: tuple[int, ...] = WIDTHS) -> int:
@@ -381,11 +402,12 @@ def main(argv=None) -> int:
     widths = widths_of(task.world.state_dim)
     for s in range(max(ks)):
         cached_dataset("balanced", parse_budget(args.budget), s, task, out / "cache")
-    rows, speedup, against_baseline, sequential_baseline = [], {}, {}, {}
+    rows, speedup, against_baseline, sequential_baseline, cpu_lines = [], {}, {}, {}, []
     print("| K | mode | procs x threads | wall s | transitions/s | epochs | peak MB | speedup |")
     print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for k in ks:
         seq, vec, *base = measure_pair(k, args, out)
+        cpu_lines.append(cpu_line(k, [seq, vec, *base]))
         speedup[k] = round(seq["wall_s"] / vec["wall_s"], 2)
         if base:
             sequential_baseline[k] = round(base[0]["wall_s"] / seq["wall_s"], 2)
@@ -406,6 +428,7 @@ def main(argv=None) -> int:
                 f"{row['epochs']} | {row['peak_MB']:.0f} | {s} |",
                 flush=True,
             )
+    print("\n".join(cpu_lines))
     end_load = os.getloadavg()[0]
     flops = step_flops(widths=widths)
     threads = configure_threads(training_threads(args.threads or None))

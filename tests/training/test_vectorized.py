@@ -16,7 +16,7 @@ from torch.utils.data import BatchSampler, DataLoader, RandomSampler, TensorData
 from gridplan.models.learned import MLPDynamics, load_world_model
 from gridplan.training.config import compose
 from gridplan.training.engine import WorldModelModule
-from gridplan.training.members import Member, epoch_order, group_key, member_init
+from gridplan.training.members import Member, epoch_order, group_key, member_init, prepare
 from gridplan.training.module import lr_factor
 from gridplan.training.runs import new_run_dir, train
 from gridplan.training.vectorized import (
@@ -348,3 +348,49 @@ def test_run_flops_count_the_steps_a_run_takes_at_most():
     assert run_flops(capped) == 5 * per_step
     with pytest.raises(ValueError, match="train.workers must be >= 1 or null, got 0"):
         compose(["train.workers=0"])
+
+
+
+def _same_snapshot(a, b) -> bool:
+    """Whether two snapshots hold equal weights and AdamW state."""
+    weights = all(torch.equal(w, v) for w, v in zip(a.weights, b.weights, strict=True))
+    moments = all(
+        m.keys() == n.keys() and all(torch.equal(m[k], n[k]) for k in m)
+        for m, n in zip(a.moments, b.moments, strict=True)
+    )
+    return weights and moments
+
+
+def test_a_cohort_sitting_out_a_step_and_a_dropped_member_leave_the_others_unchanged(tmp_path):
+    """One stacked network holds two cohorts (batches of 32 rows: a longer epoch, ranked
+    first; of 64 rows: two members). A step of the first cohort alone moves no weight, moment
+    or step count of the second; dropping a member of the second moves the remaining
+    members' rows and AdamW state, unchanged."""
+    base = [*debug_overrides(tmp_path), "trainer.limit_train_batches=null"]
+    cfgs = [compose([*base, "seed=0"]), compose([*base, "seed=1"])]
+    cfgs.append(compose([*base, "seed=2", "data.batch_size=32"]))
+    runs, buffers = prepare([Member(c, None) for c in cfgs])
+    module = WorldModelModule(runs[0].config, runs[0].summary, runs, buffers)
+    opt = module.configure_optimizers()["optimizer"]
+    assert module.cohort_members == [[2], [0, 1]] and module.order == [2, 0, 1]
+    assert module.net.layers[0].weight.shape[0] == 3
+
+    def step(k: int) -> None:
+        module.net.zero_grad(set_to_none=True)
+        rows = torch.arange(3 * 8).view(3, 8)[:k]
+        module.errors("train", rows, torch.ones(k, 8)).sum().backward()
+        module._share_grads(k)
+        opt.step()
+
+    step(3)
+    before = {i: module.snapshot(i, opt, 0.0) for i in (0, 1, 2)}
+    step(1)
+    assert not _same_snapshot(module.snapshot(2, opt, 0.0), before[2])
+    assert module.snapshot(2, opt, 0.0).moments[0]["step"] == 2
+    for i in (0, 1):
+        assert _same_snapshot(module.snapshot(i, opt, 0.0), before[i])
+    kept = {i: module.snapshot(i, opt, 0.0) for i in (1, 2)}
+    module.drop([0], opt)
+    assert module.order == [2, 1] and module.net.layers[0].weight.shape[0] == 2
+    for i in (1, 2):
+        assert _same_snapshot(module.snapshot(i, opt, 0.0), kept[i])
