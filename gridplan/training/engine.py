@@ -462,6 +462,7 @@ class WorldModelModule(pl.LightningModule):
         self.manual_backward(loss.sum())
         self._share_grads(k)
         optimizer.step()
+        self._share_grads(0)  # the step's gradients are freed for the next backward to reuse
         with torch.no_grad():
             rows = batch["denom"] / self.state_dim
             self._train_sum[:k] += loss.detach() * rows

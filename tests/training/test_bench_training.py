@@ -84,6 +84,8 @@ def test_both_sides_train_the_same_epochs_and_the_json_has_a_speedup_per_k(tmp_p
         f["bare_step_ms_per_member"] > 0.5 * f["floor_ms_per_member_step"] for f in result["floor"]
     )
     assert "| 2 | vectorized |" in done.stdout and "x floor" in done.stdout
+    assert vec["cpu_pair_speedups"] == [round(seq["cpu_s"] / vec["cpu_s"], 2)]
+    assert f"K = 2 CPU s (median): sequential {seq['cpu_s']:.1f}" in done.stdout
     assert _bench(tmp_path, "--json", str(out)).returncode == 2  # never over a result
 
 
