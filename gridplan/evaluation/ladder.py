@@ -51,6 +51,7 @@ from gridplan.evaluation.spec import (
 from gridplan.evaluation.uncertainty import uncertainty_source
 from gridplan.models.contract import check_model_world
 from gridplan.models.latent_contract import is_latent_model
+from gridplan.models.opaque import admit_history, is_history_model
 from gridplan.models.plugins import check_contract, checked
 from gridplan.planning.learned_value import LearnedValue
 from gridplan.planning.planner import Planner
@@ -134,6 +135,8 @@ def _measure(
         raise ValueError("evaluate takes a single-setting model (n_settings == 1)")
     task = spec.resolved_task()
     name = (model_info or {}).get("name", type(model).__name__)
+    if is_history_model(model) and not is_latent_model(model):
+        model = admit_history(model, task.world, device)
     check_model_world(model, task.world)
     check_world_levels(task, levels)
     latent = None

@@ -409,12 +409,31 @@ class LatentThroughDecoder(WorldModel):
         self.reencoded = 0
         self._last: torch.Tensor | None = None
         self._z: torch.Tensor | None = None
+        self._roots: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._cursor = 0
 
     def start_rollout(self, batch: int, generator: torch.Generator) -> None:
         self._last, self._z = None, None
 
+    def plan_from(self, root: torch.Tensor | None, z: torch.Tensor | None = None) -> None:
+        """Hand over the latents ``z`` ``(B, Z)`` of the next decision's roots ``root``
+        ``(B, S)``, a history model's beliefs (``gridplan.models.opaque.EpisodeHistory``):
+        ``encode_states`` returns them for those roots, whole or chunk by chunk in order,
+        instead of encoding the roots' observations afresh. ``plan_from(None)`` forgets them.
+        """
+        self._roots = None if root is None else (root, z)
+        self._cursor = 0
+
     def encode_states(self, state: torch.Tensor) -> torch.Tensor:
-        """``encode_states(self.latent, state)``."""
+        """The handed-over latents of ``state`` (``plan_from``), else
+        ``encode_states(self.latent, state)``."""
+        if self._roots is not None:
+            root, z = self._roots
+            n = state.shape[0]
+            for lo in (self._cursor, 0):
+                if lo + n <= root.shape[0] and torch.equal(root[lo : lo + n], state):
+                    self._cursor = (lo + n) % root.shape[0]
+                    return z[lo : lo + n]
         return encode_states(self.latent, state)
 
     def step_latent(

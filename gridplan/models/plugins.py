@@ -57,8 +57,29 @@ and rolls a latent.
   ``(N, Z)`` float32: a recurrent model's latent of the actual next observation (without it,
   ``encode(obs)``; ``gridplan.models.latent_contract.next_latents``).
 
+**The history contract** (``gridplan.models.opaque``): the model keeps an opaque state
+filtered from a history (Dreamer's RSSM, a token model).
+
+- the latent contract's attributes ``obs_kind``, ``world``, ``deterministic`` (``step``
+  ignores its generator) and ``metadata``, plus ``history`` (int ``H >= 1``, the most
+  observations ``init`` reads);
+- ``init(observations, actions) -> state`` (required): ``observations`` ``(N, T + 1,
+  *obs_shape)`` oldest first, as ``encode`` reads them, the last the current one; ``actions``
+  ``(N, T)`` int64, the actions between them, ``T + 1 <= H``; ``state`` a tensor ``(N, ...)``,
+  a tuple of tensors ``(N, ...)`` or a ``TensorDict`` of batch size ``[N]``, float leaves
+  float32 and finite;
+- ``step(state, action, generator) -> state`` (required): the same layout one imagined step
+  on; it must not modify ``state`` (the planner branches many actions from one frozen state);
+- ``decode(state) -> (N, S)``, ``reward(state, action) -> (N,)`` (of the step ``action``
+  takes from ``state``) and ``value(state) -> (N,)``, as the latent contract's.
+
+It is evaluated as a latent model whose latent is its state, flattened
+(``gridplan.models.opaque.OpaqueLatent``); the closed loop gives it each episode's last ``H``
+observations and actions, a level that decides at sampled states one observation.
+
 Every call of a plug-in goes through a wrapper: ``CheckedModel`` for the state contract,
-``CheckedLatentModel`` for the latent one (``check_plugin`` picks). Errors are
+``CheckedLatentModel`` for the latent one, ``CheckedHistoryModel`` for the history one
+(``check_plugin`` picks). Errors are
 ``PluginError`` and name the factory and its file, the method and what is wrong: an
 exception inside the method (with the ``file:line`` of the user's code and the shapes the
 call passed), a signature that cannot take the contract's arguments (the signature it has,
@@ -105,6 +126,7 @@ from gridplan.models.latent_contract import (
 )
 from gridplan.models.learned import LearnedWorldModel
 from gridplan.models.noise import AR1NoiseModel, NoiseModel, OracleModel
+from gridplan.models.opaque import admit_history, is_history_model
 from gridplan.models.signatures import METHODS, binding_error, describe_call, mismatch_message
 
 #: Model types evaluated as they are (already validated, and eligible for the fused rollout).
@@ -376,11 +398,14 @@ def build(target: str, args: dict, task: Task, device: torch.device | str) -> ob
         raise PluginError(f"factory {target!r} rejected its arguments {args}: {err}") from err
     except Exception as err:
         raise PluginError(f"factory {target!r} raised {_raised(err)}: {err}") from err
-    if not callable(getattr(model, "predict", None)) and not is_latent_model(model):
+    if not any(
+        (callable(getattr(model, "predict", None)), is_latent_model(model), is_history_model(model))
+    ):
         raise PluginError(
             f"factory {target!r} returned a {type(model).__name__} without a callable "
-            "predict(state, action, generator), nor a latent model's encode(obs) and "
-            "predict_latent(z, action, generator)"
+            "predict(state, action, generator), a latent model's encode(obs) and "
+            "predict_latent(z, action, generator), or a history model's init(observations, "
+            "actions) and step(state, action, generator)"
         )
     return model
 
@@ -642,6 +667,45 @@ class CheckedLatentModel(_PluginCalls):
         return self._call("predict_latent", self.inner.predict_latent, z, action, generator)
 
 
+class CheckedHistoryModel(_PluginCalls):
+    """A history plug-in (``gridplan.models.opaque``) behind guarded calls, as
+    ``CheckedLatentModel``: its attributes read the plug-in's (``history`` too), and
+    ``decode``, ``reward`` and ``value`` exist on the wrapper exactly when the plug-in has
+    them.
+
+    Raises:
+        PluginError: if ``model`` lacks a callable ``init`` or ``step``.
+    """
+
+    contract = "history"
+    _OPTIONAL = ("decode", "reward", "value")
+    _ATTRIBUTES = ("obs_kind", "world", "deterministic", "metadata", "history")
+
+    def __init__(self, model, name: str = "model", source: str | None = None) -> None:
+        if not is_history_model(model):
+            raise PluginError(
+                f"{name} is a {type(model).__name__} without callable init(observations, "
+                "actions) and step(state, action, generator)"
+            )
+        self.inner = model
+        self.name = name
+        self.source = source
+        for attr in self._ATTRIBUTES:
+            setattr(self, attr, getattr(model, attr, None))
+        for method in self._OPTIONAL:
+            fn = getattr(model, method, None)
+            if callable(fn):
+                setattr(self, method, self._guarded(method, fn))
+
+    _guarded = CheckedLatentModel._guarded
+
+    def init(self, observations: torch.Tensor, actions: torch.Tensor):
+        return self._call("init", self.inner.init, observations, actions)
+
+    def step(self, state, action: torch.Tensor, generator: torch.Generator):
+        return self._call("step", self.inner.step, state, action, generator)
+
+
 def check_plugin(
     model, task: Task, device: torch.device | str, name: str = "model", source: str | None = None
 ):
@@ -654,6 +718,11 @@ def check_plugin(
         PluginError: naming the plug-in (``name`` and ``source``), the first broken method or
             attribute and what is wrong with it.
     """
+    if is_history_model(model) and not callable(getattr(model, "predict", None)):
+        try:
+            return admit_history(CheckedHistoryModel(model, name, source), task.world, device)
+        except LatentContractError as err:
+            raise PluginError(str(err)) from err
     if is_latent_model(model) and not callable(getattr(model, "predict", None)):
         latent = CheckedLatentModel(model, name, source)
         try:
