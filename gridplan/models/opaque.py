@@ -31,11 +31,11 @@ model one observation to encode.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import torch
-from tensordict import TensorDict
 
 from gridplan.core import dynamics, tasks
 from gridplan.core.render import world_kinds
@@ -75,11 +75,24 @@ def is_history_model(model) -> bool:
     return callable(getattr(model, "init", None)) and callable(getattr(model, "step", None))
 
 
+def _tensordict():
+    """``tensordict.TensorDict`` if ``tensordict`` is imported, else None: a state can only be
+    a TensorDict once its package is imported, and gridplan does not import this optional
+    dependency (the ``torchrl`` extra) itself."""
+    module = sys.modules.get("tensordict")
+    return None if module is None else module.TensorDict
+
+
+def _is_tensordict(state) -> bool:
+    cls = _tensordict()
+    return cls is not None and isinstance(state, cls)
+
+
 def _leaves(state) -> list[tuple[str, torch.Tensor]]:
     """``(name, tensor)`` of every leaf of an opaque state, in a fixed order."""
     if isinstance(state, torch.Tensor):
         return [("state", state)]
-    if isinstance(state, TensorDict):
+    if _is_tensordict(state):
         return [(_dotted(k), state.get(k)) for k in _keys(state)]
     if isinstance(state, tuple):
         return [(f"state[{i}]", leaf) for i, leaf in enumerate(state)]
@@ -90,16 +103,17 @@ def _dotted(key) -> str:
     return ".".join(key) if isinstance(key, tuple) else key
 
 
-def _keys(state: TensorDict) -> list:
+def _keys(state) -> list:
     """A TensorDict's leaf keys, nested ones as tuples, ordered by their dotted names."""
     return sorted(state.keys(include_nested=True, leaves_only=True), key=_dotted)
 
 
 def _kind(state) -> str | None:
-    for cls, kind in ((torch.Tensor, "tensor"), (TensorDict, "tensordict"), (tuple, "tuple")):
-        if isinstance(state, cls):
-            return kind
-    return None
+    if isinstance(state, torch.Tensor):
+        return "tensor"
+    if _is_tensordict(state):
+        return "tensordict"
+    return "tuple" if isinstance(state, tuple) else None
 
 
 @dataclass(frozen=True)
@@ -142,7 +156,7 @@ class StateLayout:
         """The layout of ``state`` after ``check_state_out``."""
         leaves = check_state_out(state, rows, what)
         keys = ()
-        if isinstance(state, TensorDict):
+        if _is_tensordict(state):
             keys = tuple(_keys(state))
         return cls(
             _kind(state),
@@ -191,7 +205,7 @@ class StateLayout:
             return parts[0]
         if self.kind == "tuple":
             return tuple(parts)
-        return TensorDict(dict(zip(self.keys, parts, strict=True)), batch_size=[n])
+        return _tensordict()(dict(zip(self.keys, parts, strict=True)), batch_size=[n])
 
 
 def check_state_out(state, rows: int, what: str) -> list[tuple[str, torch.Tensor]]:
