@@ -266,15 +266,27 @@ class DoorKeyValueTable:
         """``Q*(s, a) = r(s') + gamma V*(s') (1 - terminal(s'))`` of ``(B, S)`` float states
         (with ``steps``, ``V_steps`` in place of V*: the depth-``steps + 1`` search value):
         ``(B, 7)`` float32; 0 in terminal states (the agent on the goal)."""
-        world = self.task.world
-        cells = decode(state, world)[0]
-        q = []
-        for a in range(N_ACTIONS):
-            action = torch.full((state.shape[0],), a, dtype=torch.long, device=state.device)
-            nxt, _, goal, _, _ = dk_env.transition(cells, action, world)
-            q.append(torch.where(goal, GOAL_REWARD, self.gamma * self._at(nxt)))
-        done = self.task.outcome(state)[1]
-        return torch.stack(q, dim=1).masked_fill_(done.unsqueeze(1), 0.0)
+        nxt, goal = successors(state, self.task.world)
+        return self.q_of(nxt, goal, self.task.outcome(state)[1])
+
+    def q_of(self, nxt: torch.Tensor, goal: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
+        """``q_values`` of states whose ``successors`` are known, so that tables of several
+        horizons share one step: ``nxt`` ``(7, B, 10)`` int64, ``goal`` ``(7, B)`` bool,
+        ``done`` ``(B,)`` bool (the state is terminal). Returns ``(B, 7)`` float32."""
+        v = self._at(nxt.reshape(-1, nxt.shape[-1])).view(goal.shape)
+        q = torch.where(goal, GOAL_REWARD, self.gamma * v)
+        return q.T.contiguous().masked_fill_(done.unsqueeze(1), 0.0)
+
+
+def successors(state: torch.Tensor, world: DoorKey) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every action's next MiniGrid state of ``(B, S)`` float states read through ``decode``,
+    in one step of ``7 B`` rows: ``(7, B, 10)`` int64, action-major, and ``(7, B)`` bool, the
+    step reaches the goal."""
+    cells = decode(state, world)[0]
+    b = cells.shape[0]
+    action = torch.arange(N_ACTIONS, device=state.device).repeat_interleave(b)
+    nxt, _, goal, _, _ = dk_env.transition(cells.repeat(N_ACTIONS, 1), action, world)
+    return nxt.view(N_ACTIONS, b, -1), goal.view(N_ACTIONS, b)
 
 
 @functools.lru_cache(maxsize=16)

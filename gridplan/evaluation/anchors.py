@@ -52,7 +52,7 @@ import torch
 
 from gridplan.core import dynamics
 from gridplan.core.constants import N_ACTIONS
-from gridplan.core.doorkey_task import F_CARRYING, DoorKeyTask, DoorKeyValueTable
+from gridplan.core.doorkey_task import F_CARRYING, DoorKeyTask, DoorKeyValueTable, successors
 from gridplan.core.env import outcome, relevant_step
 from gridplan.core.tasks import Task, TaskKind, check
 from gridplan.core.values import check_table_memory, discrete_index
@@ -246,8 +246,9 @@ class TabulatedGreedy:
 class DoorKeyGreedy:
     """The best actions of anchors on MiniGrid DoorKey, from the action values of the state
     each reads (``DoorKeyValueTable.q_values``: Q*, or for ``lookahead_d`` the depth-d search
-    value ``r + gamma V_{d-1}(s')`` of ``doorkey_values.horizon_values``), computed per step:
-    its tables are per layout, built as layouts are met. ``key_as_carried`` reads the state
+    value ``r + gamma V_{d-1}(s')`` of ``doorkey_values.horizon_values``), computed per step
+    (its tables are per layout, built as layouts are met), every table's from one step of
+    the states (``doorkey_task.successors``). ``key_as_carried`` reads the state
     with its carrying flag set (``decode`` puts a carried key on the agent's cell).
 
     Args:
@@ -269,7 +270,7 @@ class DoorKeyGreedy:
         depth = list(tables)
         self._which = torch.tensor([depth.index(a.lookahead) for a in anchors], device=device)
         self._carried = torch.tensor([a.key_as_carried for a in anchors], device=device)
-        self.n_actions = task.world.n_actions
+        self.task = task
 
     def __call__(self, state: torch.Tensor, anchor: torch.Tensor) -> torch.Tensor:
         """``(M, A)`` best-action masks of ``(M, S)`` float states, row ``i`` of anchor
@@ -277,12 +278,14 @@ class DoorKeyGreedy:
         read = state.clone()
         carried = self._carried[anchor]
         read[:, F_CARRYING] = torch.where(carried, 1.0, read[:, F_CARRYING])
+        nxt, goal = successors(read, self.task.world)
+        done = self.task.outcome(read)[1]
         which = self._which[anchor]
-        q = torch.zeros(state.shape[0], self.n_actions, device=state.device)
+        q = torch.zeros(state.shape[0], self.task.world.n_actions, device=state.device)
         for i, table in enumerate(self._tables):
             rows = (which == i).nonzero().squeeze(1)
             if rows.numel():
-                q[rows] = table.q_values(read[rows])
+                q[rows] = table.q_of(nxt[:, rows], goal[:, rows], done[rows])
         return _best_actions(q)
 
 
