@@ -286,7 +286,7 @@ def successors(state: torch.Tensor, world: DoorKey) -> tuple[torch.Tensor, torch
     b = cells.shape[0]
     action = torch.arange(N_ACTIONS, device=state.device).repeat_interleave(b)
     nxt, _, goal, _, _ = dk_env.transition(cells.repeat(N_ACTIONS, 1), action, world)
-    return nxt.view(N_ACTIONS, b, -1), goal.view(N_ACTIONS, b)
+    return nxt.view(N_ACTIONS, b, STATE_DIM), goal.view(N_ACTIONS, b)
 
 
 @functools.lru_cache(maxsize=16)

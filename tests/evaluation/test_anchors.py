@@ -198,3 +198,13 @@ def test_doorkey_true_and_imagined_runs_agree_under_the_oracle():
     assert torch.equal(runs.true_success, runs.model_success)
     j = dict(zip(anchors.names, runs.true_return.mean(dim=(1, 2)).tolist(), strict=True))
     assert j["key_ignoring"] == 0.0 and j["greedy"] > j["eps_greedy_0.5"] > 0
+
+
+def test_doorkey_uniform_random_takes_its_drawn_actions_over_seven():
+    anchors = AnchorSet(get_anchors(("uniform_random",)), DK6)
+    starts = start_states([6], 64, DK6)
+    draws = anchors.draw(64, torch.Generator().manual_seed(3))
+    assert draws.tie.shape == (64, 7) and set(draws.random_action.tolist()) == set(range(7))
+    action = anchors.act(starts, torch.zeros(64, dtype=torch.long), draws)
+    assert torch.equal(action, draws.random_action)
+    assert DK6.value_table().q_values(starts[:0]).shape == (0, 7)
