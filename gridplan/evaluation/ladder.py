@@ -96,9 +96,9 @@ def check_levels(levels: Sequence[str] | None, model=None) -> tuple[str, ...]:
 
 #: The levels measured on a task of another kind than the paper's world (MiniGrid DoorKey,
 #: ``gridplan.core.doorkey_task``), which reach it through ``gridplan.core.dynamics`` and its
-#: ``n_actions``. L5 and L6 run the anchor policies (``gridplan.evaluation.anchors``), which act
-#: on the paper world's discrete tables; ``uncertainty`` is not yet checked on another world.
-OTHER_WORLD_LEVELS = ("L1", "L4", "success", "L7", "probe")
+#: ``n_actions`` (L5 and L6: the anchor policies of ``gridplan.evaluation.anchors``);
+#: ``uncertainty`` is not yet checked on another world.
+OTHER_WORLD_LEVELS = ("L1", "L4", "L5", "L6", "success", "L7", "probe")
 
 
 def check_world_levels(task, levels: Sequence[str]) -> None:
