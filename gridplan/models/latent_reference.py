@@ -17,6 +17,7 @@ import torch
 
 from gridplan.core.env import check_state
 from gridplan.core.world import DEFAULT, World
+from gridplan.models.capabilities import Declared, capabilities_of
 from gridplan.models.latent_contract import LatentContractError, check_latent, is_latent_model
 from gridplan.models.noise import OracleModel
 
@@ -51,7 +52,7 @@ def _check_action(action, rows: int, n_actions: int) -> None:
         )
 
 
-class StateLatentModel:
+class StateLatentModel(Declared):
     """``z = s``, ``z' = dynamics.predict(z, a)``, ``decode(z) = z`` (module docstring).
 
     Args:
@@ -65,7 +66,7 @@ class StateLatentModel:
         self.world = world
         self.dynamics = OracleModel(world=world) if dynamics is None else dynamics
         self.latent_dim = world.state_dim
-        self.deterministic = getattr(self.dynamics, "deterministic", False) is True
+        self.deterministic = capabilities_of(self.dynamics).is_deterministic
         self.metadata = {"name": "state-latent", "dynamics": type(self.dynamics).__name__}
 
     def encode(self, obs: torch.Tensor) -> torch.Tensor:
@@ -92,7 +93,7 @@ class StateLatentModel:
         return z.clone()
 
 
-class PersistenceLatentModel:
+class PersistenceLatentModel(Declared):
     """``z' = z`` over the true state (``base=None``) or over ``base``'s encoder and decoder.
 
     Args:

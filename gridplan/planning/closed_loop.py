@@ -27,6 +27,7 @@ import torch
 from gridplan.core import dynamics
 from gridplan.core.env import check_state
 from gridplan.core.tasks import TASK_A, TaskKind
+from gridplan.models.capabilities import capabilities_of
 from gridplan.planning.planner import Planner
 from gridplan.util.progress import Progress, bar
 
@@ -224,7 +225,7 @@ def run_episodes(
     else:
         planner = planner_factory(model)
     start = start_states(seeds, episodes, task, device)
-    m = getattr(model, "n_settings", 1)
+    m = capabilities_of(model).n_settings
     start = start.repeat(m, 1) if m > 1 else start
     gen = torch.Generator(device=device).manual_seed(
         1_000_003 * int(seeds[0]) + 7919 * len(seeds) + episodes
