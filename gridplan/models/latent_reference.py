@@ -117,9 +117,10 @@ class PersistenceLatentModel(Declared):
         self.latent_dim = self.world.state_dim if base is None else base.latent_dim
         source = "state" if base is None else base.metadata.get("name", type(base).__name__)
         self.metadata = {"name": f"persistence({source})"}
-        if base is not None and callable(getattr(base, "observe", None)):
+        offers = None if base is None else capabilities_of(base)
+        if offers is not None and offers.observer:
             self.observe = base.observe
-        if base is None or callable(getattr(base, "decode", None)):
+        if offers is None or offers.decoder:
             self.decode = self._decode
 
     def encode(self, obs: torch.Tensor) -> torch.Tensor:

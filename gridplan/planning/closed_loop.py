@@ -138,7 +138,7 @@ def run_closed_loop(
     horizon = task.horizon if horizon is None else horizon
     if horizon < 1:
         raise ValueError(f"horizon must be >= 1, got {horizon}")
-    m = getattr(planner.model, "n_settings", 1)
+    m = capabilities_of(planner.model).n_settings
     b = start.shape[0]
     if b % m:
         raise ValueError(f"{b} start states do not split into {m} setting blocks")
