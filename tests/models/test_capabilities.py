@@ -4,13 +4,17 @@ contract exercised once however often it is admitted on the same world and devic
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 import torch
 
+import gridplan.models.capabilities as capabilities
 from gridplan.core import tasks
 from gridplan.core import world as worlds
 from gridplan.core.readings import PROJECT
 from gridplan.models.capabilities import (
+    METHOD_OF,
     Capabilities,
     Encoder,
     LatentTransition,
@@ -26,6 +30,7 @@ from gridplan.models.latent_reference import PersistenceLatentModel, StateLatent
 from gridplan.models.learned import EnsembleWorldModel, LearnedWorldModel, MLPDynamics
 from gridplan.models.noise import NoiseModel, OracleModel
 from gridplan.models.plugins import CheckedLatentModel, CheckedModel, PluginError, admit
+from gridplan.models.signatures import METHODS
 
 TASK_A = tasks.get("A")
 G16 = tasks.get("A", world="g16-k8")
@@ -43,6 +48,20 @@ class Counting:
 
     def predict_reward(self, state, action, next_state):
         return torch.zeros(state.shape[0], dtype=state.dtype)
+
+
+def test_each_protocol_is_one_method_of_the_contracts_with_its_parameters():
+    protocols = {
+        name: cls
+        for cls in vars(capabilities).values()
+        if inspect.isclass(cls) and getattr(cls, "_is_protocol", False)
+        for name in METHOD_OF.values()
+        if name in vars(cls)
+    }
+    assert set(protocols) == set(METHOD_OF.values()) == {name for _, name in METHODS}
+    for (_, name), method in METHODS.items():
+        params = tuple(inspect.signature(getattr(protocols[name], name)).parameters)[1:]
+        assert params == method.params, name
 
 
 def test_a_plain_object_declares_what_it_has_and_the_defaults_of_what_it_lacks():
