@@ -37,6 +37,7 @@ from gridplan.evaluation.anchors import AnchorSet
 from gridplan.evaluation.common import NON_NEGATIVE, Estimate, predicted_outcome
 from gridplan.evaluation.fidelity import Branches
 from gridplan.metrics.bootstrap import resample_means
+from gridplan.models.capabilities import capabilities_of
 
 
 @dataclass
@@ -123,9 +124,8 @@ def run_anchor_policies(
     if imagine:
         imagined = state
         m_ret, m_success, m_alive = zeros(), zeros(torch.bool), ~zeros(torch.bool)
-        start_rollout = getattr(model, "start_rollout", None)
-        if start_rollout is not None:
-            start_rollout(rows, model_generator)
+        if capabilities_of(model).rollout_start:
+            model.start_rollout(rows, model_generator)
     for t in range(horizon):
         world, inside = bool(alive.any()), imagine and bool(m_alive.any())
         if not (world or inside):

@@ -40,6 +40,7 @@ import torch
 from gridplan.core import dynamics, tasks
 from gridplan.core.render import world_kinds
 from gridplan.core.world import WORLD_KINDS, World
+from gridplan.models.capabilities import Declared, capabilities_of
 from gridplan.models.latent_contract import (
     LatentContractError,
     LatentThroughDecoder,
@@ -72,7 +73,7 @@ class HistoryWorldModel(Protocol):
 
 def is_history_model(model) -> bool:
     """Whether ``model`` offers the history contract's methods (``init`` and ``step``)."""
-    return callable(getattr(model, "init", None)) and callable(getattr(model, "step", None))
+    return capabilities_of(model).history_state
 
 
 def _tensordict():
@@ -271,7 +272,7 @@ def check_history(observations: torch.Tensor, actions: torch.Tensor, history: in
         )
 
 
-class OpaqueLatent:
+class OpaqueLatent(Declared):
     """A ``HistoryWorldModel`` shown as a latent model (module docstring).
 
     ``encode(obs)`` is ``init`` of a one-observation history; ``encode_history(observations,
@@ -299,9 +300,10 @@ class OpaqueLatent:
                 "init(observations, actions) and step(state, action, generator)"
             )
         self.model = model
-        for attr in ("obs_kind", "world", "deterministic", "metadata"):
-            setattr(self, attr, getattr(model, attr, None))
-        history = getattr(model, "history", None)
+        offers = capabilities_of(model)
+        self.obs_kind, self.world = offers.obs_kind, offers.world
+        self.deterministic, self.metadata = offers.deterministic, offers.metadata
+        history = offers.history
         if isinstance(history, bool) or not isinstance(history, int) or history < 1:
             raise LatentContractError(
                 f"{label(model)}.history must be an integer >= 1 (the most observations "
@@ -324,8 +326,9 @@ class OpaqueLatent:
             first = self._init(observations(self, start)[:, None], None)
         self.layout = StateLayout.of(first, 2, self._who("init"))
         self.latent_dim = self.layout.width
-        for method in ("decode", "reward", "value"):
-            if callable(getattr(model, method, None)):
+        heads = (("decoder", "decode"), ("latent_reward", "reward"), ("value", "value"))
+        for flag, method in heads:
+            if getattr(offers, flag):
                 setattr(self, method, getattr(self, f"_{method}"))
 
     def who(self, method: str | None = None) -> str:

@@ -27,6 +27,7 @@ import torch
 from gridplan.core import dynamics
 from gridplan.core.env import check_state
 from gridplan.core.tasks import TASK_A, TaskKind
+from gridplan.models.capabilities import capabilities_of
 from gridplan.models.opaque import EpisodeHistory
 from gridplan.planning.planner import Planner
 from gridplan.util.progress import Progress, bar
@@ -138,7 +139,7 @@ def run_closed_loop(
     horizon = task.horizon if horizon is None else horizon
     if horizon < 1:
         raise ValueError(f"horizon must be >= 1, got {horizon}")
-    m = getattr(planner.model, "n_settings", 1)
+    m = capabilities_of(planner.model).n_settings
     b = start.shape[0]
     if b % m:
         raise ValueError(f"{b} start states do not split into {m} setting blocks")
@@ -233,7 +234,7 @@ def run_episodes(
     else:
         planner = planner_factory(model)
     start = start_states(seeds, episodes, task, device)
-    m = getattr(model, "n_settings", 1)
+    m = capabilities_of(model).n_settings
     start = start.repeat(m, 1) if m > 1 else start
     gen = torch.Generator(device=device).manual_seed(
         1_000_003 * int(seeds[0]) + 7919 * len(seeds) + episodes
