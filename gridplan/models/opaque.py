@@ -38,7 +38,7 @@ from typing import Protocol, runtime_checkable
 import torch
 
 from gridplan.core import dynamics, tasks
-from gridplan.core.render import world_kinds
+from gridplan.core.render import observe, world_kinds
 from gridplan.core.world import WORLD_KINDS, World
 from gridplan.models.capabilities import Declared, capabilities_of
 from gridplan.models.latent_contract import (
@@ -323,7 +323,9 @@ class OpaqueLatent(Declared):
         task = tasks.get("A", world=self.world)
         start = dynamics.reset(task, 2, torch.Generator().manual_seed(0)).to(device)
         with torch.no_grad():
-            first = self._init(observations(self, start)[:, None], None)
+            # render's own observe: a history model reads no other, and this object's
+            # capabilities are not complete until its layout is known.
+            first = self._init(observe(start, self.world, self.obs_kind)[:, None], None)
         self.layout = StateLayout.of(first, 2, self._who("init"))
         self.latent_dim = self.layout.width
         heads = (("decoder", "decode"), ("latent_reward", "reward"), ("value", "value"))

@@ -59,7 +59,11 @@ def test_each_protocol_is_one_method_of_the_contracts_with_its_parameters():
         if name in vars(cls)
     }
     assert set(protocols) == set(METHOD_OF.values()) == {name for _, name in METHODS}
-    for (_, name), method in METHODS.items():
+    for (contract, name), method in METHODS.items():
+        if contract == "history" and name not in ("init", "step"):
+            # A history model's heads reach the library as the latent contract's, through
+            # gridplan.models.opaque.OpaqueLatent.
+            continue
         params = tuple(inspect.signature(getattr(protocols[name], name)).parameters)[1:]
         assert params == method.params, name
 
