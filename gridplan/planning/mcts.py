@@ -56,7 +56,9 @@ from gridplan.core import dynamics
 from gridplan.core.constants import N_ACTIONS
 from gridplan.core.env import check_state
 from gridplan.core.tasks import TASK_A, TaskKind, check
+from gridplan.core.values import ValueTable
 from gridplan.models.contract import check_model_world
+from gridplan.planning.arrival import ArrivalTable
 from gridplan.planning.learned_value import check_value
 from gridplan.planning.scorers import check_prediction
 from gridplan.planning.sequences import Plan
@@ -322,6 +324,9 @@ class TreeSearchPlanner:
         # The stated prior of every action (no policy network).
         self.prior = 1.0 / self.n_actions
         self.actions = torch.arange(self.n_actions)
+        self.arrival = None
+        if isinstance(value, ValueTable) and ArrivalTable.fits(task):
+            self.arrival = ArrivalTable(task, value, value.device)
 
     @property
     def predictions_per_decision(self) -> int:
@@ -397,14 +402,7 @@ class TreeSearchPlanner:
         block = slice(t.used, t.used + a * grow.shape[0])
         kids = t.state[block]  # the growing lanes' predictions go straight into the block
         torch.index_select(nxt.view(lanes, -1), 0, grow, out=kids.view(-1, a * s))
-        r, goal, hazard = dynamics.outcome(self.task, kids)
-        done = goal | hazard
-        v = (self.value.lookup(kids) * ~done).double()
-        r = r.double()
-        t.stats[block, 0] = 1.0
-        t.stats[block, 1] = v
-        t.stats[block, 2] = r
-        t.terminal[block] = done
+        estimate = self._arrive(t, block, kids)
         t.first[block] = -1
         grown = leaf.index_select(0, grow)
         t.parent[block] = grown.unsqueeze(1).expand(-1, a).reshape(-1)
@@ -414,9 +412,29 @@ class TreeSearchPlanner:
         if not grow.shape[0]:  # every leaf terminal: every estimate 0
             return leaf, torch.zeros(lanes, dtype=torch.float64, device=dev)
         # Each lane's estimate: its group's first lane's best child, 0 at a terminal leaf.
-        best = (r + self.task.gamma * v).view(-1, a).amax(dim=1)
+        best = estimate.view(-1, a).amax(dim=1)
         rank = torch.zeros_like(lane).index_copy_(0, grow, rank).index_select(0, owner)
         return leaf, torch.where(ends, 0.0, best.index_select(0, rank))
+
+    def _arrive(self, t: _Trees, block: slice, kids: torch.Tensor) -> torch.Tensor:
+        """Write the new nodes ``kids (R, S)`` of ``block``: ``N = 1``, ``W = V`` (0 once
+        terminal), the reward ``r`` and the terminal flag; their ``r + gamma * V`` ``(R,)``
+        float64. Through the ``ArrivalTable`` with exact V* in a small world, else reward and
+        value read one by one (the same values)."""
+        if self.arrival is not None:
+            row = self.arrival.index(kids)
+            torch.index_select(self.arrival.rows, 0, row, out=t.stats[block])
+            torch.index_select(self.arrival.terminal, 0, row, out=t.terminal[block])
+            return self.arrival.estimate.index_select(0, row)
+        r, goal, hazard = dynamics.outcome(self.task, kids)
+        done = goal | hazard
+        v = (self.value.lookup(kids) * ~done).double()
+        r = r.double()
+        t.stats[block, 0] = 1.0
+        t.stats[block, 1] = v
+        t.stats[block, 2] = r
+        t.terminal[block] = done
+        return r + self.task.gamma * v
 
     def _backup(self, t: _Trees, leaf: torch.Tensor, g: torch.Tensor, depth: int) -> None:
         """Add each lane's discounted return to every node on its path, lane after lane
