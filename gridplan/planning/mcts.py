@@ -17,16 +17,18 @@ rounds of ``L`` *lanes* (simulations at once; ``lane_schedule``): the first roun
    over the children; ``N(s)`` counts finished simulations only), the prior is uniform
    ``P(a) = 1/A`` (no policy network), ``Q(s, a) = r(s_a) + gamma * W(s_a) / N(s_a)``, and
    ties go to the lowest action; the lanes, in order, take the selected children in action
-   order, so each child's lanes are again a group. A group of one lane takes the argmax;
-   the others' splits (``splits``) take the selections in turn up to 16 lanes, else by
+   order, so each child's lanes are again a group. The splits of one depth (``splits``)
+   take the selections in turn while no group has more than 16 lanes, else by
    water-filling: each child's scores over ``O = 0, 1, ...`` fall, so the ``m`` selections
    are the ``m`` best of them all, counted at a water level and repaired exactly.
 2. **Expand** the leaf each group reached (unless terminal): every lane's ``A`` children in
    one ``predict`` call of ``B * L * A`` rows, each child valued ``r(s_a) + gamma * V(s_a)``
    while alive (``V`` the terminal value: exact V*, learned or none;
-   ``gridplan.planning.learned_value``); the leaf's estimate is the best of them (a one-step
-   backup). The group's first lane's children enter the tree (only they are scored and
-   valued), and every lane of the group backs up its estimate; a terminal leaf is worth 0.
+   ``gridplan.planning.learned_value``; with exact V* in a small world, reward, termination
+   and value are one row of ``gridplan.planning.arrival.ArrivalTable``); the leaf's
+   estimate is the best of them (a one-step backup). The group's first lane's children
+   enter the tree (only they are scored and valued), and every lane of the group backs up
+   its estimate; a terminal leaf is worth 0.
 3. **Back up** each lane's estimate up its parents: every node's ``N`` grows by 1 and its
    ``W`` by the lane's discounted return from there, lane after lane.
 
@@ -238,22 +240,6 @@ class _Groups:
     def subset(self, index: torch.Tensor) -> _Groups:
         return _Groups(*(x.index_select(0, index) for x in vars(self).values()))
 
-    def join(self, other: _Groups | None) -> _Groups:
-        if other is None:
-            return self
-        return _Groups(
-            *(torch.cat(x) for x in zip(vars(self).values(), vars(other).values(), strict=True))
-        )
-
-
-def _apart(g: _Groups) -> tuple[_Groups | None, _Groups | None]:
-    """``g``'s groups of one lane and of more (None where there are none)."""
-    one = g.size == 1
-    ones = int(one.sum())
-    if ones in (0, one.shape[0]):
-        return (g, None) if ones else (None, g)
-    return g.subset(one.nonzero().squeeze(1)), g.subset((~one).nonzero().squeeze(1))
-
 
 class _Leaves:
     """Where a round's ``B * L`` lanes stopped: ``first[l] = l`` at the first lane of a group
@@ -265,10 +251,8 @@ class _Leaves:
         self.first = torch.full((lanes + 1,), -1, dtype=torch.long, device=device)
         self.leaf = torch.empty(lanes + 1, dtype=torch.long, device=device)
 
-    def stop(self, g: _Groups | None) -> _Groups | None:
+    def stop(self, g: _Groups) -> _Groups | None:
         """Record ``g``'s groups at leaves; the others, or None if none."""
-        if g is None:
-            return None
         moving = g.fam >= 0
         if bool(moving.all()):
             return g
@@ -337,14 +321,6 @@ class TreeSearchPlanner:
         n, q = t.children(g.fam, self.task.gamma)
         return n, q, (self.exploration * self.prior) * g.visits.sqrt()
 
-    def _step(self, t: _Trees, g: _Groups) -> _Groups:
-        """One-lane groups one depth down, each to its best child (step 1)."""
-        n, q, beta = self._children(t, g)
-        choice = (q + beta.unsqueeze(1) / (1 + n)).argmax(dim=1, keepdim=True)
-        node = self.n_actions * g.fam + choice.squeeze(1)
-        visits = n.gather(1, choice).squeeze(1)
-        return _Groups(node, t.first.index_select(0, node), visits, g.lane, g.size)
-
     def _split(self, t: _Trees, g: _Groups) -> _Groups:
         """Groups one depth down: each group's lanes split over its node's children as that
         many selections one after another would, taking them in action order (step 1)."""
@@ -363,8 +339,8 @@ class TreeSearchPlanner:
         )
 
     def _descend(self, t: _Trees, roots: torch.Tensor, width: int) -> _Leaves:
-        """Every lane of every tree from its root down to a leaf, depth by depth; the groups
-        of one lane (an argmax each) and of more (``splits``) step apart."""
+        """Every lane of every tree from its root down to a leaf, depth by depth, each group
+        split over its node's children (``splits``)."""
         b, dev = roots.shape[0], roots.device
         out = _Leaves(b * width, dev)
         g = _Groups(
@@ -374,16 +350,10 @@ class TreeSearchPlanner:
             torch.arange(0, b * width, width, device=dev),
             torch.full_like(roots, width),
         )
-        single, multi = (g, None) if width == 1 else (None, g)
-        while True:
-            single, multi = out.stop(single), out.stop(multi)
-            if single is None and multi is None:
-                return out
+        while (g := out.stop(g)) is not None:
             out.depth += 1
-            single = None if single is None else self._step(t, single)
-            if multi is not None:
-                one, multi = _apart(self._split(t, multi))
-                single = single if one is None else one.join(single)
+            g = self._split(t, g)
+        return out
 
     def _expand(self, t: _Trees, at: _Leaves, generator, step: int):
         """Predict every lane's ``A`` children; the first lane's of each group at a leaf that is
