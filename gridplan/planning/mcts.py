@@ -411,15 +411,16 @@ class TreeSearchPlanner:
         (one accumulating write: a node sits at one depth), walking up the parents; a lane
         that passed its root walks on in the last row, which is never read (step 3)."""
         gamma, reward = self.task.gamma, t.stats[:, 2]
-        nodes, returns = [leaf], [g]
-        for _ in range(depth):
+        # Lane-major rows, each lane's path after the one before: the order of the adds.
+        nodes = leaf.new_empty(leaf.shape[0], depth + 1)
+        add = g.new_empty(leaf.shape[0], depth + 1, 2)
+        add[:, :, 0] = 1.0
+        nodes[:, 0], add[:, 0, 1] = leaf, g
+        for k in range(1, depth + 1):
             g = reward.index_select(0, leaf) + gamma * g
             leaf = t.parent.index_select(0, leaf)
-            nodes.append(leaf)
-            returns.append(g)
-        returns = torch.stack(returns, dim=1)
-        add = torch.stack([torch.ones_like(returns), returns], dim=2).view(-1, 2)
-        t.stats[:, :2].index_add_(0, torch.stack(nodes, dim=1).view(-1), add)
+            nodes[:, k], add[:, k, 1] = leaf, g
+        t.stats[:, :2].index_add_(0, nodes.view(-1), add.view(-1, 2))
 
     @torch.no_grad()
     def tree(self, root: torch.Tensor, generator: torch.Generator):
