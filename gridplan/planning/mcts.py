@@ -362,9 +362,11 @@ class TreeSearchPlanner:
         lanes, dev, s, a = at.lanes, at.first.device, t.state.shape[1], self.n_actions
         owner = at.first[:lanes].cummax(dim=0).values  # the first lane of each lane's group
         leaf = at.leaf.index_select(0, owner)
-        parent = t.state.index_select(0, leaf).unsqueeze(1).expand(-1, a, -1)
+        parent = t.state.index_select(0, leaf)
+        # Each lane's state A times over: a cat copies rows, an expanded copy element by element.
+        parent = torch.cat([parent] * a, dim=1).view(-1, s)
         action = self.actions.to(dev).repeat(lanes)
-        nxt = self.model.predict(parent.reshape(-1, s), action, generator)
+        nxt = self.model.predict(parent, action, generator)
         check_prediction(nxt, self.model, step, a * lanes, "tree rows", s)
         lane = torch.arange(lanes, device=dev)
         ends = t.terminal.index_select(0, leaf)
@@ -375,7 +377,7 @@ class TreeSearchPlanner:
         estimate = self._arrive(t, block, kids)
         t.first[block] = -1
         grown = leaf.index_select(0, grow)
-        t.parent[block] = grown.unsqueeze(1).expand(-1, a).reshape(-1)
+        t.parent[block].view(-1, a).copy_(grown.unsqueeze(1))
         rank = torch.arange(grow.shape[0], device=dev)
         t.first.index_copy_(0, grown, t.used // a + rank)
         t.used += kids.shape[0]
