@@ -378,15 +378,13 @@ class TreeSearchPlanner:
         t.first[block] = -1
         grown = leaf.index_select(0, grow)
         t.parent[block].view(-1, a).copy_(grown.unsqueeze(1))
-        rank = torch.arange(grow.shape[0], device=dev)
-        t.first.index_copy_(0, grown, t.used // a + rank)
+        fam = torch.arange(t.used // a, t.used // a + grow.shape[0], device=dev)
+        t.first.index_copy_(0, grown, fam)
         t.used += kids.shape[0]
-        if not grow.shape[0]:  # every leaf terminal: every estimate 0
-            return leaf, torch.zeros(lanes, dtype=torch.float64, device=dev)
-        # Each lane's estimate: its group's first lane's best child, 0 at a terminal leaf.
+        # Each lane's estimate: its group's first lane's best child; 0 at a terminal leaf,
+        # whose first lane does not grow.
         best = estimate.view(-1, a).amax(dim=1)
-        rank = torch.zeros_like(lane).index_copy_(0, grow, rank).index_select(0, owner)
-        return leaf, torch.where(ends, 0.0, best.index_select(0, rank))
+        return leaf, best.new_zeros(lanes).index_copy_(0, grow, best).index_select(0, owner)
 
     def _arrive(self, t: _Trees, block: slice, kids: torch.Tensor) -> torch.Tensor:
         """Write the new nodes ``kids (R, S)`` of ``block``: ``N = 1``, ``W = V`` (0 once
