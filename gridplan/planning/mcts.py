@@ -228,12 +228,11 @@ class _Trees:
 @dataclass
 class _Groups:
     """Groups of a round's lanes at one depth (the lanes at one node, consecutive lanes),
-    ``(G,)`` each: the node, its children's family, its visits ``N``, the group's first lane
-    (``b * L + l``) and its lanes."""
+    ``(G,)`` each: the node, its children's family, the group's first lane (``b * L + l``)
+    and its lanes."""
 
     node: torch.Tensor
     fam: torch.Tensor
-    visits: torch.Tensor
     lane: torch.Tensor
     size: torch.Tensor
 
@@ -319,7 +318,8 @@ class TreeSearchPlanner:
     def _children(self, t: _Trees, g: _Groups):
         """``(n, q)`` ``(G, A)`` of the children of ``g``'s nodes and ``beta (G,)``."""
         n, q = t.children(g.fam, self.task.gamma)
-        return n, q, (self.exploration * self.prior) * g.visits.sqrt()
+        visits = t.stats[:, 0].index_select(0, g.node)
+        return n, q, (self.exploration * self.prior) * visits.sqrt()
 
     def _split(self, t: _Trees, g: _Groups) -> _Groups:
         """Groups one depth down: each group's lanes split over its node's children as that
@@ -333,7 +333,6 @@ class TreeSearchPlanner:
         return _Groups(
             node,
             t.first.index_select(0, node),
-            n.reshape(-1).index_select(0, pick),
             lane.index_select(0, pick),
             counts.view(-1).index_select(0, pick),
         )
@@ -346,7 +345,6 @@ class TreeSearchPlanner:
         g = _Groups(
             roots,
             t.first.index_select(0, roots),
-            t.stats[:, 0].index_select(0, roots),
             torch.arange(0, b * width, width, device=dev),
             torch.full_like(roots, width),
         )
