@@ -29,6 +29,8 @@ decisions per second of every planner at matched compute (docs/PERFORMANCE.md, "
    ``--base DIR`` (a worktree of an earlier main) adds that tree's MCTS, at its own default
    settings, and each MCTS row's ratio to it.
    ``optimal``: the share of roots whose chosen action is optimal under the exact ``Q*``.
+   The JSON holds every row's ratio to the generic search and, per model, MCTS's
+   (``mcts_ratio_to_generic_search``).
 
 Usage::
 
@@ -400,6 +402,12 @@ def main(argv=None) -> int:
                 {
                     "equality": eq,
                     "throughput": rows,
+                    # MCTS (its default settings) over the generic search, per model.
+                    "mcts_ratio_to_generic_search": {
+                        r["model"]: r["ratio_to_generic_search"]
+                        for r in rows
+                        if r["planner"] == "mcts"
+                    },
                     "episodes": args.episodes,
                     "threads": 1,
                     "load_average": load,
