@@ -262,6 +262,11 @@ class _Leaves:
         return g.subset(keep) if keep.shape[0] else None
 
 
+def _outside() -> torch.inference_mode:
+    """Leave ``TreeSearchPlanner._grow``'s inference mode for a block."""
+    return torch.inference_mode(False)
+
+
 class TreeSearchPlanner:
     """Batched PUCT tree search (module docstring).
 
@@ -364,7 +369,8 @@ class TreeSearchPlanner:
         # Each lane's state A times over: a cat copies rows, an expanded copy element by element.
         parent = torch.cat([parent] * a, dim=1).view(-1, s)
         action = self.actions.to(dev).repeat(lanes)
-        nxt = self.model.predict(parent, action, generator)
+        with _outside():
+            nxt = self.model.predict(parent, action, generator)
         check_prediction(nxt, self.model, step, a * lanes, "tree rows", s)
         lane = torch.arange(lanes, device=dev)
         ends = t.terminal.index_select(0, leaf)
@@ -394,9 +400,11 @@ class TreeSearchPlanner:
             torch.index_select(self.arrival.rows, 0, row, out=t.stats[block])
             torch.index_select(self.arrival.terminal, 0, row, out=t.terminal[block])
             return self.arrival.estimate.index_select(0, row)
-        r, goal, hazard = dynamics.outcome(self.task, kids)
+        with _outside():
+            r, goal, hazard = dynamics.outcome(self.task, kids)
+            v = self.value.lookup(kids)
         done = goal | hazard
-        v = (self.value.lookup(kids) * ~done).double()
+        v = (v * ~done).double()
         r = r.double()
         t.stats[block, 0] = 1.0
         t.stats[block, 1] = v
@@ -424,6 +432,15 @@ class TreeSearchPlanner:
     def tree(self, root: torch.Tensor, generator: torch.Generator):
         """Grow the trees; ``(visits (B, A), q (B, A))`` float64 of the root's children."""
         check_state(root, "root state", self.task.world)
+        visits, q = self._grow(root, generator)
+        return visits.clone(), q.clone()  # ordinary tensors: a caller may write into them
+
+    @torch.inference_mode()
+    def _grow(self, root: torch.Tensor, generator: torch.Generator):
+        """``tree``'s rounds. The tables and the tree's own work run in inference mode (each
+        op dispatches faster: about 6% of a decision with the oracle); the model's predictions
+        and a value or task read apart run outside it (``_outside``), so that what they make
+        and cache stays an ordinary tensor."""
         a = self.n_actions
         t = _Trees.rooted(root, self.budget, a)
         roots = torch.arange(0, a * root.shape[0], a, device=root.device)
