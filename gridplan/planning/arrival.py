@@ -51,12 +51,13 @@ class ArrivalTable:
         agent, key = torch.stack([ax, ay], 1), torch.stack([kx, ky], 1)
         carry, door, c1 = carry.bool(), door.bool(), c1.bool()
         r, goal, hazard = outcome(agent, c1, task)
-        done = goal | hazard
-        v = values.values_at(discrete_index(agent, key, carry, door, c1, values.task))
-        v = (v.to(device) * ~done.to(device)).double()
+        done = (goal | hazard).to(device)
+        index = discrete_index(agent, key, carry, door, c1, values.task)
+        v = values.values_at(index.to(values.device)).to(device)
+        v = (v * ~done).double()
         r = r.double().to(device)
         self.rows = torch.stack([torch.ones_like(v), v, r], dim=1)
-        self.terminal = done.to(device)
+        self.terminal = done
         self.estimate = r + task.gamma * v
         # Index (((((ax*N + ay)*N + kx)*N + ky)*2 + carrying)*2 + door)*2 + c1, in the
         # order of the cartesian product above.
