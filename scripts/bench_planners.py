@@ -24,17 +24,21 @@ decisions per second of every planner at matched compute (docs/PERFORMANCE.md, "
    cheaper predictions for the same decisions), shown for reference. ``floor`` is one call
    that predicts, scores and values the 1,024 rows per root and nothing else: what any
    planner at this compute spends at least. Every call is timed in turn with the others
-   (medians over ``--repeats``), with the load average printed beside them, in a process
+   (medians over ``--repeats``; by wall time, or ``--clock cpu`` by the thread's CPU time,
+   which a busy machine disturbs less), with the load average printed beside them, in a process
    that keeps freed memory (``gridplan.util.allocator``, as the other benchmarks);
    ``--base DIR`` (a worktree of an earlier main) adds that tree's MCTS, at its own default
    settings, and each MCTS row's ratio to it.
    ``optimal``: the share of roots whose chosen action is optimal under the exact ``Q*``.
+   The JSON holds every row's ratio to the generic search and, per model, MCTS's
+   (``mcts_ratio_to_generic_search``).
 
 Usage::
 
     python scripts/bench_planners.py                 # B = 256, 3 repeats, oracle and M(0.2, 0)
     python scripts/bench_planners.py --episodes 64 --repeats 1 --json out.json
     python scripts/bench_planners.py --throughput-only --base ../base  # MCTS against a main
+    python scripts/bench_planners.py --throughput-only --clock cpu     # on a busy machine
 """
 
 from __future__ import annotations
@@ -220,17 +224,24 @@ def equality(models: dict, roots: torch.Tensor, seeds: range) -> list[dict]:
     return rows
 
 
-def interleaved(fns: dict, repeats: int) -> dict[str, float]:
-    """Median seconds of each call of ``fns``, the calls taken in turn ``repeats`` times
-    (after one warm-up round), so that a busy machine's load falls on all of them alike."""
+#: The clocks a call may be timed by: wall time, or the CPU time of the calling thread (one
+#: torch thread: the call's own work, without the time other processes hold the core).
+CLOCKS = {"wall": time.perf_counter, "cpu": time.thread_time}
+
+
+def interleaved(fns: dict, repeats: int, clock: str = "wall") -> dict[str, float]:
+    """Median seconds of each call of ``fns`` on ``clock`` (``CLOCKS``), the calls taken in
+    turn ``repeats`` times (after one warm-up round), so that a busy machine's load falls on
+    all of them alike."""
+    now = CLOCKS[clock]
     for fn in fns.values():
         fn()
     times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeats):
         for name, fn in fns.items():
-            t0 = time.perf_counter()
+            t0 = now()
             fn()
-            times[name].append(time.perf_counter() - t0)
+            times[name].append(now() - t0)
     return {name: statistics.median(v) for name, v in times.items()}
 
 
@@ -264,7 +275,9 @@ def floor_fn(model, roots: torch.Tensor, predictions: int):
     return run
 
 
-def throughput(model, label: str, roots: torch.Tensor, repeats: int, base=None) -> list[dict]:
+def throughput(
+    model, label: str, roots: torch.Tensor, repeats: int, base=None, clock: str = "wall"
+) -> list[dict]:
     """Decisions per second of every planner on ``roots`` (module docstring), timed in
     turn; ``base``: an earlier checkout whose MCTS is timed beside this tree's."""
     table = value_table(TASK_A)
@@ -297,7 +310,7 @@ def throughput(model, label: str, roots: torch.Tensor, repeats: int, base=None) 
         theirs = torchrl_planner(name, model, TASK_A, settings, table)
         fns[f"torchrl {name}"] = lambda p=theirs: torchrl_act(p, roots, 0)
     fns["floor (1,024 predictions)"] = floor_fn(model, roots, 1024)
-    seconds = interleaved(fns, repeats)
+    seconds = interleaved(fns, repeats, clock)
     q = table.q_values(roots)
     rows = []
     for name, sec in seconds.items():
@@ -344,6 +357,12 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--episodes", type=int, default=256, help="roots per decision batch B")
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument(
+        "--clock",
+        choices=sorted(CLOCKS),
+        default="wall",
+        help="time calls by wall time or by the thread's CPU time (steadier on a busy machine)",
+    )
     p.add_argument("--seeds", type=int, default=3, help="generator seeds of the equality check")
     p.add_argument("--json", type=Path)
     p.add_argument(
@@ -378,9 +397,12 @@ def main(argv=None) -> int:
             )
     rows = []
     for label in ("oracle", "M(0.2,0)"):
-        rows += throughput(models[label], label, roots, args.repeats, args.base)
+        rows += throughput(models[label], label, roots, args.repeats, args.base, args.clock)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"\nload average {load:.2f}; calls timed in turn, medians of {args.repeats}")
+    print(
+        f"\nload average {load:.2f}; calls timed in turn ({args.clock} time), "
+        f"medians of {args.repeats}"
+    )
     print(
         f"{'model':10} {'planner':26} {'pred/dec':>8} {'dec/s':>9} {'x generic':>9} "
         f"{'x base':>7} {'optimal':>7}"
@@ -400,9 +422,16 @@ def main(argv=None) -> int:
                 {
                     "equality": eq,
                     "throughput": rows,
+                    # MCTS (its default settings) over the generic search, per model.
+                    "mcts_ratio_to_generic_search": {
+                        r["model"]: r["ratio_to_generic_search"]
+                        for r in rows
+                        if r["planner"] == "mcts"
+                    },
                     "episodes": args.episodes,
                     "threads": 1,
                     "load_average": load,
+                    "clock": args.clock,
                     "base": None if args.base is None else str(args.base),
                 },
                 indent=2,

@@ -283,8 +283,13 @@ def update_sections(doc: Path, results: Path, names: list[str], figures: Path) -
         end = later[0] if later else len(lines)
         if start is None:
             start = end
+        else:
+            # A section ends at the next level-2 heading, a group's or not (the presets'
+            # sections sit between groups' sections).
+            end = next((k for k in range(start + 1, len(lines)) if lines[k].startswith("## ")), end)
         block = text.rstrip().splitlines()
-        lines[start:end] = [*block, ""] if later else ["", *block] if start == len(lines) else block
+        tail = end < len(lines)
+        lines[start:end] = [*block, ""] if tail else ["", *block] if start == len(lines) else block
     lines = place_preregistered(lines, preregistered_section())
     doc.write_text("\n".join(lines).rstrip() + "\n")
 

@@ -185,7 +185,7 @@ def _run(cfg: DictConfig, header: str, record: dict[str, str] | None = None, res
         # preempted run must not look like a finished one.
         print("error: training was interrupted; no checkpoint line", file=sys.stderr)
         raise SystemExit(INTERRUPTED) from None
-    _summary(metrics, artifacts)
+    _summary(metrics, artifacts, cfg.data.windows)
 
 
 def _sweep(config_dir: Path, overrides: list[str], config_name: str) -> int:
@@ -220,16 +220,20 @@ def _sweep(config_dir: Path, overrides: list[str], config_name: str) -> int:
         return INTERRUPTED
     for num, (metrics, artifacts) in enumerate(results):
         print(f"=== run {num} ===")
-        _summary(metrics, artifacts)
+        _summary(metrics, artifacts, cfgs[num].data.windows)
     return 0
 
 
-def _summary(metrics: dict, artifacts: dict) -> None:
-    """A run's folder, best scores and ``checkpoint: PATH`` line."""
+def _summary(metrics: dict, artifacts: dict, windows: int | None = None) -> None:
+    """A run's folder, best scores and ``checkpoint: PATH`` line. E_tot and DRPE are labelled
+    with ``windows``, the run's held-out windows they were measured on (``data.windows``, 256
+    by default, where ``python -m eval`` measures its own 1,000: the numbers differ)."""
     names = ("E_tot", "DRPE_graded", "DRPE_binary")
     if "best/E_tot" not in metrics:  # a latent model: its one-step scores
-        names = ("latent_mse", "recon_mse", "pred_mse")
+        names, windows = ("latent_mse", "recon_mse", "pred_mse"), None
     scores = "  ".join(f"{n} {metrics[f'best/{n}']:.4f}" for n in names if f"best/{n}" in metrics)
+    if windows is not None:
+        scores += f" on {windows} held-out windows"
     print(
         f"run folder: {artifacts['run_dir']}\n"
         f"epochs {metrics['epochs']}  {metrics['monitor']} {metrics['best_score']:.5f}  "

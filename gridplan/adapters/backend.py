@@ -20,6 +20,7 @@ from gridplan.core import dynamics, env, tasks
 from gridplan.core.doorkey_task import DoorKeyValueTable
 from gridplan.core.tasks import TaskKind
 from gridplan.core.values import ValueTable
+from gridplan.models.capabilities import capabilities_of
 from gridplan.models.contract import WorldModel, check_model_world
 from gridplan.models.plugins import check_contract, checked
 from gridplan.planning import closed_loop as loop
@@ -37,7 +38,7 @@ def resolve(task: str | TaskKind, world=None) -> TaskKind:
 def model_world(model, world=None):
     """``world`` if given, else the world ``model`` declares (a checkpoint's, a built-in's),
     else None: an imagination env plays in its model's world unless told otherwise."""
-    return world if world is not None else getattr(model, "world", None)
+    return world if world is not None else capabilities_of(model).world
 
 
 def reset(batch: int, generator: torch.Generator, task: TaskKind) -> torch.Tensor:
@@ -127,9 +128,8 @@ class Imagination:
 
     def start(self, batch: int, generator: torch.Generator) -> None:
         """The model's ``start_rollout(batch, generator)``, where it has one."""
-        start = getattr(self.model, "start_rollout", None)
-        if callable(start):
-            start(batch, generator)
+        if capabilities_of(self.model).rollout_start:
+            self.model.start_rollout(batch, generator)
 
     def step(
         self, state: torch.Tensor, action: torch.Tensor, generator: torch.Generator

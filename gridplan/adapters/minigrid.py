@@ -146,6 +146,22 @@ def state_vector(env, tracked: _Tracked) -> torch.Tensor:
     return encode(row, None, DoorKey(size=e.width))[0]
 
 
+#: What ``load_state`` reads of a MiniGrid env's ``unwrapped`` that exists before its first
+#: reset (``MiniGridEnv.__init__``; ``step_count`` comes with the reset).
+_MINIGRID_ATTRIBUTES = ("grid", "agent_pos", "agent_dir", "carrying")
+
+
+def _check_minigrid(env) -> None:
+    """Raises TypeError unless ``env``'s ``unwrapped`` has what ``load_state`` reads."""
+    base = getattr(env, "unwrapped", env)
+    if not all(hasattr(base, name) for name in _MINIGRID_ATTRIBUTES):
+        raise TypeError(
+            "collect reads MiniGrid's own DoorKey env (gymnasium.make(\"MiniGrid-DoorKey-8x8-v0\") "
+            f"or minigrid.envs.DoorKeyEnv, wrappers allowed), got a {type(base).__name__}, "
+            f"whose unwrapped env lacks MiniGrid's {', '.join(_MINIGRID_ATTRIBUTES)}"
+        )
+
+
 def collect(env, transitions: int, policy, seed: int = 0):
     """Play MiniGrid's own ``env`` (e.g. ``gymnasium.make("MiniGrid-DoorKey-8x8-v0")``) for
     ``transitions`` steps and record gridplan's float states around each action.
@@ -165,9 +181,12 @@ def collect(env, transitions: int, policy, seed: int = 0):
         (``state_vector``); ``next_states`` of a last step is the state it reached.
 
     Raises:
+        TypeError: if ``env`` is not a MiniGrid env (gridplan's own ``GridPlanEnv`` included),
+            naming its class.
         ValueError: on ``transitions`` below 1, an action outside ``0..6``, or a grid that is
             not a DoorKey layout (``track``).
     """
+    _check_minigrid(env)
     if transitions < 1:
         raise ValueError(f"transitions must be >= 1, got {transitions}")
     rng, episodes = np.random.default_rng(seed), 0

@@ -52,7 +52,7 @@ from gridplan.core.doorkey_constants import (
     SUCCESS_PENALTY,
     WALL_X,
 )
-from gridplan.core.doorkey_values import layout_values, state_index
+from gridplan.core.doorkey_values import horizon_values, layout_values, state_index
 from gridplan.core.doorkey_world import BASE_DIM_NAMES, DoorKey
 
 #: The MiniGrid dims of the float state, in its order (dims 0..8).
@@ -193,7 +193,10 @@ def minigrid_return(success: torch.Tensor, steps: torch.Tensor, world: DoorKey) 
 
 
 class DoorKeyValueTable:
-    """Exact V* and Q* of float DoorKey states that mix layouts (module docstring).
+    """Exact V* and Q* of float DoorKey states that mix layouts (module docstring), or with
+    ``steps`` the optimal ``steps``-step values without a terminal heuristic and their Q
+    (``doorkey_values.horizon_values``: the lookahead anchors of
+    ``gridplan.evaluation.anchors``).
 
     Each layout's table (``doorkey_values.layout_values``, float64 cast to float32) is built
     the first time a state of it is looked up and appended to one flat table, so a lookup is
@@ -202,10 +205,18 @@ class DoorKeyValueTable:
     Args:
         task: the ``DoorKeyTask`` (world and ``gamma``).
         device: where the tables live.
+        steps: ``None`` for V*, else the horizon ``>= 0`` of the finite-horizon values.
+
+    Raises:
+        ValueError: if ``steps < 0``.
     """
 
-    def __init__(self, task: DoorKeyTask, device: torch.device | str = "cpu") -> None:
-        self.task, self.gamma = task, task.gamma
+    def __init__(
+        self, task: DoorKeyTask, device: torch.device | str = "cpu", steps: int | None = None
+    ) -> None:
+        if steps is not None and steps < 0:
+            raise ValueError(f"steps must be >= 0, got {steps}")
+        self.task, self.gamma, self.steps = task, task.gamma, steps
         self.device = torch.device(device)
         n = task.world.size
         self._offset = torch.full((n * n,), -1, dtype=torch.long, device=self.device)
@@ -221,14 +232,20 @@ class DoorKeyValueTable:
             for code in codes:
                 if int(self._offset[code]) >= 0:
                     continue
-                wall_x, door_y = divmod(code, n)
-                table = layout_values(self.task.world, wall_x, door_y, self.gamma).values
+                table = self._layout_table(*divmod(code, n))
                 placed[code] = size
                 parts.append(table.to(self.device, torch.float32))
                 size += table.shape[0]
             self._values = torch.cat(parts)
             for code, offset in placed.items():
                 self._offset[code] = offset
+
+    def _layout_table(self, wall_x: int, door_y: int) -> torch.Tensor:
+        """``(layout_size,)`` float64 values of one layout (V* or ``V_steps``)."""
+        world = self.task.world
+        if self.steps is None:
+            return layout_values(world, wall_x, door_y, self.gamma).values
+        return horizon_values(world, wall_x, door_y, self.gamma, self.steps)
 
     def _at(self, cells: torch.Tensor) -> torch.Tensor:
         """V* of ``(B, 10)`` MiniGrid states, clamped in range (``decode``): ``(B,)``."""
@@ -246,22 +263,35 @@ class DoorKeyValueTable:
         return self._at(decode(state, self.task.world)[0])
 
     def q_values(self, state: torch.Tensor) -> torch.Tensor:
-        """``Q*(s, a) = r(s') + gamma V*(s') (1 - terminal(s'))`` of ``(B, S)`` float states:
+        """``Q*(s, a) = r(s') + gamma V*(s') (1 - terminal(s'))`` of ``(B, S)`` float states
+        (with ``steps``, ``V_steps`` in place of V*: the depth-``steps + 1`` search value):
         ``(B, 7)`` float32; 0 in terminal states (the agent on the goal)."""
-        world = self.task.world
-        cells = decode(state, world)[0]
-        q = []
-        for a in range(N_ACTIONS):
-            action = torch.full((state.shape[0],), a, dtype=torch.long, device=state.device)
-            nxt, _, goal, _, _ = dk_env.transition(cells, action, world)
-            q.append(torch.where(goal, GOAL_REWARD, self.gamma * self._at(nxt)))
-        done = self.task.outcome(state)[1]
-        return torch.stack(q, dim=1).masked_fill_(done.unsqueeze(1), 0.0)
+        nxt, goal = successors(state, self.task.world)
+        return self.q_of(nxt, goal, self.task.outcome(state)[1])
+
+    def q_of(self, nxt: torch.Tensor, goal: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
+        """``q_values`` of states whose ``successors`` are known, so that tables of several
+        horizons share one step: ``nxt`` ``(7, B, 10)`` int64, ``goal`` ``(7, B)`` bool,
+        ``done`` ``(B,)`` bool (the state is terminal). Returns ``(B, 7)`` float32."""
+        v = self._at(nxt.reshape(-1, nxt.shape[-1])).view(goal.shape)
+        q = torch.where(goal, GOAL_REWARD, self.gamma * v)
+        return q.T.contiguous().masked_fill_(done.unsqueeze(1), 0.0)
+
+
+def successors(state: torch.Tensor, world: DoorKey) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every action's next MiniGrid state of ``(B, S)`` float states read through ``decode``,
+    in one step of ``7 B`` rows: ``(7, B, 10)`` int64, action-major, and ``(7, B)`` bool, the
+    step reaches the goal."""
+    cells = decode(state, world)[0]
+    b = cells.shape[0]
+    action = torch.arange(N_ACTIONS, device=state.device).repeat_interleave(b)
+    nxt, _, goal, _, _ = dk_env.transition(cells.repeat(N_ACTIONS, 1), action, world)
+    return nxt.view(N_ACTIONS, b, STATE_DIM), goal.view(N_ACTIONS, b)
 
 
 @functools.lru_cache(maxsize=16)
-def _table(task: DoorKeyTask, device: str) -> DoorKeyValueTable:
-    return DoorKeyValueTable(task, device)
+def _table(task: DoorKeyTask, device: str, steps: int | None) -> DoorKeyValueTable:
+    return DoorKeyValueTable(task, device, steps)
 
 
 @dataclass(frozen=True)
@@ -360,9 +390,16 @@ class DoorKeyTask:
         goal = (agent == torch.tensor(self.goal, dtype=agent.dtype, device=agent.device)).all(1)
         return goal.to(state.dtype) * GOAL_REWARD, goal, torch.zeros_like(goal)
 
-    def value_table(self, device: torch.device | str = "cpu") -> DoorKeyValueTable:
-        """The cached ``DoorKeyValueTable`` of this task on ``device``."""
-        return _table(self, str(torch.device(device)))
+    def value_table(
+        self, device: torch.device | str = "cpu", steps: int | None = None
+    ) -> DoorKeyValueTable:
+        """The cached ``DoorKeyValueTable`` of this task on ``device``: V*, or with ``steps``
+        the ``steps``-step values without a terminal heuristic.
+
+        Raises:
+            ValueError: if ``steps < 0``.
+        """
+        return _table(self, str(torch.device(device)), steps)
 
 
 def task_on(task, world: DoorKey) -> DoorKeyTask:

@@ -19,6 +19,11 @@ Only ``d`` is swept until it stops changing; after ``k`` sweeps the value sweep 
 rounds monotonically, so the best successor is the nearest), so V* is read off ``d``,
 bit for bit what sweeping both gives, in as many sweeps.
 
+The finite-horizon values of the lookahead anchor policies (``gridplan.evaluation.anchors``)
+fall out of ``d`` the same way: ``V_0 = 0``, ``V_k(s) = max_a [goal(s, a) + (1 - goal(s, a))
+gamma V_{k-1}(s')]`` with 0 at terminal states is what the ``k``-th value sweep holds, V*
+where ``d <= k`` and 0 elsewhere (``horizon_values``).
+
 MiniGrid's own return depends on the step count ``t`` (``1 - 0.9 (t + d) / max_steps`` when
 the goal is reached at ``t + d <= max_steps``, else 0); it is maximised by the shortest path,
 so ``minigrid_return`` reads it off ``d`` exactly. Tables are built lazily, one per layout, and
@@ -219,6 +224,24 @@ def layout_values(world: DoorKey, wall_x: int, door_y: int, gamma: float) -> Lay
     distance = torch.full((ok.shape[0],), UNREACHABLE, dtype=torch.long)
     distance[full] = d.long().masked_fill_(d >= _FAR, UNREACHABLE)
     return LayoutValues(values=values, distance=distance, sweeps=sweeps)
+
+
+def horizon_values(
+    world: DoorKey, wall_x: int, door_y: int, gamma: float, steps: int
+) -> torch.Tensor:
+    """Optimal ``steps``-step values of one layout without a terminal heuristic, indexed by
+    ``state_index``: ``(layout_size,)`` float64, ``V_steps`` of the module docstring (V*
+    where the goal is at most ``steps`` steps away, else 0). ``r + gamma V_{d-1}(s')`` is
+    then the depth-``d`` full-width search value of first action ``a`` with a zero leaf
+    value, as ``gridplan.evaluation.anchors.finite_horizon_values`` in the paper's world.
+
+    Raises:
+        ValueError: if ``steps < 0``, or as ``layout_values``.
+    """
+    if steps < 0:
+        raise ValueError(f"steps must be >= 0, got {steps}")
+    exact = layout_values(world, wall_x, door_y, gamma)
+    return exact.values.masked_fill(exact.distance > steps, 0.0)
 
 
 class DoorKeyValues:

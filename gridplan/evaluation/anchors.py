@@ -1,23 +1,27 @@
-"""Anchor policies of the policy-ranking level (L6) and the value-error level (L5).
+"""Anchor policies of the policy-ranking level (L6) and the outcome-fidelity level (L5).
 
-A fixed set of policies spanning weak to strong, each a function of the *discrete relevant
-state* (agent cell, key cell, carrying, door, and ``c1`` where the task reads it) plus explicit
-randomness. Because they read a state only through its discrete index, the same policy runs
-unchanged in the true environment and inside any world model (on imagined states read through
-rounded cells and 0.5-thresholded flags, like the planner's V* lookup).
+A fixed set of policies spanning weak to strong, each a function of the *relevant state* read
+through rounded cells and 0.5-thresholded flags (like the planner's V* lookup) plus explicit
+randomness, so the same policy runs unchanged in the true environment and inside any world
+model. Both kinds of task have them, with the same meaning: the paper's world (its discrete
+relevant state: agent cell, key cell, carrying, door, and ``c1`` where the task reads it;
+``TabulatedGreedy``) and MiniGrid DoorKey (agent cell and heading, key, carrying, door,
+layout; ``DoorKeyGreedy``), each acting over the world's ``n_actions``.
 
 The anchor set (``ANCHORS``), weakest first:
 
 ==================  =================================================================
 ``uniform_random``  a uniform random action every step
 ``key_ignoring``    greedy in Q* of the state read as if the key were already carried:
-                    heads for the door and the goal, succeeds only if its path crosses
-                    the key
+                    heads for the door and the goal. In the paper's world it succeeds
+                    only if its path crosses the key (a step onto it picks it up); on
+                    DoorKey it never picks the key up, so the locked door stays shut
 ``lookahead_4``     the full-width planner at depth d with the true model and *no* leaf
 ``lookahead_8``     heuristic (sparse reward only, ties at random): random until the goal
 ``lookahead_12``    is within d steps. Computed by finite-horizon value iteration, which
                     equals the depth-d search because the relevant dynamics are
-                    deterministic (``tests/test_anchors.py`` checks it by enumeration)
+                    deterministic (``tests/evaluation/test_anchors.py`` checks it by
+                    enumeration; on DoorKey ``doorkey_values.horizon_values``)
 ``eps_greedy_0.75`` epsilon-greedy in Q*: a uniform random action with probability
 ``eps_greedy_0.5``  epsilon, else greedy (ties at random)
 ``eps_greedy_0.25``
@@ -30,9 +34,10 @@ The oracle planner at depths 1/2/4 *with* the V* heuristic would be three copies
 ``greedy`` (its depth-D first-action values equal Q*), so the depth anchors drop the heuristic.
 
 Randomness: every step draws the same shapes from the policy generator for every row, alive
-or not (``(M, 4)`` tie-breaks, ``(M,)`` epsilon coins, ``(M,)`` random actions), so a policy
-run in the true environment and inside a model with the same seed makes the same choices
-wherever the two runs see the same discrete state (common random numbers).
+or not (``(M, A)`` tie-breaks, ``A = task.world.n_actions``, ``(M,)`` epsilon coins, ``(M,)``
+random actions), so a policy run in the true environment and inside a model with the same
+seed makes the same choices wherever the two runs see the same relevant state (common random
+numbers).
 
 Letter legend: ``M`` rows (anchor-major blocks), ``n`` discrete relevant states.
 """
@@ -47,8 +52,9 @@ import torch
 
 from gridplan.core import dynamics
 from gridplan.core.constants import N_ACTIONS
+from gridplan.core.doorkey_task import F_CARRYING, DoorKeyTask, DoorKeyValueTable, successors
 from gridplan.core.env import outcome, relevant_step
-from gridplan.core.tasks import Task
+from gridplan.core.tasks import Task, TaskKind, check
 from gridplan.core.values import check_table_memory, discrete_index
 from gridplan.planning.planner import TIE_TOLERANCE
 
@@ -190,52 +196,124 @@ def get_anchors(names: tuple[str, ...] | None = None) -> tuple[Anchor, ...]:
 
 
 class PolicyDraws(NamedTuple):
-    """One step's policy randomness of ``M`` rows: ``tie`` ``(M, 4)`` uniforms breaking ties
-    between greedy actions, ``coin`` ``(M,)`` uniforms against epsilon, ``random_action``
-    ``(M,)`` long uniform actions."""
+    """One step's policy randomness of ``M`` rows: ``tie`` ``(M, A)`` uniforms breaking ties
+    between greedy actions (``A = task.world.n_actions``), ``coin`` ``(M,)`` uniforms against
+    epsilon, ``random_action`` ``(M,)`` long uniform actions."""
 
     tie: torch.Tensor
     coin: torch.Tensor
     random_action: torch.Tensor
 
 
-class AnchorSet:
-    """Several anchor policies acting on one batch of discrete states, one anchor per row.
+def _best_actions(q: torch.Tensor) -> torch.Tensor:
+    """``(M, A)`` float 0/1 mask of the actions within ``TIE_TOLERANCE`` of the best of
+    ``(M, A)`` action values."""
+    return (q >= q.amax(dim=1, keepdim=True) - TIE_TOLERANCE).float()
+
+
+class TabulatedGreedy:
+    """The best actions of anchors in the paper's world, tabulated over its discrete states.
+
+    The greedy choice depends only on (anchor, discrete state): each anchor's ``(n, 4)`` mask
+    of its best actions, in the state it reads, is tabulated once, so a step is one gather.
 
     Args:
-        anchors: the policies (``ANCHORS`` by default).
-        task: their task (the V* table and the dynamics tables).
+        anchors: the policies.
+        task: a paper-world ``Task`` (``DiscreteDynamics``, the V* table).
         device: where the tables live.
     """
 
+    def __init__(self, anchors: tuple[Anchor, ...], task: Task, device: str) -> None:
+        self.dynamics = dyn = discrete_dynamics(task, device)
+        v_star = dynamics.value_table(task, device).table
+        gamma = torch.tensor(task.gamma, device=device)
+        own = torch.arange(dyn.n_states, device=device)
+        masks = []
+        for a in anchors:
+            # Q_d(s, a) = r + gamma * V_{d-1}(s'): the depth-d table is d - 1 steps deep.
+            values = v_star if a.lookahead == 0 else _lookahead_table(task, device, a.lookahead - 1)
+            read = dyn.as_carried if a.key_as_carried else own
+            q = dyn.reward.T[read].addcmul_(values[dyn.next_index.T[read]], gamma)
+            masks.append(_best_actions(q))
+        self._greedy = torch.cat(masks)
+
+    def __call__(self, state: torch.Tensor, anchor: torch.Tensor) -> torch.Tensor:
+        """``(M, 4)`` best-action masks of ``(M, S)`` float states, row ``i`` of anchor
+        ``anchor[i]``."""
+        return self._greedy[anchor * self.dynamics.n_states + self.dynamics.index(state)]
+
+
+class DoorKeyGreedy:
+    """The best actions of anchors on MiniGrid DoorKey, from the action values of the state
+    each reads (``DoorKeyValueTable.q_values``: Q*, or for ``lookahead_d`` the depth-d search
+    value ``r + gamma V_{d-1}(s')`` of ``doorkey_values.horizon_values``), computed per step
+    (its tables are per layout, built as layouts are met), every table's from one step of
+    the states (``doorkey_task.successors``). ``key_as_carried`` reads the state
+    with its carrying flag set (``decode`` puts a carried key on the agent's cell).
+
+    Args:
+        anchors: the policies.
+        task: a ``DoorKeyTask``.
+        device: where the tables live.
+    """
+
+    def __init__(self, anchors: tuple[Anchor, ...], task: DoorKeyTask, device: str) -> None:
+        tables: dict[int, DoorKeyValueTable] = {}
+        for a in anchors:
+            if a.lookahead not in tables:
+                tables[a.lookahead] = (
+                    dynamics.value_table(task, device)
+                    if a.lookahead == 0
+                    else task.value_table(device, steps=a.lookahead - 1)
+                )
+        self._tables = tuple(tables.values())
+        depth = list(tables)
+        self._which = torch.tensor([depth.index(a.lookahead) for a in anchors], device=device)
+        self._carried = torch.tensor([a.key_as_carried for a in anchors], device=device)
+        self.task = task
+
+    def __call__(self, state: torch.Tensor, anchor: torch.Tensor) -> torch.Tensor:
+        """``(M, A)`` best-action masks of ``(M, S)`` float states, row ``i`` of anchor
+        ``anchor[i]``."""
+        read = state.clone()
+        carried = self._carried[anchor]
+        read[:, F_CARRYING] = torch.where(carried, 1.0, read[:, F_CARRYING])
+        nxt, goal = successors(read, self.task.world)
+        done = self.task.outcome(read)[1]
+        which = self._which[anchor]
+        q = torch.zeros(state.shape[0], self.task.world.n_actions, device=state.device)
+        for i, table in enumerate(self._tables):
+            rows = (which == i).nonzero().squeeze(1)
+            if rows.numel():
+                q[rows] = table.q_of(nxt[:, rows], goal[:, rows], done[rows])
+        return _best_actions(q)
+
+
+class AnchorSet:
+    """Several anchor policies acting on one batch of float states, one anchor per row.
+
+    Args:
+        anchors: the policies (``ANCHORS`` by default).
+        task: their task, of either kind: the paper's world (``TabulatedGreedy``) or
+            MiniGrid DoorKey (``DoorKeyGreedy``).
+        device: where the tables live.
+
+    Raises:
+        ValueError: on an empty anchor set.
+    """
+
     def __init__(
-        self, anchors: tuple[Anchor, ...], task: Task, device: torch.device | str = "cpu"
+        self, anchors: tuple[Anchor, ...], task: TaskKind, device: torch.device | str = "cpu"
     ) -> None:
         if not anchors:
             raise ValueError("an anchor set needs at least one policy")
         self.anchors = tuple(anchors)
-        self.task = task
+        self.task = check(task)
         device = str(torch.device(device))
-        self.dynamics = discrete_dynamics(task, device)
-        v_star = dynamics.value_table(task, device).table
-        # Q_d(s, a) = r + gamma * V_{d-1}(s'): the depth-d table is d - 1 steps deep.
-        tables = [
-            v_star if a.lookahead == 0 else _lookahead_table(task, str(device), a.lookahead - 1)
-            for a in self.anchors
-        ]
-        self.values = torch.stack(tables).to(device)
+        self.n_actions = task.world.n_actions
         self.epsilon = torch.tensor([a.epsilon for a in self.anchors], device=device)
-        # The greedy choice depends only on (anchor, discrete state): each anchor's
-        # (n, 4) mask of its best actions, in the state it reads, is tabulated once, so a
-        # step is one row gather.
-        dyn, gamma = self.dynamics, torch.tensor(task.gamma, device=device)
-        own = torch.arange(dyn.n_states, device=device)
-        masks = []
-        for a, values in zip(self.anchors, self.values, strict=True):
-            read = dyn.as_carried if a.key_as_carried else own
-            q = dyn.reward.T[read].addcmul_(values[dyn.next_index.T[read]], gamma)
-            masks.append((q >= q.amax(dim=1, keepdim=True) - TIE_TOLERANCE).float())
-        self._greedy = torch.cat(masks)
+        greedy = TabulatedGreedy if isinstance(task, Task) else DoorKeyGreedy
+        self._best = greedy(self.anchors, task, device)
 
     def __len__(self) -> int:
         return len(self.anchors)
@@ -244,32 +322,39 @@ class AnchorSet:
     def names(self) -> tuple[str, ...]:
         return tuple(a.name for a in self.anchors)
 
-    @staticmethod
-    def draw(m: int, generator: torch.Generator) -> PolicyDraws:
+    def draw(self, m: int, generator: torch.Generator) -> PolicyDraws:
         """One step's randomness of ``m`` rows, in the fixed shapes of the module docstring."""
-        device = generator.device
+        device, n = generator.device, self.n_actions
         return PolicyDraws(
-            tie=torch.rand(m, N_ACTIONS, generator=generator, device=device),
+            tie=torch.rand(m, n, generator=generator, device=device),
             coin=torch.rand(m, generator=generator, device=device),
-            random_action=torch.randint(0, N_ACTIONS, (m,), generator=generator, device=device),
+            random_action=torch.randint(0, n, (m,), generator=generator, device=device),
         )
 
     def act(
         self,
-        index: torch.Tensor,
+        state: torch.Tensor,
         anchor: torch.Tensor,
         randomness: torch.Generator | PolicyDraws,
+        alive: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Actions ``(M,)`` long of each row's anchor in discrete state ``index``.
+        """Actions ``(M,)`` long of each row's anchor in ``state``.
 
         Args:
-            index: ``(M,)`` long discrete states (``DiscreteDynamics.index``).
+            state: ``(M, S)`` float states, true or imagined (read through rounded cells).
             anchor: ``(M,)`` long anchor of each row (position in ``anchors``).
             randomness: the policy stream (this step's ``draw`` is taken from it), or draws
                 already taken, so that two runs can share one step's randomness.
+            alive: ``(M,)`` bool rows whose action is used; the others get their random
+                action and their greedy choice is not computed (default: every row).
         """
         if isinstance(randomness, torch.Generator):
-            randomness = self.draw(index.shape[0], randomness)
-        best = self._greedy[anchor * self.dynamics.n_states + index]
-        greedy = (randomness.tie * best).argmax(dim=1)
-        return torch.where(randomness.coin < self.epsilon[anchor], randomness.random_action, greedy)
+            randomness = self.draw(state.shape[0], randomness)
+        greedy = randomness.coin >= self.epsilon[anchor]
+        if alive is not None:
+            greedy &= alive
+        rows = greedy.nonzero().squeeze(1)
+        best = torch.zeros(state.shape[0], self.n_actions, device=state.device)
+        best[rows] = self._best(state[rows], anchor[rows])
+        chosen = (randomness.tie * best).argmax(dim=1)
+        return torch.where(greedy, chosen, randomness.random_action)

@@ -13,6 +13,8 @@ The gates are fixed before any model is seen (``GATES``): L4 the planner's first
 optimal in at least 90% of branch states; L5 the anchor policies' values inside the model are
 within 0.05 (return units, values lie in [0, 1]) of their true values on average; L6 the model
 orders at least 80% of the anchor pairs like the environment (0.5 is a random ordering).
+The gates mean the same on MiniGrid DoorKey, where the anchor policies act over its seven
+actions (``gridplan.evaluation.anchors``).
 The card also lists L1 beside the oracle's floor (the oracle's own E_tot on the same windows,
 not 0 because the distractors are stochastic), the clamped share of a plug-in's predictions,
 why L0 does not apply to this model (``l0_status``: what it observes, its world's state size)
@@ -29,7 +31,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from gridplan.core.world import World, recorded
+from gridplan.core.world import recorded
 from gridplan.evaluation.schema import LEVEL_TITLES, check_schema, report_task, write_text
 from gridplan.evaluation.tabular import report_tables
 from gridplan.util.jsonio import dumps
@@ -127,25 +129,11 @@ def l0_status(report: dict) -> str:
     )
 
 
-#: Why L5 and L6 are not applicable on a world of another kind than the paper's.
-ANCHORS_REASON = (
-    "not defined on {world}: its anchor policies (gridplan.evaluation.anchors) act on the "
-    "paper world's discrete tables"
-)
-
-
 def not_applicable(report: dict) -> dict[str, str]:
-    """Every level the card marks not applicable, with the reason for this report: on a world
-    of another kind than the paper's (MiniGrid DoorKey), also the anchor levels it does not
-    define (``gridplan.evaluation.ladder.OTHER_WORLD_LEVELS``)."""
-    from gridplan.evaluation.ladder import OTHER_WORLD_LEVELS
-
-    out = {"L0": l0_status(report), **NOT_APPLICABLE}
-    world = report_task(report).world
-    if not isinstance(world, World):
-        reason = ANCHORS_REASON.format(world=world.name)
-        out.update({lv: reason for lv in ("L5", "L6") if lv not in OTHER_WORLD_LEVELS})
-    return out
+    """Every level the card marks not applicable, with the reason for this report. The gated
+    levels L4-L6 apply on both kinds of world (MiniGrid DoorKey runs the same anchor policies,
+    ``gridplan.evaluation.anchors``)."""
+    return {"L0": l0_status(report), **NOT_APPLICABLE}
 
 
 def card_stem(json_path: str | Path) -> Path:
@@ -262,8 +250,7 @@ def verdict(report: dict, checked: list[dict] | None = None) -> str:
     checked = gates(report) if checked is None else checked
     use = f"planning with the depth-{report['depth']} planner on task {report['task']}"
     failed = [g for g in checked if g["passed"] is False]
-    undefined = not_applicable(report)
-    unmeasured = [g for g in checked if g["passed"] is None and g["level"] not in undefined]
+    unmeasured = [g for g in checked if g["passed"] is None]
     parts = []
     if failed:
         parts.append(f"Not fit for {use}.")
@@ -272,10 +259,7 @@ def verdict(report: dict, checked: list[dict] | None = None) -> str:
         missing = ", ".join(g["level"] for g in unmeasured)
         parts.append(f"No verdict on {use}: gate levels {missing} were not measured.")
     else:
-        skipped = [g["level"] for g in checked if g["passed"] is None]
-        world = report_task(report).world.name
-        note = f" ({', '.join(skipped)}: not defined on {world})" if skipped else ""
-        parts.append(f"Fit for {use}: every gate passes{note}.")
+        parts.append(f"Fit for {use}: every gate passes.")
     success = _value(report, "L7", "success")
     if success is not None:
         oracle = _value(report, "L7", "success_oracle")
@@ -534,8 +518,6 @@ def _markdown(card: dict, report: dict) -> str:
     for g in card["gates"]:
         value = "n/a" if g["value"] is None else f"{g['value']:.4g}"
         result = {True: "pass", False: "FAIL", None: "not measured"}[g["passed"]]
-        if g["passed"] is None and g["level"] in card["not_applicable"]:
-            result = "not applicable"
         lines.append(f"| {g['level']} | {g['rule']} | {g['meaning']} | {value} | {result} |")
     lines += ["", "## Profile (every recorded number, 95% intervals)"]
     for table in report_tables(report):

@@ -17,6 +17,7 @@ import torch
 
 from gridplan.core import dynamics
 from gridplan.core.tasks import Task
+from gridplan.models.capabilities import capabilities_of
 
 #: Normal quantile of the 95% intervals of means.
 Z95 = 1.959963984540054
@@ -95,7 +96,7 @@ def relevant_sq_error(pred: torch.Tensor, target: torch.Tensor, task: Task) -> t
 
 def has_reward(model) -> bool:
     """Whether ``model`` predicts its own reward (``predict_reward``)."""
-    return callable(getattr(model, "predict_reward", None))
+    return capabilities_of(model).reward
 
 
 def predicted_outcome(

@@ -32,6 +32,7 @@ from gridplan.core import dynamics
 from gridplan.core.env import check_state
 from gridplan.core.tasks import Task
 from gridplan.evaluation.common import NON_NEGATIVE, RATE, Estimate
+from gridplan.models.capabilities import capabilities_of
 from gridplan.models.noise import OracleModel
 from gridplan.planning.planner import TIE_TOLERANCE, Planner, break_ties, resolve_ties
 from gridplan.planning.sequences import sequence_returns
@@ -105,7 +106,7 @@ def leaf_scores(
     Raises:
         ValueError: as ``Planner``, or if the model has several settings.
     """
-    if getattr(model, "n_settings", 1) != 1:
+    if capabilities_of(model).n_settings != 1:
         raise ValueError("leaf scores are measured for single-setting models")
     planner = Planner(model, depth, task, device=roots.device, **planner_kwargs)
     out = roots.new_empty(roots.shape[0], planner.n_leaves)

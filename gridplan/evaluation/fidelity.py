@@ -31,6 +31,7 @@ import torch
 from gridplan.core import dynamics
 from gridplan.core.tasks import Task
 from gridplan.evaluation.common import NON_NEGATIVE, Estimate, predicted_outcome, relevant_sq_error
+from gridplan.models.capabilities import capabilities_of
 
 UncertaintyFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -57,9 +58,8 @@ def imagined_rollout(
         uncertainty scores (``None`` without ``uncertainty``).
     """
     n, h = actions.shape
-    start_rollout = getattr(model, "start_rollout", None)
-    if start_rollout is not None:
-        start_rollout(n, generator)
+    if capabilities_of(model).rollout_start:
+        model.start_rollout(n, generator)
     state, preds, scores = start, [], []
     for t in range(h):
         if uncertainty is not None:
@@ -114,9 +114,8 @@ def branch_predictions(
     n, n_actions = states.shape[0], task.world.n_actions
     rows = states.repeat(n_actions, 1)
     action = torch.arange(n_actions, device=states.device).repeat_interleave(n)
-    start_rollout = getattr(model, "start_rollout", None)
-    if start_rollout is not None:
-        start_rollout(rows.shape[0], model_generator)
+    if capabilities_of(model).rollout_start:
+        model.start_rollout(rows.shape[0], model_generator)
     pred = model.predict(rows, action, model_generator)
     true, reward_true, _, _ = dynamics.transition(task, rows, action, env_generator)
     reward_model, _, _ = predicted_outcome(model, rows, action, pred, task)

@@ -49,9 +49,8 @@ from gridplan.evaluation.spec import (
     resolve_spec,
 )
 from gridplan.evaluation.uncertainty import uncertainty_source
-from gridplan.models.contract import check_model_world
-from gridplan.models.latent_contract import is_latent_model
-from gridplan.models.plugins import check_contract, checked
+from gridplan.models.capabilities import capabilities_of
+from gridplan.models.plugins import CheckedModel, admit
 from gridplan.planning.learned_value import LearnedValue
 from gridplan.planning.planner import Planner
 from gridplan.util.progress import Progress, as_progress
@@ -95,9 +94,9 @@ def check_levels(levels: Sequence[str] | None, model=None) -> tuple[str, ...]:
 
 #: The levels measured on a task of another kind than the paper's world (MiniGrid DoorKey,
 #: ``gridplan.core.doorkey_task``), which reach it through ``gridplan.core.dynamics`` and its
-#: ``n_actions``. L5 and L6 run the anchor policies (``gridplan.evaluation.anchors``), which act
-#: on the paper world's discrete tables; ``uncertainty`` is not yet checked on another world.
-OTHER_WORLD_LEVELS = ("L1", "L4", "success", "L7", "probe")
+#: ``n_actions`` (L5 and L6: the anchor policies of ``gridplan.evaluation.anchors``);
+#: ``uncertainty`` is not yet checked on another world.
+OTHER_WORLD_LEVELS = ("L1", "L4", "L5", "L6", "success", "L7", "probe")
 
 
 def check_world_levels(task, levels: Sequence[str]) -> None:
@@ -127,17 +126,22 @@ def _measure(
     progress: bool | Progress,
     learned_value: LearnedValue | None,
 ) -> Report:
-    """The report of ``levels`` of the checked model under ``spec``
+    """The report of ``levels`` of the model under ``spec``
     (``gridplan.evaluation.levels.measure``), with the notes on the model's own reward and on
-    clamped predictions."""
-    if getattr(model, "n_settings", 1) != 1:
+    clamped predictions. The model crosses ``gridplan.models.plugins.admit`` here, once; the
+    levels read its ``Capabilities``."""
+    offers = capabilities_of(model)
+    if offers.n_settings != 1:
         raise ValueError("evaluate takes a single-setting model (n_settings == 1)")
     task = spec.resolved_task()
     name = (model_info or {}).get("name", type(model).__name__)
-    check_model_world(model, task.world)
     check_world_levels(task, levels)
+    if offers.history_only:
+        # Admitted, a history model is the latent model of its flattened state.
+        model = admit(model, task, device, name)
+        offers = capabilities_of(model)
     latent = None
-    if is_latent_model(model) and not callable(getattr(model, "predict", None)):
+    if offers.latent_only:
         # A latent model: measured with the frozen-decoder protocol, then every level runs
         # on its decoded states (gridplan.evaluation.latent_eval).
         heads = spec.planner.leaf_score == "heads"
@@ -149,8 +153,7 @@ def _measure(
             f"heads; {name} is a state model, whose leaves are scored with the true reward and "
             "V* (drop --leaf-score)"
         )
-    model = checked(model, name)
-    check_contract(model, task, device, name)
+    model = admit(model, task, device, name)
     ties, tree = spec.planner.ties, spec.planner.tree_for(model)
     # Building a planner checks the depth against its memory budget before any level runs.
     Planner(model, spec.depth, task, device=device, ties=ties, tree=tree)
@@ -179,12 +182,21 @@ def _measure(
             "imagined rollouts score its reward (predict_reward), not the true reward of its "
             "predicted states; termination is still read from the predicted states"
         )
-    clamped_before = getattr(model, "clamped", 0)
-    predicted_before = getattr(model, "predicted", 0)
     ctx = LevelContext(model, task, spec, device, levels, report, as_progress(progress), planner)
+    if isinstance(model, CheckedModel):
+        _measure_clamped(ctx)
+    else:
+        measure(ctx)
+    return report
+
+
+def _measure_clamped(ctx: LevelContext) -> None:
+    """``measure(ctx)`` of a plug-in, with the note on the predictions it clamped."""
+    model, report = ctx.model, ctx.report
+    clamped_before, predicted_before = model.clamped, model.predicted
     measure(ctx)
-    clamped = getattr(model, "clamped", 0) - clamped_before
-    predicted = getattr(model, "predicted", 0) - predicted_before
+    clamped = model.clamped - clamped_before
+    predicted = model.predicted - predicted_before
     if clamped:
         fraction = clamped / max(predicted, 1)
         report.clamped = {"values": clamped, "of": predicted, "fraction": fraction}
@@ -193,7 +205,6 @@ def _measure(
             "outside [0, 1] and clamped into it; the next imagined steps started from the "
             "clamped states"
         )
-    return report
 
 
 def evaluate(

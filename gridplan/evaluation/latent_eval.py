@@ -37,6 +37,7 @@ from gridplan.metrics.frozen_decoder import (
     latent_floor,
     protocol_splits,
 )
+from gridplan.models.capabilities import capabilities_of, checked_on
 from gridplan.models.latent import LATENT_KIND, load_latent_model
 from gridplan.models.latent_contract import LatentThroughDecoder, check_latent_model
 from gridplan.models.learned import CHECKPOINT_KEY, _read_checkpoint, load_world_model
@@ -110,10 +111,13 @@ def prepare_latent(
             (``gridplan.planning.latent_scorer``).
 
     Raises:
-        ValueError: if the model breaks the latent contract (``LatentContractError``), a
-            state dim of the protocol data has zero variance, or the latents are non-finite.
+        ValueError: if the model breaks the latent contract (``LatentContractError``; not
+            checked again for a model ``gridplan.models.plugins.admit`` admitted on this world
+            and device), a state dim of the protocol data has zero variance, or the latents are
+            non-finite.
     """
-    check_latent_model(latent, task.world, device)
+    if not checked_on(latent, task.world, device):
+        check_latent_model(latent, task.world, device)
     data = collect(protocol.policy, protocol.transitions, protocol.data_seed, task, device)
     parts = protocol_splits(
         data, protocol.split_seed, protocol.val_fraction, protocol.test_fraction
@@ -123,20 +127,20 @@ def prepare_latent(
         return torch.Generator(device=torch.device(device)).manual_seed(protocol.predict_seed)
 
     gen = draws()
-    fit, val = (encode_transitions(latent, part, gen) for part in parts[:2])
+    # The model was checked above, once: its transitions are encoded unchecked.
+    fit, val = (encode_transitions(latent, part, gen, check=False) for part in parts[:2])
     # The test draws, and the floor's, start from the protocol's seed: every model is measured
     # against one floor, and the perfect latent model reads exactly its own.
-    test = encode_transitions(latent, parts[2], draws())
+    test = encode_transitions(latent, parts[2], draws(), check=False)
     with torch.enable_grad():
         decoder = fit_frozen_decoder(fit, val, seed=protocol.decoder_seed)
     frozen = latent_fidelity(test, decoder, task)
     floor = latent_floor(parts[2], decoder.normalization, task, draws())
-    own_decode = getattr(latent, "decode", None)
     own = None
-    if callable(own_decode):
+    if capabilities_of(latent).decoder:
         own = latent_fidelity(
             test,
-            own_decode,
+            latent.decode,
             task,
             decoder.fit_keys,
             {"kind": "model"},

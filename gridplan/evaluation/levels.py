@@ -77,6 +77,7 @@ STREAMS = {
     "anchors": 8,
     "anchor_model": 9,
     "random_policy": 10,
+    "anchor_env": 11,
 }
 
 
@@ -285,6 +286,7 @@ class LevelContext:
             self.task,
             1_000 * p.seed + STREAMS["anchors"],
             self.stream("anchor_model"),
+            self.stream("anchor_env"),
         )
 
 
@@ -395,7 +397,8 @@ def _difference(a: np.ndarray, b: np.ndarray, protocol: EvalSpec) -> dict:
 def _random_success(ctx: LevelContext) -> np.ndarray:
     """``(S, E)`` success of the uniform random policy from the closed loop's start states:
     the anchor ``uniform_random`` on the paper's world, ``random_policy_success`` (over the
-    world's ``n_actions``) on a task of another kind, which has no anchor tables."""
+    world's ``n_actions``) on a task of another kind, which steps only the episodes still
+    running: a DoorKey step is dearer than a gather from the paper world's tables."""
     p, seeds = ctx.spec, list(ctx.spec.seeds)
     starts = start_states(seeds, p.episodes, ctx.task, ctx.device)
     if not isinstance(ctx.task, Task):
@@ -408,6 +411,7 @@ def _random_success(ctx: LevelContext) -> np.ndarray:
         1,
         ctx.task,
         1_000 * p.seed + STREAMS["random_policy"],
+        ctx.stream("random_policy"),
         ctx.stream("random_policy"),
     )
     return runs.true_success.view(len(seeds), p.episodes).double().cpu().numpy()

@@ -5,7 +5,7 @@ states, ``K`` times each: in the true environment, and inside the model, where t
 on the imagined state, the model steps, and reward and termination are read from the
 predicted state (or the model's own ``predict_reward``, ``gridplan.evaluation.common``). The runs
 step in lockstep and share each step's policy draws, so they make the same random choices
-wherever they see the same discrete state. Returns are discounted,
+wherever they see the same relevant state (read through rounded cells). Returns are discounted,
 ``J = sum_{t < T} gamma^t r_{t+1}`` over the task's horizon ``T``, so ``J`` of the greedy policy
 from ``s`` is ``V*(s)``.
 
@@ -32,11 +32,12 @@ import numpy as np
 import torch
 
 from gridplan.core import dynamics
-from gridplan.core.tasks import Task
+from gridplan.core.tasks import TaskKind
 from gridplan.evaluation.anchors import AnchorSet
 from gridplan.evaluation.common import NON_NEGATIVE, Estimate, predicted_outcome
 from gridplan.evaluation.fidelity import Branches
 from gridplan.metrics.bootstrap import resample_means
+from gridplan.models.capabilities import capabilities_of
 
 
 @dataclass
@@ -75,22 +76,27 @@ def run_anchor_policies(
     anchors: AnchorSet,
     starts: torch.Tensor,
     rollouts: int,
-    task: Task,
+    task: TaskKind,
     policy_seed: int,
     model_generator: torch.Generator,
+    env_generator: torch.Generator,
     horizon: int | None = None,
 ) -> PolicyRuns:
     """Run every anchor ``rollouts`` times from every start, in the world and in the model.
+
+    Both runs are stepped on float states: the true one by ``gridplan.core.dynamics.transition``
+    (any task kind), the imagined one by ``model.predict``.
 
     Args:
         model: a single-setting world model, or ``None`` to run the true environment only
             (then ``model_return``/``model_success`` are empty).
         anchors: the policies.
-        starts: ``(N, 12)`` true start states.
+        starts: ``(N, S)`` true start states.
         rollouts: ``K >= 1`` rollouts per (anchor, start).
         task: reward, termination and the policies' tables.
         policy_seed: seed of the policy streams (the same for both runs).
         model_generator: the model's randomness.
+        env_generator: the true environment's randomness (its irrelevant dims).
         horizon: steps per rollout (default: the task's horizon).
 
     Raises:
@@ -106,7 +112,6 @@ def run_anchor_policies(
     rows = a * n * rollouts
     anchor = torch.arange(a, device=device).repeat_interleave(n * rollouts)
     discounts = [task.gamma**t for t in range(horizon)]
-    dyn = anchors.dynamics
     gen = torch.Generator(device=device).manual_seed(int(policy_seed))
     imagine = model is not None
 
@@ -114,34 +119,32 @@ def run_anchor_policies(
         return torch.zeros(rows, dtype=dtype, device=device)
 
     # Both runs step in lockstep and share each step's policy draws (common random numbers).
-    index = _tile(dyn.index(starts), a, rollouts)
+    state = _tile(starts, a, rollouts)
     ret, success, alive = zeros(), zeros(torch.bool), ~zeros(torch.bool)
     if imagine:
-        state = _tile(starts, a, rollouts)
+        imagined = state
         m_ret, m_success, m_alive = zeros(), zeros(torch.bool), ~zeros(torch.bool)
-        start_rollout = getattr(model, "start_rollout", None)
-        if start_rollout is not None:
-            start_rollout(rows, model_generator)
+        if capabilities_of(model).rollout_start:
+            model.start_rollout(rows, model_generator)
     for t in range(horizon):
         world, inside = bool(alive.any()), imagine and bool(m_alive.any())
         if not (world or inside):
             break
         draws = anchors.draw(rows, gen)
         if world:
-            action = anchors.act(index, anchor, draws)
-            reward = dyn.reward[action, index]
-            index = dyn.next_index[action, index]
+            action = anchors.act(state, anchor, draws, alive)
+            state, reward, done, info = dynamics.transition(task, state, action, env_generator)
             ret += discounts[t] * reward * alive
-            success |= (reward > 0) & alive
-            alive &= ~dyn.terminal[index]
+            success |= info["goal"] & alive
+            alive &= ~done
         if inside:
-            action = anchors.act(dyn.index(state), anchor, draws)
-            nxt = model.predict(state, action, model_generator)
-            reward, goal, hazard = predicted_outcome(model, state, action, nxt, task)
+            action = anchors.act(imagined, anchor, draws, m_alive)
+            nxt = model.predict(imagined, action, model_generator)
+            reward, goal, hazard = predicted_outcome(model, imagined, action, nxt, task)
             m_ret += discounts[t] * reward * m_alive
             m_success |= goal & m_alive
             m_alive &= ~(goal | hazard)
-            state = nxt
+            imagined = nxt
     shape = (a, n, rollouts)
     if not imagine:
         empty = torch.empty(0, device=device)
@@ -162,7 +165,7 @@ def random_policy_success(
     """``(N,)`` bool: the uniform random policy over ``task.world.n_actions`` reached the goal
     from each of the ``(N, S)`` true ``starts`` within ``horizon`` steps (default: the task's),
     stepped through ``gridplan.core.dynamics``; any task kind (the anchor set's
-    ``uniform_random`` is the paper world's same policy over its discrete tables).
+    ``uniform_random`` is the same policy, on draws shared with the other anchors).
 
     Raises:
         ValueError: if ``horizon < 1``.

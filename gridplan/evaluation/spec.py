@@ -43,7 +43,7 @@ from gridplan.evaluation.anchors import ANCHORS, get_anchors
 from gridplan.evaluation.decisions import XGAP_THRESHOLD
 from gridplan.evaluation.schema import LEVELS
 from gridplan.metrics.stats import BOOTSTRAP_RESAMPLES
-from gridplan.models.latent_contract import is_latent_model
+from gridplan.models.capabilities import capabilities_of
 from gridplan.planning.planner import TIES
 from gridplan.planning.planners import check_planner, planner_settings
 from gridplan.planning.registry import TREES
@@ -350,7 +350,8 @@ def _planner_of(data: Mapping[str, Any]) -> PlannerSpec:
 
 def model_obs(model) -> str:
     """The observation kind ``model`` reads: a latent model's ``obs_kind``, else ``state``."""
-    return getattr(model, "obs_kind", "state") if is_latent_model(model) else "state"
+    offers = capabilities_of(model)
+    return offers.obs_kind if offers.latent else "state"
 
 
 def fitted_to(spec: EvalSpec, model) -> EvalSpec:
@@ -362,7 +363,7 @@ def fitted_to(spec: EvalSpec, model) -> EvalSpec:
         ValueError: if the spec names another world or observation kind than the model's,
             naming both.
     """
-    own = getattr(model, "world", None)
+    own = capabilities_of(model).world
     own = own if isinstance(own, worlds.WORLD_KINDS) else worlds.get("default")
     if spec.world is not None and worlds.get(spec.world) != own:
         raise ValueError(

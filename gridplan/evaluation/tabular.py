@@ -258,7 +258,8 @@ def _level_rows(level: str, numbers: dict) -> list[Row]:
 
 def profile_table(report: dict) -> Table:
     """L1's per-dimension error ordered by graded relevance weight, with the 95% bootstrap
-    interval over the held-out windows (``profile_ci``) where recorded."""
+    interval over the held-out windows (``profile_ci``) where recorded; the paper's report
+    (``Report.paper_dict``) records none, and its table has no interval column."""
     from gridplan.core.relevance import relevance_weights
 
     task = report_task(report)
@@ -268,15 +269,17 @@ def profile_table(report: dict) -> Table:
     body = []
     for d in sorted(range(len(names)), key=lambda d: -weights[d]):
         name = names[d]
-        interval = f"[{ci[name][0]:.4f}, {ci[name][1]:.4f}]" if name in ci else ""
         relevant = "yes" if d in task.relevant_dims else "no"
-        error = number(report["profile"][name], 4)
-        body.append((name, relevant, f"{weights[d]:.3f}", error, interval))
+        cells = (name, relevant, f"{weights[d]:.3f}", number(report["profile"][name], 4))
+        if ci:
+            cells += (f"[{ci[name][0]:.4f}, {ci[name][1]:.4f}]" if name in ci else "",)
+        body.append(cells)
+    intervals = "; 95% bootstrap intervals over the held-out windows" if ci else ""
     return Table(
         f"L1 error profile (open-loop MSE over H={report['horizon']} steps, ordered by graded "
-        "relevance weight; 95% bootstrap intervals over the held-out windows)",
+        f"relevance weight{intervals})",
         "L1 profile",
-        ("dim", "relevant", "weight", "error", "interval"),
+        ("dim", "relevant", "weight", "error", *(("interval",) if ci else ())),
         tuple(body),
     )
 

@@ -26,6 +26,7 @@ from collections.abc import Callable
 import torch
 
 from gridplan.core.tasks import Task
+from gridplan.models.capabilities import capabilities_of
 
 
 def uncertainty_source(model) -> str | None:
@@ -34,14 +35,7 @@ def uncertainty_source(model) -> str | None:
     A ``predict_members`` model with a ``members`` attribute below 2 has no disagreement to
     read and counts as ``None``.
     """
-    if callable(getattr(model, "uncertainty", None)):
-        return "uncertainty"
-    if callable(getattr(model, "predict_members", None)):
-        members = getattr(model, "members", None)
-        if isinstance(members, int) and members < 2:
-            return None
-        return "predict_members"
-    return None
+    return capabilities_of(model).uncertainty_source
 
 
 def uncertainty_fn(model, task: Task) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:

@@ -50,7 +50,7 @@ from matplotlib.figure import Figure
 from gridplan.core.tasks import TASK_A
 from gridplan.data.datasets import parse_budget
 from gridplan.evaluation.decisions import decide, decision_quality
-from gridplan.evaluation.latent_eval import prepare_latent
+from gridplan.evaluation.latent_eval import load_run_model, prepare_latent
 from gridplan.experiments.learned_runs import (
     DATA_CACHE,
     RUNS,
@@ -61,12 +61,12 @@ from gridplan.experiments.learned_runs import (
 from gridplan.experiments.measure import closed_loop, standard_windows, tie_rules
 from gridplan.experiments.records import Record
 from gridplan.experiments.runner import GroupContext
-from gridplan.experiments.settings import E9Config
+from gridplan.experiments.settings import E9Config, E11Config
 from gridplan.experiments.tables import GroupReport, RuleReport, fmt, fmt_rho, fmt_se
 from gridplan.metrics.bootstrap import percentile_interval, spearman_of_counts
 from gridplan.metrics.prediction import prediction_metrics
 from gridplan.metrics.stats import spearman_ci
-from gridplan.models.latent import load_latent_model
+from gridplan.models.latent import LATENT_KIND
 from gridplan.models.latent_reference import PersistenceLatentModel, StateLatentModel
 from gridplan.planning.closed_loop import start_states
 
@@ -122,8 +122,9 @@ CLAIMS = {
 
 @dataclass(frozen=True, kw_only=True)
 class LatentZooRecord(Record):
-    """One latent model of the zoo (a row of ``models.csv``); metric values are None where a
-    model does not define them (``recon_loss`` of a JEPA model). ``success``,
+    """One model of the zoo (a row of ``models.csv``; E11's zoo holds state models too);
+    metric values are None where a model does not define them (``recon_loss`` of a JEPA
+    model, ``E_pred`` of a state model). ``success``,
     ``decision_agreement`` and ``metrics["decision_regret"]`` are those under tie rule
     ``ties``."""
 
@@ -173,23 +174,25 @@ class LatentMetaRow(Record):
         return (1, 0.0) if self.rho is None else (0, -abs(self.rho))
 
 
-def _num(x) -> float | None:
+def finite_or_none(x) -> float | None:
+    """``x`` as a float, None where it is None, NaN or infinite (a CSV / JSON cell)."""
     return None if x is None or not math.isfinite(float(x)) else float(x)
 
 
 # --------------------------------------------------------------------------- training
 
 
-def configurations(cfg: E9Config) -> list[tuple[str, str, str]]:
-    """Every ``(family, observation, budget)`` of the zoo, in config order."""
-    return [(f, o, b) for f in cfg.families for o in cfg.observations for b in cfg.budgets]
+def configurations(cfg: E9Config | E11Config) -> list[tuple[str, str, str]]:
+    """Every ``(family, observation, budget)`` of the zoo, in config order (``cfg.pairs``,
+    each at every budget)."""
+    return [(f, o, b) for f, o in cfg.pairs for b in cfg.budgets]
 
 
 def _key(family: str, obs: str, budget: str) -> str:
     return f"{family}-{obs}-{budget}"
 
 
-def train_zoo(ctx: GroupContext, cfg: E9Config) -> list[dict]:
+def train_zoo(ctx: GroupContext, cfg: E9Config | E11Config) -> list[dict]:
     """Train every model of the zoo (one Lightning run each; latent runs train alone), each
     run a job of the group's launcher (``ctx.launcher``; this machine by default:
     ``gridplan.training.runs.train_all``), and return its run entries: configuration, seed,
@@ -239,16 +242,13 @@ def train_zoo(ctx: GroupContext, cfg: E9Config) -> list[dict]:
 # --------------------------------------------------------------------------- measurement
 
 
-def measure_latent(ctx: GroupContext, cfg: E9Config, latent) -> dict:
-    """Every number of one latent model (module docstring); ``model`` is the wrapper the
-    planner used, ``protocol`` the frozen-decoder result, ``by_ties`` the closed-loop
-    ``summary``, ``decision_regret`` and ``decision_agreement`` under each tie rule, the run's
-    reading's first (``tie_rules``; the same start states, roots and generator seeds under
-    every rule)."""
-    task = TASK_A
-    measured = prepare_latent(latent, task, ctx.device)
-    model, latent_report = measured.model, measured.report
-    frozen = latent_report["frozen"]
+def measure_planned(ctx: GroupContext, cfg: E9Config | E11Config, model, task=TASK_A) -> dict:
+    """The numbers of a model the planner plans with (a state world model, or a latent model
+    through its decoder, ``LatentThroughDecoder``): ``E_tot`` and ``DRPE`` (graded) on the
+    protocol's held-out windows, and ``by_ties``, the closed-loop ``summary``,
+    ``decision_regret`` and ``decision_agreement`` under each tie rule, the run's reading's
+    first (``tie_rules``; the same start states, roots and generator seeds under every
+    rule)."""
     windows = standard_windows(ctx, cfg.protocol, task)
     pm = prediction_metrics(model, windows, generator=ctx.generator(0))[0]
     roots = start_states((BRANCH_SEED,), cfg.branch_states, task, ctx.device)
@@ -263,38 +263,65 @@ def measure_latent(ctx: GroupContext, cfg: E9Config, latent) -> dict:
             "decision_regret": quality["decision_regret"]["mean"],
             "decision_agreement": quality["decision_agreement"]["mean"],
         }
+    return {"by_ties": by_ties, "E_tot": pm.E_tot, "DRPE": pm.DRPE["graded"]}
+
+
+def measure_latent(ctx: GroupContext, cfg: E9Config | E11Config, latent) -> dict:
+    """Every number of one latent model (module docstring): ``measure_planned`` of the
+    wrapper the planner uses, the frozen-decoder protocol's numbers (the whole result in
+    ``protocol``) and the probe's."""
+    task = TASK_A
+    measured = prepare_latent(latent, task, ctx.device)
+    latent_report = measured.report
+    frozen = latent_report["frozen"]
+    planned = measure_planned(ctx, cfg, measured.model, task)
     return {
-        "by_ties": by_ties,
+        "by_ties": planned["by_ties"],
         "E_repr": frozen["E_repr"],
         "E_pred": frozen["E_pred"],
         "E_excess": frozen["E_excess"],
         "latent_drift": frozen["latent_drift_relative"],
-        "E_tot": pm.E_tot,
-        "DRPE": pm.DRPE["graded"],
+        "E_tot": planned["E_tot"],
+        "DRPE": planned["DRPE"],
         "action_consistency": latent_report["action_consistency"]["consistency"],
         "decoder": latent_report["planning"]["decoder"]["kind"],
         "protocol": latent_report,
     }
 
 
+def measure_run(ctx: GroupContext, cfg: E9Config | E11Config, model) -> dict:
+    """The numbers of a trained model as ``python -m eval --ckpt`` loads it
+    (``gridplan.evaluation.latent_eval.load_run_model``): ``measure_latent`` of a latent
+    model; of a state world model (``model=mlp``, an ensemble) ``measure_planned``, with
+    decoder ``"none"`` and no latent number."""
+    if getattr(model, "metadata", {}).get("kind") == LATENT_KIND:
+        return measure_latent(ctx, cfg, model)
+    return {**measure_planned(ctx, cfg, model), "decoder": "none"}
+
+
 def evaluate_zoo(
-    ctx: GroupContext, cfg: E9Config, trained: list[dict]
+    ctx: GroupContext,
+    cfg: E9Config | E11Config,
+    trained: list[dict],
+    metrics_of: dict[str, str] = METRICS,
 ) -> dict[str, list[LatentZooRecord]]:
-    """Measure every trained model (``measure_latent``): tie rule -> one record per model."""
+    """Measure every trained model (``measure_run``): tie rule -> one record per model, its
+    ``metrics`` those of ``metrics_of`` (None where the model does not define one)."""
     records: dict[str, list[LatentZooRecord]] = {rule: [] for rule in tie_rules(ctx.reading.ties)}
-    for run in ctx.bar(trained, "measuring the latent zoo"):
+    for run in ctx.bar(trained, "measuring the zoo"):
         t0 = time.perf_counter()
-        latent = load_latent_model(ctx.out / run["checkpoint"], ctx.device)
+        model = load_run_model(ctx.out / run["checkpoint"], ctx.device)
         with cpu_threads(ctx):
-            m = measure_latent(ctx, cfg, latent)
+            m = measure_run(ctx, cfg, model)
         tm = run["metrics"]
-        metrics = {k: _num(m[k]) for k in METRICS if k in m}
-        metrics["recon_loss"] = _num(tm.get("best/recon_mse"))
-        metrics["latent_pred_loss"] = _num(tm.get("best/latent_mse"))
+        metrics = {k: finite_or_none(m[k]) for k in metrics_of if k in m}
+        metrics["recon_loss"] = finite_or_none(tm.get("best/recon_mse"))
+        metrics["latent_pred_loss"] = finite_or_none(tm.get("best/latent_mse"))
         eval_seconds = round(time.perf_counter() - t0, 2)
         for rule, played in m["by_ties"].items():
             s = played["summary"]
-            metrics["decision_regret"] = _num(played["decision_regret"])
+            metrics["decision_regret"] = finite_or_none(played["decision_regret"])
+            metrics["decision_agreement"] = finite_or_none(played["decision_agreement"])
             records[rule].append(
                 LatentZooRecord(
                     key=_key(run["family"], run["obs"], run["budget"]),
@@ -312,7 +339,7 @@ def evaluate_zoo(
                     n_episodes=int(s.n_episodes),
                     decision_agreement=float(played["decision_agreement"]),
                     decoder=m["decoder"],
-                    metrics={k: metrics.get(k) for k in METRICS},
+                    metrics={k: metrics.get(k) for k in metrics_of},
                 )
             )
     return records
@@ -338,15 +365,17 @@ def config_seed_counts(groups, n_resamples: int, seed: int = 0) -> np.ndarray:
     return counts
 
 
-def rank_metric(records, key: str, n_resamples: int, seed: int = 0) -> LatentMetaRow:
-    """ρ of metric ``key`` with success over the models that define it, with the
-    configuration-then-seed CI and the model CI (None below 3 models or a constant side,
-    with the reason in ``undefined``)."""
+def rank_metric(
+    records, key: str, n_resamples: int, seed: int = 0, metrics_of: dict[str, str] = METRICS
+) -> LatentMetaRow:
+    """ρ of metric ``key`` (labelled as ``metrics_of`` says) with success over the models that
+    define it, with the configuration-then-seed CI and the model CI (None below 3 models or a
+    constant side, with the reason in ``undefined``)."""
     keep = [r for r in records if r.metrics.get(key) is not None]
 
     def undefined(why: str) -> LatentMetaRow:
         return LatentMetaRow(
-            metric=key, label=METRICS[key], n=len(keep), rho=None, low=None, high=None,
+            metric=key, label=metrics_of[key], n=len(keep), rho=None, low=None, high=None,
             model_low=None, model_high=None, undefined=why,
         )  # fmt: skip
 
@@ -365,23 +394,26 @@ def rank_metric(records, key: str, n_resamples: int, seed: int = 0) -> LatentMet
     low, high = percentile_interval(rep) if rep.size else (None, None)
     return LatentMetaRow(
         metric=key,
-        label=METRICS[key],
+        label=metrics_of[key],
         n=len(keep),
         rho=float(models.rho),
-        low=_num(low),
-        high=_num(high),
-        model_low=_num(models.low),
-        model_high=_num(models.high),
+        low=finite_or_none(low),
+        high=finite_or_none(high),
+        model_low=finite_or_none(models.low),
+        model_high=finite_or_none(models.high),
         defined=defined,
     )
 
 
-def meta_table(records, n_resamples: int) -> list[LatentMetaRow]:
+def meta_table(
+    records, n_resamples: int, metrics_of: dict[str, str] = METRICS
+) -> list[LatentMetaRow]:
     """Every metric's ``rank_metric``, sorted by ``|ρ|`` (undefined last)."""
-    return sorted((rank_metric(records, k, n_resamples) for k in METRICS), key=lambda r: r.sort_key)
+    rows = (rank_metric(records, k, n_resamples, metrics_of=metrics_of) for k in metrics_of)
+    return sorted(rows, key=lambda r: r.sort_key)
 
 
-def config_means(records) -> list[dict]:
+def config_means(records, metrics_of: dict[str, str] = METRICS) -> list[dict]:
     """Per configuration: mean success over its seeds (± SE) and the mean of every metric."""
     out = []
     for key in dict.fromkeys(r.key for r in records):
@@ -393,7 +425,7 @@ def config_means(records) -> list[dict]:
             "success": float(succ.mean()),
             "success_se": float(succ.std(ddof=1) / np.sqrt(len(rs))) if len(rs) > 1 else None,
         }
-        for k in METRICS:
+        for k in metrics_of:
             vals = [r.metrics[k] for r in rs if r.metrics.get(k) is not None]
             row[k] = float(np.mean(vals)) if vals else None
         out.append(row)
@@ -407,46 +439,59 @@ def _abs(row: LatentMetaRow | None) -> float | None:
     return None if row is None or row.rho is None else abs(row.rho)
 
 
+def beats(by: dict[str, LatentMetaRow], a: str, b: str) -> tuple[bool | None, str]:
+    """Whether metric ``a`` ranks success better than ``b`` in ``by`` (metric -> row):
+    ``|ρ(a)| > |ρ(b)|``, None where either is undefined; with the numbers."""
+    x, y = _abs(by[a]), _abs(by[b])
+    text = f"ρ({a}) {fmt(by[a].rho, 2)} vs ρ({b}) {fmt(by[b].rho, 2)}"
+    return (None, text + " (undefined)") if x is None or y is None else (x > y, text)
+
+
+def ci_side(
+    by: dict[str, LatentMetaRow], key: str, sign: int, strong: float | None = None
+) -> tuple[bool | None, str]:
+    """Whether metric ``key``'s configuration-then-seed 95% CI lies below 0 (``sign`` < 0) or
+    above it, and, with ``strong``, ``ρ <= -strong`` too; None where undefined."""
+    r = by[key]
+    text = f"ρ {fmt_rho({'rho': r.rho, 'low': r.low, 'high': r.high})}"
+    if r.rho is None or r.low is None:
+        return None, text + " (undefined)"
+    inside = r.high < 0 if sign < 0 else r.low > 0
+    if strong is not None:
+        inside = inside and r.rho <= -strong
+    return inside, text
+
+
+def spans(configs: list[dict]) -> tuple[bool, str]:
+    """Whether some configuration's mean success is ``<= SPAN_LOW`` and another's
+    ``>= SPAN_HIGH``, with the range."""
+    succ = [c["success"] for c in configs]
+    return (
+        min(succ) <= SPAN_LOW and max(succ) >= SPAN_HIGH,
+        f"configuration success from {min(succ):.2f} to {max(succ):.2f}",
+    )
+
+
 def verdicts(
     report: GroupReport | RuleReport, rows: list[LatentMetaRow], configs: list[dict]
 ) -> None:
     """Every claim of ``CLAIMS`` on one tie rule's table (a smoke run's report states none:
     ``GroupReport``; the other rule's through a ``RuleReport``)."""
     by = {r.metric: r for r in rows}
-    succ = [c["success"] for c in configs]
-    results: dict[str, tuple[bool | None, str]] = {
-        "span": (
-            min(succ) <= SPAN_LOW and max(succ) >= SPAN_HIGH,
-            f"configuration success from {min(succ):.2f} to {max(succ):.2f}",
-        )
-    }
-
-    def beats(a: str, b: str) -> tuple[bool | None, str]:
-        x, y = _abs(by[a]), _abs(by[b])
-        text = f"ρ({a}) {fmt(by[a].rho, 2)} vs ρ({b}) {fmt(by[b].rho, 2)}"
-        return (None, text + " (undefined)") if x is None or y is None else (x > y, text)
-
-    def ci(key: str, sign: int, strong: float | None = None) -> tuple[bool | None, str]:
-        r = by[key]
-        text = f"ρ {fmt_rho({'rho': r.rho, 'low': r.low, 'high': r.high})}"
-        if r.rho is None or r.low is None:
-            return None, text + " (undefined)"
-        inside = r.high < 0 if sign < 0 else r.low > 0
-        if strong is not None:
-            inside = inside and r.rho <= -strong
-        return inside, text
-
-    results["drpe_over_latent_loss"] = beats("DRPE", "latent_pred_loss")
-    results["drpe_over_etot"] = beats("DRPE", "E_tot")
-    results["excess_negative"] = ci("E_excess", -1)
-    results["consistency_screens"] = ci("action_consistency", +1)
-    results["regret_strong"] = ci("decision_regret", -1, STRONG_RHO)
+    results: dict[str, tuple[bool | None, str]] = {"span": spans(configs)}
+    results["drpe_over_latent_loss"] = beats(by, "DRPE", "latent_pred_loss")
+    results["drpe_over_etot"] = beats(by, "DRPE", "E_tot")
+    results["excess_negative"] = ci_side(by, "E_excess", -1)
+    results["consistency_screens"] = ci_side(by, "action_consistency", +1)
+    results["regret_strong"] = ci_side(by, "decision_regret", -1, STRONG_RHO)
     for key, claim in CLAIMS.items():
         ok, detail = results[key]
         report.verdict(claim, ok, detail)
 
 
-def reference_sanity(ctx: GroupContext, cfg: E9Config, report: GroupReport) -> dict:
+def reference_sanity(
+    ctx: GroupContext, cfg: E9Config | E11Config, report: GroupReport
+) -> dict:
     """The reference latent models' known answers (``gridplan.models.latent_reference``),
     played under the run's tie rule."""
     main = ctx.reading.ties
@@ -489,10 +534,8 @@ def reference_sanity(ctx: GroupContext, cfg: E9Config, report: GroupReport) -> d
 # --------------------------------------------------------------------------- tables, figure
 
 
-def meta_report(
-    report: GroupReport, rows: list[LatentMetaRow], cfg: E9Config, n: int, ties: str
-) -> None:
-    """The sorted table of ρ with success under tie rule ``ties``."""
+def rho_table(report: GroupReport, title: str, rows: list[LatentMetaRow], caption: str) -> None:
+    """A table of ``rows`` (``meta_table``): each metric's ρ with success and both CIs."""
 
     def cell(lo, hi) -> str:
         return "—" if lo is None else f"[{lo:+.2f}, {hi:+.2f}]"
@@ -501,7 +544,7 @@ def meta_report(
         return "—" if r.defined is None else f"{r.defined:.0%}"
 
     report.table(
-        f"Which metric ranks latent models by closed-loop success (ties={ties}, sorted by |ρ|)",
+        title,
         [
             "metric",
             "models",
@@ -521,6 +564,18 @@ def meta_report(
             ]
             for r in rows
         ],
+        caption,
+    )
+
+
+def meta_report(
+    report: GroupReport, rows: list[LatentMetaRow], cfg: E9Config, n: int, ties: str
+) -> None:
+    """The sorted table of ρ with success under tie rule ``ties``."""
+    rho_table(
+        report,
+        f"Which metric ranks latent models by closed-loop success (ties={ties}, sorted by |ρ|)",
+        rows,
         f"Spearman ρ over the {n} latent models ({len(configurations(cfg))} configurations x "
         f"{len(cfg.train_seeds)} seeds), success at depth {cfg.protocol.depth} over "
         f"{len(cfg.protocol.seeds)} seeds × {cfg.protocol.episodes} episodes each, tied best "
@@ -536,12 +591,18 @@ def meta_report(
     )
 
 
-def configs_report(report: GroupReport, configs: list[dict], ties: str) -> None:
-    """Per-configuration means under tie rule ``ties``."""
-    keys = ["E_repr", "E_excess", "DRPE", "action_consistency", "decision_regret"]
+def configs_report(
+    report: GroupReport,
+    configs: list[dict],
+    ties: str,
+    keys: tuple[str, ...] = ("E_repr", "E_excess", "DRPE", "action_consistency", "decision_regret"),
+    what: str = "Latent configurations",
+    metrics_of: dict[str, str] = METRICS,
+) -> None:
+    """Per-configuration means of the metrics ``keys`` under tie rule ``ties``."""
     report.table(
-        f"Latent configurations (means over seeds, ties={ties})",
-        ["configuration", "seeds", "success", *[METRICS[k].split(" (")[0] for k in keys]],
+        f"{what} (means over seeds, ties={ties})",
+        ["configuration", "seeds", "success", *[metrics_of[k].split(" (")[0] for k in keys]],
         [
             [
                 c["key"],
@@ -554,13 +615,23 @@ def configs_report(report: GroupReport, configs: list[dict], ties: str) -> None:
     )
 
 
+#: Each family's colour in ``zoo_figure``.
+FAMILY_COLOURS = {
+    "latent_recon": "tab:blue",
+    "jepa": "tab:orange",
+    "rssm": "tab:green",
+    "tdmpc": "tab:red",
+    "mlp": "tab:purple",
+    "ensemble5": "tab:brown",
+}
+
+
 def zoo_figure(records, rows: list[LatentMetaRow]) -> Figure:
-    """One panel per metric: its value against success, one point per model (colour: family;
-    marker: observation kind)."""
+    """One panel per metric: its value against success, one point per model (colour: family,
+    ``FAMILY_COLOURS``; marker: observation kind)."""
     shown = [r for r in rows if r.n]
     cols = 4
     fig = Figure(figsize=(3.0 * cols, 2.4 * math.ceil(len(shown) / cols)))
-    colours = {"latent_recon": "tab:blue", "jepa": "tab:orange"}
     markers = {"grid": "s", "pixels": "o", "state": "^"}
     for i, row in enumerate(shown):
         ax = fig.add_subplot(math.ceil(len(shown) / cols), cols, i + 1)
@@ -571,7 +642,7 @@ def zoo_figure(records, rows: list[LatentMetaRow]) -> Figure:
                 r.metrics[row.metric],
                 r.success,
                 s=14,
-                c=colours.get(r.family, "grey"),
+                c=FAMILY_COLOURS.get(r.family, "grey"),
                 marker=markers.get(r.obs, "x"),
             )
         rho = "n/a" if row.rho is None else f"{row.rho:+.2f}"

@@ -6,7 +6,7 @@ their result files, never their modules).
 
 from __future__ import annotations
 
-from gridplan.experiments import e1, e2, e3, e4, e5, e6, e7, e8, e9, e10, e12, settings
+from gridplan.experiments import e1, e2, e3, e4, e5, e6, e7, e8, e9, e10, e11, e12, settings
 from gridplan.experiments.runner import Group
 
 GROUPS: dict[str, Group] = {
@@ -44,6 +44,12 @@ GROUPS: dict[str, Group] = {
     ),
     "e10": Group(
         "e10", "Beyond the exact-V* planner: CEM, MPPI, learned value", e10.run, settings.E10
+    ),
+    "e11": Group(
+        "e11",
+        "Architecture zoo: which metric ranks the field's world models",
+        e11.run,
+        settings.E11,
     ),
     "e12": Group(
         "e12", "MiniGrid DoorKey: DRPE vs E_tot on the field's gridworld", e12.run, settings.E12

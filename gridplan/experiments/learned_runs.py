@@ -33,6 +33,7 @@ from gridplan.experiments.records import TrainingRun
 from gridplan.experiments.runner import RESULTS_FILE, GroupContext
 from gridplan.experiments.settings import E3Config, LearnedRow
 from gridplan.metrics.relevance_estimation import intra_op_threads
+from gridplan.models.capabilities import capabilities_of
 from gridplan.models.contract import WorldModel
 from gridplan.models.learned import load_world_model
 from gridplan.planning.scorers import is_deterministic
@@ -63,7 +64,7 @@ class ModelStack(WorldModel):
         if not models:
             raise ValueError("ModelStack needs at least one model")
         for k, m in enumerate(models):
-            if getattr(m, "n_settings", 1) != 1:
+            if capabilities_of(m).n_settings != 1:
                 raise ValueError(f"model {k} has {m.n_settings} settings; stack one-setting models")
         self.models = models
         self.n_settings = len(models)
@@ -97,7 +98,7 @@ def plans_deterministically(model) -> bool:
     """Whether ``model``'s ``predict`` is a fixed function of state and action: declared
     deterministic, or an ensemble planning with its members' mean (which declares itself
     stochastic only because its other mode, trajectory sampling, is)."""
-    return is_deterministic(model) or getattr(model, "sampling", None) == "mean"
+    return is_deterministic(model) or capabilities_of(model).sampling == "mean"
 
 
 class DeterministicStack(WorldModel):

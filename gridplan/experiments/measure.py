@@ -12,6 +12,7 @@ from gridplan.data.datasets import EvalWindows, eval_windows
 from gridplan.evaluation.spec import EvalSpec
 from gridplan.experiments.runner import GroupContext
 from gridplan.metrics.stats import EpisodeSummary, summarize_episodes
+from gridplan.models.capabilities import capabilities_of
 from gridplan.planning.closed_loop import EpisodeResults, run_episodes
 from gridplan.planning.planner import TIES
 
@@ -64,5 +65,5 @@ def closed_loop(
         progress=ctx.progress,
         ties=ctx.reading.ties if ties is None else ties,
     )
-    settings = getattr(model, "n_settings", 1)
+    settings = capabilities_of(model).n_settings
     return summarize_episodes(results, settings, len(protocol.seeds)), results

@@ -684,6 +684,98 @@ class E9Config(GroupConfig):
         axes = (self.families, self.observations, self.budgets, self.train_seeds)
         return math.prod(len(a) for a in axes)
 
+    @property
+    def pairs(self) -> tuple[tuple[str, str], ...]:
+        """Every ``(family, observation)`` of the zoo: each family with each observation."""
+        return tuple((f, o) for f in self.families for o in self.observations)
+
+
+# --------------------------------------------------------------------------- E11
+
+
+@dataclass(frozen=True, kw_only=True)
+class Architecture:
+    """One family of E11's zoo and the observations it is trained on.
+
+    Attributes:
+        family: a ``configs/train/model`` choice (``mlp``, ``ensemble5``, ``latent_recon``,
+            ``jepa``, ``rssm``, ``tdmpc``).
+        observations: ``configs/train/obs`` choices it takes (the state models: ``state``
+            only).
+    """
+
+    family: str
+    observations: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class E11Config(GroupConfig):
+    """E11 settings: a zoo of the field's world-model architectures (state MLPs, an ensemble
+    and the latent families) and the metrics that may rank them by closed-loop success.
+
+    The zoo is ``sum over architectures of (observations x budgets x seeds)``: one
+    configuration per ``(family, observation, budget)``, trained once per seed with
+    ``python -m train``'s config (``model=<family> obs=<observation> data.budget=<budget>
+    seed=<seed>``).
+
+    Attributes:
+        architectures: the families and the observations each is trained on.
+        budgets: logged-transition budgets (``"4k"``, ``"20k"``, ...).
+        train_seeds: training seeds of every configuration.
+        train_overrides: extra overrides of every training run (epochs).
+        protocol: planner depth, closed-loop seeds x episodes and the held-out windows of
+            E_tot and DRPE.
+        branch_states: start states of the decision-regret measurement.
+        n_resamples: bootstrap resamples of every Spearman CI and of the margins.
+
+    Raises:
+        ValueError: if an axis is empty, a family or observation is not a
+            ``configs/train`` choice, a family appears twice, or the zoo has fewer than 3
+            models.
+    """
+
+    architectures: tuple[Architecture, ...]
+    budgets: tuple[str, ...]
+    train_seeds: tuple[int, ...]
+    train_overrides: tuple[str, ...] = ()
+    protocol: EvalSpec
+    branch_states: int
+    n_resamples: int
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for axis in ("architectures", "budgets", "train_seeds"):
+            if not getattr(self, axis):
+                raise ValueError(f"E11Config.{axis} is empty")
+        train = CONFIGS_ROOT / "train"
+        for arch in self.architectures:
+            if not (train / "model" / f"{arch.family}.yaml").is_file():
+                raise ValueError(f"E11Config: no model choice {arch.family!r} in {train}/model")
+            if not arch.observations:
+                raise ValueError(f"E11Config: family {arch.family!r} has no observation")
+            for obs in arch.observations:
+                if not (train / "obs" / f"{obs}.yaml").is_file():
+                    raise ValueError(f"E11Config: no obs choice {obs!r} in {train}/obs")
+        if len(set(self.families)) < len(self.families):
+            raise ValueError(f"E11Config: a family appears twice in {self.families}")
+        if self.n_models < 3:
+            raise ValueError(f"E11Config's zoo has {self.n_models} models; ranking needs >= 3")
+
+    @property
+    def families(self) -> tuple[str, ...]:
+        """The families, in config order."""
+        return tuple(a.family for a in self.architectures)
+
+    @property
+    def pairs(self) -> tuple[tuple[str, str], ...]:
+        """Every ``(family, observation)`` of the zoo."""
+        return tuple((a.family, o) for a in self.architectures for o in a.observations)
+
+    @property
+    def n_models(self) -> int:
+        """Models in the zoo."""
+        return len(self.pairs) * len(self.budgets) * len(self.train_seeds)
+
 
 #: The settings' config folder: ``settings.yaml``, one group per experiment group.
 SETTINGS_DIR = CONFIGS_ROOT / "experiments"
@@ -705,6 +797,7 @@ class Settings:
     e8: E8Config
     e9: E9Config
     e10: E10Config
+    e11: E11Config
     e12: E12Config
 
 
@@ -770,6 +863,7 @@ E7: dict[str, E7Config] = {name: s.e7 for name, s in _SETTINGS.items()}
 E8: dict[str, E8Config] = {name: s.e8 for name, s in _SETTINGS.items()}
 E9: dict[str, E9Config] = {name: s.e9 for name, s in _SETTINGS.items()}
 E10: dict[str, E10Config] = {name: s.e10 for name, s in _SETTINGS.items()}
+E11: dict[str, E11Config] = {name: s.e11 for name, s in _SETTINGS.items()}
 E12: dict[str, E12Config] = {name: s.e12 for name, s in _SETTINGS.items()}
 #: The paper's Table 3 rows and its random-data one (the full profile's).
 ROWS, RANDOM_ROW = E3["full"].rows, E3["full"].random_row

@@ -39,6 +39,7 @@ from gridplan.core.relevance import binary_weights, relevance_weights
 from gridplan.core.tasks import TASK_A, Task, check
 from gridplan.core.world import DEFAULT
 from gridplan.data.datasets import EvalWindows
+from gridplan.models.capabilities import capabilities_of
 from gridplan.models.contract import check_model_world
 
 #: Names of the built-in DRPE weightings; user weights may not reuse them.
@@ -54,7 +55,7 @@ def paper_task(task: Task) -> Task:
 
 
 def _n_settings(model) -> int:
-    m = getattr(model, "n_settings", 1)
+    m = capabilities_of(model).n_settings
     if isinstance(m, bool) or not isinstance(m, int) or m < 1:
         raise ValueError(f"model.n_settings must be an integer >= 1, got {m!r}")
     return m
@@ -80,7 +81,7 @@ def _default_generator(device: torch.device) -> torch.Generator:
 def _predict_steps(model, start, actions, generator) -> torch.Tensor:
     """Open-loop rollout of ``(N, S)`` starts under ``(N, H)`` actions -> ``(N, H, S)``."""
     n, h = actions.shape
-    if hasattr(model, "start_rollout"):
+    if capabilities_of(model).rollout_start:
         model.start_rollout(n, generator)
     state, preds = start, []
     for t in range(h):

@@ -41,6 +41,7 @@ from gridplan.core.env import check_state
 from gridplan.core.tasks import TASK_A, Task, TaskKind, check
 from gridplan.core.values import perturbation_saliency
 from gridplan.core.world import DEFAULT, World
+from gridplan.models.capabilities import capabilities_of
 
 #: Rows per forward pass when evaluating a fitted value function (bounds peak memory).
 EVAL_CHUNK = 65_536
@@ -164,7 +165,7 @@ def one_step_backup_inputs(
     """
     check(task)
     check_state(states, "states", task.world)
-    if getattr(model, "n_settings", 1) != 1:
+    if capabilities_of(model).n_settings != 1:
         raise ValueError(
             f"fitted value iteration needs a one-setting model, got n_settings = {model.n_settings}"
         )

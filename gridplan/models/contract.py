@@ -28,6 +28,7 @@ import abc
 import torch
 
 from gridplan.core.world import WORLD_KINDS, World
+from gridplan.models.capabilities import capabilities_of
 
 
 class WorldModel(abc.ABC):
@@ -72,7 +73,7 @@ def check_model_world(model, world: World) -> None:
     Raises:
         ValueError: naming both worlds.
     """
-    own = getattr(model, "world", None)
+    own = capabilities_of(model).world
     if isinstance(own, WORLD_KINDS) and own != world:
         # A plug-in wrapper names its factory and file (gridplan.models.plugins).
         who = getattr(model, "who", None)

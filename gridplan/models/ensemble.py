@@ -34,6 +34,7 @@ from pathlib import Path
 
 import torch
 
+from gridplan.models.capabilities import capabilities_of
 from gridplan.models.learned import (
     CHECKPOINT_KEY,
     STATE_DICT_PREFIX,
@@ -135,5 +136,5 @@ def load_ensemble(
     """
     model = load_world_model(path, device)
     if sampling is None:
-        sampling = getattr(model, "sampling", "mean")
+        sampling = capabilities_of(model).sampling or "mean"
     return EnsembleWorldModel(model.net, model.metadata, sampling)

@@ -53,6 +53,7 @@ from torch import nn
 from gridplan.core.constants import N_ACTIONS, STATE_LAYOUT_VERSION
 from gridplan.core.render import ALL_OBS_KINDS, PIXELS_PER_CELL, check_kind, obs_shape, observe
 from gridplan.core.world import World, recorded
+from gridplan.models.capabilities import Declared
 from gridplan.models.learned import CHECKPOINT_KEY, _read_checkpoint, load_weights
 
 #: Latent model families (``model.family`` of a training config).
@@ -483,7 +484,7 @@ def _check_finite(x: torch.Tensor, name: str) -> None:
         raise ValueError(f"{name} holds non-finite values (NaN or inf) in rows {bad[:5].tolist()}")
 
 
-class LearnedLatentModel:
+class LearnedLatentModel(Declared):
     """A trained latent model behind the latent contract (module docstring); no decoder.
 
     Attributes:

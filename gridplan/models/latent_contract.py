@@ -47,6 +47,7 @@ from gridplan.core import dynamics, tasks
 from gridplan.core.env import check_state
 from gridplan.core.render import ALL_OBS_KINDS, observe, world_kinds
 from gridplan.core.world import WORLD_KINDS, World
+from gridplan.models.capabilities import Declared, capabilities_of
 from gridplan.models.contract import WorldModel
 from gridplan.models.signatures import (
     METHODS,
@@ -88,9 +89,7 @@ class LatentWorldModel(Protocol):
 
 def is_latent_model(model) -> bool:
     """Whether ``model`` offers the latent contract's methods (``encode``, ``predict_latent``)."""
-    return callable(getattr(model, "encode", None)) and callable(
-        getattr(model, "predict_latent", None)
-    )
+    return capabilities_of(model).latent
 
 
 def invoke(model, method: str, *args):
@@ -123,7 +122,7 @@ def observations(model, state: torch.Tensor) -> torch.Tensor:
         ValueError: on a malformed state (``gridplan.core.env.check_state``).
     """
     check_state(state, "state", model.world)
-    if callable(getattr(model, "observe", None)):
+    if capabilities_of(model).observer:
         return invoke(model, "observe", state)
     return observe(state, model.world, model.obs_kind)
 
@@ -205,7 +204,7 @@ def next_latents(
     Raises:
         ValueError: on a malformed state; ``LatentContractError`` on a bad latent.
     """
-    if not callable(getattr(model, "filter_latent", None)):
+    if not capabilities_of(model).history_filter:
         return encode_states(model, next_state)
     obs = observations(model, next_state)
     out = invoke(model, "filter_latent", z, action, obs)
@@ -255,14 +254,14 @@ def check_decoded(state, rows: int, world: World, what: str, called: str = "") -
 
 def _check_attributes(model, world: World) -> None:
     """The latent contract's attributes (module docstring), and ``model.world == world``."""
-    who = label(model)
-    kind, kinds = getattr(model, "obs_kind", None), world_kinds(world)
+    who, offers = label(model), capabilities_of(model)
+    kind, kinds = offers.obs_kind, world_kinds(world)
     if kind not in ALL_OBS_KINDS:
         raise LatentContractError(f"{who}.obs_kind must be one of {', '.join(kinds)}, got {kind!r}")
-    z_dim = getattr(model, "latent_dim", None)
+    z_dim = offers.latent_dim
     if isinstance(z_dim, bool) or not isinstance(z_dim, int) or z_dim < 1:
         raise LatentContractError(f"{who}.latent_dim must be an integer >= 1, got {z_dim!r}")
-    own = getattr(model, "world", None)
+    own = offers.world
     if not isinstance(own, WORLD_KINDS):
         raise LatentContractError(
             f"{who}.world must be a gridplan World (e.g. gridplan.core.world.get('default')), "
@@ -279,9 +278,9 @@ def _check_attributes(model, world: World) -> None:
             f"{who}.obs_kind must be one of {', '.join(kinds)} on world {world.name!r}, "
             f"got {kind!r}"
         )
-    if not isinstance(getattr(model, "deterministic", None), bool):
+    if not isinstance(offers.deterministic, bool):
         raise LatentContractError(f"{who}.deterministic must be a bool")
-    if not isinstance(getattr(model, "metadata", None), dict):
+    if not isinstance(offers.metadata, dict):
         raise LatentContractError(f"{who}.metadata must be a dict")
 
 
@@ -307,6 +306,7 @@ def check_latent_model(model, world: World, device: torch.device | str = "cpu") 
     rows = LATENT_CHECK_ROWS
     gen = torch.Generator(device=dev).manual_seed(0)
     state = dynamics.reset(tasks.get("A", world=world), rows, gen)
+    offers = capabilities_of(model)
     with torch.no_grad():
         z = encode_states(model, state)
         action = torch.arange(rows, device=dev) % world.n_actions
@@ -320,13 +320,13 @@ def check_latent_model(model, world: World, device: torch.device | str = "cpu") 
                     "deterministic = False, or draw no random numbers"
                 )
         next_latents(model, z, action, state)
-        if callable(getattr(model, "decode", None)):
+        if offers.decoder:
             decoded = invoke(model, "decode", nxt)
             check_decoded(decoded, rows, world, label(model, "decode"), _called("decode", nxt))
-        if callable(getattr(model, "reward", None)):
+        if offers.latent_reward:
             out = invoke(model, "reward", z, action, nxt)
             check_head(out, rows, label(model, "reward"), _called("reward", z, action, nxt))
-        if callable(getattr(model, "value", None)):
+        if offers.value:
             out = invoke(model, "value", nxt)
             check_head(out, rows, label(model, "value"), _called("value", nxt))
 
@@ -348,7 +348,7 @@ def check_head(out, rows: int, what: str, called: str = "") -> torch.Tensor:
     return out
 
 
-class LatentThroughDecoder(WorldModel):
+class LatentThroughDecoder(Declared, WorldModel):
     """A latent model seen as a state ``WorldModel`` through a decoder (module docstring).
 
     ``predict(state, action, generator)``: ``z`` = the latent kept from the last call when
@@ -379,20 +379,20 @@ class LatentThroughDecoder(WorldModel):
     n_settings = 1
 
     def __init__(self, latent, decode=None, decoder: dict | None = None, heads: bool = False):
-        own = getattr(latent, "decode", None)
-        if decode is None and not callable(own):
+        offers = capabilities_of(latent)
+        if decode is None and not offers.decoder:
             raise LatentContractError(
                 f"{label(latent)} has no decode(z); plan and measure it through the frozen "
                 "protocol decoder (gridplan.metrics.frozen_decoder.fit_frozen_decoder)"
             )
-        if heads and not callable(getattr(latent, "reward", None)):
+        if heads and not offers.latent_reward:
             raise LatentContractError(
                 f"planning through the model's heads (--leaf-score heads) needs a reward "
                 f"head, but {label(latent)} has no reward(z, action, z_next); drop "
                 "--leaf-score heads, or give the model a reward head"
             )
         self.latent = latent
-        self.decode_fn = decode if decode is not None else own
+        self.decode_fn = decode if decode is not None else latent.decode
         # Errors name who decoded: the plug-in's own method, or the decoder it was given.
         self._decode_name = (
             label(latent, "decode")
@@ -405,16 +405,36 @@ class LatentThroughDecoder(WorldModel):
         self.latent_dim = latent.latent_dim
         self.obs_kind = latent.obs_kind
         self.metadata = latent.metadata
-        self.bytes_per_row = int(getattr(latent, "bytes_per_row", DEFAULT_LATENT_ROW_BYTES))
+        declared = offers.bytes_per_row
+        self.bytes_per_row = int(DEFAULT_LATENT_ROW_BYTES if declared is None else declared)
         self.reencoded = 0
         self._last: torch.Tensor | None = None
         self._z: torch.Tensor | None = None
+        self._roots: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._cursor = 0
 
     def start_rollout(self, batch: int, generator: torch.Generator) -> None:
         self._last, self._z = None, None
 
+    def plan_from(self, root: torch.Tensor | None, z: torch.Tensor | None = None) -> None:
+        """Hand over the latents ``z`` ``(B, Z)`` of the next decision's roots ``root``
+        ``(B, S)``, a history model's beliefs (``gridplan.models.opaque.EpisodeHistory``):
+        ``encode_states`` returns them for those roots, whole or chunk by chunk in order,
+        instead of encoding the roots' observations afresh. ``plan_from(None)`` forgets them.
+        """
+        self._roots = None if root is None else (root, z)
+        self._cursor = 0
+
     def encode_states(self, state: torch.Tensor) -> torch.Tensor:
-        """``encode_states(self.latent, state)``."""
+        """The handed-over latents of ``state`` (``plan_from``), else
+        ``encode_states(self.latent, state)``."""
+        if self._roots is not None:
+            root, z = self._roots
+            n = state.shape[0]
+            for lo in (self._cursor, 0):
+                if lo + n <= root.shape[0] and torch.equal(root[lo : lo + n], state):
+                    self._cursor = (lo + n) % root.shape[0]
+                    return z[lo : lo + n]
         return encode_states(self.latent, state)
 
     def step_latent(

@@ -17,6 +17,7 @@ import torch
 
 from gridplan.core.env import check_state
 from gridplan.core.world import DEFAULT, World
+from gridplan.models.capabilities import Declared, capabilities_of
 from gridplan.models.latent_contract import LatentContractError, check_latent, is_latent_model
 from gridplan.models.noise import OracleModel
 
@@ -51,7 +52,7 @@ def _check_action(action, rows: int, n_actions: int) -> None:
         )
 
 
-class StateLatentModel:
+class StateLatentModel(Declared):
     """``z = s``, ``z' = dynamics.predict(z, a)``, ``decode(z) = z`` (module docstring).
 
     Args:
@@ -65,7 +66,7 @@ class StateLatentModel:
         self.world = world
         self.dynamics = OracleModel(world=world) if dynamics is None else dynamics
         self.latent_dim = world.state_dim
-        self.deterministic = getattr(self.dynamics, "deterministic", False) is True
+        self.deterministic = capabilities_of(self.dynamics).is_deterministic
         self.metadata = {"name": "state-latent", "dynamics": type(self.dynamics).__name__}
 
     def encode(self, obs: torch.Tensor) -> torch.Tensor:
@@ -92,7 +93,7 @@ class StateLatentModel:
         return z.clone()
 
 
-class PersistenceLatentModel:
+class PersistenceLatentModel(Declared):
     """``z' = z`` over the true state (``base=None``) or over ``base``'s encoder and decoder.
 
     Args:
@@ -116,9 +117,10 @@ class PersistenceLatentModel:
         self.latent_dim = self.world.state_dim if base is None else base.latent_dim
         source = "state" if base is None else base.metadata.get("name", type(base).__name__)
         self.metadata = {"name": f"persistence({source})"}
-        if base is not None and callable(getattr(base, "observe", None)):
+        offers = None if base is None else capabilities_of(base)
+        if offers is not None and offers.observer:
             self.observe = base.observe
-        if base is None or callable(getattr(base, "decode", None)):
+        if offers is None or offers.decoder:
             self.decode = self._decode
 
     def encode(self, obs: torch.Tensor) -> torch.Tensor:

@@ -30,6 +30,7 @@ from torch import nn
 
 from gridplan.core.constants import N_ACTIONS, STATE_LAYOUT_VERSION
 from gridplan.core.world import DEFAULT, World, recorded
+from gridplan.models.capabilities import Declared
 from gridplan.models.contract import WorldModel
 
 #: Planning modes of an ensemble (``EnsembleWorldModel``).
@@ -246,7 +247,7 @@ def _activate_(layer: nn.Module, h: torch.Tensor) -> torch.Tensor:
     return layer(h)
 
 
-class LearnedWorldModel(WorldModel):
+class LearnedWorldModel(Declared, WorldModel):
     """A trained ``MLPDynamics`` behind the ``WorldModel`` interface (paper §5.4).
 
     ``predict`` is deterministic: the mean of the members' predictions, clamped to ``[0, 1]``.

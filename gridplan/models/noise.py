@@ -51,6 +51,7 @@ from gridplan.core.env import (
 from gridplan.core.readings import PROJECT, Reading, check
 from gridplan.core.tasks import TASK_A, Task, task_a
 from gridplan.core.world import DEFAULT, DoorKey, World
+from gridplan.models.capabilities import Declared
 from gridplan.models.contract import WorldModel
 
 
@@ -203,7 +204,7 @@ def check_sigma(sigma: torch.Tensor, world: World = DEFAULT) -> torch.Tensor:
     return sigma
 
 
-class NoiseModel(WorldModel):
+class NoiseModel(Declared, WorldModel):
     """The controlled family (paper §4.2): the true transition applied to the belief state,
     then independent Gaussian noise. Noise compounds because the next imagined step reads the
     noisy state through rounded cells and thresholded flags (and, under a reading that carries

@@ -57,8 +57,29 @@ and rolls a latent.
   ``(N, Z)`` float32: a recurrent model's latent of the actual next observation (without it,
   ``encode(obs)``; ``gridplan.models.latent_contract.next_latents``).
 
+**The history contract** (``gridplan.models.opaque``): the model keeps an opaque state
+filtered from a history (Dreamer's RSSM, a token model).
+
+- the latent contract's attributes ``obs_kind``, ``world``, ``deterministic`` (``step``
+  ignores its generator) and ``metadata``, plus ``history`` (int ``H >= 1``, the most
+  observations ``init`` reads);
+- ``init(observations, actions) -> state`` (required): ``observations`` ``(N, T + 1,
+  *obs_shape)`` oldest first, as ``encode`` reads them, the last the current one; ``actions``
+  ``(N, T)`` int64, the actions between them, ``T + 1 <= H``; ``state`` a tensor ``(N, ...)``,
+  a tuple of tensors ``(N, ...)`` or a ``TensorDict`` of batch size ``[N]``, float leaves
+  float32 and finite;
+- ``step(state, action, generator) -> state`` (required): the same layout one imagined step
+  on; it must not modify ``state`` (the planner branches many actions from one frozen state);
+- ``decode(state) -> (N, S)``, ``reward(state, action) -> (N,)`` (of the step ``action``
+  takes from ``state``) and ``value(state) -> (N,)``, as the latent contract's.
+
+It is evaluated as a latent model whose latent is its state, flattened
+(``gridplan.models.opaque.OpaqueLatent``); the closed loop gives it each episode's last ``H``
+observations and actions, a level that decides at sampled states one observation.
+
 Every call of a plug-in goes through a wrapper: ``CheckedModel`` for the state contract,
-``CheckedLatentModel`` for the latent one (``check_plugin`` picks). Errors are
+``CheckedLatentModel`` for the latent one, ``CheckedHistoryModel`` for the history one
+(``admit`` picks). Errors are
 ``PluginError`` and name the factory and its file, the method and what is wrong: an
 exception inside the method (with the ``file:line`` of the user's code and the shapes the
 call passed), a signature that cannot take the contract's arguments (the signature it has,
@@ -95,16 +116,17 @@ import torch
 
 from gridplan.core import dynamics
 from gridplan.core.constants import N_ACTIONS
-from gridplan.core.tasks import Task
-from gridplan.models.contract import WorldModel
+from gridplan.core.tasks import Task, TaskKind
+from gridplan.models.capabilities import Declared, capabilities_of, checked_on, record_checked
+from gridplan.models.contract import WorldModel, check_model_world
 from gridplan.models.latent_contract import (
     LatentContractError,
     LatentThroughDecoder,
     check_latent_model,
-    is_latent_model,
 )
 from gridplan.models.learned import LearnedWorldModel
 from gridplan.models.noise import AR1NoiseModel, NoiseModel, OracleModel
+from gridplan.models.opaque import admit_history
 from gridplan.models.signatures import METHODS, binding_error, describe_call, mismatch_message
 
 #: Model types evaluated as they are (already validated, and eligible for the fused rollout).
@@ -376,11 +398,13 @@ def build(target: str, args: dict, task: Task, device: torch.device | str) -> ob
         raise PluginError(f"factory {target!r} rejected its arguments {args}: {err}") from err
     except Exception as err:
         raise PluginError(f"factory {target!r} raised {_raised(err)}: {err}") from err
-    if not callable(getattr(model, "predict", None)) and not is_latent_model(model):
+    offers = capabilities_of(model)
+    if not offers.transition and not offers.latent and not offers.history:
         raise PluginError(
             f"factory {target!r} returned a {type(model).__name__} without a callable "
-            "predict(state, action, generator), nor a latent model's encode(obs) and "
-            "predict_latent(z, action, generator)"
+            "predict(state, action, generator), a latent model's encode(obs) and "
+            "predict_latent(z, action, generator), or a history model's init(observations, "
+            "actions) and step(state, action, generator)"
         )
     return model
 
@@ -391,7 +415,7 @@ def _describe_rows(bad: torch.Tensor) -> str:
     return f"{idx.numel()} of {rows.numel()} rows (first rows {idx[:5].tolist()})"
 
 
-class _PluginCalls:
+class _PluginCalls(Declared):
     """What the plug-in wrappers share: how errors name the plug-in, and guarded calls.
 
     Attributes:
@@ -455,7 +479,8 @@ class CheckedModel(_PluginCalls, WorldModel):
     n_settings = 1
 
     def __init__(self, model, name: str = "model", source: str | None = None) -> None:
-        if not callable(getattr(model, "predict", None)):
+        offers = capabilities_of(model)
+        if not offers.transition:
             hint = ""
             if isinstance(model, str):
                 hint = (
@@ -466,9 +491,10 @@ class CheckedModel(_PluginCalls, WorldModel):
                 f"{name} is a {type(model).__name__} without a callable "
                 f"predict(state, action, generator){hint}"
             )
-        settings = getattr(model, "n_settings", 1)
-        if settings != 1:
-            raise PluginError(f"{name} declares n_settings={settings!r}; plug-ins have one")
+        if offers.n_settings != 1:
+            raise PluginError(
+                f"{name} declares n_settings={offers.n_settings!r}; plug-ins have one"
+            )
         self.inner = model
         self.name = name
         self.source = source
@@ -476,21 +502,23 @@ class CheckedModel(_PluginCalls, WorldModel):
         self.clamped = 0
         self.predicted = 0
         self._warned = False
-        for method in ("predict_reward", "predict_members", "uncertainty"):
-            if callable(getattr(model, method, None)):
-                setattr(self, method, getattr(self, f"_checked_{method}"))
-        members = getattr(model, "members", None)
-        if isinstance(members, int):
-            self.members = members
+        self._inner_starts = offers.rollout_start
+        if offers.reward:
+            self.predict_reward = self._checked_predict_reward
+        if offers.ensemble:
+            self.predict_members = self._checked_predict_members
+        if offers.uncertainty:
+            self.uncertainty = self._checked_uncertainty
+        if isinstance(offers.members, int):
+            self.members = offers.members
         # The world a plug-in declares decides the spec's world (evaluation.spec.fitted_to).
-        if getattr(model, "world", None) is not None:
-            self.world = model.world
+        if offers.world is not None:
+            self.world = offers.world
 
     def start_rollout(self, batch: int, generator: torch.Generator) -> None:
         self.step = 0
-        start = getattr(self.inner, "start_rollout", None)
-        if callable(start):
-            self._call("start_rollout", start, batch, generator)
+        if self._inner_starts:
+            self._call("start_rollout", self.inner.start_rollout, batch, generator)
 
     def _where(self) -> str:
         return f"at imagined step {self.step}"
@@ -605,11 +633,19 @@ class CheckedLatentModel(_PluginCalls):
     """
 
     contract = "latent"
-    _OPTIONAL = ("decode", "reward", "value", "observe", "filter_latent")
+    #: The optional methods, by their ``Capabilities`` flag.
+    _OPTIONAL = {
+        "decoder": "decode",
+        "latent_reward": "reward",
+        "value": "value",
+        "observer": "observe",
+        "history_filter": "filter_latent",
+    }
     _ATTRIBUTES = ("obs_kind", "latent_dim", "world", "deterministic", "metadata")
 
     def __init__(self, model, name: str = "model", source: str | None = None) -> None:
-        if not is_latent_model(model):
+        offers = capabilities_of(model)
+        if not offers.latent:
             raise PluginError(
                 f"{name} is a {type(model).__name__} without callable encode(obs) and "
                 "predict_latent(z, action, generator)"
@@ -618,13 +654,12 @@ class CheckedLatentModel(_PluginCalls):
         self.name = name
         self.source = source
         for attr in self._ATTRIBUTES:
-            setattr(self, attr, getattr(model, attr, None))
-        if hasattr(model, "bytes_per_row"):
-            self.bytes_per_row = model.bytes_per_row
-        for method in self._OPTIONAL:
-            fn = getattr(model, method, None)
-            if callable(fn):
-                setattr(self, method, self._guarded(method, fn))
+            setattr(self, attr, getattr(offers, attr))
+        if offers.bytes_per_row is not None:
+            self.bytes_per_row = offers.bytes_per_row
+        for flag, method in self._OPTIONAL.items():
+            if getattr(offers, flag):
+                setattr(self, method, self._guarded(method, getattr(model, method)))
 
     def _guarded(self, method: str, fn):
         def call(*args):
@@ -642,28 +677,116 @@ class CheckedLatentModel(_PluginCalls):
         return self._call("predict_latent", self.inner.predict_latent, z, action, generator)
 
 
-def check_plugin(
-    model, task: Task, device: torch.device | str, name: str = "model", source: str | None = None
+class CheckedHistoryModel(_PluginCalls):
+    """A history plug-in (``gridplan.models.opaque``) behind guarded calls, as
+    ``CheckedLatentModel``: its attributes read the plug-in's (``history`` too), and
+    ``decode``, ``reward`` and ``value`` exist on the wrapper exactly when the plug-in has
+    them.
+
+    Raises:
+        PluginError: if ``model`` lacks a callable ``init`` or ``step``.
+    """
+
+    contract = "history"
+    #: The optional methods, by their ``Capabilities`` flag.
+    _OPTIONAL = {"decoder": "decode", "latent_reward": "reward", "value": "value"}
+    _ATTRIBUTES = ("obs_kind", "world", "deterministic", "metadata", "history")
+
+    def __init__(self, model, name: str = "model", source: str | None = None) -> None:
+        offers = capabilities_of(model)
+        if not offers.history_state:
+            raise PluginError(
+                f"{name} is a {type(model).__name__} without callable init(observations, "
+                "actions) and step(state, action, generator)"
+            )
+        self.inner = model
+        self.name = name
+        self.source = source
+        for attr in self._ATTRIBUTES:
+            setattr(self, attr, getattr(offers, attr))
+        for flag, method in self._OPTIONAL.items():
+            if getattr(offers, flag):
+                setattr(self, method, self._guarded(method, getattr(model, method)))
+
+    _guarded = CheckedLatentModel._guarded
+
+    def init(self, observations: torch.Tensor, actions: torch.Tensor):
+        return self._call("init", self.inner.init, observations, actions)
+
+    def step(self, state, action: torch.Tensor, generator: torch.Generator):
+        return self._call("step", self.inner.step, state, action, generator)
+
+
+def admit(
+    model,
+    task: TaskKind,
+    device: torch.device | str = "cpu",
+    name: str = "model",
+    source: str | None = None,
 ):
-    """The plug-in ``model`` behind its contract's checks, each method exercised once: a
-    latent model (``encode`` and ``predict_latent``, no ``predict``) as a
+    """``model`` checked once against its contract, each method exercised once on reset
+    states of ``task``: the one boundary a model crosses (``docs/DESIGN.md``, "The interfaces
+    a user implements").
+
+    A latent model (``encode`` and ``predict_latent``, no ``predict``) goes behind a
     ``CheckedLatentModel`` held to the latent contract on ``task.world``
-    (``check_latent_model``), any other as ``checked`` and ``check_contract``.
+    (``check_latent_model``: declarations, world, shapes, dtypes, finite values, declared
+    determinism); any other model goes behind ``checked``, is held to its declared world
+    (``gridplan.models.contract.check_model_world``) and to ``check_contract`` (shapes,
+    dtypes, devices, finite values, randomness only from its generator). The model returned
+    carries its ``Capabilities`` (``gridplan.models.capabilities``) with the world and device
+    it was checked on, so admitting it again there checks nothing twice (``python -m eval``
+    admits a plug-in when it loads it, then ``gridplan.evaluate`` does).
+
+    Args:
+        model: a state or latent model.
+        task: whose reset states exercise the model, and whose world the model declares.
+        device: where the checks run.
+        name, source: what errors call the model and the file it comes from.
+
+    Returns:
+        A built-in model itself, a plug-in behind its wrapper.
 
     Raises:
         PluginError: naming the plug-in (``name`` and ``source``), the first broken method or
             attribute and what is wrong with it.
+        ValueError: if a state model declares another world than ``task``'s, naming both.
     """
-    if is_latent_model(model) and not callable(getattr(model, "predict", None)):
-        latent = CheckedLatentModel(model, name, source)
+    if checked_on(model, task.world, device):
+        return model
+    offers = capabilities_of(model)
+    if offers.history_only:
+        history = model
+        if not isinstance(model, CheckedHistoryModel):
+            history = CheckedHistoryModel(model, name, source)
+        try:
+            return record_checked(admit_history(history, task.world, device), task.world, device)
+        except LatentContractError as err:
+            raise PluginError(str(err)) from err
+    if offers.latent_only:
+        latent = model
+        if not isinstance(model, CheckedLatentModel):
+            latent = CheckedLatentModel(model, name, source)
         try:
             check_latent_model(latent, task.world, device)
         except LatentContractError as err:
             raise PluginError(str(err)) from err
-        return latent
+        return record_checked(latent, task.world, device)
     model = checked(model, name, source)
+    check_model_world(model, task.world)
     check_contract(model, task, device, name)
-    return model
+    return record_checked(model, task.world, device)
+
+
+def check_plugin(
+    model,
+    task: TaskKind,
+    device: torch.device | str,
+    name: str = "model",
+    source: str | None = None,
+):
+    """``admit``, under the name ``python -m eval`` and ``docs/how-to/plug-ins.md`` use."""
+    return admit(model, task, device, name, source)
 
 
 def checked(model, name: str = "model", source: str | None = None):
@@ -681,19 +804,20 @@ def check_contract(model, task: Task, device: torch.device | str, name: str = "m
         PluginError: naming the first broken method and what is wrong with it.
     """
     model = checked(model, name)
+    offers = capabilities_of(model)
     dev = torch.device(device)
     gen = torch.Generator(device=dev).manual_seed(0)
     state = dynamics.reset(task, CHECK_ROWS, gen)
     action = torch.arange(CHECK_ROWS, device=dev) % N_ACTIONS
-    if callable(getattr(model, "start_rollout", None)):
+    if offers.rollout_start:
         model.start_rollout(CHECK_ROWS, gen)
     nxt = model.predict(state, action, gen)
     check_randomness(model, state, action, name)
-    if callable(getattr(model, "predict_reward", None)):
+    if offers.reward:
         model.predict_reward(state, action, nxt)
-    if callable(getattr(model, "predict_members", None)):
+    if offers.ensemble:
         model.predict_members(state, action)
-    if callable(getattr(model, "uncertainty", None)):
+    if offers.uncertainty:
         model.uncertainty(state, action)
 
 
@@ -727,7 +851,7 @@ def _one_step(model, state, action, seed: int, global_seed: int) -> torch.Tensor
     NumPy, ``random``) seeded ``global_seed``."""
     _global_seeds(global_seed, state.device)
     gen = torch.Generator(device=state.device).manual_seed(seed)
-    if callable(getattr(model, "start_rollout", None)):
+    if capabilities_of(model).rollout_start:
         model.start_rollout(state.shape[0], gen)
     return model.predict(state, action, gen)
 
@@ -750,7 +874,9 @@ def check_randomness(model, state: torch.Tensor, action: torch.Tensor, name: str
 
     gens = _global_generators(state.device)
     saved = ([g.get_state() for g in gens], random.getstate(), np.random.get_state())
-    counts = {k: getattr(model, k) for k in ("clamped", "predicted") if hasattr(model, k)}
+    counts = {}
+    if isinstance(model, CheckedModel):
+        counts = {"clamped": model.clamped, "predicted": model.predicted}
     try:
         first = _one_step(model, state, action, 0, 1)
         again = _one_step(model, state, action, 0, 1)

@@ -1,7 +1,7 @@
-"""The methods of both world-model contracts as data: their signatures, the shapes and dtypes
+"""The methods of the three world-model contracts as data: their signatures, the shapes and dtypes
 each argument arrives with and each output must have, so an error can quote them.
 
-The prose of both contracts is the module docstring of ``gridplan.models.plugins`` and the page
+The prose of the contracts is the module docstring of ``gridplan.models.plugins`` and the page
 ``docs/how-to/plug-ins.md``; ``tests/evaluation/test_plugin_signatures.py`` holds the three
 together (every method here is named with its signature in both).
 
@@ -22,8 +22,9 @@ class Method:
     """One method of a contract.
 
     Attributes:
-        contract: ``"state"`` (``gridplan.models.contract``) or ``"latent"``
-            (``gridplan.models.latent_contract``).
+        contract: ``"state"`` (``gridplan.models.contract``), ``"latent"``
+            (``gridplan.models.latent_contract``) or ``"history"``
+            (``gridplan.models.opaque``).
         name: the method's name.
         params: its parameters after ``self``, in the order they are passed.
         args: what each argument is (shape, dtype, range).
@@ -130,6 +131,39 @@ METHODS: dict[tuple[str, str], Method] = {
             f"{_LATENT} latents of the actual next observation given the step (a recurrent "
             "model's posterior)",
         ),
+        Method(
+            "history",
+            "init",
+            ("observations", "actions"),
+            "observations (N, T + 1, *obs_shape) oldest first, as encode reads them; actions "
+            "(N, T) int64, the actions between them; T + 1 <= history",
+            "a state: a tensor (N, ...), a tuple of tensors (N, ...) or a TensorDict of batch "
+            "size [N]; float leaves float32 and finite",
+            required=True,
+        ),
+        Method(
+            "history",
+            "step",
+            ("state", "action", "generator"),
+            f"state as init returns it (do not modify it), {_ACTION}, {_GENERATOR}",
+            "the next state, laid out as init's",
+            required=True,
+        ),
+        Method(
+            "history",
+            "decode",
+            ("state",),
+            "state as init returns it",
+            "(N, S) floating normalized states of the model's world",
+        ),
+        Method(
+            "history",
+            "reward",
+            ("state", "action"),
+            f"state as init returns it, {_ACTION}",
+            "(N,) finite rewards of the step action takes from state",
+        ),
+        Method("history", "value", ("state",), "state as init returns it", "(N,) finite values"),
         Method(
             "latent",
             "observe",

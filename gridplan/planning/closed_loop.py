@@ -27,6 +27,8 @@ import torch
 from gridplan.core import dynamics
 from gridplan.core.env import check_state
 from gridplan.core.tasks import TASK_A, TaskKind
+from gridplan.models.capabilities import capabilities_of
+from gridplan.models.opaque import EpisodeHistory
 from gridplan.planning.planner import Planner
 from gridplan.util.progress import Progress, bar
 
@@ -137,7 +139,7 @@ def run_closed_loop(
     horizon = task.horizon if horizon is None else horizon
     if horizon < 1:
         raise ValueError(f"horizon must be >= 1, got {horizon}")
-    m = getattr(planner.model, "n_settings", 1)
+    m = capabilities_of(planner.model).n_settings
     b = start.shape[0]
     if b % m:
         raise ValueError(f"{b} start states do not split into {m} setting blocks")
@@ -150,6 +152,8 @@ def run_closed_loop(
     steps = torch.zeros(b, dtype=torch.long, device=device)
     trajectory = [state.clone()] if record else None
     actions = [] if record else None
+    # A history model plans from its belief of each episode's history, not the state alone.
+    history = EpisodeHistory.of(planner.model, state)
     # A labelled Progress tracks steps and finished episodes (piped lines too); a bool keeps
     # the plain terminal-only bar of the experiment runners.
     labelled = isinstance(progress, Progress)
@@ -161,6 +165,8 @@ def run_closed_loop(
             break
         rows = torch.arange(b, device=device).view(m, -1)[:, live_cols].reshape(-1)
         sub = state[rows]
+        if history is not None:
+            planner.model.plan_from(sub, history.roots(rows))
         action = planner.act(sub, generator)
         nxt, reward, done, info = dynamics.step(task, sub, action, generator)
         live = active[rows]
@@ -170,6 +176,8 @@ def run_closed_loop(
         success[rows] |= info["goal"] & live
         hazard[rows] |= info["hazard"] & live
         active[rows] = live & ~done
+        if history is not None:
+            history.push(rows, action, state)
         if record:
             full = torch.full((b,), -1, dtype=torch.long, device=device)
             full[rows] = torch.where(live, action, torch.full_like(action, -1))
@@ -179,6 +187,8 @@ def run_closed_loop(
             tracker.update(int((~active).sum()))
     if tracker is not None:
         tracker.close()
+    if history is not None:
+        planner.model.plan_from(None)
     outcome = torch.full((b,), TIMEOUT, dtype=torch.long, device=device)
     outcome[success] = GOAL
     outcome[hazard] = HAZARD
@@ -224,7 +234,7 @@ def run_episodes(
     else:
         planner = planner_factory(model)
     start = start_states(seeds, episodes, task, device)
-    m = getattr(model, "n_settings", 1)
+    m = capabilities_of(model).n_settings
     start = start.repeat(m, 1) if m > 1 else start
     gen = torch.Generator(device=device).manual_seed(
         1_000_003 * int(seeds[0]) + 7919 * len(seeds) + episodes

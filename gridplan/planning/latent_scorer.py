@@ -32,6 +32,7 @@ import torch
 
 from gridplan.core import dynamics
 from gridplan.core.tasks import Task
+from gridplan.models.capabilities import capabilities_of
 from gridplan.models.latent_contract import LatentThroughDecoder, check_head
 from gridplan.models.signatures import label
 from gridplan.planning.registry import register_scorer
@@ -51,7 +52,7 @@ class LatentScorer(GenericScorer):
     def describe(self) -> dict:
         """How leaves are scored: ``{"leaf_score": "decoder" | "heads", "decoder": ...}``."""
         model: LatentThroughDecoder = self.model
-        own_value = model.heads and callable(getattr(model.latent, "value", None))
+        own_value = model.heads and capabilities_of(model.latent).value
         return {
             "leaf_score": "heads" if model.heads else "decoder",
             "reward": "model reward head" if model.heads else "true reward of decoded states",
@@ -82,7 +83,7 @@ class LatentScorer(GenericScorer):
             score += self.discounts[t] * reward * alive
             alive &= ~(goal | hazard)
             z = z_next
-        if model.heads and callable(getattr(latent, "value", None)):
+        if model.heads and capabilities_of(latent).value:
             leaf = check_head(latent.value(z), z.shape[0], label(latent, "value")).float()
             leaf = leaf.to(root.device)
         else:

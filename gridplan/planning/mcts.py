@@ -17,16 +17,18 @@ rounds of ``L`` *lanes* (simulations at once; ``lane_schedule``): the first roun
    over the children; ``N(s)`` counts finished simulations only), the prior is uniform
    ``P(a) = 1/A`` (no policy network), ``Q(s, a) = r(s_a) + gamma * W(s_a) / N(s_a)``, and
    ties go to the lowest action; the lanes, in order, take the selected children in action
-   order, so each child's lanes are again a group. A group of one lane takes the argmax;
-   the others' splits (``splits``) take the selections in turn up to 16 lanes, else by
+   order, so each child's lanes are again a group. The splits of one depth (``splits``)
+   take the selections in turn while no group has more than 16 lanes, else by
    water-filling: each child's scores over ``O = 0, 1, ...`` fall, so the ``m`` selections
    are the ``m`` best of them all, counted at a water level and repaired exactly.
 2. **Expand** the leaf each group reached (unless terminal): every lane's ``A`` children in
    one ``predict`` call of ``B * L * A`` rows, each child valued ``r(s_a) + gamma * V(s_a)``
    while alive (``V`` the terminal value: exact V*, learned or none;
-   ``gridplan.planning.learned_value``); the leaf's estimate is the best of them (a one-step
-   backup). The group's first lane's children enter the tree (only they are scored and
-   valued), and every lane of the group backs up its estimate; a terminal leaf is worth 0.
+   ``gridplan.planning.learned_value``; with exact V* in a small world, reward, termination
+   and value are one row of ``gridplan.planning.arrival.ArrivalTable``); the leaf's
+   estimate is the best of them (a one-step backup). The group's first lane's children
+   enter the tree (only they are scored and valued), and every lane of the group backs up
+   its estimate; a terminal leaf is worth 0.
 3. **Back up** each lane's estimate up its parents: every node's ``N`` grows by 1 and its
    ``W`` by the lane's discounted return from there, lane after lane.
 
@@ -56,7 +58,9 @@ from gridplan.core import dynamics
 from gridplan.core.constants import N_ACTIONS
 from gridplan.core.env import check_state
 from gridplan.core.tasks import TASK_A, TaskKind, check
+from gridplan.core.values import ValueTable
 from gridplan.models.contract import check_model_world
+from gridplan.planning.arrival import ArrivalTable
 from gridplan.planning.learned_value import check_value
 from gridplan.planning.scorers import check_prediction
 from gridplan.planning.sequences import Plan
@@ -224,33 +228,16 @@ class _Trees:
 @dataclass
 class _Groups:
     """Groups of a round's lanes at one depth (the lanes at one node, consecutive lanes),
-    ``(G,)`` each: the node, its children's family, its visits ``N``, the group's first lane
-    (``b * L + l``) and its lanes."""
+    ``(G,)`` each: the node, its children's family, the group's first lane (``b * L + l``)
+    and its lanes."""
 
     node: torch.Tensor
     fam: torch.Tensor
-    visits: torch.Tensor
     lane: torch.Tensor
     size: torch.Tensor
 
     def subset(self, index: torch.Tensor) -> _Groups:
         return _Groups(*(x.index_select(0, index) for x in vars(self).values()))
-
-    def join(self, other: _Groups | None) -> _Groups:
-        if other is None:
-            return self
-        return _Groups(
-            *(torch.cat(x) for x in zip(vars(self).values(), vars(other).values(), strict=True))
-        )
-
-
-def _apart(g: _Groups) -> tuple[_Groups | None, _Groups | None]:
-    """``g``'s groups of one lane and of more (None where there are none)."""
-    one = g.size == 1
-    ones = int(one.sum())
-    if ones in (0, one.shape[0]):
-        return (g, None) if ones else (None, g)
-    return g.subset(one.nonzero().squeeze(1)), g.subset((~one).nonzero().squeeze(1))
 
 
 class _Leaves:
@@ -263,10 +250,8 @@ class _Leaves:
         self.first = torch.full((lanes + 1,), -1, dtype=torch.long, device=device)
         self.leaf = torch.empty(lanes + 1, dtype=torch.long, device=device)
 
-    def stop(self, g: _Groups | None) -> _Groups | None:
+    def stop(self, g: _Groups) -> _Groups | None:
         """Record ``g``'s groups at leaves; the others, or None if none."""
-        if g is None:
-            return None
         moving = g.fam >= 0
         if bool(moving.all()):
             return g
@@ -275,6 +260,11 @@ class _Leaves:
         self.leaf.index_put_((at,), g.node)
         keep = moving.nonzero().squeeze(1)
         return g.subset(keep) if keep.shape[0] else None
+
+
+def _outside() -> torch.inference_mode:
+    """Leave ``TreeSearchPlanner._grow``'s inference mode for a block."""
+    return torch.inference_mode(False)
 
 
 class TreeSearchPlanner:
@@ -322,6 +312,9 @@ class TreeSearchPlanner:
         # The stated prior of every action (no policy network).
         self.prior = 1.0 / self.n_actions
         self.actions = torch.arange(self.n_actions)
+        self.arrival = None
+        if isinstance(value, ValueTable) and ArrivalTable.fits(task):
+            self.arrival = ArrivalTable(task, value, value.device)
 
     @property
     def predictions_per_decision(self) -> int:
@@ -330,15 +323,8 @@ class TreeSearchPlanner:
     def _children(self, t: _Trees, g: _Groups):
         """``(n, q)`` ``(G, A)`` of the children of ``g``'s nodes and ``beta (G,)``."""
         n, q = t.children(g.fam, self.task.gamma)
-        return n, q, (self.exploration * self.prior) * g.visits.sqrt()
-
-    def _step(self, t: _Trees, g: _Groups) -> _Groups:
-        """One-lane groups one depth down, each to its best child (step 1)."""
-        n, q, beta = self._children(t, g)
-        choice = (q + beta.unsqueeze(1) / (1 + n)).argmax(dim=1, keepdim=True)
-        node = self.n_actions * g.fam + choice.squeeze(1)
-        visits = n.gather(1, choice).squeeze(1)
-        return _Groups(node, t.first.index_select(0, node), visits, g.lane, g.size)
+        visits = t.stats[:, 0].index_select(0, g.node)
+        return n, q, (self.exploration * self.prior) * visits.sqrt()
 
     def _split(self, t: _Trees, g: _Groups) -> _Groups:
         """Groups one depth down: each group's lanes split over its node's children as that
@@ -352,33 +338,25 @@ class TreeSearchPlanner:
         return _Groups(
             node,
             t.first.index_select(0, node),
-            n.reshape(-1).index_select(0, pick),
             lane.index_select(0, pick),
             counts.view(-1).index_select(0, pick),
         )
 
     def _descend(self, t: _Trees, roots: torch.Tensor, width: int) -> _Leaves:
-        """Every lane of every tree from its root down to a leaf, depth by depth; the groups
-        of one lane (an argmax each) and of more (``splits``) step apart."""
+        """Every lane of every tree from its root down to a leaf, depth by depth, each group
+        split over its node's children (``splits``)."""
         b, dev = roots.shape[0], roots.device
         out = _Leaves(b * width, dev)
         g = _Groups(
             roots,
             t.first.index_select(0, roots),
-            t.stats[:, 0].index_select(0, roots),
             torch.arange(0, b * width, width, device=dev),
             torch.full_like(roots, width),
         )
-        single, multi = (g, None) if width == 1 else (None, g)
-        while True:
-            single, multi = out.stop(single), out.stop(multi)
-            if single is None and multi is None:
-                return out
+        while (g := out.stop(g)) is not None:
             out.depth += 1
-            single = None if single is None else self._step(t, single)
-            if multi is not None:
-                one, multi = _apart(self._split(t, multi))
-                single = single if one is None else one.join(single)
+            g = self._split(t, g)
+        return out
 
     def _expand(self, t: _Trees, at: _Leaves, generator, step: int):
         """Predict every lane's ``A`` children; the first lane's of each group at a leaf that is
@@ -387,9 +365,12 @@ class TreeSearchPlanner:
         lanes, dev, s, a = at.lanes, at.first.device, t.state.shape[1], self.n_actions
         owner = at.first[:lanes].cummax(dim=0).values  # the first lane of each lane's group
         leaf = at.leaf.index_select(0, owner)
-        parent = t.state.index_select(0, leaf).unsqueeze(1).expand(-1, a, -1)
+        parent = t.state.index_select(0, leaf)
+        # Each lane's state A times over: a cat copies rows, an expanded copy element by element.
+        parent = torch.cat([parent] * a, dim=1).view(-1, s)
         action = self.actions.to(dev).repeat(lanes)
-        nxt = self.model.predict(parent.reshape(-1, s), action, generator)
+        with _outside():
+            nxt = self.model.predict(parent, action, generator)
         check_prediction(nxt, self.model, step, a * lanes, "tree rows", s)
         lane = torch.arange(lanes, device=dev)
         ends = t.terminal.index_select(0, leaf)
@@ -397,46 +378,69 @@ class TreeSearchPlanner:
         block = slice(t.used, t.used + a * grow.shape[0])
         kids = t.state[block]  # the growing lanes' predictions go straight into the block
         torch.index_select(nxt.view(lanes, -1), 0, grow, out=kids.view(-1, a * s))
-        r, goal, hazard = dynamics.outcome(self.task, kids)
+        estimate = self._arrive(t, block, kids)
+        t.first[block] = -1
+        grown = leaf.index_select(0, grow)
+        t.parent[block].view(-1, a).copy_(grown.unsqueeze(1))
+        fam = torch.arange(t.used // a, t.used // a + grow.shape[0], device=dev)
+        t.first.index_copy_(0, grown, fam)
+        t.used += kids.shape[0]
+        # Each lane's estimate: its group's first lane's best child; 0 at a terminal leaf,
+        # whose first lane does not grow.
+        best = estimate.view(-1, a).amax(dim=1)
+        return leaf, best.new_zeros(lanes).index_copy_(0, grow, best).index_select(0, owner)
+
+    def _arrive(self, t: _Trees, block: slice, kids: torch.Tensor) -> torch.Tensor:
+        """Write the new nodes ``kids (R, S)`` of ``block``: ``N = 1``, ``W = V`` (0 once
+        terminal), the reward ``r`` and the terminal flag; their ``r + gamma * V`` ``(R,)``
+        float64. Through the ``ArrivalTable`` with exact V* in a small world, else reward and
+        value read one by one (the same values)."""
+        if self.arrival is not None:
+            row = self.arrival.index(kids)
+            torch.index_select(self.arrival.rows, 0, row, out=t.stats[block])
+            torch.index_select(self.arrival.terminal, 0, row, out=t.terminal[block])
+            return self.arrival.estimate.index_select(0, row)
+        with _outside():
+            r, goal, hazard = dynamics.outcome(self.task, kids)
+            v = self.value.lookup(kids)
         done = goal | hazard
-        v = (self.value.lookup(kids) * ~done).double()
+        v = (v * ~done).double()
         r = r.double()
         t.stats[block, 0] = 1.0
         t.stats[block, 1] = v
         t.stats[block, 2] = r
         t.terminal[block] = done
-        t.first[block] = -1
-        grown = leaf.index_select(0, grow)
-        t.parent[block] = grown.unsqueeze(1).expand(-1, a).reshape(-1)
-        rank = torch.arange(grow.shape[0], device=dev)
-        t.first.index_copy_(0, grown, t.used // a + rank)
-        t.used += kids.shape[0]
-        if not grow.shape[0]:  # every leaf terminal: every estimate 0
-            return leaf, torch.zeros(lanes, dtype=torch.float64, device=dev)
-        # Each lane's estimate: its group's first lane's best child, 0 at a terminal leaf.
-        best = (r + self.task.gamma * v).view(-1, a).amax(dim=1)
-        rank = torch.zeros_like(lane).index_copy_(0, grow, rank).index_select(0, owner)
-        return leaf, torch.where(ends, 0.0, best.index_select(0, rank))
+        return r + self.task.gamma * v
 
     def _backup(self, t: _Trees, leaf: torch.Tensor, g: torch.Tensor, depth: int) -> None:
         """Add each lane's discounted return to every node on its path, lane after lane
         (one accumulating write: a node sits at one depth), walking up the parents; a lane
         that passed its root walks on in the last row, which is never read (step 3)."""
         gamma, reward = self.task.gamma, t.stats[:, 2]
-        nodes, returns = [leaf], [g]
-        for _ in range(depth):
+        # Lane-major rows, each lane's path after the one before: the order of the adds.
+        nodes = leaf.new_empty(leaf.shape[0], depth + 1)
+        add = g.new_empty(leaf.shape[0], depth + 1, 2)
+        add[:, :, 0] = 1.0
+        nodes[:, 0], add[:, 0, 1] = leaf, g
+        for k in range(1, depth + 1):
             g = reward.index_select(0, leaf) + gamma * g
             leaf = t.parent.index_select(0, leaf)
-            nodes.append(leaf)
-            returns.append(g)
-        returns = torch.stack(returns, dim=1)
-        add = torch.stack([torch.ones_like(returns), returns], dim=2).view(-1, 2)
-        t.stats[:, :2].index_add_(0, torch.stack(nodes, dim=1).view(-1), add)
+            nodes[:, k], add[:, k, 1] = leaf, g
+        t.stats[:, :2].index_add_(0, nodes.view(-1), add.view(-1, 2))
 
     @torch.no_grad()
     def tree(self, root: torch.Tensor, generator: torch.Generator):
         """Grow the trees; ``(visits (B, A), q (B, A))`` float64 of the root's children."""
         check_state(root, "root state", self.task.world)
+        visits, q = self._grow(root, generator)
+        return visits.clone(), q.clone()  # ordinary tensors: a caller may write into them
+
+    @torch.inference_mode()
+    def _grow(self, root: torch.Tensor, generator: torch.Generator):
+        """``tree``'s rounds. The tables and the tree's own work run in inference mode (each
+        op dispatches faster: about 6% of a decision with the oracle); the model's predictions
+        and a value or task read apart run outside it (``_outside``), so that what they make
+        and cache stays an ordinary tensor."""
         a = self.n_actions
         t = _Trees.rooted(root, self.budget, a)
         roots = torch.arange(0, a * root.shape[0], a, device=root.device)

@@ -37,6 +37,7 @@ import torch
 from gridplan.core.env import check_state
 from gridplan.core.readings import CHOICES, PROJECT, Reading
 from gridplan.core.tasks import TASK_A, TaskKind, check
+from gridplan.models.capabilities import capabilities_of
 from gridplan.models.contract import check_model_world
 
 # Imported for their side effects: they register the noise family's fused scorer and the
@@ -67,7 +68,7 @@ TIES: tuple[str, ...] = CHOICES["ties"]
 def default_ties(model) -> str:
     """The tie rule a planner uses for ``model`` when it is given none: its reading's, else
     the default reading's (``gridplan.core.readings.PROJECT``)."""
-    reading = getattr(model, "reading", None)
+    reading = capabilities_of(model).reading
     return reading.ties if isinstance(reading, Reading) else PROJECT.ties
 
 

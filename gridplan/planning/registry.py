@@ -35,6 +35,7 @@ import torch
 
 from gridplan.core.readings import CHOICES, Reading
 from gridplan.core.tasks import TaskKind
+from gridplan.models.capabilities import capabilities_of
 from gridplan.models.plugins import CheckedModel
 from gridplan.planning.scorers import (
     DEFAULT_MAX_MEMORY,
@@ -100,7 +101,7 @@ def registered_scorer(model_type: type) -> ScorerFactory | None:
 
 def default_tree(model) -> str:
     """The tree a planner uses for ``model`` when it is given none (module docstring)."""
-    reading = getattr(model, "reading", None)
+    reading = capabilities_of(model).reading
     if isinstance(reading, Reading):
         return reading.tree
     return "shared-prefix" if is_deterministic(model) else "independent"
@@ -142,7 +143,7 @@ def through_predict(
 def _plugin_scorer(model, task, depth, device, max_memory, max_rows, tree) -> LeafScorer:
     """``RewardScorer`` for independent leaves of a plug-in that predicts its own reward, else
     ``through_predict``."""
-    if tree == "independent" and callable(getattr(model, "predict_reward", None)):
+    if tree == "independent" and capabilities_of(model).reward:
         return RewardScorer(model, task, depth, device, max_memory, max_rows)
     return through_predict(model, task, depth, device, max_memory, max_rows, tree)
 

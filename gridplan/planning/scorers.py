@@ -55,6 +55,7 @@ from gridplan.core import dynamics
 from gridplan.core.constants import N_ACTIONS
 from gridplan.core.tasks import TaskKind
 from gridplan.core.world import DEFAULT
+from gridplan.models.capabilities import capabilities_of
 
 #: Default memory budget for the leaf tensors of one chunk, in bytes.
 DEFAULT_MAX_MEMORY = 2 * 1024**3
@@ -89,7 +90,7 @@ def action_sequences(
 
 def is_deterministic(model) -> bool:
     """Whether ``model`` declares ``deterministic = True`` (module docstring)."""
-    return getattr(model, "deterministic", False) is True
+    return capabilities_of(model).is_deterministic
 
 
 class _OutputBytes(TorchDispatchMode):
@@ -142,7 +143,7 @@ def measured_bytes_per_row(
     if not is_deterministic(model):
         raise ValueError("only a model declared deterministic can be probed")
     gen = torch.Generator().manual_seed(0)
-    rows = PROBE_ROWS * getattr(model, "n_settings", 1)
+    rows = PROBE_ROWS * capabilities_of(model).n_settings
     state = torch.rand(rows, state_dim, generator=gen).to(device)
     action = torch.randint(0, N_ACTIONS, (rows,), generator=gen).to(device)
     with torch.no_grad(), _OutputBytes() as census:
@@ -160,7 +161,7 @@ def model_bytes_per_row(
     Raises:
         ValueError: if a declared ``bytes_per_row`` is not a non-negative integer.
     """
-    declared = getattr(model, "bytes_per_row", None)
+    declared = capabilities_of(model).bytes_per_row
     if declared is None:
         if is_deterministic(model):
             return measured_bytes_per_row(model, device, state_dim)
@@ -389,6 +390,7 @@ class GenericScorer(LeafScorer):
     Attributes:
         call_rows: rows per ``predict`` call, or ``None`` for one call per chunk and step.
         max_rows: leaf rows per chunk.
+        offers: the model's ``gridplan.models.capabilities.Capabilities``.
 
     Raises:
         ValueError: if one chunk (one episode per setting block) exceeds ``max_memory``
@@ -405,12 +407,13 @@ class GenericScorer(LeafScorer):
         max_rows: int | None = None,
     ) -> None:
         row_bytes = generic_bytes_per_row(task.world.state_dim)
+        self.offers = capabilities_of(model)
         # Per leaf: the chunk's rows plus the (L, D) action sequences and one step's actions.
         check_depth(
             depth,
             max_memory,
             lambda d: row_bytes + 8 * (d + 1),
-            getattr(model, "n_settings", 1),
+            self.offers.n_settings,
             task.world.n_actions,
         )
         self.model = model
@@ -429,7 +432,7 @@ class GenericScorer(LeafScorer):
             self.max_rows = max_rows or max(1, max_memory // (row_bytes + model_bytes))
 
     def leaf_scores(self, root, generator):
-        m = getattr(self.model, "n_settings", 1)
+        m = self.offers.n_settings
         per_setting = episodes_per_setting(root.shape[0], m)
         cols = max(1, self.max_rows // (self.n_leaves * m))
         blocks = torch.arange(root.shape[0], device=root.device).view(m, per_setting)
@@ -454,13 +457,12 @@ class GenericScorer(LeafScorer):
         """
         b = root.shape[0]
         rows = b * self.n_leaves
-        m = getattr(self.model, "n_settings", 1)
+        m = self.offers.n_settings
         state = root.repeat_interleave(self.n_leaves, dim=0)
         score = torch.zeros(rows, device=root.device)
         alive = torch.ones(rows, dtype=torch.bool, device=root.device)
-        start = getattr(self.model, "start_rollout", None)
-        if start is not None:
-            start(rows, generator)
+        if self.offers.rollout_start:
+            self.model.start_rollout(rows, generator)
         for t in range(self.depth):
             action = self.sequences[:, t].repeat(b)
             prev = state

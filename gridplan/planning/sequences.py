@@ -24,6 +24,7 @@ import torch
 
 from gridplan.core import dynamics
 from gridplan.core.tasks import TaskKind
+from gridplan.models.capabilities import capabilities_of
 from gridplan.models.latent_contract import LatentThroughDecoder
 from gridplan.planning.scorers import check_prediction, episodes_per_setting
 
@@ -88,7 +89,8 @@ def sequence_terms(
     a = task.world.n_actions
     if actions.numel() and (int(actions.min()) < 0 or int(actions.max()) >= a):
         raise ValueError(f"actions must lie in 0..{a - 1} (the {a} actions of task {task.name})")
-    episodes_per_setting(b, getattr(model, "n_settings", 1))
+    offers = capabilities_of(model)
+    episodes_per_setting(b, offers.n_settings)
     p, h = actions.shape[1], actions.shape[2]
     rows = b * p
     z = root_latents(model, root) if latent is None else latent
@@ -97,9 +99,8 @@ def sequence_terms(
     flat = actions.reshape(rows, h)
     alive = torch.ones(rows, dtype=torch.bool, device=root.device)
     terms = root.new_zeros(rows, h)
-    start = getattr(model, "start_rollout", None)
-    if start is not None:
-        start(rows, generator)
+    if offers.rollout_start:
+        model.start_rollout(rows, generator)
     for t in range(h):
         if z is None:
             state = model.predict(state, flat[:, t], generator)

@@ -34,6 +34,7 @@ import torch
 
 from gridplan.core import dynamics
 from gridplan.core.tasks import TaskKind
+from gridplan.models.capabilities import capabilities_of
 from gridplan.models.contract import keeps_memory
 from gridplan.planning.scorers import (
     DEFAULT_MAX_MEMORY,
@@ -103,7 +104,7 @@ class TreeScorer(LeafScorer):
                 f"the shared-prefix tree needs a model without memory across imagined steps; "
                 f"{type(model).__name__} defines start_rollout (use the independent tree)"
             )
-        self.n_settings = getattr(model, "n_settings", 1)
+        self.n_settings = capabilities_of(model).n_settings
         s = task.world.state_dim
         leaf_bytes, row_bytes = tree_bytes_per_leaf(s), generic_bytes_per_row(s)
         a = task.world.n_actions

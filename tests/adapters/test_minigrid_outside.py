@@ -21,6 +21,7 @@ import gymnasium  # noqa: E402
 import gridplan  # noqa: E402
 from eval.specs import plugin  # noqa: E402
 from gridplan.adapters import minigrid as mg  # noqa: E402
+from gridplan.adapters.gymnasium import GridPlanEnv  # noqa: E402
 from gridplan.core import tasks  # noqa: E402
 from gridplan.core import world as worlds  # noqa: E402
 from gridplan.core.doorkey_task import DoorKeyTask  # noqa: E402
@@ -82,6 +83,24 @@ def test_collect_refuses_an_action_outside_minigrids_seven():
         mg.collect(_env(), 3, lambda env, rng: 7)
     with pytest.raises(ValueError, match="transitions must be >= 1"):
         mg.collect(_env(), 0, lambda env, rng: 0)
+
+
+@pytest.mark.parametrize(
+    ("make", "name"),
+    [
+        (lambda: gymnasium.make("CartPole-v1"), "CartPoleEnv"),
+        (lambda: GridPlanEnv("A", world=WORLD), "GridPlanEnv"),
+        (object, "object"),
+    ],
+)
+def test_collect_refuses_an_env_that_is_not_minigrids_naming_it(make, name):
+    with pytest.raises(TypeError) as caught:
+        mg.collect(make(), 3, lambda env, rng: 0)
+    assert str(caught.value) == (
+        f"collect reads MiniGrid's own DoorKey env (gymnasium.make(\"MiniGrid-DoorKey-8x8-v0\") "
+        f"or minigrid.envs.DoorKeyEnv, wrappers allowed), got a {name}, whose unwrapped env "
+        "lacks MiniGrid's grid, agent_pos, agent_dir, carrying"
+    )
 
 
 @pytest.mark.slow

@@ -16,6 +16,7 @@ from scipy import stats
 
 from gridplan.core import doorkey_env as env
 from gridplan.core import doorkey_observe as observe
+from gridplan.core import doorkey_task as dk_task
 from gridplan.core import doorkey_values as values
 from gridplan.core import doorkey_world as world
 from gridplan.core.doorkey_constants import (
@@ -29,6 +30,7 @@ from gridplan.core.doorkey_constants import (
     RIGHT,
     TOGGLE,
 )
+from gridplan.core.doorkey_task import DoorKeyTask
 
 W5, W6, W8 = (world.DoorKey(size=n) for n in (5, 6, 8))
 
@@ -260,8 +262,9 @@ def test_q_star_is_one_step_of_v_star_and_its_maximum():
     assert (q[goal] == 0).all()
 
 
-def _sweep_both(w, wall_x, door_y, gamma):
-    """Plain value iteration of V* and d together on one layout, (S, 7) successors."""
+def _successors(w, wall_x, door_y):
+    """One layout's valid states (their indices ``full``) with their ``(S, 7)`` compact
+    successors and goal flags, and the terminal states ``stop``."""
     s = values.layout_states(w, wall_x, door_y)
     ok = env.valid(s, w)
     full = ok.nonzero().flatten()
@@ -272,7 +275,13 @@ def _sweep_both(w, wall_x, door_y, gamma):
     nxt = compact[torch.stack([values.state_index(r[0], w) for r in steps], dim=1)]
     goal = torch.stack([r[2] for r in steps], dim=1)
     stop = (s[:, 0] == w.size - 2) & (s[:, 1] == w.size - 2)
-    v, d, sweeps = torch.zeros(s.shape[0], dtype=torch.float64), torch.where(stop, 0, 2**40), 0
+    return full, nxt, goal, stop
+
+
+def _sweep_both(w, wall_x, door_y, gamma):
+    """Plain value iteration of V* and d together on one layout, (S, 7) successors."""
+    full, nxt, goal, stop = _successors(w, wall_x, door_y)
+    v, d, sweeps = torch.zeros(full.shape[0], dtype=torch.float64), torch.where(stop, 0, 2**40), 0
     while True:
         sweeps += 1
         v_next = torch.where(goal, 1.0, gamma * v[nxt]).amax(dim=1).masked_fill_(stop, 0.0)
@@ -291,6 +300,50 @@ def test_v_star_read_off_the_distances_equals_sweeping_both_backups_bit_for_bit(
         table = values.layout_values(w, wall_x, door_y, gamma)
         assert torch.equal(table.values[full], v) and torch.equal(table.distance[full], d)
         assert table.sweeps == sweeps and (table.distance[full] > 0).any()
+
+
+@pytest.mark.parametrize("steps", [0, 1, 3, 7, 11])
+def test_horizon_values_equal_that_many_plain_value_sweeps_bit_for_bit(steps):
+    gamma = 0.95
+    for wall_x, door_y in [(2, 1), (3, 3)]:
+        full, nxt, goal, stop = _successors(W6, wall_x, door_y)
+        v = torch.zeros(full.shape[0], dtype=torch.float64)
+        for _ in range(steps):
+            v = torch.where(goal, 1.0, gamma * v[nxt]).amax(dim=1).masked_fill_(stop, 0.0)
+        table = values.horizon_values(W6, wall_x, door_y, gamma, steps)
+        assert torch.equal(table[full], v)
+        assert (table[full] > 0).any() == (steps > 0)
+
+
+def test_horizon_values_and_their_q_of_hand_built_states():
+    # 6x6, wall column 3, door open at row 2, key carried: the east room is the column x = 4
+    # and the goal (4, 4). Facing south from (4, 2) the goal is 2 steps away (V* = gamma),
+    # facing north 4 (two turns first, V* = gamma^3); facing south from (4, 3), 1 (V* = 1).
+    task = DoorKeyTask(world=W6)
+    gamma = task.gamma
+    rows = [((4, 2), 1), ((4, 2), 3), ((4, 3), 1), ((4, 4), 1)]
+    s = torch.cat(
+        [state(W6, a, h, a, carrying=1, door=OPEN, wall_x=3, door_y=2) for a, h in rows]
+    )
+    index = values.state_index(s, W6)
+    want = {
+        0: [0, 0, 0, 0],
+        1: [0, 0, 1, 0],
+        2: [gamma, 0, 1, 0],
+        3: [gamma, 0, 1, 0],
+        4: [gamma, gamma**3, 1, 0],
+    }
+    for steps, v in want.items():
+        got = values.horizon_values(W6, 3, 2, gamma, steps)[index]
+        assert got.tolist() == pytest.approx(v, rel=1e-12, abs=0), steps
+    # The depth-2 search (one step, then V_1) sees the goal only straight ahead; depth 1 sees
+    # nothing from (4, 2): every action ties at 0.
+    floats = dk_task.encode(s, None, W6)
+    q2 = task.value_table(steps=1).q_values(floats[:1])
+    assert q2[0].tolist() == pytest.approx([0, 0, gamma, 0, 0, 0, 0])
+    assert (task.value_table(steps=0).q_values(floats[:1]) == 0).all()
+    with pytest.raises(ValueError, match="steps must be >= 0"):
+        values.horizon_values(W6, 3, 2, gamma, -1)
 
 
 def test_valid_keeps_exactly_the_states_minigrid_can_hold():

@@ -1,6 +1,7 @@
 """The decision ladder on MiniGrid DoorKey (``gridplan.core.doorkey_task``): the levels its
 world defines (``gridplan.evaluation.ladder.OTHER_WORLD_LEVELS``) give the oracle's known
-answers, and irrelevant noise on the tiles decides exactly like the oracle (paper Prop. 1)."""
+answers, and irrelevant noise on the tiles decides and ranks the anchor policies exactly like
+the oracle (paper Prop. 1)."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ def _ladder(model, task, levels: tuple[str, ...]) -> dict:
 
 @pytest.fixture(scope="module")
 def oracle_report() -> dict:
-    return _report(OracleModel(world=DK6.world), DK6, ("L4", "L7", "probe"))
+    return _report(OracleModel(world=DK6.world), DK6, ("L4", "L5", "L6", "L7", "probe"))
 
 
 @pytest.fixture(scope="module")
@@ -81,11 +82,32 @@ def test_noise_on_the_tiles_decides_exactly_like_the_oracle():
     assert truth["L4"]["decision_agreement"]["mean"] == 1.0
 
 
-def test_the_card_marks_the_anchor_levels_not_applicable(oracle_report):
+def test_the_oracles_outcome_fidelity_and_policy_ranking_are_exact(oracle):
+    l5, l6 = oracle["L5"], oracle["L6"]
+    assert l5["value_error"]["mean"] == 0.0
+    assert set(l5["value_error_per_policy"].values()) == {0.0}
+    assert l5["reward_error"]["mean"] == 0.0
+    assert l5["brier"]["mean"] == l5["brier_floor"]["mean"]
+    assert l6["pra"]["mean"] == 1.0 and l6["mmrv"]["mean"] == 0.0
+    j = {a["name"]: a["J_true"] for a in l6["anchors"]}
+    assert all(a["J_true"] == a["J_model"] for a in l6["anchors"])
+    # The anchors span weak to strong on DoorKey too.
+    assert j["key_ignoring"] == 0.0 and j["greedy"] > j["eps_greedy_0.5"] > j["uniform_random"]
+
+
+def test_noise_on_the_tiles_ranks_the_anchors_exactly_like_the_oracle():
+    levels = ("L5", "L6")
+    truth = _ladder(OracleModel(world=DK6_TILES.world), DK6_TILES, levels)
+    noisy = _ladder(NoiseModel.controlled(0.0, 1.2, DK6_TILES), DK6_TILES, levels)
+    assert noisy == truth
+    assert truth["L6"]["pra"]["mean"] == 1.0 and truth["L5"]["value_error"]["mean"] == 0.0
+
+
+def test_the_card_gates_the_anchor_levels(oracle_report):
     card = build_card(oracle_report)
-    for level in ("L5", "L6"):
-        assert card["not_applicable"][level].startswith("not defined on minigrid-doorkey-6x6")
+    assert not {"L5", "L6"} & set(card["not_applicable"])
+    passed = {g["level"]: g["passed"] for g in card["gates"]}
+    assert passed == {"L4": True, "L5": True, "L6": True}
     assert card["verdict"].startswith(
-        "Fit for planning with the depth-1 planner on task A: every gate passes "
-        "(L5, L6: not defined on minigrid-doorkey-6x6)."
+        "Fit for planning with the depth-1 planner on task A: every gate passes."
     )

@@ -53,13 +53,13 @@ def _ctx(tmp_path, group: str) -> GroupContext:
 def _train(group: str, ctx: GroupContext, settings):
     if group == "e8":
         return e8.train_learned(ctx, ctx.config)
-    if group == "e9":
+    if group in ("e9", "e11"):
         return e9.train_zoo(ctx, ctx.config)
     row = next(r for r in settings.e3.rows if r.key == UNIFORM_20K)
     return learned_runs.train_run(ctx, settings.e3, row, 0)
 
 
-@pytest.mark.parametrize("group", ["e8", "e9", "e4"])
+@pytest.mark.parametrize("group", ["e8", "e9", "e11", "e4"])
 def test_a_groups_trainings_go_to_its_launcher(tmp_path, asked, group):
     threads = torch.get_num_threads()
     ctx = _ctx(tmp_path, group if group != "e4" else "e3")
@@ -73,3 +73,7 @@ def test_a_groups_trainings_go_to_its_launcher(tmp_path, asked, group):
     assert call["cfgs"] and str(call["record_dir"]).startswith(str(ctx.out))
     if group == "e4":  # one run alone, as runs.train trains it
         assert [c.train.vectorize for c in call["cfgs"]] == [False]
+    if group == "e11":  # every (family, observation) of the zoo, as python -m train names them
+        pairs = [(c.model.name, c.obs.name) for c in call["cfgs"]]
+        configs = e9.configurations(ctx.config)
+        assert pairs == [(f, o) for f, o, _ in configs for _ in ctx.config.train_seeds]

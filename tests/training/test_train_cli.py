@@ -307,3 +307,23 @@ def test_a_sweep_composes_its_points_with_a_config_folder_outside_the_repository
     ]
     with pytest.raises(ValueError, match="Could not find 'variant/mine'"):
         plan(["variant=mine,uniform"])
+
+
+def test_the_train_summary_says_how_many_held_out_windows_its_scores_were_measured_on(capsys):
+    from train.__main__ import _summary
+
+    metrics = {
+        "epochs": 3,
+        "monitor": "val/DRPE_graded",
+        "best_score": 0.25,
+        "train_seconds": 2.0,
+        "best/E_tot": 0.5,
+        "best/DRPE_graded": 0.25,
+        "best/DRPE_binary": 0.125,
+    }
+    _summary(metrics, {"run_dir": "R", "best_checkpoint": "R/best.ckpt"}, windows=256)
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == (
+        "epochs 3  val/DRPE_graded 0.25000  E_tot 0.5000  DRPE_graded 0.2500  DRPE_binary 0.1250"
+        " on 256 held-out windows  (2 s)"
+    )
