@@ -438,6 +438,30 @@ class _PluginCalls(Declared):
         """Where in a rollout a call happened, for messages ("" when not in one)."""
         return ""
 
+    #: A wrapper's optional methods by their ``Capabilities`` flag, and the declarations it
+    #: copies (``_wrap``).
+    _OPTIONAL: dict[str, str] = {}
+    _ATTRIBUTES: tuple[str, ...] = ()
+
+    def _wrap(self, model, offers, name: str, source: str | None) -> None:
+        """Hold ``model``: its declarations in ``_ATTRIBUTES`` copied from ``offers`` (its
+        ``Capabilities``), and each optional method it has behind a guarded call."""
+        self.inner = model
+        self.name = name
+        self.source = source
+        for attr in self._ATTRIBUTES:
+            setattr(self, attr, getattr(offers, attr))
+        for flag, method in self._OPTIONAL.items():
+            if getattr(offers, flag):
+                setattr(self, method, self._guarded(method, getattr(model, method)))
+
+    def _guarded(self, method: str, fn):
+        def call(*args):
+            return self._call(method, fn, *args)
+
+        call.__name__ = method
+        return call
+
     def _call(self, method: str, fn, *args):
         """``fn(*args)``; any exception becomes a ``PluginError`` naming the plug-in, the
         method and the shapes passed, and a call the method's signature cannot take names
@@ -650,23 +674,9 @@ class CheckedLatentModel(_PluginCalls):
                 f"{name} is a {type(model).__name__} without callable encode(obs) and "
                 "predict_latent(z, action, generator)"
             )
-        self.inner = model
-        self.name = name
-        self.source = source
-        for attr in self._ATTRIBUTES:
-            setattr(self, attr, getattr(offers, attr))
+        self._wrap(model, offers, name, source)
         if offers.bytes_per_row is not None:
             self.bytes_per_row = offers.bytes_per_row
-        for flag, method in self._OPTIONAL.items():
-            if getattr(offers, flag):
-                setattr(self, method, self._guarded(method, getattr(model, method)))
-
-    def _guarded(self, method: str, fn):
-        def call(*args):
-            return self._call(method, fn, *args)
-
-        call.__name__ = method
-        return call
 
     def encode(self, obs: torch.Tensor) -> torch.Tensor:
         return self._call("encode", self.inner.encode, obs)
@@ -699,16 +709,7 @@ class CheckedHistoryModel(_PluginCalls):
                 f"{name} is a {type(model).__name__} without callable init(observations, "
                 "actions) and step(state, action, generator)"
             )
-        self.inner = model
-        self.name = name
-        self.source = source
-        for attr in self._ATTRIBUTES:
-            setattr(self, attr, getattr(offers, attr))
-        for flag, method in self._OPTIONAL.items():
-            if getattr(offers, flag):
-                setattr(self, method, self._guarded(method, getattr(model, method)))
-
-    _guarded = CheckedLatentModel._guarded
+        self._wrap(model, offers, name, source)
 
     def init(self, observations: torch.Tensor, actions: torch.Tensor):
         return self._call("init", self.inner.init, observations, actions)
