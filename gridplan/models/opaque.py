@@ -326,7 +326,7 @@ class OpaqueLatent(Declared):
             # render's own observe: a history model reads no other, and this object's
             # capabilities are not complete until its layout is known.
             first = self._init(observe(start, self.world, self.obs_kind)[:, None], None)
-        self.layout = StateLayout.of(first, 2, self._who("init"))
+        self.layout = StateLayout.of(first, 2, self.who("init"))
         self.latent_dim = self.layout.width
         heads = (("decoder", "decode"), ("latent_reward", "reward"), ("value", "value"))
         for flag, method in heads:
@@ -337,12 +337,10 @@ class OpaqueLatent(Declared):
         """How errors name the model's ``method`` (a plug-in's factory and file)."""
         return label(self.model, method)
 
-    _who = who
-
     def _init(self, obs: torch.Tensor, actions: torch.Tensor | None):
         if actions is None:
             actions = torch.zeros(obs.shape[0], 0, dtype=torch.long, device=obs.device)
-        check_history(obs, actions, self.history, self._who("init"))
+        check_history(obs, actions, self.history, self.who("init"))
         return self.model.init(obs, actions)
 
     def encode_history(self, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
@@ -353,7 +351,7 @@ class OpaqueLatent(Declared):
                 ``StateLayout.pack``).
         """
         state = self._init(obs, actions)
-        return self.layout.pack(state, obs.shape[0], self._who("init"))
+        return self.layout.pack(state, obs.shape[0], self.who("init"))
 
     def encode(self, obs: torch.Tensor) -> torch.Tensor:
         """``(N, *obs_shape)`` -> ``(N, Z)``: ``init`` of a one-observation history."""
@@ -364,7 +362,7 @@ class OpaqueLatent(Declared):
     ) -> torch.Tensor:
         """``pack(step(unpack(z), action, generator))``: ``(N, Z)``, ``(N,)`` -> ``(N, Z)``."""
         state = self.model.step(self.layout.unpack(z), action, generator)
-        return self.layout.pack(state, z.shape[0], self._who("step"))
+        return self.layout.pack(state, z.shape[0], self.who("step"))
 
     def _decode(self, z: torch.Tensor) -> torch.Tensor:
         return self.model.decode(self.layout.unpack(z))
