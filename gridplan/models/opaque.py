@@ -223,6 +223,11 @@ def check_state_out(state, rows: int, what: str) -> list[tuple[str, torch.Tensor
             f"{what} must return a tensor, a tuple of tensors or a TensorDict, got "
             f"{type(state).__name__}"
         )
+    if _is_tensordict(state) and tuple(state.batch_size[:1]) != (rows,):
+        raise LatentContractError(
+            f"{what} returned a TensorDict of batch size {list(state.batch_size)}, but it was "
+            f"given {rows} rows; build it with batch_size=[{rows}]"
+        )
     for name, leaf in leaves:
         if not isinstance(leaf, torch.Tensor):
             raise LatentContractError(
@@ -394,7 +399,8 @@ def _snapshot(state) -> list[torch.Tensor]:
 def check_history_model(latent: OpaqueLatent, world: World, device: torch.device | str) -> None:
     """What the planner needs of a history model beyond the latent contract
     (``check_latent_model`` checks the rest through ``latent``): ``init`` of the longest
-    history it reads; ``step`` leaves the state it was given untouched; and, for a model
+    history it reads (independent reset states and random actions: a shape check, not an
+    episode); ``step`` leaves the state it was given untouched; and, for a model
     declared deterministic, one state branched into every action steps each branch as it
     steps alone.
 
@@ -416,13 +422,18 @@ def check_history_model(latent: OpaqueLatent, world: World, device: torch.device
         action = torch.arange(rows, device=dev) % world.n_actions
         stepped = latent.model.step(state, action, torch.Generator(device=dev).manual_seed(1))
         latent.layout.pack(stepped, rows, latent.who("step"))
-        for (name, leaf), old in zip(_leaves(state), before, strict=True):
-            if not torch.equal(leaf, old):
-                raise LatentContractError(
-                    f"{latent.who('step')} modified the state it was given (leaf {name} "
-                    "changed in place); the planner branches many actions from one frozen "
-                    "state: return a new state (h = h + dh, not h += dh or h.copy_(...))"
-                )
+        changed = [
+            name
+            for (name, leaf), old in zip(_leaves(state), before, strict=True)
+            if not torch.equal(leaf, old)
+        ]
+        if changed:
+            raise LatentContractError(
+                f"{latent.who('step')} modified the state it was given (leaf "
+                f"{', '.join(changed)} changed in place); the planner branches many actions "
+                "from one frozen state: return a new state (h = h + dh, not h += dh or "
+                "h.copy_(...))"
+            )
         if latent.deterministic:
             _check_branching(latent, state, world.n_actions, dev)
 

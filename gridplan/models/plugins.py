@@ -399,7 +399,7 @@ def build(target: str, args: dict, task: Task, device: torch.device | str) -> ob
     except Exception as err:
         raise PluginError(f"factory {target!r} raised {_raised(err)}: {err}") from err
     offers = capabilities_of(model)
-    if not offers.transition and not offers.latent and not offers.history:
+    if not offers.transition and not offers.latent and not offers.history_state:
         raise PluginError(
             f"factory {target!r} returned a {type(model).__name__} without a callable "
             "predict(state, action, generator), a latent model's encode(obs) and "

@@ -182,13 +182,58 @@ def test_a_history_of_the_wrong_length_names_the_method_and_shapes():
         latent.encode_history(torch.rand(5, 4, 12), torch.zeros(5, 3, dtype=torch.long))
 
 
-def test_a_plugin_without_a_history_length_is_told_to_declare_one():
+class Unbatched(Recurrent):
+    def init(self, observations, actions):
+        s, count = super().init(observations, actions)
+        return TensorDict({"s": s, "count": count}, batch_size=[])
+
+    def step(self, state, action, generator):
+        s = self.dynamics.predict_latent(state["s"], action, generator)
+        return TensorDict({"s": s, "count": state["count"]}, batch_size=[])
+
+    def decode(self, state):
+        return state["s"]
+
+
+def test_a_tensordict_without_its_batch_size_is_refused():
+    with pytest.raises(PluginError) as info:
+        _check(Unbatched())
+    assert str(info.value).startswith(
+        "mine.make.init (from mine.py) returned a TensorDict of batch size [], but it was "
+        "given 2 rows; build it with batch_size=[2]"
+    )
+
+
+class MutatingBoth(Recurrent):
+    def step(self, state, action, generator):
+        state[0].mul_(1.0).add_(0.5)
+        state[1].add_(1)
+        return super().step(state, action, generator)
+
+
+def test_every_leaf_mutated_in_place_is_named():
+    with pytest.raises(PluginError, match=r"\(leaf state\[0\], state\[1\] changed in place\)"):
+        _check(MutatingBoth())
+
+
+@pytest.mark.parametrize("history", [0, None])
+def test_a_plugin_without_a_history_length_is_told_to_declare_one(tmp_path, history):
     model = Recurrent()
-    model.history = 0
-    with pytest.raises(
-        PluginError, match=r"mine.make \(from mine.py\).history must be an integer >= 1"
-    ):
+    model.history = history
+    with pytest.raises(PluginError, match=r"history must be an integer >= 1"):
         _check(model)
+    # Loaded from a file, the factory's model is recognized by init and step whatever its
+    # history declares, and the boundary names what is wrong with it.
+    plugin = tmp_path / "declares.py"
+    plugin.write_text(
+        PLUGINS + f"\n\ndef bad(task):\n    m = Recurrent(task.world)\n"
+        f"    m.history = {history!r}\n    return m\n"
+    )
+    from gridplan.models.plugins import build
+
+    built = build(f"{plugin}:bad", {}, tasks.TASK_A, "cpu")
+    with pytest.raises(PluginError, match=r"history must be an integer >= 1"):
+        _check(built)
 
 
 # 3. the closed loop hands each episode its history --------------------------------------------
