@@ -455,8 +455,9 @@ def _check_branching(latent: OpaqueLatent, state, n_actions: int, dev: torch.dev
 
 
 class EpisodeHistory:
-    """The last ``history`` true states and the actions between them of every episode of a
-    closed loop, so a history model's planning root is ``init`` of its episode's history.
+    """The observations of the last ``history`` true states and the actions between them of
+    every episode of a closed loop, so a history model's planning root is ``init`` of its
+    episode's history.
 
     Args:
         latent: the ``OpaqueLatent`` planned through.
@@ -469,7 +470,8 @@ class EpisodeHistory:
 
     def __init__(self, latent: OpaqueLatent, start: torch.Tensor) -> None:
         self.latent = latent
-        self.states = [start.clone()]
+        # Observations are drawn once per step, not once per decision that reads them.
+        self.observations = [observations(latent, start)]
         self.actions: list[torch.Tensor] = []
 
     @staticmethod
@@ -484,23 +486,20 @@ class EpisodeHistory:
         return EpisodeHistory(latent, start)
 
     def push(self, rows: torch.Tensor, action: torch.Tensor, state: torch.Tensor) -> None:
-        self.states.append(state.clone())
+        self.observations.append(observations(self.latent, state))
         # Episodes not planned this step are over: they repeat their state, and any valid
         # action stands in for the one they did not take.
         taken = torch.zeros(state.shape[0], dtype=torch.long, device=state.device)
         self.actions.append(taken.index_put_((rows,), action))
-        if len(self.states) > self.latent.history:
-            del self.states[0], self.actions[0]
+        if len(self.observations) > self.latent.history:
+            del self.observations[0], self.actions[0]
 
     def roots(self, rows: torch.Tensor) -> torch.Tensor:
-        states = torch.stack([s[rows] for s in self.states], dim=1)
-        n, length = states.shape[:2]
-        obs = observations(self.latent, states.reshape(n * length, -1))
-        obs = obs.reshape(n, length, *obs.shape[1:])
+        obs = torch.stack([o[rows] for o in self.observations], dim=1)
         actions = (
             torch.stack([a[rows] for a in self.actions], dim=1)
             if self.actions
-            else torch.zeros(n, 0, dtype=torch.long, device=states.device)
+            else torch.zeros(rows.shape[0], 0, dtype=torch.long, device=obs.device)
         )
         return self.latent.encode_history(obs, actions)
 
