@@ -67,6 +67,10 @@ from gridplan.core.world import World
 OBS_KINDS = ("state", "grid", "pixels")
 #: Observation kinds ``observe`` draws of a MiniGrid DoorKey world.
 DOORKEY_OBS_KINDS = ("state", "egocentric", "full")
+#: Observation kinds that do not determine the state (MiniGrid's egocentric view shows neither
+#: the cells behind the agent nor those behind walls): a recurrent latent model plans from its
+#: belief filtered over the episode (``gridplan.models.episode_memory``).
+PARTIAL_OBS_KINDS = ("egocentric",)
 #: Every observation kind of some world.
 ALL_OBS_KINDS = (*OBS_KINDS, *DOORKEY_OBS_KINDS[1:])
 #: Default pixel tile side ``P`` (the default 8x8 world is 32x32 pixels).

@@ -14,14 +14,18 @@ computes all of these; E12 shares them).
 
 The verdicts (``CLAIMS``) were written before the first full run, with the grid and its
 rationale (``configs/experiments/e12/full.yaml``), and only the ``full`` profile checks them
-(``docs/PREREGISTERED.md`` Rule 5). Learned models on MiniGrid's egocentric observation are
-not part of E12: they need a latent family that reads the 7x7x3 view. Writes ``models.csv``
-/ ``models.json``, ``worlds.csv``, ``results.json`` and ``fig_doorkey.png``.
+(``docs/PREREGISTERED.md`` Rule 5). The latent families trained on MiniGrid's egocentric
+7x7x3 view in one world (``gridplan.experiments.e12_egocentric``; Rule 9) ask the question of
+learned models that observe what a MiniGrid agent observes. Writes ``models.csv`` /
+``models.json``, ``worlds.csv``, ``egocentric.csv``, ``results.json`` and ``fig_doorkey.png``.
 """
 
 from __future__ import annotations
 
+import time
+
 from gridplan.core import tasks
+from gridplan.experiments import e12_egocentric as egocentric
 from gridplan.experiments import paper
 from gridplan.experiments.e8 import (
     STRONG_RHO,
@@ -54,6 +58,10 @@ CLAIMS = {
     "|ρ_E_tot| lies above 0",
     "lead_learned": "With the learned MLPs pooled into the grid, DRPE's |ρ| with success still "
     "exceeds E_tot's in every world with learned models",
+    "ego_lead": "Over the learned latent models on MiniGrid's egocentric view, DRPE's |ρ| with "
+    "success exceeds E_tot's",
+    "ego_pooled": "With the egocentric models pooled into their world's grid, DRPE's |ρ| with "
+    "success exceeds E_tot's",
 }
 
 
@@ -64,7 +72,12 @@ def _margin(row: WorldRow) -> tuple[bool | None, str]:
     return row.margin_low > 0, f"{row.world}: {row.margin:+.2f} {interval}"
 
 
-def verdicts(report: GroupReport, cfg: E12Config, rows: dict[str, WorldRow]) -> None:
+def verdicts(
+    report: GroupReport,
+    cfg: E12Config,
+    rows: dict[str, WorldRow],
+    ego: egocentric.EgocentricRow | None,
+) -> None:
     """Every claim of ``CLAIMS`` (a smoke run's report states none: ``GroupReport``)."""
     measured = [rows[n] for n in cfg.worlds]
     widest = max(measured, key=lambda r: r.state_width)
@@ -75,6 +88,8 @@ def verdicts(report: GroupReport, cfg: E12Config, rows: dict[str, WorldRow]) -> 
         "margin": _margin(widest),
         "lead_learned": lead_claim(learned, pooled=True) if learned else (None, "no learned world"),
     }
+    none = (None, "no egocentric models")
+    results.update(egocentric.claims(ego) if ego else {"ego_lead": none, "ego_pooled": none})
     for key, claim in CLAIMS.items():
         ok, detail = results[key]
         report.verdict(claim, ok, detail)
@@ -164,12 +179,13 @@ def worlds_table(report: GroupReport, rows: list[WorldRow], cfg: E12Config) -> N
 
 def doorkey_figure(records: list[ScaleRecord], names: tuple[str, ...]):
     """Success against E_tot and against DRPE, one row of panels per world, coloured by σR;
-    learned models as black crosses."""
+    learned MLPs as black crosses, egocentric latent models as open triangles."""
     fig = new_figure(9, 3.2 * len(names))
     axes = fig.subplots(len(names), 2, squeeze=False)
     for row, name in zip(axes, names, strict=True):
         grid = [r for r in records if r.world == name and r.family == "controlled"]
         learned = [r for r in records if r.world == name and r.family == "learned"]
+        ego = [r for r in records if r.world == name and r.family == egocentric.FAMILY]
         for ax, key, label in ((row[0], "E_tot", "E_tot"), (row[1], "DRPE_graded", "DRPE")):
             sc = ax.scatter(
                 [getattr(r, key) for r in grid],
@@ -186,6 +202,16 @@ def doorkey_figure(records: list[ScaleRecord], names: tuple[str, ...]):
                     c="black",
                     label="learned MLP",
                 )
+            if ego:
+                ax.scatter(
+                    [getattr(r, key) for r in ego],
+                    [r.success for r in ego],
+                    marker="^",
+                    facecolors="none",
+                    edgecolors="black",
+                    label="egocentric latent",
+                )
+            if learned or ego:
                 ax.legend(loc="lower left")
             ax.set_xlabel(f"{label} ({name})")
             ax.set_ylabel("success rate")
@@ -195,33 +221,62 @@ def doorkey_figure(records: list[ScaleRecord], names: tuple[str, ...]):
     return fig
 
 
+def egocentric_models(
+    ctx: GroupContext, cfg: E12Config, records: list[ScaleRecord]
+) -> tuple[egocentric.EgocentricRow | None, list[ScaleRecord]]:
+    """The egocentric models of ``cfg.egocentric`` trained and measured
+    (``gridplan.experiments.e12_egocentric``) beside their world's grid in ``records``;
+    ``(None, [])`` without them."""
+    zoo = cfg.egocentric
+    if not zoo.families:
+        return None, []
+    trained, train_wall = egocentric.train(ctx, cfg)
+    t0 = time.perf_counter()
+    ego = egocentric.measure(ctx, cfg, trained)
+    grid = [r for r in records if r.world == zoo.world and r.family == "controlled"]
+    seconds = (train_wall, time.perf_counter() - t0)
+    return egocentric.summarize(zoo.world, grid, ego, cfg.n_resamples, seconds), ego
+
+
 def run(ctx: GroupContext) -> GroupReport:
     """E12 (see the module docstring)."""
     cfg: E12Config = ctx.config
     trained, train_wall = train_learned(ctx, cfg)
     records, rows, _ = measure_worlds(ctx, cfg, trained)
+    ego, ego_records = egocentric_models(ctx, cfg, records)
+    records += ego_records
     ordered = [rows[n] for n in cfg.worlds]
     write_models(ctx, records)
     ctx.write_csv("worlds.csv", ordered)
+    if ego is not None:
+        ctx.write_csv("egocentric.csv", [ego])
     ctx.save_figure(doorkey_figure(records, cfg.worlds), "fig_doorkey.png")
 
     report = GroupReport(
         "E12 — DRPE on MiniGrid DoorKey (§5.1 design, the field's gridworld)", ctx.profile
     )
-    verdicts(report, cfg, rows)
+    verdicts(report, cfg, rows, ego)
     sanity(report, ordered, records)
     worlds_table(report, ordered, cfg)
     learned_table(report, ordered, [r for r in records if r.family == "learned"])
+    if ego is not None:
+        egocentric.tables(report, ego, ego_records)
     report.figure(
         "fig_doorkey.png",
         "Success against E_tot and DRPE in each DoorKey world, coloured by σR; crosses: "
-        "learned MLPs",
+        "learned MLPs on the state; triangles: learned latent models on the egocentric view",
     )
     grid_wall = sum(r.grid_seconds for r in ordered)
     report.text(
         f"Wall time: the controlled grids took {grid_wall:.0f} s ("
         + ", ".join(f"{r.world} {r.grid_seconds:.0f} s" for r in ordered)
-        + f"); training {len(trained)} learned models took {train_wall:.0f} s."
+        + f"); training {len(trained)} learned models took {train_wall:.0f} s"
+        + (
+            f"; the {ego.n_models} egocentric models took {ego.train_seconds:.0f} s to train "
+            f"and {ego.measure_seconds:.0f} s to measure."
+            if ego is not None
+            else "."
+        )
     )
     ctx.write_json(
         "results.json",
@@ -232,6 +287,7 @@ def run(ctx: GroupContext) -> GroupReport:
             "claims": CLAIMS,
             "verdicts_stated": not report.smoke,
             "train_wall_seconds": train_wall,
+            "egocentric": ego,
             "tasks": {n: tasks.get("A", world=n).world.describe() for n in cfg.worlds},
             "paper": {"grid": PAPER_GRID},
         },

@@ -175,7 +175,7 @@ class AxisFit(Record):
 # --------------------------------------------------------------------------- compute
 
 
-def _layout(name: str) -> dict:
+def world_layout(name: str) -> dict:
     """The layout columns of world ``name``, under the name the config gives it (``g8-k2``
     is registered as ``default``)."""
     world = worlds.get(name)
@@ -187,7 +187,7 @@ def _layout(name: str) -> dict:
     }
 
 
-def _measured(pm, s) -> dict:
+def measured_fields(pm, s) -> dict:
     """The measured fields of a world's record: its prediction metrics ``pm`` and its
     closed-loop summary ``s``."""
     return {
@@ -208,7 +208,7 @@ def grid_pool(ctx: GroupContext, cfg: E8Config, name: str) -> list[ScaleRecord]:
     metrics = prediction_metrics(model, windows, task)
     summaries, _ = closed_loop(ctx, model, task, cfg.protocol)
     sigmas = [(r, i) for r in cfg.sigma_r for i in cfg.sigma_i]
-    layout = _layout(name)
+    layout = world_layout(name)
     return [
         ScaleRecord(
             **layout,
@@ -218,7 +218,7 @@ def grid_pool(ctx: GroupContext, cfg: E8Config, name: str) -> list[ScaleRecord]:
             sigma_i=sigma[1],
             key=None,
             seed=None,
-            **_measured(pm, s),
+            **measured_fields(pm, s),
         )
         for sigma, pm, s in zip(sigmas, metrics, summaries, strict=True)
     ]
@@ -276,7 +276,7 @@ def learned_pool(ctx: GroupContext, cfg: E8Config, name: str, trained: dict) -> 
         metrics = prediction_metrics(ModelStack(models), windows, task)
         planned = DeterministicStack(models) if det else ModelStack(models)
         summaries, _ = closed_loop(ctx, planned, task, cfg.protocol)
-    layout = _layout(name)
+    layout = world_layout(name)
     return [
         ScaleRecord(
             **layout,
@@ -286,7 +286,7 @@ def learned_pool(ctx: GroupContext, cfg: E8Config, name: str, trained: dict) -> 
             sigma_i=None,
             key=row.key,
             seed=seed,
-            **_measured(pm, s),
+            **measured_fields(pm, s),
         )
         for (row, seed), pm, s in zip(jobs, metrics, summaries, strict=True)
     ]
@@ -296,7 +296,8 @@ def _col(records, key: str) -> np.ndarray:
     return np.array([getattr(r, key) for r in records], dtype=np.float64)
 
 
-def _num(x: float) -> float | None:
+def finite(x: float) -> float | None:
+    """``x`` as a float, None where it is None or not finite (an undefined ρ)."""
     return None if x is None or not np.isfinite(x) else float(x)
 
 
@@ -319,7 +320,8 @@ def margin_replicates(records, n_resamples: int, seed: int = 0) -> tuple[float, 
     return float(point), reps
 
 
-def _rho(records, key: str, n_resamples: int) -> SpearmanResult:
+def rho_with_success(records, key: str, n_resamples: int) -> SpearmanResult:
+    """Spearman ρ of the records' ``key`` with their success, with its bootstrap 95% CI."""
     return spearman_ci(_col(records, key), _col(records, "success"), n_resamples)
 
 
@@ -333,17 +335,18 @@ def world_row(
 ) -> tuple[WorldRow, np.ndarray]:
     """The row of world ``name`` and its margin's bootstrap replicates."""
     world = worlds.get(name)
-    rho_e, rho_d = _rho(grid, "E_tot", n_resamples), _rho(grid, "DRPE_graded", n_resamples)
+    rho_e = rho_with_success(grid, "E_tot", n_resamples)
+    rho_d = rho_with_success(grid, "DRPE_graded", n_resamples)
     margin, reps = margin_replicates(grid, n_resamples)
-    finite = reps[np.isfinite(reps)]
-    low, high = percentile_interval(finite) if finite.size else (float("nan"),) * 2
+    defined = reps[np.isfinite(reps)]
+    low, high = percentile_interval(defined) if defined.size else (float("nan"),) * 2
     oracle = next(r for r in grid if r.sigma_r == 0 and r.sigma_i == 0)
     irrelevant = [r.DRPE_graded for r in grid if r.sigma_r == 0]
     pooled = grid + learned
-    pooled_e = _rho(pooled, "E_tot", n_resamples).rho if learned else None
-    pooled_d = _rho(pooled, "DRPE_graded", n_resamples).rho if learned else None
+    pooled_e = rho_with_success(pooled, "E_tot", n_resamples).rho if learned else None
+    pooled_d = rho_with_success(pooled, "DRPE_graded", n_resamples).rho if learned else None
     row = WorldRow(
-        **_layout(name),
+        **world_layout(name),
         irrelevant_share=(world.state_dim - len(tasks.get("A", world=name).noise_relevant_dims))
         / world.state_dim,
         horizon=world.horizon,
@@ -353,19 +356,19 @@ def world_row(
         E_tot_min=float(_col(grid, "E_tot").min()),
         E_tot_max=float(_col(grid, "E_tot").max()),
         irrelevant_drpe_max=max(irrelevant),
-        rho_E_tot=_num(rho_e.rho),
-        rho_E_tot_low=_num(rho_e.low),
-        rho_E_tot_high=_num(rho_e.high),
-        rho_DRPE=_num(rho_d.rho),
-        rho_DRPE_low=_num(rho_d.low),
-        rho_DRPE_high=_num(rho_d.high),
-        margin=_num(margin),
-        margin_low=_num(low),
-        margin_high=_num(high),
+        rho_E_tot=finite(rho_e.rho),
+        rho_E_tot_low=finite(rho_e.low),
+        rho_E_tot_high=finite(rho_e.high),
+        rho_DRPE=finite(rho_d.rho),
+        rho_DRPE_low=finite(rho_d.low),
+        rho_DRPE_high=finite(rho_d.high),
+        margin=finite(margin),
+        margin_low=finite(low),
+        margin_high=finite(high),
         n_learned=len(learned),
         learned_success=float(_col(learned, "success").mean()) if learned else None,
-        pooled_rho_E_tot=_num(pooled_e) if learned else None,
-        pooled_rho_DRPE=_num(pooled_d) if learned else None,
+        pooled_rho_E_tot=finite(pooled_e) if learned else None,
+        pooled_rho_DRPE=finite(pooled_d) if learned else None,
         grid_seconds=round(grid_seconds, 2),
         learned_seconds=None if learned_seconds is None else round(learned_seconds, 2),
     )
@@ -399,8 +402,8 @@ def axis_fit(
         x=tuple(int(v) for v in x),
         margins=tuple(margins),
         slope=slope,
-        slope_low=_num(low) if low is not None else None,
-        slope_high=_num(high) if high is not None else None,
+        slope_low=finite(low) if low is not None else None,
+        slope_high=finite(high) if high is not None else None,
         n_resamples=n_resamples,
     )
 

@@ -61,7 +61,7 @@ from gridplan.experiments.learned_runs import (
 from gridplan.experiments.measure import closed_loop, standard_windows, tie_rules
 from gridplan.experiments.records import Record
 from gridplan.experiments.runner import GroupContext
-from gridplan.experiments.settings import E9Config, E11Config
+from gridplan.experiments.settings import E9Config, E11Config, EgocentricZoo
 from gridplan.experiments.tables import GroupReport, RuleReport, fmt, fmt_rho, fmt_se
 from gridplan.metrics.bootstrap import percentile_interval, spearman_of_counts
 from gridplan.metrics.prediction import prediction_metrics
@@ -182,7 +182,7 @@ def finite_or_none(x) -> float | None:
 # --------------------------------------------------------------------------- training
 
 
-def configurations(cfg: E9Config | E11Config) -> list[tuple[str, str, str]]:
+def configurations(cfg: E9Config | E11Config | EgocentricZoo) -> list[tuple[str, str, str]]:
     """Every ``(family, observation, budget)`` of the zoo, in config order (``cfg.pairs``,
     each at every budget)."""
     return [(f, o, b) for f, o in cfg.pairs for b in cfg.budgets]
@@ -192,11 +192,14 @@ def _key(family: str, obs: str, budget: str) -> str:
     return f"{family}-{obs}-{budget}"
 
 
-def train_zoo(ctx: GroupContext, cfg: E9Config | E11Config) -> list[dict]:
+def train_zoo(
+    ctx: GroupContext, cfg: E9Config | E11Config | EgocentricZoo, *extra: str
+) -> list[dict]:
     """Train every model of the zoo (one Lightning run each; latent runs train alone), each
     run a job of the group's launcher (``ctx.launcher``; this machine by default:
     ``gridplan.training.runs.train_all``), and return its run entries: configuration, seed,
-    checkpoint, training metrics and the run's training time (``train_seconds``)."""
+    checkpoint, training metrics and the run's training time (``train_seconds``). ``extra``
+    overrides every run after the zoo's own (E12: ``world=<DoorKey world>``)."""
     from gridplan.training import runs
     from gridplan.training.config import compose
 
@@ -214,6 +217,7 @@ def train_zoo(ctx: GroupContext, cfg: E9Config | E11Config) -> list[dict]:
                 "trainer.progress_bar=false",
                 f"trainer.accelerator={accelerator}",
                 *cfg.train_overrides,
+                *extra,
             ]
         )
         for (family, obs, budget), seed in jobs

@@ -536,6 +536,52 @@ class E8Config(GroupConfig):
 
 
 @dataclass(frozen=True, kw_only=True)
+class EgocentricZoo:
+    """E12's learned models on MiniGrid's egocentric view: each latent family trained as
+    ``python -m train world=<world> model=<family> obs=egocentric data.budget=<budget>
+    seed=<seed>`` trains it, then planned and measured in ``world``.
+
+    Attributes:
+        world: the DoorKey world of the models (one of E12's ``worlds``: its grid is the pool
+            they join).
+        families: latent families (``configs/train/model`` choices); none: no egocentric
+            models.
+        budgets: logged-transition budgets (``"4k"``, ``"20k"``, ...).
+        train_seeds: training seeds of every ``(family, budget)``.
+        train_overrides: extra overrides of every training run.
+
+    Raises:
+        ValueError: if a zoo with families has an empty axis or no world, or a family is not
+            a latent ``configs/train`` choice.
+    """
+
+    world: str = ""
+    families: tuple[str, ...] = ()
+    budgets: tuple[str, ...] = ()
+    train_seeds: tuple[int, ...] = ()
+    train_overrides: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.families:
+            return
+        for axis in ("world", "budgets", "train_seeds"):
+            if not getattr(self, axis):
+                raise ValueError(f"EgocentricZoo.{axis} is empty")
+        for family in self.families:
+            if family in ("mlp", "ensemble5") or not (
+                CONFIGS_ROOT / "train" / "model" / f"{family}.yaml"
+            ).is_file():
+                raise ValueError(
+                    f"EgocentricZoo: {family!r} is not a latent family of configs/train/model"
+                )
+
+    @property
+    def pairs(self) -> tuple[tuple[str, str], ...]:
+        """Every ``(family, "egocentric")`` of the zoo."""
+        return tuple((f, "egocentric") for f in self.families)
+
+
+@dataclass(frozen=True, kw_only=True)
 class E12Config(GroupConfig):
     """E12 settings: E1's design on Farama MiniGrid DoorKey (``gridplan.core.doorkey_task``).
 
@@ -548,12 +594,14 @@ class E12Config(GroupConfig):
         learned_rows: learned MLPs trained on the factored state of each ``learned_worlds``.
         learned_worlds: the worlds whose learned models are trained (a subset of ``worlds``).
         learned_seeds: training seeds of each learned row.
-        train_overrides: extra overrides of every training run.
+        train_overrides: extra overrides of every training run of ``learned_rows``.
+        egocentric: learned latent models on MiniGrid's egocentric view (``EgocentricZoo``;
+            without families, none).
         n_resamples: bootstrap resamples of every Spearman CI and of the margin.
 
     Raises:
-        ValueError: if a world is not a DoorKey world with tiles, or a learned world is not
-            measured.
+        ValueError: if a world is not a DoorKey world with tiles, or a learned or egocentric
+            world is not measured.
     """
 
     recorded: ClassVar[tuple[str, ...]] = ("depth", "seeds", "episodes", "n_windows", "horizon")
@@ -566,6 +614,7 @@ class E12Config(GroupConfig):
     learned_worlds: tuple[str, ...] = ()
     learned_seeds: tuple[int, ...] = (0,)
     train_overrides: tuple[str, ...] = ()
+    egocentric: EgocentricZoo = field(default_factory=EgocentricZoo)
     n_resamples: int
 
     def __post_init__(self) -> None:
@@ -580,6 +629,10 @@ class E12Config(GroupConfig):
         missing = [w for w in self.learned_worlds if w not in self.worlds]
         if missing:
             raise ValueError(f"E12Config.learned_worlds {missing} are not measured")
+        if self.egocentric.families and self.egocentric.world not in self.worlds:
+            raise ValueError(
+                f"E12Config.egocentric.world {self.egocentric.world!r} is not measured"
+            )
 
 
 # --------------------------------------------------------------------------- E10

@@ -28,7 +28,7 @@ from gridplan.core import dynamics
 from gridplan.core.env import check_state
 from gridplan.core.tasks import TASK_A, TaskKind
 from gridplan.models.capabilities import capabilities_of
-from gridplan.models.opaque import EpisodeHistory
+from gridplan.models.episode_memory import episode_memory
 from gridplan.planning.planner import Planner
 from gridplan.util.progress import Progress, bar
 
@@ -152,8 +152,9 @@ def run_closed_loop(
     steps = torch.zeros(b, dtype=torch.long, device=device)
     trajectory = [state.clone()] if record else None
     actions = [] if record else None
-    # A history model plans from its belief of each episode's history, not the state alone.
-    history = EpisodeHistory.of(planner.model, state)
+    # A history model, or a recurrent one on a partial observation, plans from its belief of
+    # each episode, not from the state alone.
+    history = episode_memory(planner.model, state)
     # A labelled Progress tracks steps and finished episodes (piped lines too); a bool keeps
     # the plain terminal-only bar of the experiment runners.
     labelled = isinstance(progress, Progress)
