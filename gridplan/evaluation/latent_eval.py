@@ -38,6 +38,7 @@ from gridplan.metrics.frozen_decoder import (
     protocol_splits,
 )
 from gridplan.models.capabilities import capabilities_of, checked_on
+from gridplan.models.episode_memory import memory_words
 from gridplan.models.latent import LATENT_KIND, load_latent_model
 from gridplan.models.latent_contract import LatentThroughDecoder, check_latent_model
 from gridplan.models.learned import CHECKPOINT_KEY, _read_checkpoint, load_world_model
@@ -158,6 +159,7 @@ def prepare_latent(
     report = {
         "obs_kind": latent.obs_kind,
         "latent_dim": latent.latent_dim,
+        "memory": memory_words(latent),
         "frozen": frozen.to_dict(),
         "floor": floor,
         "above_floor": {k: getattr(frozen, k) - floor[k] for k in FLOORED},
@@ -182,7 +184,8 @@ def planning_note(report: dict) -> str:
     else:
         how = f"the model's reward head and {p['leaf_value']}"
     return (
-        f"latent model ({report['obs_kind']} observations, Z = {report['latent_dim']}): planned "
+        f"latent model ({report['obs_kind']} observations, Z = {report['latent_dim']}"
+        f"{report.get('memory', '')}): planned "
         f"in latent space through {decoder}, leaves scored with {how}; every level reads the "
         "decoded states"
     )

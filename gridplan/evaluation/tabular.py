@@ -310,7 +310,8 @@ def report_tables(report: dict) -> list[Table]:
     if latent:
         title = (
             f"latent model: frozen-decoder protocol ({latent['obs_kind']} observations, "
-            f"Z = {latent['latent_dim']}; E_* in variance-normalized units)"
+            f"Z = {latent['latent_dim']}{latent.get('memory', '')}; E_* in variance-normalized "
+            "units)"
         )
         tables.append(Table.of_rows(title, "latent", rows_of("latent", latent)))
     ladder = dict(report.get("ladder", {}))

@@ -24,7 +24,7 @@ import torch
 from gridplan.core.render import PARTIAL_OBS_KINDS
 from gridplan.models.capabilities import capabilities_of
 from gridplan.models.latent_contract import LatentThroughDecoder, encode_states, next_latents
-from gridplan.models.opaque import EpisodeHistory
+from gridplan.models.opaque import EpisodeHistory, OpaqueLatent
 
 
 class EpisodeBelief:
@@ -48,20 +48,32 @@ class EpisodeBelief:
         """The belief to keep for the planner's ``model``: one for a latent model with
         ``filter_latent`` on a partial observation (seen through ``LatentThroughDecoder``),
         else None."""
-        if not isinstance(model, LatentThroughDecoder):
+        if not isinstance(model, LatentThroughDecoder) or not filters(model.latent):
             return None
-        latent = model.latent
-        if not capabilities_of(latent).history_filter:
-            return None
-        if latent.obs_kind not in PARTIAL_OBS_KINDS:
-            return None
-        return EpisodeBelief(latent, start)
+        return EpisodeBelief(model.latent, start)
 
     def push(self, rows: torch.Tensor, action: torch.Tensor, state: torch.Tensor) -> None:
         self.z[rows] = next_latents(self.latent, self.z[rows], action, state[rows])
 
     def roots(self, rows: torch.Tensor) -> torch.Tensor:
         return self.z[rows]
+
+
+def filters(latent) -> bool:
+    """Whether ``latent`` plans from a belief filtered over the episode: it has
+    ``filter_latent`` and observes a partial observation."""
+    return capabilities_of(latent).history_filter and latent.obs_kind in PARTIAL_OBS_KINDS
+
+
+def memory_words(latent) -> str:
+    """What the planning latent ``Z`` of ``latent`` holds, for reports: ``""`` for the
+    encoding of the current observation."""
+    if isinstance(latent, OpaqueLatent):
+        return (
+            f"; Z is the model's state flattened, init from the last {latent.history} "
+            "observation(s)"
+        )
+    return "; Z is the belief filtered over the episode" if filters(latent) else ""
 
 
 def episode_memory(model, start: torch.Tensor) -> EpisodeHistory | EpisodeBelief | None:
@@ -71,4 +83,4 @@ def episode_memory(model, start: torch.Tensor) -> EpisodeHistory | EpisodeBelief
     return EpisodeHistory.of(model, start) or EpisodeBelief.of(model, start)
 
 
-__all__ = ["EpisodeBelief", "episode_memory"]
+__all__ = ["EpisodeBelief", "episode_memory", "filters", "memory_words"]

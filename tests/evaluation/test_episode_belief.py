@@ -11,7 +11,7 @@ import torch
 from gridplan.core import dynamics, tasks
 from gridplan.core import world as worlds
 from gridplan.core.render import obs_shape
-from gridplan.models.episode_memory import EpisodeBelief, episode_memory
+from gridplan.models.episode_memory import EpisodeBelief, episode_memory, memory_words
 from gridplan.models.latent import LatentNetwork, RSSMLatentModel
 from gridplan.models.latent_contract import LatentThroughDecoder, encode_states
 from gridplan.planning.closed_loop import run_closed_loop
@@ -102,3 +102,8 @@ def test_a_fully_observed_filtering_model_encodes_the_current_observation():
     spy = Spy(_rssm(EGO, "full"))
     _loop(spy)
     assert spy.handed == []
+
+
+def test_reports_say_what_the_planning_latent_holds():
+    assert memory_words(_rssm(EGO, "egocentric")) == "; Z is the belief filtered over the episode"
+    assert memory_words(_rssm(EGO, "full")) == ""

@@ -282,7 +282,10 @@ def test_a_tensordict_plugin_evaluates_with_its_card_and_compares(plugins):
     assert main(["--model", f"{plugins}:latent", "--json", "l.json", *TINY]) == 0
     h, lat = json.loads(open("h.json").read()), json.loads(open("l.json").read())
     assert h["success"] == lat["success"] and h["mean_steps"] == lat["mean_steps"]
-    assert "latent model: frozen-decoder protocol" in (plugins.parent / "h.card.md").read_text()
+    card = (plugins.parent / "h.card.md").read_text()
+    assert "latent model: frozen-decoder protocol" in card
+    # Its Z is said to be the flattened state, not a latent of one observation.
+    assert "Z is the model's state flattened, init from the last 3 observation(s)" in card
     argv = ["--compare", f"{plugins}:recurrent", f"{plugins}:latent", *TINY]
     assert main([*argv, "--json", "compare.json"]) == 0
 
