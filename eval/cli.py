@@ -86,7 +86,8 @@ def _sigma(text: str) -> float:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m eval",
+        # Usage lines name the command the user typed: the console script or the module.
+        prog="gridplan-eval" if Path(sys.argv[0]).name == "gridplan-eval" else "python -m eval",
         description="Evaluate a world model for decisions: closed-loop success of the "
         "full-width planner, E_tot, DRPE, error profiles, event audit and VPE.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,

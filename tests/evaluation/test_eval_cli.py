@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 
 import pytest
@@ -156,3 +157,10 @@ def test_another_planner_takes_its_own_checkpoint_file(tmp_path):
     mppi = {"name": "mppi", "ties": "random", "settings": {"candidates": 32}}
     named = checkpoint_json_path(ckpt, LEARNED.replace(planner=mppi))
     assert named.name == "best.eval.A-d2-ties-random-mppi-candidates=32.json"
+
+
+def test_usage_names_the_command_the_user_typed(monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["/venv/bin/gridplan-eval", "--help"])
+    assert build_parser().format_usage().startswith("usage: gridplan-eval ")
+    monkeypatch.setattr(sys, "argv", ["/repo/eval/__main__.py", "--help"])
+    assert build_parser().format_usage().startswith("usage: python -m eval ")
