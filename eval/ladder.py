@@ -52,7 +52,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="keyword argument of a plug-in factory (a Python literal or text); repeatable",
+        help="keyword argument of a plug-in factory: a Python literal, true/false/none in any "
+        "case, else the text; repeatable",
     )
     p.add_argument(
         "--levels",
