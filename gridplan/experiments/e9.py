@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 from gridplan.core.tasks import TASK_A
 from gridplan.data.datasets import parse_budget
@@ -630,31 +631,53 @@ FAMILY_COLOURS = {
 }
 
 
+#: Marker of each observation kind in ``zoo_figure``.
+OBS_MARKERS = {"grid": "s", "pixels": "o", "state": "^"}
+#: A panel's x axis is logarithmic where its positive values span more than this factor.
+LOG_SPAN = 100.0
+
+
+def _log_axis(values: list[float]) -> bool:
+    positive = [v for v in values if v > 0]
+    return len(positive) == len(values) > 1 and max(positive) > LOG_SPAN * min(positive)
+
+
 def zoo_figure(records, rows: list[LatentMetaRow]) -> Figure:
     """One panel per metric: its value against success, one point per model (colour: family,
-    ``FAMILY_COLOURS``; marker: observation kind)."""
+    ``FAMILY_COLOURS``; marker: observation kind, ``OBS_MARKERS``; a legend of both below the
+    panels), on a log x axis where the metric spans more than ``LOG_SPAN``."""
     shown = [r for r in rows if r.n]
     cols = 4
-    fig = Figure(figsize=(3.0 * cols, 2.4 * math.ceil(len(shown) / cols)))
-    markers = {"grid": "s", "pixels": "o", "state": "^"}
+    fig = Figure(figsize=(3.0 * cols, 2.4 * math.ceil(len(shown) / cols) + 0.5))
     for i, row in enumerate(shown):
         ax = fig.add_subplot(math.ceil(len(shown) / cols), cols, i + 1)
-        for r in records:
-            if r.metrics.get(row.metric) is None:
-                continue
+        points = [r for r in records if r.metrics.get(row.metric) is not None]
+        for r in points:
             ax.scatter(
                 r.metrics[row.metric],
                 r.success,
                 s=14,
                 c=FAMILY_COLOURS.get(r.family, "grey"),
-                marker=markers.get(r.obs, "x"),
+                marker=OBS_MARKERS.get(r.obs, "x"),
             )
+        if _log_axis([r.metrics[row.metric] for r in points]):
+            ax.set_xscale("log")
         rho = "n/a" if row.rho is None else f"{row.rho:+.2f}"
         ax.set_title(f"{row.label.split(' (')[0]}  ρ {rho}", fontsize=7)
         ax.tick_params(labelsize=6)
         ax.set_ylim(-0.05, 1.05)
+    families = dict.fromkeys(r.family for r in records)
+    kinds = dict.fromkeys(r.obs for r in records)
+    handles = [
+        Line2D([], [], ls="", marker="o", color=FAMILY_COLOURS.get(f, "grey"), label=f)
+        for f in families
+    ] + [
+        Line2D([], [], ls="", marker=OBS_MARKERS.get(k, "x"), color="black", label=k)
+        for k in kinds
+    ]
+    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=7, frameon=False)
     fig.supylabel("closed-loop success", fontsize=8)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
     return fig
 
 
