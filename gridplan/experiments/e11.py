@@ -124,14 +124,6 @@ def pool_of(records, pool: str) -> list:
     return [r for r in records if pool == "all" or r.family in LATENT_FAMILIES]
 
 
-def _constant(values, counts: np.ndarray) -> np.ndarray:
-    """``(R,)`` whether the models drawn in each resample (``counts > 0``) share one value
-    (``spearman_of_counts`` can return a rounding-size ρ there instead of NaN)."""
-    v = np.asarray(values, dtype=np.float64)
-    drawn = counts > 0
-    return np.where(drawn, v, -np.inf).max(axis=1) == np.where(drawn, v, np.inf).min(axis=1)
-
-
 def margin_row(records, pool: str, a: str, b: str, n_resamples: int, seed: int = 0) -> MarginRow:
     """The margin ``|ρ(a)| − |ρ(b)|`` over the models of ``pool`` that define both metrics
     (``MarginRow``): each resample (``e9.config_seed_counts``) draws configurations, then
@@ -147,9 +139,7 @@ def margin_row(records, pool: str, a: str, b: str, n_resamples: int, seed: int =
     s = [r.success for r in keep]
 
     def margin(counts) -> np.ndarray:
-        out = np.abs(spearman_of_counts(x, s, counts)) - np.abs(spearman_of_counts(y, s, counts))
-        flat = _constant(x, counts) | _constant(y, counts) | _constant(s, counts)
-        return np.where(flat, np.nan, out)
+        return np.abs(spearman_of_counts(x, s, counts)) - np.abs(spearman_of_counts(y, s, counts))
 
     point = float(margin(np.ones((1, len(keep))))[0])
     reps = margin(e9.config_seed_counts([r.key for r in keep], n_resamples, seed))

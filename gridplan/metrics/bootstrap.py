@@ -246,19 +246,29 @@ def _ranks_under_counts(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
     return ranks
 
 
+def _constant(values: np.ndarray, drawn: np.ndarray) -> np.ndarray:
+    """``(R,)`` whether the units drawn in each resample (``drawn`` ``(R, n)`` bool) share one
+    value: decided on the values, since the weighted variance of equal ranks rounds to about
+    1e-33 rather than 0."""
+    return np.where(drawn, values, -np.inf).max(axis=1) == np.where(drawn, values, np.inf).min(
+        axis=1
+    )
+
+
 def spearman_of_counts(x, y, counts) -> np.ndarray:
     """``(R,)`` Spearman rho of the resamples of paired ``(x, y)`` with ``(R, n)`` unit
     ``counts`` (NaN where either side of a resample is constant)."""
     xa, ya = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     w = np.asarray(counts, dtype=np.float64)
     rx, ry = _ranks_under_counts(xa, w), _ranks_under_counts(ya, w)
+    flat = _constant(xa, w > 0) | _constant(ya, w > 0)
     w = w / w.sum(axis=1, keepdims=True)
     dx = rx - (w * rx).sum(axis=1, keepdims=True)
     dy = ry - (w * ry).sum(axis=1, keepdims=True)
     vx, vy = (w * dx * dx).sum(axis=1), (w * dy * dy).sum(axis=1)
     cov = (w * dx * dy).sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where((vx > 0) & (vy > 0), cov / np.sqrt(vx * vy), np.nan)
+        return np.where(flat, np.nan, cov / np.sqrt(vx * vy))
 
 
 def resample_spearman(x, y, n_resamples: int = 2000, seed: int = 0) -> np.ndarray:
