@@ -212,7 +212,7 @@ def doorkey_figure(records: list[ScaleRecord], names: tuple[str, ...]):
                     label="egocentric latent",
                 )
             if learned or ego:
-                ax.legend(loc="lower left")
+                ax.legend(loc="best", fontsize=8)
             ax.set_xlabel(f"{label} ({name})")
             ax.set_ylabel("success rate")
             ax.grid(alpha=0.3)
