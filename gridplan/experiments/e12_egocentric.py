@@ -180,7 +180,8 @@ def tables(report: GroupReport, row: EgocentricRow, records: list[ScaleRecord]) 
         "data.budget=<budget> seed=<seed>` trains it, planned through its decoder with the "
         "world's exact V* (jepa and tdmpc through the frozen protocol decoder of "
         "`python -m eval --ckpt`; an RSSM from its belief filtered over the episode), E_tot "
-        "and DRPE of the decoded predictions on the world's held-out windows.",
+        "and DRPE of the decoded predictions on the world's held-out windows. "
+        f"{sum(r.success == 0 for r in records)} of {len(records)} never reached the goal.",
     )
     report.table(
         "ρ with success over the egocentric models, alone and pooled with the grid",
