@@ -35,7 +35,6 @@ from pathlib import Path
 
 import torch
 
-from gridplan.core.tasks import Task
 from gridplan.evaluation.common import has_reward
 from gridplan.evaluation.latent_eval import planning_note, prepare_latent
 from gridplan.evaluation.levels import LevelContext, measure
@@ -56,16 +55,10 @@ from gridplan.planning.planner import Planner
 from gridplan.util.progress import Progress, as_progress
 
 
-def every_level(model, task=None) -> tuple[str, ...]:
+def every_level(model) -> tuple[str, ...]:
     """Every level of ``LEVELS`` that applies to ``model`` (``uncertainty`` only if it
-    exposes uncertainty) and, when ``task`` is given, to its world (``OTHER_WORLD_LEVELS``
-    outside the paper's world)."""
-    return tuple(
-        lv
-        for lv in LEVELS
-        if (lv != "uncertainty" or uncertainty_source(model))
-        and (task is None or isinstance(task, Task) or lv in OTHER_WORLD_LEVELS)
-    )
+    exposes uncertainty); every world defines every level."""
+    return tuple(lv for lv in LEVELS if lv != "uncertainty" or uncertainty_source(model))
 
 
 def check_levels(levels: Sequence[str] | None, model=None) -> tuple[str, ...]:
@@ -92,31 +85,6 @@ def check_levels(levels: Sequence[str] | None, model=None) -> tuple[str, ...]:
     return wanted + (("success",) if "success" in levels and "L7" not in levels else ())
 
 
-#: The levels measured on a task of another kind than the paper's world (MiniGrid DoorKey,
-#: ``gridplan.core.doorkey_task``), which reach it through ``gridplan.core.dynamics`` and its
-#: ``n_actions`` (L5 and L6: the anchor policies of ``gridplan.evaluation.anchors``);
-#: ``uncertainty`` is not yet checked on another world.
-OTHER_WORLD_LEVELS = ("L1", "L4", "L5", "L6", "success", "L7", "probe")
-
-
-def check_world_levels(task, levels: Sequence[str]) -> None:
-    """Refuse levels that ``task``'s world does not define (every planner plans any task's
-    actions).
-
-    Raises:
-        ValueError: on a MiniGrid DoorKey task with a level outside ``OTHER_WORLD_LEVELS``,
-            naming what is available.
-    """
-    if isinstance(task, Task):
-        return
-    extra = [lv for lv in levels if lv not in OTHER_WORLD_LEVELS]
-    if extra:
-        raise ValueError(
-            f"levels {extra} are not defined on {task.world.name}; it measures "
-            f"{', '.join(OTHER_WORLD_LEVELS)} (--levels {','.join(OTHER_WORLD_LEVELS)})"
-        )
-
-
 def _measure(
     model,
     spec: EvalSpec,
@@ -135,7 +103,6 @@ def _measure(
         raise ValueError("evaluate takes a single-setting model (n_settings == 1)")
     task = spec.resolved_task()
     name = (model_info or {}).get("name", type(model).__name__)
-    check_world_levels(task, levels)
     if offers.history_only:
         # Admitted, a history model is the latent model of its flattened state.
         model = admit(model, task, device, name)
@@ -252,7 +219,7 @@ def evaluate(
     spec = spec.replace(**changes) if changes else spec
     spec = fitted_to(spec, model)
     if every:
-        spec = spec.replace(levels=every_level(model, spec.resolved_task()))
+        spec = spec.replace(levels=every_level(model))
     return _measure(
         model,
         spec,

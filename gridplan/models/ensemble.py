@@ -137,4 +137,4 @@ def load_ensemble(
     model = load_world_model(path, device)
     if sampling is None:
         sampling = capabilities_of(model).sampling or "mean"
-    return EnsembleWorldModel(model.net, model.metadata, sampling)
+    return EnsembleWorldModel(model.net, model.metadata, sampling, model.world)

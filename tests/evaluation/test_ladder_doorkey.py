@@ -1,11 +1,12 @@
 """The decision ladder on MiniGrid DoorKey (``gridplan.core.doorkey_task``): the levels its
-world defines (``gridplan.evaluation.ladder.OTHER_WORLD_LEVELS``) give the oracle's known
+world defines (every level of ``gridplan.evaluation.schema.LEVELS``) give the oracle's known
 answers, and irrelevant noise on the tiles decides and ranks the anchor policies exactly like
 the oracle (paper Prop. 1)."""
 
 from __future__ import annotations
 
 import pytest
+import torch
 
 import gridplan
 from gridplan.core import tasks
@@ -111,3 +112,54 @@ def test_the_card_gates_the_anchor_levels(oracle_report):
     assert card["verdict"].startswith(
         "Fit for planning with the depth-1 planner on task A: every gate passes."
     )
+
+
+class EastNoisy:
+    """Two members on DoorKey: the oracle, and the oracle with noise east of the middle
+    column; ``predict`` is the noisy member. Its members disagree exactly where it is wrong."""
+
+    members = 2
+
+    def __init__(self, world) -> None:
+        self.world = world
+        self.oracle = OracleModel(world=world)
+        self.private = torch.Generator().manual_seed(123)
+
+    def _members(self, state, action, generator):
+        exact = self.oracle.predict(state, action, generator)
+        noise = 0.3 * torch.randn(exact.shape, generator=self.private)
+        east = (state[:, 0] > 0.5).unsqueeze(1)
+        return exact, torch.where(east, (exact + noise).clamp(0.0, 1.0), exact)
+
+    def predict(self, state, action, generator):
+        return self._members(state, action, generator)[1]
+
+    def predict_members(self, state, action):
+        return torch.stack(self._members(state, action, torch.Generator().manual_seed(0)))
+
+
+class ConstantScore:
+    """The oracle with a constant uncertainty score."""
+
+    def __init__(self, world) -> None:
+        self.world = world
+        self.oracle = OracleModel(world=world)
+
+    def predict(self, state, action, generator):
+        return self.oracle.predict(state, action, generator)
+
+    def uncertainty(self, state, action):
+        return torch.ones(state.shape[0])
+
+
+def test_uncertainty_on_doorkey_tracks_the_rollout_error_of_its_members():
+    u = _ladder(EastNoisy(DK6.world), DK6, ("uncertainty",))["uncertainty"]
+    assert u["source"] == "predict_members" and u["n"] == 2 * SPEC.branch_states
+    assert u["spearman"]["rho"] > 0.3
+    assert u["aurc_optimal"] <= u["aurc"] < u["aurc_random"]
+
+
+def test_a_constant_uncertainty_on_doorkey_is_uninformative():
+    u = _ladder(ConstantScore(DK6.world), DK6, ("uncertainty",))["uncertainty"]
+    assert u["source"] == "uncertainty" and u["spearman"]["rho"] is None
+    assert u["aurc"] == pytest.approx(u["aurc_random"])

@@ -198,3 +198,20 @@ def test_an_ensemble_run_writes_one_stacked_checkpoint_and_its_uncertainty(tmp_p
     assert [p.rsplit("/", 1)[1] for p in members] == ["member0", "member1"]
     seeds = [m["seed"] for m in model.metadata["ensemble"]["members"]]
     assert seeds == [member_seed(0, 0), member_seed(0, 1)]
+
+
+def test_an_ensemble_trained_on_doorkey_loads_on_its_world(tmp_path):
+    from gridplan.training.runs import train
+
+    cfg = compose(
+        ["model=ensemble5", "world=minigrid-doorkey-6x6", "model.members=2"]
+        + debug_overrides(tmp_path)
+    )
+    _, artifacts = train(cfg)
+    ens = load_ensemble(artifacts["best_checkpoint"])
+    assert ens.world.name == "minigrid-doorkey-6x6" and ens.members == 2
+    assert ens.member_predictions(torch.zeros(3, 9), torch.zeros(3, dtype=torch.long)).shape == (
+        2,
+        3,
+        9,
+    )
