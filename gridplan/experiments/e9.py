@@ -198,10 +198,10 @@ def train_zoo(ctx: GroupContext, cfg: E9Config | E11Config) -> list[dict]:
     ``gridplan.training.runs.train_all``), and return its run entries: configuration, seed,
     checkpoint, training metrics and the run's training time (``train_seconds``). As E3's
     runs (``gridplan.experiments.learned_runs.train_runs``), the runs draw no dashboard images
-    (``trainer.figures_every_n_epochs=0``: Matplotlib renders, half of a state MLP group's
-    time) and score the held-out windows only with their best checkpoint
-    (``trainer.metrics_every_n_epochs=0``); neither is part of the training protocol: the
-    weights, epochs and best checkpoint are those of ``python -m train``."""
+    (``trainer.figures_every_n_epochs=0``: Matplotlib renders, a third of a state MLP
+    group's time, ``docs/PERFORMANCE.md`` §18) and score the held-out windows only with their
+    best checkpoint (``trainer.metrics_every_n_epochs=0``); neither is part of the training
+    protocol: the weights, epochs and best checkpoint are those of ``python -m train``."""
     from gridplan.training import runs
     from gridplan.training.config import compose
 
