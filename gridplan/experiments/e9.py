@@ -200,7 +200,12 @@ def train_zoo(
     run a job of the group's launcher (``ctx.launcher``; this machine by default:
     ``gridplan.training.runs.train_all``), and return its run entries: configuration, seed,
     checkpoint, training metrics and the run's training time (``train_seconds``). ``extra``
-    overrides every run after the zoo's own (E12: ``world=<DoorKey world>``)."""
+    overrides every run after the zoo's own (E12: ``world=<DoorKey world>``). As E3's
+    runs (``gridplan.experiments.learned_runs.train_runs``), the runs draw no dashboard images
+    (``trainer.figures_every_n_epochs=0``: Matplotlib renders, a third of a state MLP
+    group's time, ``docs/PERFORMANCE.md`` §18) and score the held-out windows only with their
+    best checkpoint (``trainer.metrics_every_n_epochs=0``); neither is part of the training
+    protocol: the weights, epochs and best checkpoint are those of ``python -m train``."""
     from gridplan.training import runs
     from gridplan.training.config import compose
 
@@ -216,6 +221,8 @@ def train_zoo(
                 f"out_dir={ctx.out / RUNS}",
                 f"data.cache_dir={ctx.root / DATA_CACHE}",
                 "trainer.progress_bar=false",
+                "trainer.figures_every_n_epochs=0",
+                "trainer.metrics_every_n_epochs=0",
                 f"trainer.accelerator={accelerator}",
                 *cfg.train_overrides,
                 *extra,

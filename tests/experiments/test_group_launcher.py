@@ -73,6 +73,10 @@ def test_a_groups_trainings_go_to_its_launcher(tmp_path, asked, group):
     assert call["cfgs"] and str(call["record_dir"]).startswith(str(ctx.out))
     if group == "e4":  # one run alone, as runs.train trains it
         assert [c.train.vectorize for c in call["cfgs"]] == [False]
+    if group in ("e9", "e11"):  # no dashboard images or per-epoch window scores (not training)
+        trainer = {(c.trainer.figures_every_n_epochs, c.trainer.metrics_every_n_epochs)
+                   for c in call["cfgs"]}  # fmt: skip
+        assert trainer == {(0, 0)}
     if group == "e11":  # every (family, observation) of the zoo, as python -m train names them
         pairs = [(c.model.name, c.obs.name) for c in call["cfgs"]]
         configs = e9.configurations(ctx.config)
