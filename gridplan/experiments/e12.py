@@ -184,8 +184,17 @@ def doorkey_figure(records: list[ScaleRecord], names: tuple[str, ...]):
     axes = fig.subplots(len(names), 2, squeeze=False)
     for row, name in zip(axes, names, strict=True):
         grid = [r for r in records if r.world == name and r.family == "controlled"]
-        learned = [r for r in records if r.world == name and r.family == "learned"]
-        ego = [r for r in records if r.world == name and r.family == egocentric.FAMILY]
+        extra = [
+            ([r for r in records if r.world == name and r.family == family], style)
+            for family, style in (
+                ("learned", {"marker": "x", "c": "black", "label": "learned MLP"}),
+                (
+                    egocentric.FAMILY,
+                    {"marker": "^", "facecolors": "none", "edgecolors": "black",
+                     "label": "egocentric latent"},
+                ),
+            )
+        ]  # fmt: skip
         for ax, key, label in ((row[0], "E_tot", "E_tot"), (row[1], "DRPE_graded", "DRPE")):
             sc = ax.scatter(
                 [getattr(r, key) for r in grid],
@@ -194,24 +203,11 @@ def doorkey_figure(records: list[ScaleRecord], names: tuple[str, ...]):
                 cmap="plasma",
                 s=24,
             )
-            if learned:
-                ax.scatter(
-                    [getattr(r, key) for r in learned],
-                    [r.success for r in learned],
-                    marker="x",
-                    c="black",
-                    label="learned MLP",
-                )
-            if ego:
-                ax.scatter(
-                    [getattr(r, key) for r in ego],
-                    [r.success for r in ego],
-                    marker="^",
-                    facecolors="none",
-                    edgecolors="black",
-                    label="egocentric latent",
-                )
-            if learned or ego:
+            for points, style in extra:
+                if points:
+                    x = [getattr(r, key) for r in points]
+                    ax.scatter(x, [r.success for r in points], **style)
+            if any(points for points, _ in extra):
                 ax.legend(loc="best", fontsize=8)
             ax.set_xlabel(f"{label} ({name})")
             ax.set_ylabel("success rate")
