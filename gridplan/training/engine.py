@@ -59,6 +59,11 @@ from gridplan.training.module import (
 
 #: Validation rows per member evaluated in one batched forward pass.
 VAL_CHUNK = 1024
+#: The validation rows are padded to a multiple of this, not of ``VAL_CHUNK``, so the last
+#: chunk is short: from 64 rows on MKL runs a chunk's rows with the kernels of a full one
+#: (``gridplan.models.learned.TRANSPOSED_MIN_ROWS``), so every row's prediction, and every
+#: member's sum of errors over the chunk's rows, is the one of a padded ``VAL_CHUNK``.
+VAL_ALIGN = 64
 #: The checkpoint's name of the loss's dimension weights (a buffer of the module before it
 #: held a stack; kept in every checkpoint for its readers).
 DIM_WEIGHTS_KEY = "dim_weights"
@@ -493,19 +498,16 @@ class WorldModelModule(pl.LightningModule):
         if not order:
             return _Steps([])
         n = max(len(r.val_rows) for r in order)
-        chunks = -(-n // VAL_CHUNK)
-        rows = torch.zeros(len(order), chunks * VAL_CHUNK, dtype=torch.long)
-        weight = torch.zeros(len(order), chunks * VAL_CHUNK)
+        n = -(-n // VAL_ALIGN) * VAL_ALIGN
+        rows = torch.zeros(len(order), n, dtype=torch.long)
+        weight = torch.zeros(len(order), n)
         for j, run in enumerate(order):
             rows[j, : len(run.val_rows)] = run.val_rows
             weight[j, : len(run.val_rows)] = 1.0
         return _Steps(
             [
-                {
-                    "rows": rows[:, c * VAL_CHUNK : (c + 1) * VAL_CHUNK],
-                    "weight": weight[:, c * VAL_CHUNK : (c + 1) * VAL_CHUNK],
-                }
-                for c in range(chunks)
+                {"rows": rows[:, c : c + VAL_CHUNK], "weight": weight[:, c : c + VAL_CHUNK]}
+                for c in range(0, n, VAL_CHUNK)
             ]
         )
 
@@ -596,6 +598,27 @@ def _score(model, windows, task: tasks.Task):
     ``gridplan.training.module.score_windows`` draws."""
     gen = torch.Generator(device=windows.start.device).manual_seed(0)
     return prediction_metrics(model, windows, task=task, generator=gen)
+
+
+def score_best_snapshots(runs: Sequence[_Run]) -> dict[int, Any]:
+    """Prediction metrics of each run's best snapshot (``_Run.best``, on CPU) on its held-out
+    windows, by run index: one batched pass per set of windows (``StackWorldModel``) instead
+    of one per run. They are the numbers ``gridplan.training.module.score_best`` reads off
+    each run's best checkpoint: the same weights, each member's rows through the same
+    kernels, the same draws."""
+    by_windows: dict[tuple, list[_Run]] = {}
+    for run in runs:
+        by_windows.setdefault((run.windows_key, run.task), []).append(run)
+    scored = {}
+    for (_, task), same in by_windows.items():
+        with torch.random.fork_rng(devices=[]):  # its own weights are never read
+            template = MLPDynamics(*_shape(same[0].config, 1))
+        names = [name for name, _ in template.named_parameters()]
+        params = {n: torch.cat([r.best.weights[j] for r in same]) for j, n in enumerate(names)}
+        model = StackWorldModel(template, params, range(len(same)))
+        for run, result in zip(same, _score(model, same[0].data.windows, task), strict=True):
+            scored[run.index] = result
+    return scored
 
 
 class StackWorldModel(WorldModel):

@@ -647,6 +647,13 @@ def score_best(path, windows, task: Task, writer, step: int, figures: bool) -> d
     (``metric_scalars`` under ``best/``), also written to TensorBoard through ``writer`` with
     both images when ``figures``."""
     scored = score_windows(load_world_model(path), windows, task)
+    return log_best(scored, task, writer, step, figures)
+
+
+def log_best(scored, task: Task, writer, step: int, figures: bool) -> dict[str, Any]:
+    """``score_best``'s scalars of the prediction metrics ``scored`` of a run's best network
+    (``metric_scalars`` under ``best/``), written through ``writer`` with both images when
+    ``figures``."""
     metrics: dict[str, Any] = metric_scalars(scored, "best")
     for name, value in metrics.items():
         writer.add_scalar(name, value, step)

@@ -49,7 +49,7 @@ from omegaconf import DictConfig, OmegaConf
 from gridplan.core import world as worlds
 from gridplan.models.learned import CHECKPOINT_KEY
 from gridplan.training.config import to_yaml
-from gridplan.training.engine import WorldModelModule
+from gridplan.training.engine import WorldModelModule, score_best_snapshots
 from gridplan.training.hparams_summary import trial_name
 from gridplan.training.loggers import (
     check_group_loggers,
@@ -67,10 +67,10 @@ from gridplan.training.module import (
     adamw,
     figures_due,
     keep_freed_memory,
+    log_best,
     log_figures,
     lr_factor,
     record_run,
-    score_best,
     write_dashboards,
 )
 from gridplan.util.threads import available_cpus
@@ -128,8 +128,9 @@ class MemberRuns(pl.Callback):
                 continue
             run.last = module.snapshot(i, optimizer, score)
             done.append(i)
+        scored = score_best_snapshots([module.runs[i] for i in done])
         for i in done:
-            self.finish(module.runs[i])
+            self.finish(module.runs[i], scored[i])
         if done:
             module.drop(done, optimizer)
         if not module.order:
@@ -162,8 +163,9 @@ class MemberRuns(pl.Callback):
         if scored is not None and figures_due(run.trainer_cfg, run.epochs - 1):
             log_figures(run.writer, scored, step, "val", run.task)
 
-    def finish(self, run: _Run) -> None:
-        """Write ``run``'s checkpoints, score its best one and write ``metrics.json``."""
+    def finish(self, run: _Run, scored) -> None:
+        """Write ``run``'s checkpoints, log ``scored``, the prediction metrics of its best
+        snapshot (``score_best_snapshots``), and write ``metrics.json``."""
         run.finished_seconds = time.perf_counter() - self.start
         ckpt_dir = Path(run.member.run_dir) / "checkpoints"
         best_path = write_checkpoint(run, run.best, ckpt_dir / "best.ckpt")
@@ -171,7 +173,7 @@ class MemberRuns(pl.Callback):
         t = run.trainer_cfg
         figures = int(t["figures_every_n_epochs"]) > 0
         step = run.global_step
-        metrics = score_best(best_path, run.data.windows, run.task, run.writer, step, figures)
+        metrics = log_best(scored, run.task, run.writer, step, figures)
         metrics.update(
             epochs=run.epochs,
             best_score=float(run.best.score),
