@@ -31,6 +31,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
+from gridplan.core.render import PARTIAL_OBS_KINDS
 from gridplan.core.world import recorded
 from gridplan.evaluation.schema import LEVEL_TITLES, check_schema, report_task, write_text
 from gridplan.evaluation.tabular import report_tables
@@ -297,15 +298,29 @@ def representation_findings(report: dict) -> list[str]:
         if rank is None
         else f"; the latent's effective rank is {rank:.1f} of Z = {latent['latent_dim']}"
     )
+    excess = frozen["E_excess"]
+    excess_text = (
+        f"E_excess {excess:+.4f} is small because there is little left to predict, not "
+        "because the dynamics are right"
+        if abs(excess) <= frozen["E_repr"]
+        else f"E_excess {excess:+.4f} is larger still: the predicted latents decode worse than "
+        "the actual ones, so the dynamics are wrong as well"
+    )
+    partial = (
+        " On a partial observation (here "
+        f"{latent['obs_kind']}) one observation does not determine the state, and the "
+        "protocol's transitions start from one: part of E_repr is that, for any encoder."
+        if latent.get("obs_kind") in PARTIAL_OBS_KINDS
+        else ""
+    )
     return [
         "the representation has collapsed: through the frozen protocol decoder the actual "
         "next latent tells less about the next state than copying the current state does "
         f"(E_repr {frozen['E_repr']:.3f} against the persistence baseline "
-        f"{frozen['E_persistence']:.3f}, variance-normalized d){rank_text}. E_excess "
-        f"{frozen['E_excess']:+.4f} is small because there is little left to predict, not "
-        "because the dynamics are right. Fix the encoder first: a reconstruction loss or a "
-        "variance-covariance term (VICReg) against collapse, and check that encode reads its "
-        "input (pixels scaled to [0, 1], no constant or detached features)"
+        f"{frozen['E_persistence']:.3f}, variance-normalized d){rank_text}. {excess_text}."
+        f"{partial} Fix the encoder first: a reconstruction loss or a variance-covariance "
+        "term (VICReg) against collapse, and check that encode reads its input (pixels scaled "
+        "to [0, 1], no constant or detached features)"
     ]
 
 

@@ -28,6 +28,7 @@ import torch
 
 from gridplan.core.tasks import TaskKind
 from gridplan.data.datasets import collect
+from gridplan.evaluation.schema import memory_clause
 from gridplan.metrics.action_consistency import action_consistency
 from gridplan.metrics.frozen_decoder import (
     FLOORED,
@@ -185,7 +186,7 @@ def planning_note(report: dict) -> str:
         how = f"the model's reward head and {p['leaf_value']}"
     return (
         f"latent model ({report['obs_kind']} observations, Z = {report['latent_dim']}"
-        f"{report.get('memory', '')}): planned "
+        f"{memory_clause(report)}): planned "
         f"in latent space through {decoder}, leaves scored with {how}; every level reads the "
         "decoded states"
     )

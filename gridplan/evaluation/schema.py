@@ -289,3 +289,10 @@ def report_task(report: dict) -> tasks.Task:
         ValueError: on an unknown task or a malformed world.
     """
     return tasks.get(report["task"], world=recorded(report, "the report"))
+
+
+def memory_clause(report: dict) -> str:
+    """``"; <memory>"`` of a latent report whose model plans from more than the current
+    observation (``gridplan.models.episode_memory.memory_words``), else ``""``."""
+    memory = report.get("memory")
+    return f"; {memory}" if memory else ""

@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass, replace
 
 from gridplan.evaluation.ranking import spearman_text
-from gridplan.evaluation.schema import LEVEL_TITLES, LEVELS, report_task
+from gridplan.evaluation.schema import LEVEL_TITLES, LEVELS, memory_clause, report_task
 
 #: What a row is, in words, and its decimals, by ``<section>/<path>``, else by the first part of
 #: its path (a group); 4 decimals otherwise (a count shows as an integer).
@@ -310,7 +310,7 @@ def report_tables(report: dict) -> list[Table]:
     if latent:
         title = (
             f"latent model: frozen-decoder protocol ({latent['obs_kind']} observations, "
-            f"Z = {latent['latent_dim']}{latent.get('memory', '')}; E_* in variance-normalized "
+            f"Z = {latent['latent_dim']}{memory_clause(latent)}; E_* in variance-normalized "
             "units)"
         )
         tables.append(Table.of_rows(title, "latent", rows_of("latent", latent)))

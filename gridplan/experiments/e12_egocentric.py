@@ -176,8 +176,8 @@ def tables(report: GroupReport, row: EgocentricRow, records: list[ScaleRecord]) 
         f"Learned latent models on MiniGrid's egocentric view ({row.world})",
         ["model", "E_tot", "DRPE", "success"],
         [[r.name, fmt(r.E_tot), fmt(r.DRPE_graded), fmt(r.success, 3)] for r in records],
-        "Each trained as `python -m train world=<world> model=<family> obs=egocentric "
-        "data.budget=<budget> seed=<seed>` trains it, planned through its decoder with the "
+        "Each trained by `python -m train world=<world> model=<family> obs=egocentric "
+        "data.budget=<budget> seed=<seed>`, planned through its decoder with the "
         "world's exact V* (jepa and tdmpc through the frozen protocol decoder of "
         "`python -m eval --ckpt`; an RSSM from its belief filtered over the episode), E_tot "
         "and DRPE of the decoded predictions on the world's held-out windows. "

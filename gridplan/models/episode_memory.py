@@ -70,10 +70,10 @@ def memory_words(latent) -> str:
     encoding of the current observation."""
     if isinstance(latent, OpaqueLatent):
         return (
-            f"; Z is the model's state flattened, init from the last {latent.history} "
+            f"Z is the model's state flattened, init from the last {latent.history} "
             "observation(s)"
         )
-    return "; Z is the belief filtered over the episode" if filters(latent) else ""
+    return "Z is the belief filtered over the episode" if filters(latent) else ""
 
 
 def episode_memory(model, start: torch.Tensor) -> EpisodeHistory | EpisodeBelief | None:

@@ -115,6 +115,20 @@ def test_the_finding_reads_the_numbers_of_the_report():
     assert "E_excess +0.0002 is small" in finding and "effective rank" not in finding
 
 
+def test_a_large_excess_is_not_called_small_and_a_partial_view_is_named():
+    report = {
+        "latent": {
+            "latent_dim": 32,
+            "obs_kind": "egocentric",
+            "frozen": {"E_repr": 1.2, "E_persistence": 0.9, "E_excess": 34.3151},
+        }
+    }
+    (finding,) = representation_findings(report)
+    assert "is small" not in finding
+    assert "E_excess +34.3151 is larger still: the predicted latents decode worse" in finding
+    assert "On a partial observation (here egocentric) one observation does not" in finding
+
+
 def test_the_policy_class_says_when_leaves_were_scored_by_the_models_heads():
     from gridplan.evaluation.card import policy_class
 

@@ -105,5 +105,5 @@ def test_a_fully_observed_filtering_model_encodes_the_current_observation():
 
 
 def test_reports_say_what_the_planning_latent_holds():
-    assert memory_words(_rssm(EGO, "egocentric")) == "; Z is the belief filtered over the episode"
+    assert memory_words(_rssm(EGO, "egocentric")) == "Z is the belief filtered over the episode"
     assert memory_words(_rssm(EGO, "full")) == ""
