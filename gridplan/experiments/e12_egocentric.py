@@ -26,6 +26,7 @@ from gridplan.experiments import paper
 from gridplan.experiments.e8 import (
     ScaleRecord,
     finite,
+    lead_claim,
     margin_replicates,
     measured_fields,
     rho_with_success,
@@ -151,22 +152,16 @@ def summarize(
     )
 
 
-def _lead(world: str, e: float | None, d: float | None) -> tuple[bool | None, str]:
-    if e is None or d is None:
-        return None, f"a ρ is undefined (constant success or metric) in {world}"
-    return abs(d) > abs(e), f"{world}: |{fmt(d, 2)}| vs |{fmt(e, 2)}|"
-
-
 def claims(row: EgocentricRow) -> dict[str, tuple[bool | None, str]]:
     """``ego_lead`` and ``ego_pooled`` of ``gridplan.experiments.e12.CLAIMS``: whether
     ``|ρ_DRPE| > |ρ_E_tot|`` over the egocentric models alone, and pooled with the grid."""
-    alone = _lead(row.world, row.rho_E_tot, row.rho_DRPE)
+    alone = lead_claim([row])
     if row.margin is not None:
         interval = f"[{fmt(row.margin_low, 2)}, {fmt(row.margin_high, 2)}]"
         alone = (alone[0], f"{alone[1]}; margin {row.margin:+.2f} {interval}")
     return {
         "ego_lead": alone,
-        "ego_pooled": _lead(row.world, row.pooled_rho_E_tot, row.pooled_rho_DRPE),
+        "ego_pooled": lead_claim([row], pooled=True),
     }
 
 

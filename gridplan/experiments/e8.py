@@ -412,6 +412,9 @@ def axis_fit(
 
 
 def lead_claim(rows: list[WorldRow], pooled: bool = False) -> tuple[bool | None, str]:
+    """Whether ``|ρ_DRPE| > |ρ_E_tot|`` in every row (each a ``WorldRow`` or a row with the
+    same ``world`` and ρ fields, E12's ``EgocentricRow``), over the grid or, with ``pooled``,
+    over grid and learned models pooled; None where a ρ is undefined."""
     e_key, d_key = ("pooled_rho_E_tot", "pooled_rho_DRPE") if pooled else ("rho_E_tot", "rho_DRPE")
     pairs = [(r.world, getattr(r, e_key), getattr(r, d_key)) for r in rows]
     if not pairs or any(e is None or d is None for _, e, d in pairs):
