@@ -14,12 +14,13 @@ the same total epochs) are trained twice, each time in a fresh process:
   (``baseline_sequential``, ``baseline``); the sequential and vectorized rows then give their
   ratio to the baseline's (baseline wall / wall).
 
-Both sides run the threads a training process gets (``gridplan.util.threads.training_threads``:
-one per process unless ``--threads`` says otherwise) and the passive OpenMP wait policy of
-``python -m train``; ``--repeats N`` runs each side N times, interleaved, and reports the
-median; then per K the sides' CPU times (every process's, children included) and the
-medians of the pairs' CPU-time ratios, which move less with a shared machine's load than
-wall time does.
+Both sides run the threads ``python -m train`` gives them (one per run alone; a group in one
+process takes the idle cores its stacked step pays for,
+``gridplan.training.vectorized.group_threads``; ``--threads`` sets every side's count
+instead) and the passive OpenMP wait policy of ``python -m train``; ``--repeats N`` runs
+each side N times, interleaved, and reports the median; then per K the sides' CPU times
+(every process's, children included) and the medians of the pairs' CPU-time ratios, which
+move less with a shared machine's load than wall time does.
 
 Both write every run's folder, checkpoints, metrics and TensorBoard scalars; neither draws
 the dashboard images (``trainer.figures_every_n_epochs=0``: Matplotlib renders, the same work
@@ -173,13 +174,22 @@ def worker(args) -> dict:
         "transitions": transitions,
         "transitions_per_s": round(transitions / wall),
         "peak_MB": round(peak, 1),
-        "threads": torch.get_num_threads(),
+        "threads": group_threads(out) if vectorize else torch.get_num_threads(),
         "processes": processes,
         "floor_s_per_step": floor,
     }
 
 
 SELF, CHILDREN = resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN
+
+
+def group_threads(out: Path) -> int:
+    """The most torch threads a vectorized group of this run trained with (its
+    ``group.json``; ``gridplan.training.vectorized.group_threads`` picks them)."""
+    records = sorted((out / "runs" / "groups").glob("version_*/*/group.json"))
+    if not records:
+        raise SystemExit(f"no group.json under {out / 'runs' / 'groups'}")
+    return max(json.loads(r.read_text())["threads"] for r in records)
 
 
 def cpu_seconds() -> float:
@@ -345,7 +355,10 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument(
-        "--threads", type=int, default=0, help="torch threads (0: as train picks, 1 per process)"
+        "--threads",
+        type=int,
+        default=0,
+        help="torch threads (0: as train gives them: 1 a run alone, a group its idle cores)",
     )
     parser.add_argument(
         "--workers", type=int, default=0, help="vectorized worker processes (0: as train picks)"
@@ -435,8 +448,8 @@ def main(argv=None) -> int:
     print(
         f"\nfloor: {flops / 1e6:.1f} MFLOP per member step (forward + backward, batch {BATCH}, "
         f"MLP {widths}); the matmuls of one K-member step timed alone on {args.device}, "
-        f"{threads} thread(s) as each training process has; vectorized: the group's wall time "
-        "x its processes x threads, per member step"
+        f"{threads} thread(s), as a run alone trains; vectorized: the group's wall time x its "
+        "processes x their threads (the cores it held), per member step"
     )
     print(
         "| K | matmul GFLOP/s | floor ms per member step | bare step ms per member | "

@@ -11,7 +11,7 @@ Examples::
     python -m train -m seed=0,1,2,3 hydra/launcher=joblib hydra.launcher.n_jobs=2   # 2 groups
     python -m train experiment=random_12k out_dir=/tmp/runs
     python -m train resume=runs/uniform-balanced-20k-seed0/version_0
-    python -m train threads=2                         # torch CPU threads (default: 1 per process)
+    python -m train threads=2                         # torch CPU threads (default: 1 a run)
     python -m train --config-dir ~/my_configs variant=mine   # a group choice kept elsewhere
     python -m train --cfg job --resolve variant=rel_only      # the config that would run
 

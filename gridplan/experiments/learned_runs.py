@@ -32,13 +32,12 @@ from gridplan.data.datasets import parse_budget
 from gridplan.experiments.records import TrainingRun
 from gridplan.experiments.runner import RESULTS_FILE, GroupContext
 from gridplan.experiments.settings import E3Config, LearnedRow
-from gridplan.metrics.relevance_estimation import intra_op_threads
 from gridplan.models.capabilities import capabilities_of
 from gridplan.models.contract import WorldModel
 from gridplan.models.learned import load_world_model
 from gridplan.planning.scorers import is_deterministic
 from gridplan.training.config import compose, validate
-from gridplan.util.threads import available_cpus
+from gridplan.util.threads import available_cpus, intra_op_threads
 
 #: Shared dataset cache under the results root.
 DATA_CACHE = "data_cache"

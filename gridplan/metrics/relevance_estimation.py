@@ -27,7 +27,6 @@ Letter legend: ``N`` states, ``S`` state dims (12 in the default world), ``A`` =
 
 from __future__ import annotations
 
-import contextlib
 import math
 from dataclasses import asdict, dataclass, field
 
@@ -42,6 +41,7 @@ from gridplan.core.tasks import TASK_A, Task, TaskKind, check
 from gridplan.core.values import perturbation_saliency
 from gridplan.core.world import DEFAULT, World
 from gridplan.models.capabilities import capabilities_of
+from gridplan.util.threads import intra_op_threads
 
 #: Rows per forward pass when evaluating a fitted value function (bounds peak memory).
 EVAL_CHUNK = 65_536
@@ -184,22 +184,6 @@ def one_step_backup_inputs(
     nxt = nxt.clamp(0.0, 1.0)
     reward, goal, hazard = dynamics.outcome(task, nxt)
     return nxt.view(n, a, width), reward.view(n, a), (goal | hazard).view(n, a)
-
-
-@contextlib.contextmanager
-def intra_op_threads(n: int):
-    """Run the block with ``n`` torch intra-op threads, restoring the setting after.
-
-    For loops of small ops (fits of small MLPs): a second thread costs more in
-    synchronisation than it saves, and far more on a shared, oversubscribed CPU
-    (docs/PERFORMANCE.md §8).
-    """
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def fitted_value_iteration(

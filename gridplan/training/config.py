@@ -455,7 +455,9 @@ class Config:
     out_dir: str = "runs"
     #: Folder name of the run under ``out_dir``; derived from variant, data and seed if unset.
     name: str | None = None
-    #: torch CPU threads of the run (None: ``gridplan.util.threads.default_threads``).
+    #: torch CPU threads of the run (None: ``gridplan.util.threads.default_threads``; a
+    #: vectorized group on this machine then takes the cores the launch leaves idle, as many
+    #: as its stacked step pays for: ``gridplan.training.vectorized.group_threads``).
     threads: int | None = None
 
     def __post_init__(self) -> None:

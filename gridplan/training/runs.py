@@ -43,6 +43,7 @@ import json
 import os
 import random
 import shutil
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -84,10 +85,12 @@ from gridplan.training.vectorized import (
     GroupResult,
     auto_workers,
     deal,
+    group_threads,
     train_group,
     worker_slots,
 )
 from gridplan.util.files import write_text_atomic
+from gridplan.util.threads import describe, intra_op_threads, threads_chosen
 
 
 def new_run_dir(out_dir: str | os.PathLike, name: str) -> tuple[Path, int]:
@@ -652,19 +655,23 @@ def _launch(groups, singles: list[Job], record_dir, launcher: Launcher, progress
     of the runs alone)``."""
     record_dir = Path(record_dir)
     count = len(groups) + len(singles)
+    configs = [m.config for _, ms in groups for m in ms] + [j.kwargs["cfg"] for j in singles]
     if launcher.local:
-        configs = [m.config for _, ms in groups for m in ms] + [j.kwargs["cfg"] for j in singles]
-        cores = min(count, max((worker_slots(c) for c in configs), default=1))
-        parallel = max(1, min(count, launcher.jobs or cores))
+        slots = max((worker_slots(c) for c in configs), default=1)
+        parallel = max(1, min(count, launcher.jobs or slots))
         threads = max(1, torch.get_num_threads() // parallel)
     else:  # one thread per job, as each job of this machine has
-        parallel, threads = max(1, min(count, launcher.jobs or count)), 1
-    jobs = [
-        Job(name, _group_job, {"members": list(ms), "name": name, "progress": progress,
-                               "record_dir": record_dir / name})
-        for name, ms in groups
-    ]
-    jobs = [Job(j.name, j.fn, {**j.kwargs, "threads": threads}) for j in [*jobs, *singles]]
+        slots, parallel, threads = 1, max(1, min(count, launcher.jobs or count)), 1
+    # Threads left to the default: a group with the cores the other jobs leave idle takes as
+    # many of them as its stacked step pays for (``group_threads``); a run alone keeps one.
+    auto = launcher.local and not any(threads_chosen(c.get("threads")) for c in configs)
+    jobs = []
+    for name, ms in groups:
+        group = group_threads(ms[0].config, len(ms), slots // parallel) if auto else threads
+        print(f"{name}: {len(ms)} run(s), {describe(group)}", file=sys.stderr, flush=True)
+        jobs.append(Job(name, _group_job, {"members": list(ms), "name": name, "threads": group,
+                                           "progress": progress, "record_dir": record_dir / name}))
+    jobs += [Job(j.name, j.fn, {**j.kwargs, "threads": threads}) for j in singles]
     values = launch(jobs, record_dir, launcher, parallel)
     return values[: len(groups)], values[len(groups) :]
 
@@ -674,11 +681,11 @@ def _group_job(
 ) -> GroupResult:
     """A launcher job: train one vectorized group. A member whose folder holds an earlier
     attempt (a requeued or rerun job) trains in a new ``version_<N>`` folder instead."""
-    torch.set_num_threads(threads)
     quiet_lightning_chatter()
     members = [_fresh(m) for m in members]
     try:
-        return train_group(members, name=name, record_dir=record_dir, progress=progress)
+        with intra_op_threads(threads):
+            return train_group(members, name=name, record_dir=record_dir, progress=progress)
     except ValueError as err:  # name the runs: the message alone does not say which point
         folders = ", ".join(str(m.run_dir) for m in members)
         raise ValueError(f"{err} (group {name}: {folders})") from err
@@ -713,11 +720,11 @@ def _alone_job(
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """A launcher job: train one run alone (``train``); a job SLURM requeued resumes the
     run it left (``gridplan.training.run_status.requeued_run``)."""
-    torch.set_num_threads(threads)
     previous = requeued_run(Path(cfg.out_dir) / run_name(cfg))
-    if previous is not None:
-        return resume(previous)
-    return train(cfg, record=record)
+    with intra_op_threads(threads):
+        if previous is not None:
+            return resume(previous)
+        return train(cfg, record=record)
 
 
 def _stop_members(members: list[Member], reserved: list[Path], err: BaseException) -> None:

@@ -467,7 +467,7 @@ def run_flops(config: DictConfig) -> float:
     ``trainer.limit_train_batches`` and ``trainer.max_steps``) x ``step_flops``."""
     from gridplan.data.datasets import parse_budget
 
-    d, t, m = config.data, config.trainer, config.model
+    d, t = config.data, config.trainer
     rows = parse_budget(d.budget) * (1.0 - float(d.val_fraction))
     steps = math.ceil(rows / int(d.batch_size))
     if t.limit_train_batches is not None:
@@ -475,9 +475,15 @@ def run_flops(config: DictConfig) -> float:
     total = steps * int(t.max_epochs)
     if t.get("max_steps") is not None:
         total = min(total, int(t.max_steps))
+    return float(total * config_step_flops(config))
+
+
+def config_step_flops(config: DictConfig) -> int:
+    """``step_flops`` of one member of ``config``: its ``data.batch_size`` rows through its
+    world's MLP ``(S + 4, model.hidden..., S)``."""
     width = worlds.get(config.world).state_dim
-    widths = (width + 4, *(int(h) for h in m.hidden), width)
-    return float(total * step_flops(int(d.batch_size), widths))
+    widths = (width + 4, *(int(h) for h in config.model.hidden), width)
+    return step_flops(int(config.data.batch_size), widths)
 
 
 #: Training work (FLOPs) a worker process must save to pay for its start. A worker is a
@@ -510,6 +516,26 @@ def auto_workers(config: DictConfig, runs: int) -> int:
                 break
             workers += 1
     return max(1, min(int(workers), int(runs)))
+
+
+#: Stacked work of one training step (FLOPs: ``K x step_flops``) each intra-op thread of a
+#: group must get for a second thread to pay. One process on a quiet 2-core machine, passive
+#: waiting, 5 epochs of 20k per member (docs/PERFORMANCE.md §17, "A lone group takes the idle
+#: core"): 2 threads over 1 at K = 2 (219 MFLOP a step) 0.94-0.97x, K = 3 (329 MFLOP)
+#: 1.08x, K = 5 1.20x, K = 10 1.28-1.36x; beside a process spinning on the other core, K = 10
+#: on 2 threads took 0.96-1.05x the time of 1 thread.
+THREAD_STEP_FLOP = 150e6
+
+
+def group_threads(config: DictConfig, members: int, cores: int) -> int:
+    """Intra-op threads of a group of ``members`` runs of ``config`` that has ``cores`` usable
+    cores to itself (those the launch's other jobs leave it): one per ``THREAD_STEP_FLOP`` of
+    its stacked training step (``members x config_step_flops``), at least 1, at most
+    ``cores``. A run alone (a step of 110 MFLOP) and a group of two keep one thread: a small
+    step loses more at every op's barrier than a second thread saves (docs/PERFORMANCE.md
+    §12). Beyond two threads the rule is extrapolated, not measured."""
+    work = int(members) * config_step_flops(config)
+    return max(1, min(int(cores), int(work // THREAD_STEP_FLOP)))
 
 
 def worker_slots(config: DictConfig) -> int:

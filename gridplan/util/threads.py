@@ -15,11 +15,12 @@ imports torch, and ``configure_threads`` after::
     threads = configure_threads(args.threads)
     print(describe(threads))
 
-This module imports torch only inside ``configure_threads``.
+This module imports torch only inside ``configure_threads`` and ``intra_op_threads``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import sys
@@ -93,7 +94,8 @@ def default_threads() -> int:
     collapse beside a busy process; the MLP's tree ran 1.2x faster on one thread (§8). A
     training step is too small for a second thread (docs/PERFORMANCE.md §12); a vectorized
     sweep or an experiment's model zoo takes the cores as worker processes instead
-    (``available_cpus``).
+    (``available_cpus``), and a group whose stacked step pays for threads takes the cores
+    its launch leaves idle as threads (``gridplan.training.vectorized.group_threads``).
 
     Raises:
         ValueError: if ``OMP_NUM_THREADS`` is set but not an integer >= 1.
@@ -138,6 +140,30 @@ def configure_threads(requested: int | None = None) -> int:
     threads = check_threads(requested) or default_threads()
     torch.set_num_threads(threads)
     return threads
+
+
+def threads_chosen(requested: int | None) -> bool:
+    """Whether the intra-op threads were chosen rather than defaulted: ``requested`` (a
+    config's ``threads``) is set, or ``OMP_NUM_THREADS`` is."""
+    return requested is not None or "OMP_NUM_THREADS" in os.environ
+
+
+@contextlib.contextmanager
+def intra_op_threads(n: int):
+    """Run the block with ``n`` torch intra-op threads, restoring the setting after.
+
+    For loops of small ops (fits of small MLPs): a second thread costs more in
+    synchronisation than it saves, and far more on a shared, oversubscribed CPU
+    (docs/PERFORMANCE.md §8). Also for a job run in this process with its own threads.
+    """
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def describe(threads: int) -> str:

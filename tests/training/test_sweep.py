@@ -10,10 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from helpers_learned import debug_overrides
 from omegaconf import OmegaConf
 
-from gridplan.training import runs
+from gridplan.training import runs, vectorized
 from gridplan.training.config import compose
 from gridplan.training.dispatch import Launcher
 from gridplan.training.run_status import read_status
@@ -146,3 +147,27 @@ def test_an_interrupted_group_marks_its_runs_interrupted_and_keeps_their_folders
         status = read_status(run_dir)
         assert (status["status"], status["signal"]) == ("interrupted", "KeyboardInterrupt")
     assert (run_dirs[0] / ".hydra" / "overrides.yaml").read_text() == "- seed=0\n"
+
+
+def test_a_lone_group_takes_the_idle_cores_its_step_pays_for_unless_threads_are_chosen(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(vectorized, "available_cpus", lambda: 2)
+    monkeypatch.setattr(vectorized, "THREAD_STEP_FLOP", 1.0)  # any step pays for a thread
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    before = torch.get_num_threads()
+
+    def group_record(name: str, *extra: str) -> dict:
+        cfgs = [compose([*debug_overrides(tmp_path / name), f"seed={s}", *extra]) for s in (0, 1)]
+        runs.train_all(cfgs, progress=False)
+        (record,) = (tmp_path / name / "runs" / "groups").glob("*/*/group.json")
+        return json.loads(record.read_text())
+
+    # Two tiny runs take no worker: one group in this process, with both cores' threads.
+    assert group_record("auto")["threads"] == 2
+    assert torch.get_num_threads() == before  # the job's threads end with it
+    torch.set_num_threads(1)  # as python -m train threads=1 sets this process's threads
+    try:
+        assert group_record("chosen", "threads=1")["threads"] == 1
+    finally:
+        torch.set_num_threads(before)

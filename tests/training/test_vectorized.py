@@ -14,6 +14,7 @@ from omegaconf import OmegaConf
 from torch.utils.data import BatchSampler, DataLoader, RandomSampler, TensorDataset
 
 from gridplan.models.learned import MLPDynamics, load_world_model
+from gridplan.training import vectorized
 from gridplan.training.config import compose
 from gridplan.training.engine import WorldModelModule
 from gridplan.training.members import Member, epoch_order, group_key, member_init, prepare
@@ -22,6 +23,7 @@ from gridplan.training.runs import new_run_dir, train
 from gridplan.training.vectorized import (
     GroupProgress,
     auto_workers,
+    group_threads,
     run_flops,
     step_flops,
     train_group,
@@ -318,8 +320,6 @@ def test_figures_every_zero_draws_no_images(tmp_path):
 
 
 def test_groups_take_the_workers_that_pay_for_their_start_one_per_core_at_most(monkeypatch):
-    import gridplan.training.vectorized as vectorized
-
     monkeypatch.setattr(vectorized, "available_cpus", lambda: 4)
     cpu = compose(["trainer.accelerator=cpu"])
     work = vectorized.run_flops(cpu)  # 100 epochs of 20k transitions
@@ -394,3 +394,13 @@ def test_a_cohort_sitting_out_a_step_and_a_dropped_member_leave_the_others_uncha
     assert module.order == [2, 1] and module.net.layers[0].weight.shape[0] == 2
     for i in (1, 2):
         assert _same_snapshot(module.snapshot(i, opt, 0.0), kept[i])
+
+
+def test_a_group_takes_a_thread_per_share_of_its_stacked_step_up_to_its_cores():
+    cfg = compose(["trainer.accelerator=cpu"])  # 256 rows through 16 -> 256 -> 256 -> 12
+    per_member = 2 * 2 * 256 * (16 * 256 + 256 * 256 + 256 * 12) + 2 * 256 * (256 * 256 + 256 * 12)
+    assert vectorized.config_step_flops(cfg) == per_member == 109_576_192
+    # 150 MFLOP a thread: a run alone and a pair keep one, three members take two.
+    assert [group_threads(cfg, k, 2) for k in (1, 2, 3, 10, 20)] == [1, 1, 2, 2, 2]
+    assert group_threads(cfg, 10, 16) == 7  # 1.096 GFLOP / 150 MFLOP
+    assert group_threads(cfg, 10, 1) == group_threads(cfg, 10, 0) == 1
