@@ -58,7 +58,7 @@ from gridplan.core.readings import check as check_reading
 from gridplan.experiments.profiles import PROFILES
 from gridplan.util.jsonio import dumps, to_jsonable
 from gridplan.util.progress import bar
-from gridplan.util.threads import available_cpus
+from gridplan.util.threads import available_cpus, chosen_threads
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -487,9 +487,11 @@ def run_groups(
         device: torch device.
         force: recompute groups that are already finished.
         progress: show progress bars.
-        threads: torch CPU threads while the groups run (None: leave torch's setting). The
-            planner's tensor work is memory-bound, and on a busy shared machine several
-            threads spin at barriers (docs/PERFORMANCE.md §8); the results are the same.
+        threads: torch CPU threads while the groups run, their training groups' included
+            (``gridplan.util.threads.chosen_threads``; None: leave torch's setting, and
+            training groups take the idle cores their step pays for). The planner's tensor
+            work is memory-bound, and on a busy shared machine several threads spin at
+            barriers (docs/PERFORMANCE.md §8); the results are the same.
         reading: the choices of §4.2 every controlled model and planner follows
             (``gridplan.core.readings``).
         launcher: send the training groups to this Hydra launcher
@@ -533,10 +535,7 @@ def run_groups(
         folders = preset_folders(registry, out, reading, preset)
     for name in order:
         folders[name].parent.mkdir(parents=True, exist_ok=True)
-    previous_threads = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(int(threads))
-    try:
+    with chosen_threads(threads):
         return _run_all(
             registry,
             order,
@@ -549,8 +548,6 @@ def run_groups(
             launcher,
             baseline,
         )
-    finally:
-        torch.set_num_threads(previous_threads)
 
 
 def _run_all(

@@ -29,6 +29,8 @@ from collections.abc import MutableMapping
 
 #: The OpenMP variable and the policy the entry points set unless the user chose one.
 WAIT_POLICY_VARIABLE = "OMP_WAIT_POLICY"
+#: The OpenMP variable that chooses the intra-op threads (``default_threads``).
+THREADS_VARIABLE = "OMP_NUM_THREADS"
 PASSIVE = "PASSIVE"
 #: cgroup files with a CPU quota: v2 ``cpu.max`` ("quota period" or "max period"), v1 CFS.
 CGROUP_V2_CPU_MAX = "/sys/fs/cgroup/cpu.max"
@@ -100,7 +102,7 @@ def default_threads() -> int:
     Raises:
         ValueError: if ``OMP_NUM_THREADS`` is set but not an integer >= 1.
     """
-    value = os.environ.get("OMP_NUM_THREADS", "1")
+    value = os.environ.get(THREADS_VARIABLE, "1")
     try:
         return check_threads(int(value))
     except ValueError:
@@ -145,7 +147,7 @@ def configure_threads(requested: int | None = None) -> int:
 def threads_chosen(requested: int | None) -> bool:
     """Whether the intra-op threads were chosen rather than defaulted: ``requested`` (a
     config's ``threads``) is set, or ``OMP_NUM_THREADS`` is."""
-    return requested is not None or "OMP_NUM_THREADS" in os.environ
+    return requested is not None or THREADS_VARIABLE in os.environ
 
 
 @contextlib.contextmanager
@@ -164,6 +166,27 @@ def intra_op_threads(n: int):
         yield
     finally:
         torch.set_num_threads(before)
+
+
+@contextlib.contextmanager
+def chosen_threads(n: int | None):
+    """Run the block with ``n`` torch intra-op threads as a choice: ``OMP_NUM_THREADS=n`` for
+    the block too, so ``threads_chosen`` holds inside it (a training group launched there keeps
+    the count, ``gridplan.training.vectorized.group_threads`` does not apply) and processes
+    started inside inherit it. ``None`` changes nothing. Both are restored after."""
+    if n is None:
+        yield
+        return
+    before = os.environ.get(THREADS_VARIABLE)
+    os.environ[THREADS_VARIABLE] = str(check_threads(int(n)))
+    try:
+        with intra_op_threads(int(n)):
+            yield
+    finally:
+        if before is None:
+            os.environ.pop(THREADS_VARIABLE, None)
+        else:
+            os.environ[THREADS_VARIABLE] = before
 
 
 def describe(threads: int) -> str:

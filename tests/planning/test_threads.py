@@ -59,6 +59,25 @@ def test_a_training_process_takes_one_thread_unless_told_otherwise(monkeypatch):
         threads.training_threads(0)
 
 
+def test_chosen_threads_mark_the_choice_for_the_block_and_restore_both(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    before = torch.get_num_threads()
+    assert not threads.threads_chosen(None) and threads.threads_chosen(3)
+    with threads.chosen_threads(1):
+        assert torch.get_num_threads() == 1 and os.environ["OMP_NUM_THREADS"] == "1"
+        assert threads.threads_chosen(None)
+    assert "OMP_NUM_THREADS" not in os.environ and torch.get_num_threads() == before
+    with threads.chosen_threads(None):  # no choice: nothing changes
+        assert not threads.threads_chosen(None) and torch.get_num_threads() == before
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    with threads.chosen_threads(1):
+        assert os.environ["OMP_NUM_THREADS"] == "1"
+    assert os.environ["OMP_NUM_THREADS"] == "2"
+    with pytest.raises(ValueError, match="threads must be an integer >= 1, got 0"):
+        with threads.chosen_threads(0):
+            pass
+
+
 @pytest.mark.parametrize("bad", [0, -2, 1.5, True, "2"])
 def test_configure_threads_rejects_what_is_not_a_positive_integer(bad):
     with pytest.raises(ValueError, match=f"threads must be an integer >= 1, got {bad!r}"):

@@ -19,6 +19,7 @@ from gridplan.training.config import compose
 from gridplan.training.dispatch import Launcher
 from gridplan.training.run_status import read_status
 from gridplan.training.vectorized import Member
+from gridplan.util.threads import chosen_threads
 from train.__main__ import main
 from train.sweep import plan
 
@@ -171,3 +172,5 @@ def test_a_lone_group_takes_the_idle_cores_its_step_pays_for_unless_threads_are_
         assert group_record("chosen", "threads=1")["threads"] == 1
     finally:
         torch.set_num_threads(before)
+    with chosen_threads(1):  # as the experiment runner's --threads 1
+        assert group_record("runner")["threads"] == 1
