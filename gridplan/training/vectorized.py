@@ -489,7 +489,7 @@ def config_step_flops(config: DictConfig) -> int:
 #: Training work (FLOPs) a worker process must save to pay for its start. A worker is a
 #: fresh interpreter launched by Hydra's joblib launcher that imports torch and Lightning and
 #: reads its data again: on a quiet 2-core machine two workers trained 10 runs of 5 epochs
-#: on 20k transitions (K x 390 GFLOP) in 9.6 s, one process in about 4.4 s (2.6x faster than
+#: on 20k transitions (10 x 39 GFLOP) in 9.6 s, one process in about 4.4 s (2.6x faster than
 #: those runs one after another, where two workers were 1.2x), so a start costs about 6 s,
 #: 500 GFLOP of this process's training (docs/PERFORMANCE.md §12).
 WORKER_START_FLOP = 500e9
