@@ -202,7 +202,8 @@ def _sweep(config_dir: Path, overrides: list[str], config_name: str) -> int:
 
     sweep = plan(overrides, config_dir, config_name)
     cfgs = sweep.configs
-    print(describe(configure_threads(training_threads(cfgs[0].threads))), flush=True)
+    threads = describe(configure_threads(training_threads(cfgs[0].threads)))
+    print(f"{threads} in this process; each training job's line gives its own", flush=True)
     quiet_lightning_chatter()
     for num, cfg in enumerate(cfgs):
         print(f"=== run {num}: resolved config ===\n{to_yaml(cfg)}", flush=True)

@@ -80,7 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--threads",
         type=int,
         default=1,
-        help="torch CPU threads; 0: gridplan.util.threads.default_threads, OMP_NUM_THREADS or 1. "
+        help="torch CPU threads, of this process and of each training job it launches; 0: "
+        "gridplan.util.threads.default_threads, OMP_NUM_THREADS or 1. "
         "One by default: parallel reductions round differently with the thread count, and one "
         "thread gives the same numbers on every machine (OpenMP waits passively unless "
         "OMP_WAIT_POLICY is set, so more threads do not spin on a busy machine)",

@@ -455,9 +455,10 @@ class Config:
     out_dir: str = "runs"
     #: Folder name of the run under ``out_dir``; derived from variant, data and seed if unset.
     name: str | None = None
-    #: torch CPU threads of the run (None: ``gridplan.util.threads.default_threads``; a
-    #: vectorized group on this machine then takes the cores the launch leaves idle, as many
-    #: as its stacked step pays for: ``gridplan.training.vectorized.group_threads``).
+    #: torch CPU threads of the run's training job, on this machine or a cluster's (None:
+    #: ``OMP_NUM_THREADS``, else 1 for a run alone; a vectorized group on this machine takes
+    #: the cores its launch leaves it, as many as its stacked step pays for:
+    #: ``gridplan.training.runs.job_threads``). Runs of different ``threads`` train apart.
     threads: int | None = None
 
     def __post_init__(self) -> None:

@@ -43,6 +43,7 @@ GROUP_KEYS = (
     "model.members",
     "trainer.accelerator",
     "trainer.deterministic",
+    "threads",
 )
 
 

@@ -87,10 +87,11 @@ from gridplan.training.vectorized import (
     deal,
     group_threads,
     train_group,
+    usable_cores,
     worker_slots,
 )
 from gridplan.util.files import write_text_atomic
-from gridplan.util.threads import describe, intra_op_threads, threads_chosen
+from gridplan.util.threads import describe, intra_op_threads, threads_chosen, training_threads
 
 
 def new_run_dir(out_dir: str | os.PathLike, name: str) -> tuple[Path, int]:
@@ -657,23 +658,42 @@ def _launch(groups, singles: list[Job], record_dir, launcher: Launcher, progress
     count = len(groups) + len(singles)
     configs = [m.config for _, ms in groups for m in ms] + [j.kwargs["cfg"] for j in singles]
     if launcher.local:
-        slots = max((worker_slots(c) for c in configs), default=1)
-        parallel = max(1, min(count, launcher.jobs or slots))
-        threads = max(1, torch.get_num_threads() // parallel)
-    else:  # one thread per job, as each job of this machine has
-        slots, parallel, threads = 1, max(1, min(count, launcher.jobs or count)), 1
-    # Threads left to the default: a group with the cores the other jobs leave idle takes as
-    # many of them as its stacked step pays for (``group_threads``); a run alone keeps one.
-    auto = launcher.local and not any(threads_chosen(c.get("threads")) for c in configs)
-    jobs = []
-    for name, ms in groups:
-        group = group_threads(ms[0].config, len(ms), slots // parallel) if auto else threads
-        print(f"{name}: {len(ms)} run(s), {describe(group)}", file=sys.stderr, flush=True)
-        jobs.append(Job(name, _group_job, {"members": list(ms), "name": name, "threads": group,
-                                           "progress": progress, "record_dir": record_dir / name}))
-    jobs += [Job(j.name, j.fn, {**j.kwargs, "threads": threads}) for j in singles]
+        parallel = max(1, min(count, launcher.jobs or max(map(worker_slots, configs))))
+        # The cores each job has to itself: all of them where the jobs run one at a time.
+        cores = max(map(usable_cores, configs)) // (1 if launcher.name == "basic" else parallel)
+    else:
+        parallel, cores = max(1, min(count, launcher.jobs or count)), 1
+    jobs = [
+        Job(name, _group_job, {"members": list(ms), "name": name, "progress": progress,
+                               "record_dir": record_dir / name})
+        for name, ms in groups
+    ]
+    jobs = [_with_threads(job, max(1, cores)) for job in [*jobs, *singles]]
     values = launch(jobs, record_dir, launcher, parallel)
     return values[: len(groups)], values[len(groups) :]
+
+
+def job_threads(config: DictConfig, members: int | None, cores: int) -> int:
+    """Torch threads of one training job whose (first) run is ``config``: the ``threads`` it
+    chose (or ``OMP_NUM_THREADS``: ``gridplan.util.threads.threads_chosen``); else, for a
+    vectorized group of ``members`` runs, as many of the ``cores`` it has to itself as its
+    stacked step pays for (``gridplan.training.vectorized.group_threads``), and for a run
+    alone (``members`` None) 1."""
+    if threads_chosen(config.get("threads")):
+        return training_threads(config.get("threads"))
+    return 1 if members is None else group_threads(config, members, cores)
+
+
+def _with_threads(job: Job, cores: int) -> Job:
+    """``job`` with its ``threads`` (``job_threads``), announced on stderr."""
+    if job.fn is _group_job:
+        members = job.kwargs["members"]
+        threads = job_threads(members[0].config, len(members), cores)
+        what = f"{len(members)} member(s)"
+    else:
+        threads, what = job_threads(job.kwargs["cfg"], None, cores), "a run alone"
+    print(f"{job.name}: {what}, {describe(threads)}", file=sys.stderr, flush=True)
+    return Job(job.name, job.fn, {**job.kwargs, "threads": threads})
 
 
 def _group_job(

@@ -540,10 +540,16 @@ def group_threads(config: DictConfig, members: int, cores: int) -> int:
 
 def worker_slots(config: DictConfig) -> int:
     """Worker processes that may train ``config``'s groups at once: ``train.workers`` if
-    set; else 1 on a GPU (or MPS), where one process drives the device, and one per core
-    this process may use on CPU (``gridplan.util.threads.available_cpus``)."""
+    set, else ``usable_cores``."""
     if config.train.workers is not None:
         return int(config.train.workers)
+    return usable_cores(config)
+
+
+def usable_cores(config: DictConfig) -> int:
+    """Cores the jobs of ``config`` share on this machine: 1 on a GPU (or MPS), where one
+    process drives the device; on CPU each core this process may use
+    (``gridplan.util.threads.available_cpus``)."""
     accelerator = str(config.trainer.accelerator)
     if accelerator == "auto":
         device = torch.cuda.is_available() or torch.backends.mps.is_available()

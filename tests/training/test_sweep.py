@@ -158,19 +158,33 @@ def test_a_lone_group_takes_the_idle_cores_its_step_pays_for_unless_threads_are_
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     before = torch.get_num_threads()
 
-    def group_record(name: str, *extra: str) -> dict:
-        cfgs = [compose([*debug_overrides(tmp_path / name), f"seed={s}", *extra]) for s in (0, 1)]
+    def group_records(name: str, *extra: str, seeds=(0, 1)) -> list[dict]:
+        cfgs = [compose([*debug_overrides(tmp_path / name), f"seed={s}", *extra]) for s in seeds]
         runs.train_all(cfgs, progress=False)
-        (record,) = (tmp_path / name / "runs" / "groups").glob("*/*/group.json")
-        return json.loads(record.read_text())
+        records = sorted((tmp_path / name / "runs" / "groups").glob("*/*/group.json"))
+        return [json.loads(r.read_text()) for r in records]
 
-    # Two tiny runs take no worker: one group in this process, with both cores' threads.
-    assert group_record("auto")["threads"] == 2
+    # Two tiny runs take no worker: one group in this process, with both cores' threads,
+    # also when train.workers=1 asks for that one process.
+    assert [r["threads"] for r in group_records("auto")] == [2]
     assert torch.get_num_threads() == before  # the job's threads end with it
-    torch.set_num_threads(1)  # as python -m train threads=1 sets this process's threads
-    try:
-        assert group_record("chosen", "threads=1")["threads"] == 1
-    finally:
-        torch.set_num_threads(before)
+    assert [r["threads"] for r in group_records("one_worker", "train.workers=1")] == [2]
+    assert [r["threads"] for r in group_records("chosen", "threads=1")] == [1]
+    assert [r["threads"] for r in group_records("three", "threads=3")] == [3]
     with chosen_threads(1):  # as the experiment runner's --threads 1
-        assert group_record("runner")["threads"] == 1
+        assert [r["threads"] for r in group_records("runner")] == [1]
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert [r["threads"] for r in group_records("omp")] == [1]
+
+
+def test_runs_of_different_threads_train_in_different_groups_and_a_run_alone_keeps_one(
+    tmp_path, monkeypatch
+):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    cfgs = [compose([*debug_overrides(tmp_path), "seed=0", f"threads={t}"]) for t in (1, 2)]
+    members = [Member(cfg, tmp_path / str(k)) for k, cfg in enumerate(cfgs)]
+    groups, order = runs._groups(members, {}, Launcher("basic"))
+    assert order == [[0], [1]]
+    assert [runs.job_threads(ms[0].config, len(ms), 4) for _, ms in groups] == [1, 2]
+    alone = compose(debug_overrides(tmp_path))
+    assert runs.job_threads(alone, None, 4) == 1  # a run alone, threads left to the default
