@@ -184,9 +184,15 @@ SELF, CHILDREN = resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN
 
 
 def group_threads(out: Path) -> int:
-    """The most torch threads a vectorized group of this run trained with (its
-    ``group.json``; ``gridplan.training.vectorized.group_threads`` picks them)."""
-    records = sorted((out / "runs" / "groups").glob("version_*/*/group.json"))
+    """The most torch threads a vectorized group of this run trained with (the
+    ``group.json`` files of its launch, the newest ``version_<N>`` under
+    ``<out>/runs/groups``: every side's runs share ``out``; ``gridplan.training.runs.
+    job_threads`` picks them)."""
+    versions = list((out / "runs" / "groups").glob("version_*"))
+    records = []
+    if versions:
+        newest = max(versions, key=lambda v: int(v.name.split("_", 1)[1]))
+        records = list(newest.glob("*/group.json"))
     if not records:
         raise SystemExit(f"no group.json under {out / 'runs' / 'groups'}")
     return max(json.loads(r.read_text())["threads"] for r in records)
