@@ -178,8 +178,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--world",
         default=None,
-        help="the gridworld (gridplan.core.world: default, g16-k8, g32-k64 or any g{N}-k{K}); "
-        "default: a checkpoint's own world, else default",
+        help="the gridworld (gridplan.core.world: default, g16-k8, g32-k64, any g{N}-k{K}, or "
+        "MiniGrid's DoorKey minigrid-doorkey-{N}x{N}[-t{T} with T floor tiles]); default: a "
+        "checkpoint's own world, else default",
     )
     p.add_argument(
         "--horizon",

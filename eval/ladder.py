@@ -58,8 +58,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--levels",
         metavar="LIST",
-        help=f"ladder levels to measure, comma-separated from {','.join(LEVELS)}, or 'all' "
-        "(default: the paper's report; 'all' with --card or --compare)",
+        help=f"ladder levels to measure, comma-separated from {','.join(LEVELS)}, and "
+        "success (the closed loop without the rest of L7), or 'all' (default: the paper's "
+        "report; 'all' with --card or --compare)",
     )
     p.add_argument(
         "--ladder-sizes",

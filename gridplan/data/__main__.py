@@ -67,8 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="data seeds (data.seed, which follows the run's seed; default 0)")
     export.add_argument("--task", default="A", choices=tasks.names(), help="task (default A)")
     export.add_argument("--world", default="default",
-                        help="world (gridplan.core.world: default, g16-k8, g32-k64, g{N}-k{K}; "
-                        "the trainer's world key)")
+                        help="world (gridplan.core.world: default, g16-k8, g32-k64, g{N}-k{K}, "
+                        "minigrid-doorkey-{N}x{N}[-t{T}]; the trainer's world key)")
     export.add_argument("--val-fraction", type=float, default=VAL_FRACTION,
                         help=f"the trainer's data.val_fraction (default {VAL_FRACTION})")
     export.add_argument("--out", type=Path, default=Path("."),

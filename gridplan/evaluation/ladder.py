@@ -73,7 +73,7 @@ def check_levels(levels: Sequence[str] | None, model=None) -> tuple[str, ...]:
         return every_level(model)
     unknown = [lv for lv in levels if lv not in LEVELS and lv != "success"]
     if unknown:
-        raise ValueError(f"unknown levels {unknown}; valid: {', '.join(LEVELS)}")
+        raise ValueError(f"unknown levels {unknown}; valid: {', '.join(LEVELS)}, success")
     if "uncertainty" in levels and model is not None and uncertainty_source(model) is None:
         raise ValueError(
             "level 'uncertainty' needs a model with uncertainty(state, action) or "
