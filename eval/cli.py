@@ -420,10 +420,13 @@ def _evaluate_checkpoints(args: argparse.Namespace) -> None:
         else checkpoint_json_path(p, args.spec)
         for p in paths
     ]
+    # Every file is loaded (and validated) and its world checked against --world before an
+    # existing report is refused, and both before the first, possibly long, evaluation.
+    models = [load_run_model(p, args.device) for p in paths]
+    for model in models:
+        task_of(args, model)
     for out in outs:
         ladder.check_outputs(out, args.card, args.force)
-    # Every file is loaded (and validated) before the first, possibly long, evaluation.
-    models = [load_run_model(p, args.device) for p in paths]
     for path, model, out in zip(paths, models, outs, strict=True):
         run_dir = path.parent.parent if path.parent.name == "checkpoints" else path.parent
         log_dir = Path(args.tensorboard) if args.tensorboard else run_dir

@@ -68,3 +68,15 @@ def test_a_builtin_is_compared_with_a_checkpoint_on_the_checkpoints_world(runs, 
     assert result["task"] == "A"
     assert len(result["reports"]) == 2
     assert all(rep["world"] == G16.spec() for reps in result["reports"].values() for rep in reps)
+
+
+def test_a_world_mismatch_is_named_before_an_existing_report_is_refused(runs, capsys):
+    report = runs["g16"] / "checkpoints" / "best.eval.json"
+    report.write_text("{}")
+    try:
+        err = _refused(["--ckpt", str(runs["g16"]), "--world", "default", *TINY], capsys)
+    finally:
+        assert report.read_text() == "{}"  # nothing written over it
+        report.unlink()
+    assert "--world default asks for default" in err and "the model predicts g16-k8" in err
+    assert "already exists" not in err
