@@ -658,9 +658,11 @@ def _launch(groups, singles: list[Job], record_dir, launcher: Launcher, progress
     count = len(groups) + len(singles)
     configs = [m.config for _, ms in groups for m in ms] + [j.kwargs["cfg"] for j in singles]
     if launcher.local:
-        parallel = max(1, min(count, launcher.jobs or max(map(worker_slots, configs))))
+        slots = max(map(worker_slots, configs), default=1)
+        parallel = max(1, min(count, launcher.jobs or slots))
         # The cores each job has to itself: all of them where the jobs run one at a time.
-        cores = max(map(usable_cores, configs)) // (1 if launcher.name == "basic" else parallel)
+        at_once = 1 if launcher.name == "basic" else parallel
+        cores = max(map(usable_cores, configs), default=1) // at_once
     else:
         parallel, cores = max(1, min(count, launcher.jobs or count)), 1
     jobs = [

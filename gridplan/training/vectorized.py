@@ -521,9 +521,9 @@ def auto_workers(config: DictConfig, runs: int) -> int:
 #: Stacked work of one training step (FLOPs: ``K x step_flops``) each intra-op thread of a
 #: group must get for a second thread to pay. One process on a quiet 2-core machine, passive
 #: waiting, 5 epochs of 20k per member (docs/PERFORMANCE.md §17, "A lone group takes the idle
-#: core"): 2 threads over 1 at K = 2 (219 MFLOP a step) 0.94-0.97x, K = 3 (329 MFLOP)
-#: 1.08x, K = 5 1.20x, K = 10 1.28-1.36x; beside a process spinning on the other core, K = 10
-#: on 2 threads took 0.96-1.05x the time of 1 thread.
+#: core"): 2 threads ran as fast as 1 times 0.94-0.98 at K = 2 (219 MFLOP a step), 1.08-1.12
+#: at K = 3 (329 MFLOP), 1.20-1.21 at K = 5 and 1.23-1.36 at K = 10; beside a process
+#: spinning on the other core, 0.96-1.05 at K = 10.
 THREAD_STEP_FLOP = 150e6
 
 
@@ -531,9 +531,9 @@ def group_threads(config: DictConfig, members: int, cores: int) -> int:
     """Intra-op threads of a group of ``members`` runs of ``config`` that has ``cores`` usable
     cores to itself (those the launch's other jobs leave it): one per ``THREAD_STEP_FLOP`` of
     its stacked training step (``members x config_step_flops``), at least 1, at most
-    ``cores``. A run alone (a step of 110 MFLOP) and a group of two keep one thread: a small
-    step loses more at every op's barrier than a second thread saves (docs/PERFORMANCE.md
-    §12). Beyond two threads the rule is extrapolated, not measured."""
+    ``cores``. A run alone (a step of 110 MFLOP) and a group of two keep one thread: they
+    trained no faster on two (docs/PERFORMANCE.md §12, §17). Beyond two threads the rule is
+    extrapolated, not measured."""
     work = int(members) * config_step_flops(config)
     return max(1, min(int(cores), int(work // THREAD_STEP_FLOP)))
 
