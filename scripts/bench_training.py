@@ -174,7 +174,7 @@ def worker(args) -> dict:
         "transitions": transitions,
         "transitions_per_s": round(transitions / wall),
         "peak_MB": round(peak, 1),
-        "threads": group_threads(out) if vectorize else torch.get_num_threads(),
+        "threads": recorded_threads(out) if vectorize else torch.get_num_threads(),
         "processes": processes,
         "floor_s_per_step": floor,
     }
@@ -183,7 +183,7 @@ def worker(args) -> dict:
 SELF, CHILDREN = resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN
 
 
-def group_threads(out: Path) -> int:
+def recorded_threads(out: Path) -> int:
     """The most torch threads a vectorized group of this run trained with (the
     ``group.json`` files of its launch, the newest ``version_<N>`` under
     ``<out>/runs/groups``: every side's runs share ``out``; ``gridplan.training.runs.

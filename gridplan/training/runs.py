@@ -656,8 +656,8 @@ def _launch(groups, singles: list[Job], record_dir, launcher: Launcher, progress
     of the runs alone)``."""
     record_dir = Path(record_dir)
     count = len(groups) + len(singles)
-    configs = [m.config for _, ms in groups for m in ms] + [j.kwargs["cfg"] for j in singles]
     if launcher.local:
+        configs = [m.config for _, ms in groups for m in ms] + [j.kwargs["cfg"] for j in singles]
         slots = max(map(worker_slots, configs), default=1)
         parallel = max(1, min(count, launcher.jobs or slots))
         # The cores each job has to itself: all of them where the jobs run one at a time.
