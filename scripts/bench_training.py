@@ -28,13 +28,15 @@ on both sides). Reported per row: wall time, training transitions per second (ep
 training rows, summed over runs, per wall second), peak memory (the process's resident
 high-water mark above its level after imports; on CUDA the peak allocated device memory) and
 the speedup (sequential / vectorized wall time). Then the compute floor: the FLOPs of one
-member's training step and this machine's measured matmul rate on exactly those shapes (timed
-at the end, and in each vectorized run's own process right after its training: on a shared
-machine the second is the reading, the load drifting between the runs and the end), and
-the bare step: one stacked training step (forward, loss, backward, AdamW) with no Lightning,
-data loading or validation around it. ``--world`` trains in another world
-(``gridplan.core.world``); the MLP's input and output layers then have its width
-(``widths_of``), and so do the floor's shapes.
+member's training step and this machine's measured matmul rate on exactly those shapes, on
+one thread (timed at the end, and in each vectorized run's own process right after its
+training: on a shared machine the second is the reading, the load drifting between the runs
+and the end), and the bare step: one stacked training step (forward, loss, backward, AdamW)
+with no Lightning, data loading or validation around it, also on one thread. The vectorized
+side is set against the floor twice: its wall time x the cores it held, and its CPU time
+(waiting threads sleep under the passive policy, so the cores held bound the CPU time).
+``--world`` trains in another world (``gridplan.core.world``); the MLP's input and output
+layers then have its width (``widths_of``), and so do the floor's shapes.
 
 Then one row per latent family and observation kind (``model=latent_recon|jepa
 obs=grid|pixels``, ``gridplan.training.latent_module``): one run of the same budget and epochs
@@ -75,6 +77,7 @@ if str(REPO) not in sys.path:
 from gridplan.util.threads import (  # noqa: E402
     available_cpus,
     configure_threads,
+    intra_op_threads,
     set_wait_policy,
     training_threads,
 )
@@ -100,8 +103,11 @@ def overrides(seed: int, args, out: Path, vectorize: bool, latent: str | None = 
     if latent:
         model, obs = latent.split(":")
         family = [f"model={model}", f"obs={obs}"]
+    # Chosen threads are every training job's (gridplan.training.runs.job_threads).
+    threads = [f"threads={args.threads}"] if args.threads else []
     return [
         *family,
+        *threads,
         f"seed={seed}",
         f"data.budget={args.budget}",
         f"trainer.max_epochs={args.epochs}",
@@ -164,7 +170,8 @@ def worker(args) -> dict:
         from gridplan.core import world as worlds
 
         widths = widths_of(worlds.get(args.world).state_dim)
-        floor = matmul_floor(args.k, args.device, widths=widths)["seconds_per_step"]
+        with intra_op_threads(1):
+            floor = matmul_floor(args.k, args.device, widths=widths)["seconds_per_step"]
     return {
         "mode": args.worker,
         "K": args.k,
@@ -450,24 +457,27 @@ def main(argv=None) -> int:
     print("\n".join(cpu_lines))
     end_load = os.getloadavg()[0]
     flops = step_flops(widths=widths)
-    threads = configure_threads(training_threads(args.threads or None))
+    configure_threads(1)  # one core's floor: the vectorized side is counted per core
     print(
         f"\nfloor: {flops / 1e6:.1f} MFLOP per member step (forward + backward, batch {BATCH}, "
-        f"MLP {widths}); the matmuls of one K-member step timed alone on {args.device}, "
-        f"{threads} thread(s), as a run alone trains; vectorized: the group's wall time x its "
-        "processes x their threads (the cores it held), per member step"
+        f"MLP {widths}); the matmuls of one K-member step timed alone on {args.device}, one "
+        "thread (one core's work, as the bare step); vectorized: the group's wall time x its "
+        "processes x their threads (the cores it held), and its CPU time, per member step"
     )
     print(
         "| K | matmul GFLOP/s | floor ms per member step | bare step ms per member | "
-        "vectorized core-ms per member step | x floor | its run's floor ms | x its run's |"
+        "vectorized core-ms per member step | x floor | its run's floor ms | x its run's | "
+        "vectorized CPU ms per member step | x its run's (CPU) |"
     )
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     floors = []
     for k in ks:
         floor = matmul_floor(k, args.device, widths=widths)
         vec = next(r for r in rows if r["mode"] == "vectorized" and r["K"] == k)
         cores_used = vec["processes"] * (1 if args.device.startswith("cuda") else vec["threads"])
-        per_step = vec["wall_s"] * cores_used / (vec["transitions"] / BATCH)
+        member_steps = vec["transitions"] / BATCH
+        per_step = vec["wall_s"] * cores_used / member_steps
+        cpu_step = vec["cpu_s"] / member_steps
         floor_step = floor["seconds_per_step"] / k
         own_floor = vec["floor_s_per_step"] / k
         floor.update(
@@ -478,12 +488,19 @@ def main(argv=None) -> int:
             run_floor_ms_per_member_step=own_floor * 1e3,
             run_distance=per_step / own_floor,
         )
+        cpu_cells = "n/a | n/a"  # a GPU's floor is not paid in CPU time
+        if not args.device.startswith("cuda"):
+            floor.update(
+                vectorized_cpu_ms_per_member_step=cpu_step * 1e3,
+                run_cpu_distance=cpu_step / own_floor,
+            )
+            cpu_cells = f"{cpu_step * 1e3:.2f} | {floor['run_cpu_distance']:.1f}x"
         floors.append(floor)
         print(
             f"| {k} | {floor['GFLOP_per_s']:.1f} | {floor_step * 1e3:.2f} | "
             f"{floor['bare_step_ms_per_member']:.2f} | "
             f"{per_step * 1e3:.2f} | {floor['distance']:.1f}x | "
-            f"{own_floor * 1e3:.2f} | {floor['run_distance']:.1f}x |",
+            f"{own_floor * 1e3:.2f} | {floor['run_distance']:.1f}x | {cpu_cells} |",
             flush=True,
         )
     latent_rows = []

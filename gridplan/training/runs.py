@@ -774,7 +774,8 @@ def _stop_members(members: list[Member], reserved: list[Path], err: BaseExceptio
 def _finish_ensemble(cfg: DictConfig, run_dir: Path, member_runs) -> tuple[dict, dict]:
     """Stack an ensemble's trained members into its run folder; score it."""
     resolved = OmegaConf.to_container(cfg, resolve=True)
-    (run_dir / "config.yaml").write_text(to_yaml(cfg))
+    text = to_yaml(cfg)
+    (run_dir / "config.yaml").write_text(text)
     info = {"bootstrap": bool(cfg.model.bootstrap), "sampling": cfg.model.sampling}
     ckpts = {}
     for which in ("best", "last"):
@@ -795,7 +796,7 @@ def _finish_ensemble(cfg: DictConfig, run_dir: Path, member_runs) -> tuple[dict,
     model = ensemble.load_ensemble(ckpts["best"])
     logger = make_logger(resolved, run_dir)
     writer = metric_writer(logger, run_dir)
-    start_run_log(logger, resolved, to_yaml(cfg), trial_name(run_dir))
+    start_run_log(logger, resolved, text, trial_name(run_dir))
     figures = int(resolved["trainer"]["figures_every_n_epochs"]) > 0
     steps = sum(m["global_step"] for m in model.metadata["ensemble"]["members"])
     member_metrics = [m for m, _ in member_runs]

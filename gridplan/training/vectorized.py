@@ -371,10 +371,11 @@ def train_group(
     for run in runs:
         run_dir = Path(run.member.run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "config.yaml").write_text(to_yaml(run.member.config))
+        text = to_yaml(run.member.config)
+        (run_dir / "config.yaml").write_text(text)
         run.logger = make_logger(run.config, run_dir)
         run.writer = metric_writer(run.logger, run_dir)
-        start_run_log(run.logger, run.config, to_yaml(run.member.config), trial_name(run_dir))
+        start_run_log(run.logger, run.config, text, trial_name(run_dir))
     module = WorldModelModule(runs[0].config, runs[0].summary, runs, buffers)
     first = runs[0].config["trainer"]
     setup_seconds = time.perf_counter() - start

@@ -107,13 +107,25 @@ def test_device_cuda_measures_both_sides_on_the_gpu(tmp_path):
     assert all(r["peak_MB"] > 0 for r in result["rows"])
 
 
-def test_a_latent_row_trains_its_family_on_its_observation():
+def test_a_latent_row_trains_its_family_and_chosen_threads_reach_every_run():
     ns = type(
-        "Args", (), {"device": "cpu", "budget": "4k", "epochs": 1, "workers": 0, "world": "default"}
+        "Args",
+        (),
+        {
+            "device": "cpu",
+            "budget": "4k",
+            "epochs": 1,
+            "workers": 0,
+            "world": "default",
+            "threads": 0,
+        },
     )()
     plain = bench_training.overrides(0, ns, Path("/tmp/x"), False)
     latent = bench_training.overrides(0, ns, Path("/tmp/x"), False, "jepa:pixels")
     assert latent == ["model=jepa", "obs=pixels", *plain]
+    assert not any(o.startswith("threads=") for o in plain)  # as python -m train picks
+    ns.threads = 2  # --threads reaches every run, alone or in a group
+    assert bench_training.overrides(0, ns, Path("/tmp/x"), False) == ["threads=2", *plain]
 
 
 @pytest.mark.slow
