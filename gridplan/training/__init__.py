@@ -47,7 +47,6 @@ _EXPORTS = {
     "score_best": "module",
     "lr_factor": "module",
     "adamw": "module",
-    "keep_freed_memory": "module",
     "figures_due": "module",
     "metrics_due": "module",
 }

@@ -602,30 +602,6 @@ def adamw(params, lr: float, weight_decay: float, device: torch.device | str):
     return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, fused=fused)
 
 
-def keep_freed_memory() -> None:
-    """Let glibc keep freed memory for reuse (a no-op where there is no glibc).
-
-    PyTorch's CPU tensors come from ``malloc``; glibc hands blocks above its mmap threshold
-    back to the kernel on ``free`` (and trims the heap top), so the same-sized activations of
-    every training step are page-faulted and zeroed afresh: about 3,500 page faults per step
-    of a 20-member stack, a quarter of its time. Raising the mmap threshold to its 64-bit
-    maximum (32 MB) and the trim threshold to 1 GB keeps those blocks in the heap (51 faults
-    per step). Affects the whole process; the memory stays available to it.
-    """
-    import ctypes
-    import ctypes.util
-
-    name = ctypes.util.find_library("c")
-    try:
-        mallopt = getattr(ctypes.CDLL(name), "mallopt", None) if name else None
-    except OSError:
-        mallopt = None
-    if mallopt is not None:
-        m_trim_threshold, m_mmap_threshold = -1, -3
-        mallopt(m_mmap_threshold, 32 << 20)
-        mallopt(m_trim_threshold, 1 << 30)
-
-
 def figures_due(trainer: dict, epoch: int) -> bool:
     """Whether epoch ``epoch`` (0-based) draws the two dashboard images: every
     ``figures_every_n_epochs`` epochs from the first and at ``max_epochs``; never when it is

@@ -76,7 +76,6 @@ from gridplan.training.members import Member, alone, group_key
 from gridplan.training.module import (
     TransitionDataModule,
     held_out_windows,
-    keep_freed_memory,
     record_run,
     score_best,
 )
@@ -90,6 +89,7 @@ from gridplan.training.vectorized import (
     usable_cores,
     worker_slots,
 )
+from gridplan.util.allocator import retain_freed_memory
 from gridplan.util.files import write_text_atomic
 from gridplan.util.threads import describe, intra_op_threads, threads_chosen, training_threads
 
@@ -222,7 +222,7 @@ def train(
         return train_all([cfg])[0]
     check_installed(cfg.logger.name)
     quiet_lightning_chatter()
-    keep_freed_memory()
+    retain_freed_memory()
     module, data = _build(cfg)
     run_dir, _ = new_run_dir(cfg.out_dir, run_name(cfg))
     write_text_atomic(run_dir / "config.yaml", to_yaml(cfg))

@@ -66,13 +66,13 @@ from gridplan.training.members import (
 from gridplan.training.module import (
     adamw,
     figures_due,
-    keep_freed_memory,
     log_best,
     log_figures,
     lr_factor,
     record_run,
     write_dashboards,
 )
+from gridplan.util.allocator import retain_freed_memory
 from gridplan.util.threads import available_cpus
 
 
@@ -366,7 +366,7 @@ def train_group(
     """
     start, cpu = time.perf_counter(), time.process_time()
     check_group_loggers([OmegaConf.to_container(m.config, resolve=True) for m in members])
-    keep_freed_memory()
+    retain_freed_memory()
     runs, buffers = prepare(members)
     for run in runs:
         run_dir = Path(run.member.run_dir)

@@ -2,7 +2,8 @@
 
 Nothing here knows the gridworld. ``files`` (atomic writes), ``jsonio`` (tensors and dataclasses
 to JSON), ``progress`` (a tqdm bar in a terminal, plain lines in a log), ``threads`` (OpenMP wait
-policy and thread counts, set before torch starts its pool).
+policy and thread counts, set before torch starts its pool), ``allocator`` (glibc keeps freed
+memory for the next request).
 
 Its public names (``__all__``) are imported on first use: ``import gridplan.util``
 imports none of its modules.
@@ -22,6 +23,7 @@ _EXPORTS = {
     "training_threads": "threads",
     "available_cpus": "threads",
     "describe": "threads",
+    "retain_freed_memory": "allocator",
     "read_fragments": "fragments",
     "EXTRAS": "extras",
     "MissingExtraError": "extras",

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers_learned import debug_overrides
 
 from gridplan.training.config import compose
 from gridplan.util import threads
@@ -195,12 +196,16 @@ def test_eval_takes_one_thread_unless_told(monkeypatch):
 
 #: An MLP layer's fresh 64 MiB output, made and freed 10 times; prints the minor page faults
 #: of the last three (the heap settles in the first few: torch aligns its large blocks, so a
-#: freed one is reused once its neighbours have been freed too).
+#: freed one is reused once its neighbours have been freed too). ``train`` trains a run of
+#: the overrides that follow in between, as an experiment evaluates after its training.
 FAULTS = """
 import resource, sys, torch
 from gridplan.util.allocator import retain_freed_memory
-if sys.argv[1] == "retain":
+if sys.argv[1] in ("retain", "train"):
     assert retain_freed_memory()
+if sys.argv[1] == "train":
+    from gridplan.training import compose, train
+    train(compose(sys.argv[2:]))
 torch.set_num_threads(1)
 x, w = torch.ones(65536, 64), torch.ones(64, 256)
 for i in range(10):
@@ -222,3 +227,11 @@ def test_retained_memory_is_not_faulted_in_again():
     # Without the setting every output maps fresh pages and faults each one in.
     assert faults["default"] >= 3 * pages
     assert faults["retain"] < pages // 4
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+def test_training_in_the_process_keeps_the_retained_memory_setting(tmp_path):
+    done = run_cli(["-c", FAULTS, "train", *debug_overrides(tmp_path), "trainer.max_epochs=1"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    # Training set its own, lower thresholds once: a 64 MiB output was then mapped afresh.
+    assert int(done.stdout.split()[-1]) < 64 * 2**20 // os.sysconf("SC_PAGE_SIZE") // 4
