@@ -34,7 +34,7 @@ training: on a shared machine the second is the reading, the load drifting betwe
 and the end), and the bare step: one stacked training step (forward, loss, backward, AdamW)
 with no Lightning, data loading or validation around it, also on one thread. The vectorized
 side is set against the floor twice: its wall time x the cores it held, and its CPU time
-(waiting threads sleep under the passive policy, so the cores held bound the CPU time).
+(under the passive policy a waiting thread sleeps, so the CPU time may be less).
 ``--world`` trains in another world (``gridplan.core.world``); the MLP's input and output
 layers then have its width (``widths_of``), and so do the floor's shapes.
 
