@@ -133,7 +133,7 @@ def worker(args) -> dict:
 
     from gridplan.training.config import compose
     from gridplan.training.dispatch import Launcher
-    from gridplan.training.runs import train_all
+    from gridplan.training.runs import new_run_dir, train_all
     from gridplan.training.vectorized import auto_workers
 
     warnings.filterwarnings("ignore")
@@ -151,7 +151,13 @@ def worker(args) -> dict:
         torch.cuda.reset_peak_memory_stats()
     start, cpu = time.perf_counter(), cpu_seconds()
     # The runs alone one after another in this process; the groups as python -m train sends them.
-    results = train_all(cfgs, progress=False, launcher=None if vectorize else Launcher("basic"))
+    record_dir, _ = new_run_dir(out / "runs", "groups")  # where its groups' group.json go
+    results = train_all(
+        cfgs,
+        progress=False,
+        record_dir=record_dir,
+        launcher=None if vectorize else Launcher("basic"),
+    )
     get_reusable_executor().shutdown(wait=True)  # joblib's workers end: their CPU time counts
     wall = time.perf_counter() - start
     cpu = cpu_seconds() - cpu
@@ -181,7 +187,7 @@ def worker(args) -> dict:
         "transitions": transitions,
         "transitions_per_s": round(transitions / wall),
         "peak_MB": round(peak, 1),
-        "threads": recorded_threads(out) if vectorize else torch.get_num_threads(),
+        "threads": recorded_threads(record_dir) if vectorize else torch.get_num_threads(),
         "processes": processes,
         "floor_s_per_step": floor,
     }
@@ -190,18 +196,13 @@ def worker(args) -> dict:
 SELF, CHILDREN = resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN
 
 
-def recorded_threads(out: Path) -> int:
-    """The most torch threads a vectorized group of this run trained with (the
-    ``group.json`` files of its launch, the newest ``version_<N>`` under
-    ``<out>/runs/groups``: every side's runs share ``out``; ``gridplan.training.runs.
+def recorded_threads(record_dir: Path) -> int:
+    """The most torch threads a vectorized group of this run trained with: the
+    ``group.json`` files of its launch under ``record_dir`` (``gridplan.training.runs.
     job_threads`` picks them)."""
-    versions = list((out / "runs" / "groups").glob("version_*"))
-    records = []
-    if versions:
-        newest = max(versions, key=lambda v: int(v.name.split("_", 1)[1]))
-        records = list(newest.glob("*/group.json"))
+    records = list(record_dir.glob("*/group.json"))
     if not records:
-        raise SystemExit(f"no group.json under {out / 'runs' / 'groups'}")
+        raise SystemExit(f"no group.json under {record_dir}")
     return max(json.loads(r.read_text())["threads"] for r in records)
 
 
